@@ -1,0 +1,22 @@
+// Subcommand registration. Each subcommand lives in its own cmd_<name>.cpp and adds itself to
+// the app here; main.cpp only lists them. Only subcommands that work are registered.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace specd::cli {
+
+// Global flags shared by every subcommand (set in main.cpp before a subcommand runs).
+struct GlobalOptions {
+  std::string log_level;  // --log-level; "" = config or SPECD_LOG_LEVEL or info
+};
+GlobalOptions& global_options();
+
+void add_plugins_commands(CLI::App& app);   // specd plugins list [--json]
+void add_validate_command(CLI::App& app);   // specd validate --config FILE
+
+}  // namespace specd::cli

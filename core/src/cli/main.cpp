@@ -1,0 +1,66 @@
+// specd: the command-line entry point. Subcommands register themselves (commands.hpp);
+// errors from any of them are printed as one clean message and a non-zero exit, never a
+// crash.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "specd/error.hpp"
+#include "specd/sdk/abi.h"
+#include "specd/log.hpp"
+
+namespace specd::cli {
+
+GlobalOptions& global_options() {
+  static GlobalOptions options;
+  return options;
+}
+
+namespace {
+std::string version_text() {
+  std::string text = std::string("specd ") + SPECD_VERSION + " (plugin ABI " +
+                     std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) + ", CUDA ";
+#ifdef SPECD_WITH_CUDA
+  text += "built in)";
+#else
+  text += "not built)";
+#endif
+  return text;
+}
+}  // namespace
+
+}  // namespace specd::cli
+
+int main(int argc, char** argv) {
+  using namespace specd;
+  CLI::App app{"specd: a speculative-decoding inference engine", "specd"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", cli::version_text());
+  app.add_option("--log-level", cli::global_options().log_level,
+                 "trace|debug|info|warn|error|critical|off (overrides config and SPECD_LOG_LEVEL)");
+  app.parse_complete_callback([] {
+    if (!cli::global_options().log_level.empty())
+      log::set_level(log::parse_level(cli::global_options().log_level));
+    else
+      log::apply_env_level();
+  });
+
+  cli::add_plugins_commands(app);
+  cli::add_validate_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const specd::Error& e) {
+    std::fprintf(stderr, "specd: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "specd: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

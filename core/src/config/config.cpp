@@ -1,0 +1,409 @@
+#include "config/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "specd/error.hpp"
+
+namespace specd::config {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const YAML::Node& n) {
+  if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
+  if (n.IsSequence()) return "a sequence";
+  if (n.IsMap()) return "a map";
+  return "null";
+}
+
+// Walks the YAML tree, filling EngineConfig and collecting every error with its location.
+class Reader {
+ public:
+  Reader(std::string file, fs::path base_dir, std::set<std::string> overridden)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)), overridden_(std::move(overridden)) {}
+
+  std::vector<std::string>& errors() { return errors_; }
+
+  void error(const YAML::Node& node, const std::string& path, const std::string& message) {
+    errors_.push_back(where(node, path) + ": " + path + ": " + message);
+  }
+
+  std::string where(const YAML::Node& node, const std::string& path) const {
+    if (overridden_.count(path)) return "--set " + path;
+    const int line = node.IsDefined() && node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
+    return file_ + (line > 0 ? ":" + std::to_string(line) : "");
+  }
+
+  // A map section; reports unknown keys. Returns false (and reports) if present but not a map.
+  bool section(const YAML::Node& node, const std::string& path, std::initializer_list<const char*> keys) {
+    if (!node.IsDefined() || node.IsNull()) return false;
+    if (!node.IsMap()) {
+      error(node, path, "expected a map, got " + quote(node));
+      return false;
+    }
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      bool known = false;
+      for (const char* k : keys) known = known || key == k;
+      if (!known) {
+        std::string list;
+        for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+        errors_.push_back(where(kv.first, join(path, key)) + ": " + join(path, key) + ": unknown key (expected one of: " +
+                          list + ")");
+      }
+    }
+    return true;
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  void get_int(const YAML::Node& map, const std::string& path, const char* key, int64_t min, int64_t max, auto& out) {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return;
+    const std::string p = join(path, key);
+    int64_t v = 0;
+    if (!n.IsScalar() || !parse_int(n.Scalar(), &v) || v < min || v > max) {
+      error(n, p, "expected integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + quote(n));
+      return;
+    }
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+  }
+
+  void get_float(const YAML::Node& map, const std::string& path, const char* key, double min, double max,
+                 bool open_min, double& out) {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return;
+    const std::string p = join(path, key);
+    double v = 0;
+    const bool ok = n.IsScalar() && parse_float(n.Scalar(), &v) && (open_min ? v > min : v >= min) && v <= max;
+    if (!ok) {
+      std::ostringstream os;
+      os << "expected number in " << (open_min ? "(" : "[") << min << ", " << max << "], got " << quote(n);
+      error(n, p, os.str());
+      return;
+    }
+    out = v;
+  }
+
+  void get_bool(const YAML::Node& map, const std::string& path, const char* key, bool& out) {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return;
+    const std::string t = n.IsScalar() ? n.Scalar() : "";
+    if (t == "true" || t == "yes" || t == "on" || t == "True") {
+      out = true;
+    } else if (t == "false" || t == "no" || t == "off" || t == "False") {
+      out = false;
+    } else {
+      error(n, join(path, key), "expected boolean, got " + quote(n));
+    }
+  }
+
+  void get_string(const YAML::Node& map, const std::string& path, const char* key, std::string& out) {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return;
+    if (!n.IsScalar()) {
+      error(n, join(path, key), "expected string, got " + quote(n));
+      return;
+    }
+    out = n.Scalar();
+  }
+
+  void get_choice(const YAML::Node& map, const std::string& path, const char* key,
+                  std::initializer_list<const char*> choices, std::string& out) {
+    std::string value = out;
+    get_string(map, path, key, value);
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || !n.IsScalar()) return;
+    for (const char* c : choices)
+      if (value == c) {
+        out = value;
+        return;
+      }
+    std::string list;
+    for (const char* c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
+    error(n, join(path, key), "expected one of " + list + ", got " + quote(n));
+  }
+
+  // A path value: relative paths in a file resolve against the file's directory.
+  void get_path(const YAML::Node& map, const std::string& path, const char* key, std::string& out) {
+    std::string value;
+    get_string(map, path, key, value);
+    if (!value.empty()) out = resolve(join(path, key), value);
+  }
+
+  std::string resolve(const std::string& path, const std::string& value) const {
+    if (value.empty() || fs::path(value).is_absolute() || overridden_.count(path) || base_dir_.empty()) return value;
+    return (base_dir_ / value).lexically_normal().string();
+  }
+
+  void get_string_list(const YAML::Node& map, const std::string& path, const char* key, bool paths,
+                       std::vector<std::string>& out) {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return;
+    const std::string p = join(path, key);
+    if (!n.IsSequence()) {
+      error(n, p, "expected a list of strings, got " + quote(n));
+      return;
+    }
+    out.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (!n[i].IsScalar()) {
+        error(n[i], p + "[" + std::to_string(i) + "]", "expected string, got " + quote(n[i]));
+        continue;
+      }
+      out.push_back(paths ? resolve(p, n[i].Scalar()) : n[i].Scalar());
+    }
+  }
+
+  void component(const YAML::Node& n, const std::string& path, ComponentConfig& out, bool required) {
+    if (!n.IsDefined() || n.IsNull()) {
+      if (required) errors_.push_back(file_ + ": " + path + ": required key is missing");
+      return;
+    }
+    out.line = n.Mark().line + 1;
+    if (n.IsScalar()) {  // shorthand: `proposer: ngram`
+      out.name = n.Scalar();
+      out.params = plugin::Params::from_pairs({}, file_, path);
+      return;
+    }
+    if (!n.IsMap()) {
+      error(n, path, "expected a component name or a map with `name`, got " + quote(n));
+      return;
+    }
+    const YAML::Node name = n["name"];
+    if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
+      error(n, path + ".name", "required component name is missing");
+      return;
+    }
+    out.name = name.Scalar();
+    out.params = plugin::Params::from_yaml(n, file_, path);
+  }
+
+  static bool parse_int(const std::string& s, int64_t* out) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *out = v;
+    return true;
+  }
+  static bool parse_float(const std::string& s, double* out) {
+    if (s.empty()) return false;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(s.c_str(), &end);
+    if (errno != 0 || *end != '\0' || !std::isfinite(v)) return false;
+    *out = v;
+    return true;
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  fs::path base_dir_;
+  std::set<std::string> overridden_;
+  std::vector<std::string> errors_;
+};
+
+void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
+  const YAML::Node n = root["model"];
+  if (!n.IsDefined() || n.IsNull()) {
+    r.errors().push_back(r.file() + ": model: required section is missing");
+    return;
+  }
+  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed"})) return;
+  r.get_path(n, "model", "path", c.model.path);
+  if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
+  r.get_path(n, "model", "tokenizer", c.model.tokenizer);
+  r.get_choice(n, "model", "dtype", {"auto", "f32", "f16", "bf16"}, c.model.dtype);
+  r.get_string(n, "model", "device", c.model.device);
+  const std::string& d = c.model.device;
+  bool device_ok = d == "cpu" || d == "cuda";
+  if (!device_ok && d.rfind("cuda:", 0) == 0 && d.size() > 5) {
+    device_ok = d.find_first_not_of("0123456789", 5) == std::string::npos && d.size() <= 8;
+  }
+  if (!device_ok) r.error(n["device"], "model.device", "expected cpu, cuda or cuda:N, got \"" + d + "\"");
+  r.get_int(n, "model", "max_model_len", 0, int64_t{1} << 24, c.model.max_model_len);
+  r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
+  r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
+}
+
+void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
+  const YAML::Node n = root["speculative"];
+  if (!r.section(n, "speculative",
+                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "disable_by_batch_size"}))
+    return;
+  auto& s = c.speculative;
+  s.enabled = true;
+  r.get_bool(n, "speculative", "enabled", s.enabled);
+  r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
+  r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
+  r.component(n["proposer"], "speculative.proposer", s.proposer, true);
+  s.verifier.name = "rejection";
+  s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");
+  r.component(n["verifier"], "speculative.verifier", s.verifier, false);
+}
+
+void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
+  if (YAML::Node n = root["scheduler"];
+      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue"})) {
+    r.get_int(n, "scheduler", "max_num_seqs", 1, 4096, c.scheduler.max_num_seqs);
+    r.get_int(n, "scheduler", "max_num_batched_tokens", 1, 1 << 20, c.scheduler.max_num_batched_tokens);
+    r.get_bool(n, "scheduler", "chunked_prefill", c.scheduler.chunked_prefill);
+    r.get_int(n, "scheduler", "max_queue", 1, 1 << 20, c.scheduler.max_queue);
+  }
+  if (YAML::Node n = root["kv_cache"]; r.section(n, "kv_cache", {"block_size", "memory_mib", "gpu_memory_fraction"})) {
+    r.get_int(n, "kv_cache", "block_size", 1, 256, c.kv_cache.block_size);
+    const int32_t b = c.kv_cache.block_size;
+    if ((b & (b - 1)) != 0) r.error(n["block_size"], "kv_cache.block_size", "expected a power of two, got " + std::to_string(b));
+    r.get_int(n, "kv_cache", "memory_mib", 0, int64_t{1} << 22, c.kv_cache.memory_mib);
+    r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
+  }
+  if (YAML::Node n = root["server"];
+      r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",
+                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "shutdown_timeout_s"})) {
+    auto& s = c.server;
+    r.get_string(n, "server", "host", s.host);
+    r.get_int(n, "server", "port", 0, 65535, s.port);
+    r.get_string(n, "server", "model_name", s.model_name);
+    r.get_string_list(n, "server", "api_keys", false, s.api_keys);
+    r.get_string(n, "server", "api_key_env", s.api_key_env);
+    r.get_int(n, "server", "max_body_bytes", 1024, int64_t{1} << 30, s.max_body_bytes);
+    r.get_int(n, "server", "max_prompt_tokens", 0, 1 << 24, s.max_prompt_tokens);
+    r.get_int(n, "server", "max_tokens_limit", 1, 1 << 24, s.max_tokens_limit);
+    r.get_choice(n, "server", "chat_template", {"auto", "chatml", "llama2", "llama3"}, s.chat_template);
+    r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
+  }
+  if (YAML::Node n = root["plugins"]; r.section(n, "plugins", {"paths"})) {
+    r.get_string_list(n, "plugins", "paths", true, c.plugins.paths);
+  }
+  if (YAML::Node n = root["logging"]; r.section(n, "logging", {"level"})) {
+    r.get_choice(n, "logging", "level", {"trace", "debug", "info", "warn", "error", "critical", "off"},
+                 c.logging.level);
+  }
+}
+
+// Applies `a.b.c=value` to the tree; the value is parsed as YAML so lists work ("[a, b]").
+void apply_override(YAML::Node& root, const std::string& key, const std::string& value) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream is(key);
+  while (std::getline(is, part, '.')) parts.push_back(part);
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    parsed = YAML::Node(value);
+  }
+  if (parsed.IsNull() && !value.empty() && value != "null" && value != "~") parsed = YAML::Node(value);
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsMap()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = parsed;
+}
+
+EngineConfig load_node(YAML::Node root, const std::string& source, const fs::path& base_dir, const Overrides& overrides) {
+  std::set<std::string> overridden;
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw Error(ErrorCode::kConfig, source + ": expected a YAML map at the top level");
+  for (const auto& [k, v] : overrides) {
+    apply_override(root, k, v);
+    overridden.insert(k);
+  }
+  Reader r(source, base_dir, overridden);
+  EngineConfig c;
+  c.source_file = source;
+  r.section(root, "", {"model", "speculative", "scheduler", "kv_cache", "server", "plugins", "logging"});
+  read_model(r, root, c);
+  read_speculative(r, root, c);
+  read_rest(r, root, c);
+  if (!r.errors().empty()) {
+    std::string all;
+    for (const auto& e : r.errors()) all += (all.empty() ? "" : "\n") + e;
+    throw Error(ErrorCode::kConfig, all);
+  }
+  return c;
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(ErrorCode::kConfig, source + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> parse_override(const std::string& flag) {
+  const size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(ErrorCode::kInvalidArgument, "--set expects key=value (e.g. model.path=/models/x), got \"" + flag + "\"");
+  const std::string key = flag.substr(0, eq);
+  if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    throw Error(ErrorCode::kInvalidArgument, "--set key \"" + key + "\" is not a dotted path like a.b.c");
+  return {key, flag.substr(eq + 1)};
+}
+
+EngineConfig load_file(const fs::path& file, const Overrides& overrides) {
+  std::ifstream in(file);
+  if (!in) throw Error(ErrorCode::kNotFound, "cannot open config file " + file.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string source = file.string();
+  return load_node(parse_yaml(ss.str(), source), source, file.parent_path(), overrides);
+}
+
+EngineConfig load_string(const std::string& yaml, const std::string& source_name, const Overrides& overrides) {
+  return load_node(parse_yaml(yaml, source_name), source_name, {}, overrides);
+}
+
+EngineConfig for_model_dir(const std::string& model_dir, const Overrides& overrides) {
+  Overrides all{{"model.path", model_dir}};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return load_node(YAML::Node(YAML::NodeType::Map), "<--model>", {}, all);
+}
+
+std::string summary(const EngineConfig& c) {
+  std::ostringstream os;
+  os << "config " << c.source_file << "\n";
+  os << "  model:        " << c.model.path << " (dtype " << c.model.dtype << ", device " << c.model.device;
+  if (c.model.max_model_len > 0) os << ", max_model_len " << c.model.max_model_len;
+  os << ")\n";
+  if (c.speculative.enabled) {
+    os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier " << c.speculative.verifier.name
+       << ", k = " << c.speculative.num_speculative_tokens;
+    if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
+    os << "\n";
+  } else {
+    os << "  speculative:  off\n";
+  }
+  os << "  scheduler:    max_num_seqs " << c.scheduler.max_num_seqs << ", max_num_batched_tokens "
+     << c.scheduler.max_num_batched_tokens << ", chunked_prefill " << (c.scheduler.chunked_prefill ? "on" : "off")
+     << "\n";
+  os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", memory "
+     << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
+  os << "  server:       " << c.server.host << ":" << c.server.port << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)")
+     << "\n";
+  os << "  logging:      " << c.logging.level << "\n";
+  return os.str();
+}
+
+}  // namespace specd::config

@@ -1,0 +1,108 @@
+// The engine configuration: YAML → typed structs with strict validation. Every key is
+// documented in docs/configuration.md; defaults here and there must agree.
+//
+// Errors carry the file, line and YAML path, e.g.
+//   configs/x.yaml:12: speculative.num_speculative_tokens: expected integer in [1, 32], got "five"
+// and loading reports every error found, not only the first.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plugin/params.hpp"
+
+namespace specd::config {
+
+struct ModelConfig {
+  std::string path;            // model directory (HF layout); required
+  std::string tokenizer;       // tokenizer.json or directory; "" = model path
+  std::string dtype = "auto";  // auto | f32 | f16 | bf16: the weights' storage dtype after load
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  int64_t max_model_len = 0;   // 0 = the checkpoint's max_position_embeddings
+  int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
+  int32_t seed = 0;            // default seed for requests that set none
+};
+
+struct ComponentConfig {
+  std::string name;       // component name as the plugin registers it
+  plugin::Params params;  // the rest of the node, handed to the plugin
+  int32_t line = 0;
+};
+
+struct SpeculativeConfig {
+  bool enabled = false;                // true when the `speculative` section is present
+  int32_t num_speculative_tokens = 4;  // k, in [1, 32]
+  ComponentConfig proposer;
+  ComponentConfig verifier;            // default: rejection
+  int32_t disable_by_batch_size = 0;   // 0 = never disable
+};
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  bool chunked_prefill = true;
+  int32_t max_queue = 1024;  // waiting requests beyond this are refused
+};
+
+struct KvCacheConfig {
+  int32_t block_size = 16;          // tokens per block; power of two in [1, 256]
+  int64_t memory_mib = 0;           // CPU budget for all KV caches; 0 = auto (see docs)
+  double gpu_memory_fraction = 0.9; // CUDA: fraction of free device memory for KV
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int32_t port = 8000;
+  std::string model_name;                // name served in /v1/models; "" = model dir name
+  std::vector<std::string> api_keys;     // empty = no auth unless api_key_env is set
+  std::string api_key_env;               // environment variable holding one more key
+  int64_t max_body_bytes = 1 << 20;
+  int32_t max_prompt_tokens = 0;         // 0 = the model's context length
+  int32_t max_tokens_limit = 4096;       // upper bound for a request's max_tokens
+  std::string chat_template = "auto";    // auto | chatml | llama2 | llama3
+  int32_t shutdown_timeout_s = 30;
+};
+
+struct PluginsConfig {
+  std::vector<std::string> paths;  // searched before SPECD_PLUGIN_PATH and the built-ins
+};
+
+struct LoggingConfig {
+  std::string level = "info";  // trace | debug | info | warn | error | critical | off
+};
+
+struct EngineConfig {
+  std::string source_file = "<default>";
+  ModelConfig model;
+  SpeculativeConfig speculative;
+  SchedulerConfig scheduler;
+  KvCacheConfig kv_cache;
+  ServerConfig server;
+  PluginsConfig plugins;
+  LoggingConfig logging;
+};
+
+// `--set key=value` overrides, applied to the YAML tree before validation; key is a dotted
+// path such as `speculative.num_speculative_tokens` or `model.path`.
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+// Parses "a.b=c" into an override; throws specd::Error on a malformed flag.
+std::pair<std::string, std::string> parse_override(const std::string& flag);
+
+// Loads and validates a YAML file. Throws specd::Error (kConfig) listing every error found,
+// one per line, each with file:line: path: message.
+EngineConfig load_file(const std::filesystem::path& file, const Overrides& overrides = {});
+// Validates YAML text (for tests and stdin); `source_name` is used in messages.
+EngineConfig load_string(const std::string& yaml, const std::string& source_name,
+                         const Overrides& overrides = {});
+// A config with documented defaults for a model directory alone (`--model DIR`).
+EngineConfig for_model_dir(const std::string& model_dir, const Overrides& overrides = {});
+
+// A one-screen human summary (what `specd validate` prints on success).
+std::string summary(const EngineConfig& config);
+
+}  // namespace specd::config

@@ -1,0 +1,432 @@
+#include "plugin/registry.hpp"
+
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cctype>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+#include "plugin/host_services.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+
+namespace specd::plugin {
+
+namespace fs = std::filesystem;
+
+std::string_view kind_name(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::kProposer: return "proposer";
+    case ComponentKind::kScorer: return "scorer";
+    case ComponentKind::kVerifier: return "verifier";
+  }
+  return "component";
+}
+
+class LoadedLibrary {
+ public:
+  explicit LoadedLibrary(boost::dll::shared_library lib) : lib_(std::move(lib)) {}
+  boost::dll::shared_library& lib() { return lib_; }
+
+ private:
+  boost::dll::shared_library lib_;
+};
+
+namespace {
+
+const log::Logger& plugin_log() { return log::get("plugin"); }
+
+// Error buffer for one ABI call.
+struct ErrorBuffer {
+  char text[4096] = {0};
+  specd_error err{sizeof(specd_error), sizeof(text), text};
+  std::string message() const { return text[0] != '\0' ? std::string(text) : std::string("(no message)"); }
+};
+
+std::string status_name(int32_t status) {
+  switch (status) {
+    case SPECD_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case SPECD_ERR_UNSUPPORTED: return "unsupported";
+    case SPECD_ERR_OUT_OF_MEMORY: return "out of memory";
+    case SPECD_ERR_NOT_FOUND: return "not found";
+    case SPECD_ERR_INTERNAL: return "internal error";
+    default: return "status " + std::to_string(status);
+  }
+}
+
+bool valid_component_name(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  for (const char* c = name; *c; ++c)
+    if (!(std::isalnum(static_cast<unsigned char>(*c)) || *c == '_' || *c == '-' || *c == '.')) return false;
+  return true;
+}
+
+// Other ABI majors this file exports, e.g. {2} for specd_plugin_entry_v2.
+std::vector<std::string> other_entry_symbols(const fs::path& file) {
+  std::vector<std::string> found;
+  try {
+    boost::dll::library_info info(boost::dll::fs::path(file.string()));
+    for (const auto& sym : info.symbols())
+      if (sym.rfind(SPECD_PLUGIN_ENTRY_PREFIX, 0) == 0) found.push_back(sym);
+  } catch (const std::exception&) {
+    // Not an ELF file we can read: the caller reports the missing entry symbol.
+  }
+  return found;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Search path
+
+fs::path Registry::builtin_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return (exe.parent_path() / SPECD_PLUGIN_REL_DIR).lexically_normal();
+}
+
+std::vector<fs::path> Registry::search_path(const std::vector<std::string>& yaml_paths) {
+  std::vector<fs::path> dirs;
+  for (const auto& p : yaml_paths) dirs.emplace_back(p);
+  if (const char* env = std::getenv("SPECD_PLUGIN_PATH"); env != nullptr) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      const std::string_view item = rest.substr(0, colon);
+      if (!item.empty()) dirs.emplace_back(std::string(item));
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  if (auto builtin = builtin_dir(); !builtin.empty()) dirs.push_back(builtin);
+  return dirs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+Registry::Registry() = default;
+Registry::~Registry() = default;
+
+void Registry::scan(const std::vector<fs::path>& dirs) {
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      plugin_log().debug("plugin directory {} does not exist; skipped", dir.string());
+      continue;
+    }
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path());
+    if (ec) throw Error(ErrorCode::kPluginLoad, "cannot read plugin directory " + dir.string() + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      try {
+        load(file);
+      } catch (const Error& e) {
+        refusals_.push_back({file, e.what()});
+        plugin_log().warn("{}", e.what());
+      }
+    }
+  }
+}
+
+const PluginInfo& Registry::load(const fs::path& file_in) {
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(file_in, ec);
+  auto refuse = [&](const std::string& reason) -> Error {
+    return Error(ErrorCode::kPluginLoad, "plugin " + file_in.string() + ": " + reason);
+  };
+  for (const auto* p : plugin_list_)
+    if (p->path == file) return *p;
+  if (!fs::is_regular_file(file, ec)) throw refuse("no such file");
+
+  boost::dll::shared_library lib;
+  try {
+    lib.load(boost::dll::fs::path(file.string()),
+             boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    throw refuse(std::string("cannot be loaded: ") + e.what());
+  }
+  if (!lib.has(SPECD_PLUGIN_ENTRY_SYMBOL)) {
+    const auto others = other_entry_symbols(file);
+    if (!others.empty()) {
+      const std::string major = others.front().substr(std::strlen(SPECD_PLUGIN_ENTRY_PREFIX));
+      throw refuse("built for plugin ABI major " + major + " (exports " + others.front() +
+                   "), this host supports ABI major " + std::to_string(SPECD_ABI_MAJOR));
+    }
+    throw refuse(std::string("no entry symbol ") + SPECD_PLUGIN_ENTRY_SYMBOL +
+                 " (not a specd plugin, or not exported with SPECD_PLUGIN / BOOST_DLL_ALIAS)");
+  }
+  // BOOST_DLL_ALIAS exports a data symbol holding the address of the entry function.
+  const void* alias = lib.get<const void*>(SPECD_PLUGIN_ENTRY_SYMBOL);
+  if (alias == nullptr) throw refuse("entry symbol is null");
+  auto entry = reinterpret_cast<specd_plugin_entry_fn>(const_cast<void*>(alias));
+  const specd_plugin_descriptor* desc = entry();
+  if (desc == nullptr) throw refuse("entry point returned no descriptor");
+  if (desc->struct_size < offsetof(specd_plugin_descriptor, components) + sizeof(desc->components))
+    throw refuse("descriptor struct_size " + std::to_string(desc->struct_size) + " is too small");
+  if (desc->abi_major != SPECD_ABI_MAJOR)
+    throw refuse("declares plugin ABI major " + std::to_string(desc->abi_major) + ", this host supports " +
+                 std::to_string(SPECD_ABI_MAJOR));
+  if (desc->abi_minor > SPECD_ABI_MINOR)
+    throw refuse("built for plugin ABI " + std::to_string(desc->abi_major) + "." + std::to_string(desc->abi_minor) +
+                 ", newer than this host's " + std::to_string(SPECD_ABI_MAJOR) + "." +
+                 std::to_string(SPECD_ABI_MINOR) + "; upgrade specd or rebuild the plugin against this SDK");
+  if (desc->name == nullptr || *desc->name == '\0') throw refuse("descriptor has no plugin name");
+  if (desc->cuda_runtime_major != 0) {
+    const int host_cuda = host_cuda_runtime_major();
+    if (host_cuda != 0 && host_cuda != desc->cuda_runtime_major)
+      throw refuse("device code built for CUDA runtime " + std::to_string(desc->cuda_runtime_major) +
+                   ", this host uses CUDA runtime " + std::to_string(host_cuda));
+  }
+  if (desc->num_components < 0 || (desc->num_components > 0 && desc->components == nullptr))
+    throw refuse("descriptor has an invalid component list");
+
+  // Check every component before registering any, so a refused plugin leaves no trace.
+  std::set<std::pair<int, std::string>> own;
+  for (int32_t i = 0; i < desc->num_components; ++i) {
+    const specd_component_desc& c = desc->components[i];
+    const std::string where = "component #" + std::to_string(i);
+    if (c.struct_size < offsetof(specd_component_desc, create) + sizeof(c.create))
+      throw refuse(where + " has struct_size " + std::to_string(c.struct_size) + ", too small");
+    if (c.kind < SPECD_COMPONENT_PROPOSER || c.kind > SPECD_COMPONENT_VERIFIER)
+      throw refuse(where + " has unknown kind " + std::to_string(c.kind));
+    if (!valid_component_name(c.name))
+      throw refuse(where + " has an invalid name (letters, digits, '_', '-', '.' only)");
+    if (c.create == nullptr) throw refuse(std::string("component '") + c.name + "' has no factory");
+    const std::string kname(kind_name(static_cast<ComponentKind>(c.kind)));
+    if (!own.emplace(c.kind, c.name).second)
+      throw refuse("declares " + kname + " '" + c.name + "' twice");
+    if (auto it = by_name_.find(std::make_pair(c.kind, std::string(c.name))); it != by_name_.end()) {
+      const fs::path& other = it->second->plugin->path;
+      if (other.parent_path() == file.parent_path())
+        throw refuse("duplicate " + kname + " name '" + c.name + "': already provided by " + other.string());
+    }
+  }
+
+  auto info = std::make_unique<PluginInfo>();
+  info->path = file;
+  info->name = desc->name;
+  info->version = desc->version != nullptr ? desc->version : "";
+  info->abi_major = desc->abi_major;
+  info->abi_minor = desc->abi_minor;
+  info->cuda_runtime_major = desc->cuda_runtime_major;
+  for (int32_t i = 0; i < desc->num_components; ++i) {
+    const specd_component_desc& c = desc->components[i];
+    auto comp = std::make_unique<ComponentInfo>();
+    comp->name = c.name;
+    comp->kind = static_cast<ComponentKind>(c.kind);
+    comp->description = c.description != nullptr ? c.description : "";
+    comp->plugin = info.get();
+    comp->desc = &c;
+    auto key = std::make_pair(static_cast<int>(c.kind), comp->name);
+    if (auto it = by_name_.find(key); it != by_name_.end()) {
+      shadowed_.push_back({comp->name, comp->kind, it->second->plugin->path, file});
+      plugin_log().warn("{} '{}' in {} is shadowed by {} earlier on the plugin path", kind_name(comp->kind),
+                        comp->name, file.string(), it->second->plugin->path.string());
+    } else {
+      by_name_.emplace(key, comp.get());
+    }
+    component_store_.push_back(std::move(comp));
+  }
+  plugin_log().debug("loaded plugin {} {} from {}", info->name, info->version, file.string());
+  libraries_.push_back(std::make_unique<LoadedLibrary>(std::move(lib)));
+  plugin_list_.push_back(info.get());
+  plugin_store_.push_back(std::move(info));
+  return *plugin_list_.back();
+}
+
+std::vector<const ComponentInfo*> Registry::components() const {
+  std::vector<const ComponentInfo*> out;
+  for (const auto& c : component_store_) out.push_back(c.get());
+  return out;
+}
+
+const ComponentInfo* Registry::find(ComponentKind kind, std::string_view name) const {
+  auto it = by_name_.find(std::make_pair(static_cast<int>(kind), std::string(name)));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+const ComponentInfo& Registry::require(ComponentKind kind, std::string_view name) const {
+  if (const ComponentInfo* c = find(kind, name)) return *c;
+  std::string known;
+  for (const auto& [key, comp] : by_name_)
+    if (key.first == static_cast<int>(kind)) known += (known.empty() ? "" : ", ") + comp->name;
+  std::string message = "no " + std::string(kind_name(kind)) + " named '" + std::string(name) +
+                        "' on the plugin path (available: " + (known.empty() ? "none" : known) + ")";
+  if (!refusals_.empty()) {
+    message += "; refused plugin files:";
+    for (const auto& r : refusals_) message += "\n  " + r.reason;
+  }
+  throw Error(ErrorCode::kNotFound, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creating components
+
+std::unique_ptr<HostContext> Registry::make_context(const ComponentInfo& info,
+                                                    const specd_model_services* models) const {
+  return std::make_unique<HostContext>(info.plugin->name, models);
+}
+
+specd_component Registry::create(const ComponentInfo& info, const Params& params, HostContext* ctx) const {
+  ErrorBuffer eb;
+  specd_component comp{sizeof(specd_component), nullptr, nullptr};
+  const int32_t status = info.desc->create(ctx->services(), params.raw(), &comp, &eb.err);
+  const std::string who = std::string(kind_name(info.kind)) + " '" + info.name + "' (plugin " + info.plugin->name +
+                          ", " + info.plugin->path.string() + ")";
+  if (status != SPECD_OK)
+    throw Error(ErrorCode::kPluginLoad, who + " failed to create (" + status_name(status) + "): " + eb.message());
+  if (comp.self == nullptr || comp.vtable == nullptr)
+    throw Error(ErrorCode::kPluginLoad, who + " factory returned no instance");
+  if (*static_cast<const uint32_t*>(comp.vtable) == 0)
+    throw Error(ErrorCode::kPluginLoad, who + " factory returned a vtable with struct_size 0");
+  return comp;
+}
+
+void Registry::validate(ComponentKind kind, std::string_view name, const Params& params) const {
+  const ComponentInfo& info = require(kind, name);
+  if (info.desc->validate != nullptr) {
+    ErrorBuffer eb;
+    if (info.desc->validate(params.raw(), &eb.err) != SPECD_OK) throw Error(ErrorCode::kConfig, eb.message());
+    return;
+  }
+  // No validate entry: creating an instance is the validation.
+  switch (kind) {
+    case ComponentKind::kProposer: create_proposer(name, params); break;
+    case ComponentKind::kVerifier: create_verifier(name, params); break;
+    case ComponentKind::kScorer: create_scorer(name, params); break;
+  }
+}
+
+std::unique_ptr<ProposerInstance> Registry::create_proposer(std::string_view name, const Params& params,
+                                                            const specd_model_services* models) const {
+  const ComponentInfo& info = require(ComponentKind::kProposer, name);
+  auto ctx = make_context(info, models);
+  specd_component comp = create(info, params, ctx.get());
+  return std::make_unique<ProposerInstance>(info.name, comp, std::move(ctx));
+}
+
+std::unique_ptr<VerifierInstance> Registry::create_verifier(std::string_view name, const Params& params) const {
+  const ComponentInfo& info = require(ComponentKind::kVerifier, name);
+  auto ctx = make_context(info, nullptr);
+  specd_component comp = create(info, params, ctx.get());
+  return std::make_unique<VerifierInstance>(info.name, comp, std::move(ctx));
+}
+
+std::unique_ptr<ScorerInstance> Registry::create_scorer(std::string_view name, const Params& params,
+                                                        const specd_model_services* models) const {
+  const ComponentInfo& info = require(ComponentKind::kScorer, name);
+  auto ctx = make_context(info, models);
+  specd_component comp = create(info, params, ctx.get());
+  return std::make_unique<ScorerInstance>(info.name, comp, std::move(ctx));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances: ABI status → specd::Error.
+
+namespace {
+[[noreturn]] void call_failed(std::string_view kind, const std::string& name, std::string_view call, int32_t status,
+                              const ErrorBuffer& eb) {
+  throw Error(ErrorCode::kPluginCall, std::string(kind) + " '" + name + "' " + std::string(call) + " failed (" +
+                                          status_name(status) + "): " + eb.message());
+}
+}  // namespace
+
+ProposerInstance::ProposerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
+    : name_(std::move(name)),
+      component_(component),
+      vt_(static_cast<const specd_proposer_vtable*>(component.vtable)),
+      ctx_(std::move(ctx)) {
+  caps_.struct_size = sizeof(caps_);
+  caps_.supports_variable_k = 1;
+  if (vt_->capabilities != nullptr && vt_->capabilities(component_.self, &caps_) != SPECD_OK) {
+    vt_->destroy(component_.self);
+    throw Error(ErrorCode::kPluginLoad, "proposer '" + name_ + "' failed to report its capabilities");
+  }
+  if (vt_->propose == nullptr) {
+    vt_->destroy(component_.self);
+    throw Error(ErrorCode::kPluginLoad, "proposer '" + name_ + "' has no propose function");
+  }
+}
+
+ProposerInstance::~ProposerInstance() {
+  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
+}
+
+void ProposerInstance::on_prefill(const specd_prefill_batch& batch) {
+  if (vt_->on_prefill == nullptr) return;
+  ErrorBuffer eb;
+  if (int32_t s = vt_->on_prefill(component_.self, &batch, &eb.err); s != SPECD_OK)
+    call_failed("proposer", name_, "on_prefill", s, eb);
+}
+
+void ProposerInstance::propose(specd_propose_batch& batch) {
+  ErrorBuffer eb;
+  if (int32_t s = vt_->propose(component_.self, &batch, &eb.err); s != SPECD_OK)
+    call_failed("proposer", name_, "propose", s, eb);
+}
+
+void ProposerInstance::on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted) {
+  if (vt_->on_accept == nullptr) return;
+  ErrorBuffer eb;
+  if (int32_t s = vt_->on_accept(component_.self, seq_id, num_accepted, emitted, &eb.err); s != SPECD_OK)
+    call_failed("proposer", name_, "on_accept", s, eb);
+}
+
+void ProposerInstance::on_release(uint64_t seq_id) noexcept {
+  if (vt_->on_release != nullptr) vt_->on_release(component_.self, seq_id);
+}
+
+VerifierInstance::VerifierInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
+    : name_(std::move(name)),
+      component_(component),
+      vt_(static_cast<const specd_verifier_vtable*>(component.vtable)),
+      ctx_(std::move(ctx)) {
+  caps_.struct_size = sizeof(caps_);
+  caps_.needs_draft_probs = 1;
+  caps_.lossless = 1;
+  if ((vt_->capabilities != nullptr && vt_->capabilities(component_.self, &caps_) != SPECD_OK) ||
+      vt_->verify == nullptr) {
+    vt_->destroy(component_.self);
+    throw Error(ErrorCode::kPluginLoad, "verifier '" + name_ + "' failed to report its capabilities or has no verify");
+  }
+}
+
+VerifierInstance::~VerifierInstance() {
+  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
+}
+
+void VerifierInstance::verify(const specd_verify_batch& batch) {
+  ErrorBuffer eb;
+  if (int32_t s = vt_->verify(component_.self, &batch, &eb.err); s != SPECD_OK)
+    call_failed("verifier", name_, "verify", s, eb);
+}
+
+ScorerInstance::ScorerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
+    : name_(std::move(name)),
+      component_(component),
+      vt_(static_cast<const specd_scorer_vtable*>(component.vtable)),
+      ctx_(std::move(ctx)) {
+  if (vt_->score == nullptr) {
+    vt_->destroy(component_.self);
+    throw Error(ErrorCode::kPluginLoad, "scorer '" + name_ + "' has no score function");
+  }
+}
+
+ScorerInstance::~ScorerInstance() {
+  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
+}
+
+void ScorerInstance::score(specd_score_batch& batch) {
+  ErrorBuffer eb;
+  if (int32_t s = vt_->score(component_.self, &batch, &eb.err); s != SPECD_OK) call_failed("scorer", name_, "score", s, eb);
+}
+
+}  // namespace specd::plugin

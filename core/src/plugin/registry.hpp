@@ -1,0 +1,170 @@
+// The plugin registry: finds plugin libraries on the search path, checks them against the
+// ABI, and creates components by name. Host-side wrappers (ProposerInstance,
+// VerifierInstance, ScorerInstance) turn ABI status codes back into specd::Error so the rest
+// of the core never sees the C ABI.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plugin/params.hpp"
+#include "specd/sdk/abi.h"
+
+namespace specd::plugin {
+
+enum class ComponentKind { kProposer = SPECD_COMPONENT_PROPOSER, kScorer = SPECD_COMPONENT_SCORER, kVerifier = SPECD_COMPONENT_VERIFIER };
+std::string_view kind_name(ComponentKind kind);
+
+class LoadedLibrary;  // the open shared library (Boost.DLL), private to registry.cpp
+
+struct PluginInfo {
+  std::filesystem::path path;
+  std::string name;
+  std::string version;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  int32_t cuda_runtime_major = 0;
+};
+
+struct ComponentInfo {
+  std::string name;
+  ComponentKind kind;
+  std::string description;
+  const PluginInfo* plugin;         // owned by the registry
+  const specd_component_desc* desc;  // owned by the plugin library
+};
+
+// A plugin file that was refused, with the reason (already names the file).
+struct Refusal {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+// Components shadowed by an earlier search-path entry with the same name.
+struct Shadowed {
+  std::string name;
+  ComponentKind kind;
+  std::filesystem::path winner;
+  std::filesystem::path loser;
+};
+
+// Host services the registry hands to each created component. One per component instance:
+// it carries the logger name "plugin.<plugin name>".
+struct HostContext;
+
+class ProposerInstance {
+ public:
+  ProposerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
+  ~ProposerInstance();
+  ProposerInstance(const ProposerInstance&) = delete;
+  ProposerInstance& operator=(const ProposerInstance&) = delete;
+
+  const std::string& name() const { return name_; }
+  const specd_proposer_caps& capabilities() const { return caps_; }
+  void on_prefill(const specd_prefill_batch& batch);
+  void propose(specd_propose_batch& batch);
+  void on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted);
+  void on_release(uint64_t seq_id) noexcept;
+
+ private:
+  std::string name_;
+  specd_component component_;
+  const specd_proposer_vtable* vt_;
+  specd_proposer_caps caps_{};
+  std::unique_ptr<HostContext> ctx_;
+};
+
+class VerifierInstance {
+ public:
+  VerifierInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
+  ~VerifierInstance();
+  VerifierInstance(const VerifierInstance&) = delete;
+  VerifierInstance& operator=(const VerifierInstance&) = delete;
+
+  const std::string& name() const { return name_; }
+  const specd_verifier_caps& capabilities() const { return caps_; }
+  // Throws specd::Error (kPluginCall) with the verifier's message on failure.
+  void verify(const specd_verify_batch& batch);
+
+ private:
+  std::string name_;
+  specd_component component_;
+  const specd_verifier_vtable* vt_;
+  specd_verifier_caps caps_{};
+  std::unique_ptr<HostContext> ctx_;
+};
+
+class ScorerInstance {
+ public:
+  ScorerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
+  ~ScorerInstance();
+  ScorerInstance(const ScorerInstance&) = delete;
+  ScorerInstance& operator=(const ScorerInstance&) = delete;
+  const std::string& name() const { return name_; }
+  void score(specd_score_batch& batch);
+
+ private:
+  std::string name_;
+  specd_component component_;
+  const specd_scorer_vtable* vt_;
+  std::unique_ptr<HostContext> ctx_;
+};
+
+class Registry {
+ public:
+  // The search path, in priority order: YAML `plugins.paths`, then SPECD_PLUGIN_PATH
+  // (colon-separated), then the built-in directory next to the running binary
+  // (<bin>/../lib/specd/plugins).
+  static std::vector<std::filesystem::path> search_path(const std::vector<std::string>& yaml_paths);
+  static std::filesystem::path builtin_dir();
+
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Loads every *.so in each directory (non-recursive, sorted by name). Refused files are
+  // recorded in refusals(); the scan itself only throws for an unreadable directory.
+  void scan(const std::vector<std::filesystem::path>& dirs);
+  // Loads one plugin file; throws specd::Error (kPluginLoad) naming the file and the reason.
+  const PluginInfo& load(const std::filesystem::path& file);
+
+  const std::vector<const PluginInfo*>& plugins() const { return plugin_list_; }
+  const std::vector<Refusal>& refusals() const { return refusals_; }
+  const std::vector<Shadowed>& shadowed() const { return shadowed_; }
+  std::vector<const ComponentInfo*> components() const;
+  const ComponentInfo* find(ComponentKind kind, std::string_view name) const;
+
+  // Validates a component's parameters (its validate entry, or create + destroy when it has
+  // none). Throws specd::Error with every message the plugin reported.
+  void validate(ComponentKind kind, std::string_view name, const Params& params) const;
+
+  // Create instances; throw specd::Error when the name is unknown (listing the names that
+  // exist and any refused files) or the factory fails.
+  std::unique_ptr<ProposerInstance> create_proposer(std::string_view name, const Params& params,
+                                                    const specd_model_services* models = nullptr) const;
+  std::unique_ptr<VerifierInstance> create_verifier(std::string_view name, const Params& params) const;
+  std::unique_ptr<ScorerInstance> create_scorer(std::string_view name, const Params& params,
+                                                const specd_model_services* models = nullptr) const;
+
+ private:
+  const ComponentInfo& require(ComponentKind kind, std::string_view name) const;
+  specd_component create(const ComponentInfo& info, const Params& params, HostContext* ctx) const;
+  std::unique_ptr<HostContext> make_context(const ComponentInfo& info, const specd_model_services* models) const;
+
+  std::vector<std::unique_ptr<LoadedLibrary>> libraries_;
+  std::vector<std::unique_ptr<PluginInfo>> plugin_store_;
+  std::vector<const PluginInfo*> plugin_list_;
+  std::vector<std::unique_ptr<ComponentInfo>> component_store_;
+  std::map<std::pair<int, std::string>, const ComponentInfo*, std::less<>> by_name_;
+  std::vector<Refusal> refusals_;
+  std::vector<Shadowed> shadowed_;
+};
+
+}  // namespace specd::plugin

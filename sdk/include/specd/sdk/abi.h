@@ -1,0 +1,383 @@
+/*
+ * specd plugin ABI, major 1.
+ *
+ * This is the only contract between the specd host and a plugin shared library. It is plain
+ * C: no C++ library types, no exceptions and no RTTI cross it, so a plugin built with another
+ * compiler or C++ standard library loads fine. Plugin authors normally use the C++ helpers in
+ * <specd/sdk/plugin.hpp>, which implement this ABI for them.
+ *
+ * Versioning (docs/plugin-abi.md):
+ *  - SPECD_ABI_MAJOR changes on any incompatible change; the entry symbol's name carries it
+ *    (specd_plugin_entry_v1). The host refuses any other major.
+ *  - SPECD_ABI_MINOR grows when something is appended. The host refuses a plugin whose minor is
+ *    newer than its own. Structs are append-only within a major and start with struct_size, so
+ *    each side reads only the fields that the other side's struct_size covers.
+ *
+ * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
+ * the host and valid only for the duration of that call; output buffers are allocated by the
+ * host and sized as documented; pointers a plugin returns (names, descriptors) must stay
+ * valid until the library is unloaded.
+ *
+ * Threading: the host calls one component instance from one thread at a time. Distinct
+ * instances may be called concurrently.
+ */
+#ifndef SPECD_SDK_ABI_H_
+#define SPECD_SDK_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPECD_ABI_MAJOR 1
+#define SPECD_ABI_MINOR 0
+/* The exported entry symbol. A plugin exports exactly this one symbol. */
+#define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
+#define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                       */
+
+typedef enum specd_status_code {
+  SPECD_OK = 0,
+  SPECD_ERR_INVALID_ARGUMENT = 1, /* bad parameters or inputs (names the field/sequence) */
+  SPECD_ERR_UNSUPPORTED = 2,      /* asked for something this component cannot do */
+  SPECD_ERR_OUT_OF_MEMORY = 3,
+  SPECD_ERR_NOT_FOUND = 4,
+  SPECD_ERR_INTERNAL = 5 /* anything else, including a C++ exception caught at the boundary */
+} specd_status_code;
+
+/* Every fallible call returns a specd_status_code and, on failure, writes a NUL-terminated
+ * message into the host-provided error buffer (truncated to capacity). */
+typedef struct specd_error {
+  uint32_t struct_size;
+  uint32_t capacity; /* bytes available in message, including the NUL */
+  char* message;
+} specd_error;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Data views                                                                                   */
+
+typedef enum specd_dtype {
+  SPECD_DTYPE_F32 = 0,
+  SPECD_DTYPE_F16 = 1,
+  SPECD_DTYPE_BF16 = 2,
+  SPECD_DTYPE_I32 = 3,
+  SPECD_DTYPE_I64 = 4
+} specd_dtype;
+
+typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;
+
+typedef struct specd_device {
+  int32_t type;  /* specd_device_type */
+  int32_t index; /* CUDA ordinal; 0 for CPU */
+} specd_device;
+
+#define SPECD_MAX_DIMS 4
+
+/* A dense, row-major tensor. data == NULL means "absent". */
+typedef struct specd_tensor_view {
+  uint32_t struct_size;
+  void* data;
+  int32_t dtype; /* specd_dtype */
+  specd_device device;
+  int32_t ndim;
+  int64_t shape[SPECD_MAX_DIMS];
+} specd_tensor_view;
+
+/* A read-only run of token ids. */
+typedef struct specd_token_view {
+  const int32_t* data;
+  int64_t size;
+} specd_token_view;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parameters: a component's YAML subtree, flattened by the host.                              */
+
+typedef enum specd_param_kind {
+  SPECD_PARAM_SCALAR = 0, /* text holds the scalar as written in YAML */
+  SPECD_PARAM_NULL = 1,
+  SPECD_PARAM_SEQUENCE = 2, /* children follow as "key[0]", "key[1]", ... */
+  SPECD_PARAM_MAP = 3       /* children follow as "key.child" */
+} specd_param_kind;
+
+typedef struct specd_param {
+  const char* key;  /* path relative to the component node: "k", "draft.path", "ids[2]" */
+  int32_t kind;     /* specd_param_kind */
+  const char* text; /* scalar text; "" for other kinds */
+  int32_t line;     /* 1-based line in source_file, 0 if unknown */
+} specd_param;
+
+typedef struct specd_params {
+  uint32_t struct_size;
+  const char* source_file; /* the YAML file, or "<cli>" / "<default>" */
+  const char* path;        /* the component node's path, e.g. "speculative.proposer" */
+  int32_t line;            /* line of the component node */
+  int64_t count;
+  const specd_param* entries; /* every node below the component, pre-order; "name" excluded */
+} specd_params;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Host services handed to every component factory.                                           */
+
+typedef enum specd_log_level {
+  SPECD_LOG_TRACE = 0,
+  SPECD_LOG_DEBUG = 1,
+  SPECD_LOG_INFO = 2,
+  SPECD_LOG_WARN = 3,
+  SPECD_LOG_ERROR = 4
+} specd_log_level;
+
+struct specd_model_services;
+
+typedef struct specd_host_services {
+  uint32_t struct_size;
+  uint32_t host_abi_minor;
+  void* host_ctx; /* pass back to every function below */
+
+  /* Logging into the host's sink as logger "plugin.<plugin name>". */
+  int32_t (*log_enabled)(void* host_ctx, int32_t level);
+  void (*log)(void* host_ctx, int32_t level, const char* message, size_t length);
+
+  /* Memory on a device. CPU memory is ordinary aligned host memory; CUDA memory is device
+   * memory. alignment is a power of two (0 = default 64). Returns NULL on failure. */
+  void* (*alloc)(void* host_ctx, specd_device device, size_t bytes, size_t alignment);
+  void (*free)(void* host_ctx, specd_device device, void* ptr);
+  /* The stream (cudaStream_t) a component must use on a CUDA device; NULL on CPU. */
+  void* (*device_stream)(void* host_ctx, specd_device device);
+
+  /* Model services, or NULL when the host has no model runtime (e.g. `specd plugins list`). */
+  const struct specd_model_services* models;
+} specd_host_services;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Model services: let plugins run causal LMs with host-managed paged KV.                      */
+
+typedef struct specd_model specd_model; /* opaque, owned by the host */
+
+typedef struct specd_model_info {
+  uint32_t struct_size;
+  int32_t vocab_size;
+  int32_t hidden_size;
+  int32_t num_layers;
+  int32_t max_context;
+  int32_t num_mtp_modules; /* MTP heads found with the model; 0 if none */
+  specd_device device;
+} specd_model_info;
+
+typedef struct specd_model_load_options {
+  uint32_t struct_size;
+  const char* path;   /* model directory; NULL or "" = the engine's target model */
+  int32_t num_layers; /* > 0: use only the first num_layers decoder layers (self-draft) */
+  int32_t dtype;      /* specd_dtype or -1 for the checkpoint's own */
+} specd_model_load_options;
+
+/* One batched forward over new tokens of several sequences. Sequence KV lives in the host's
+ * paged cache, keyed by (model, seq_id); tokens are appended after the cached ones. */
+typedef struct specd_forward_batch {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  const uint64_t* seq_ids;      /* [num_seqs] */
+  const int32_t* num_new;       /* [num_seqs] new tokens per sequence, >= 1 */
+  const int32_t* tokens;        /* [sum(num_new)] concatenated */
+  int32_t all_logits;           /* 0: logits of each sequence's last new token; 1: of every new token */
+  float* logits;                /* out: [rows, vocab] where rows = num_seqs or sum(num_new) */
+  float* hidden;                /* out, optional (NULL): final hidden states, same rows, [rows, hidden] */
+  const float* input_hidden;    /* MTP only: [rows, hidden] previous hidden states, else NULL */
+} specd_forward_batch;
+
+typedef struct specd_model_services {
+  uint32_t struct_size;
+  int32_t (*load)(void* host_ctx, const specd_model_load_options* options, specd_model** out,
+                  specd_error* err);
+  /* Loads MTP module `module` of a model (0-based) as a model whose forward takes
+   * input_hidden. */
+  int32_t (*load_mtp)(void* host_ctx, specd_model* target, int32_t module, specd_model** out,
+                      specd_error* err);
+  void (*release)(void* host_ctx, specd_model* model);
+  int32_t (*info)(void* host_ctx, const specd_model* model, specd_model_info* out);
+  int32_t (*forward)(void* host_ctx, specd_model* model, const specd_forward_batch* batch,
+                     specd_error* err);
+  /* Cached length of a sequence (0 if unknown). */
+  int64_t (*seq_length)(void* host_ctx, const specd_model* model, uint64_t seq_id);
+  /* Keep only the first new_length cached tokens (rollback). */
+  int32_t (*truncate)(void* host_ctx, specd_model* model, uint64_t seq_id, int64_t new_length,
+                      specd_error* err);
+  /* Frees a sequence's KV blocks in this model. */
+  void (*drop_sequence)(void* host_ctx, specd_model* model, uint64_t seq_id);
+} specd_model_services;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sequences as components see them.                                                           */
+
+typedef struct specd_sequence {
+  uint32_t struct_size;
+  uint64_t seq_id;        /* unique for the life of the engine */
+  specd_token_view tokens; /* prompt + every emitted token so far */
+  int64_t num_prompt;     /* tokens[0:num_prompt] is the prompt */
+  uint64_t seed;          /* the request's seed */
+  uint64_t step;          /* decode steps taken by this sequence so far */
+  float temperature;      /* the request's sampling temperature (0 = greedy) */
+} specd_sequence;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Proposer                                                                                     */
+
+typedef struct specd_proposer_caps {
+  uint32_t struct_size;
+  int32_t produces_draft_probs;       /* fills draft_probs in propose (else treated as one-hot) */
+  int32_t needs_target_hidden;        /* wants the target's last hidden states */
+  int32_t keeps_state;                /* keeps per-sequence state (KV) that must be rolled back */
+  int32_t supports_variable_k;        /* accepts a different k per sequence */
+  int32_t max_k;                      /* largest k it can propose; 0 = no limit */
+} specd_proposer_caps;
+
+/* Prefill: the sequences' prompts (or a chunk of them) have been run through the target. */
+typedef struct specd_prefill_batch {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  const specd_sequence* seqs;     /* [num_seqs]; tokens is the prompt processed so far */
+  specd_tensor_view target_hidden; /* [num_seqs, hidden] last prompt position, or absent */
+} specd_prefill_batch;
+
+typedef struct specd_propose_batch {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  const specd_sequence* seqs;      /* [num_seqs] */
+  const int32_t* max_draft;        /* [num_seqs] k_i in 0..k_max; 0 means "do not propose" */
+  int32_t k_max;
+  int32_t vocab_size;
+  specd_tensor_view target_hidden; /* [num_seqs, hidden] hidden state that produced the last
+                                      token, when needs_target_hidden; else absent */
+  /* Outputs, allocated by the host: */
+  int32_t* draft_tokens; /* [num_seqs, k_max], pre-filled with -1 */
+  int32_t* num_drafted;  /* [num_seqs] in 0..max_draft[i], pre-filled with 0 */
+  float* draft_probs;    /* [num_seqs, k_max, vocab] when produces_draft_probs, else NULL */
+} specd_propose_batch;
+
+typedef struct specd_proposer_vtable {
+  uint32_t struct_size;
+  void (*destroy)(void* self);
+  int32_t (*capabilities)(void* self, specd_proposer_caps* out);
+  /* Optional (NULL): sequences entered the engine / finished a prefill chunk. */
+  int32_t (*on_prefill)(void* self, const specd_prefill_batch* batch, specd_error* err);
+  int32_t (*propose)(void* self, specd_propose_batch* batch, specd_error* err);
+  /* Optional: after verification. num_accepted drafts were accepted; emitted (accepted drafts
+   * plus the target's token) were appended to the sequence. Roll back state past them. */
+  int32_t (*on_accept)(void* self, uint64_t seq_id, int32_t num_accepted,
+                       specd_token_view emitted, specd_error* err);
+  /* Optional: the sequence ended; free its state. Never fails. */
+  void (*on_release)(void* self, uint64_t seq_id);
+} specd_proposer_vtable;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scorer: computes target probabilities for the drafts (the default is built into the core).  */
+
+typedef struct specd_score_batch {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  const specd_sequence* seqs;
+  const int32_t* draft_tokens; /* [num_seqs, k_max] */
+  const int32_t* num_drafted;  /* [num_seqs] */
+  int32_t k_max;
+  int32_t vocab_size;
+  specd_model* target;
+  /* Outputs: */
+  float* target_logits; /* [num_seqs, k_max + 1, vocab], raw logits, rows past num_drafted+1 unused */
+  float* target_hidden; /* [num_seqs, k_max + 1, hidden] or NULL when not wanted */
+} specd_score_batch;
+
+typedef struct specd_scorer_vtable {
+  uint32_t struct_size;
+  void (*destroy)(void* self);
+  int32_t (*score)(void* self, specd_score_batch* batch, specd_error* err);
+} specd_scorer_vtable;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Verifier                                                                                     */
+
+typedef struct specd_verifier_caps {
+  uint32_t struct_size;
+  int32_t needs_draft_probs; /* uses q; without it the host passes NULL (one-hot q) */
+  int32_t lossless;          /* output distribution equals the target's */
+  int32_t supports_cuda;     /* can verify tensors on a CUDA device */
+} specd_verifier_caps;
+
+/* All pointers live on `device`. Probabilities are after each request's sampling transforms
+ * (temperature, top-k, top-p, min-p); rows sum to 1. */
+typedef struct specd_verify_batch {
+  uint32_t struct_size;
+  specd_device device;
+  void* stream;           /* cudaStream_t on CUDA, NULL on CPU */
+  int32_t num_seqs;
+  int32_t k_max;
+  int32_t vocab_size;
+  const int32_t* num_drafted;  /* [num_seqs] 0..k_max */
+  const int32_t* draft_tokens; /* [num_seqs, k_max]; entries past num_drafted are ignored */
+  const float* target_probs;   /* [num_seqs, k_max + 1, vocab] */
+  const float* draft_probs;    /* [num_seqs, k_max, vocab] or NULL (one-hot q) */
+  const uint64_t* seeds;       /* [num_seqs] per-request seed */
+  const uint64_t* steps;       /* [num_seqs] per-sequence step counter */
+  /* Outputs, allocated by the host on `device`: */
+  int32_t* out_tokens;   /* [num_seqs, k_max + 1], -1 padded */
+  int32_t* num_accepted; /* [num_seqs] accepted drafts; emitted = num_accepted + 1 */
+} specd_verify_batch;
+
+typedef struct specd_verifier_vtable {
+  uint32_t struct_size;
+  void (*destroy)(void* self);
+  int32_t (*capabilities)(void* self, specd_verifier_caps* out);
+  int32_t (*verify)(void* self, const specd_verify_batch* batch, specd_error* err);
+} specd_verifier_vtable;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Components and the plugin descriptor                                                         */
+
+typedef enum specd_component_kind {
+  SPECD_COMPONENT_PROPOSER = 0,
+  SPECD_COMPONENT_SCORER = 1,
+  SPECD_COMPONENT_VERIFIER = 2
+} specd_component_kind;
+
+/* A created component: self is the plugin's object, vtable points at the kind's vtable. */
+typedef struct specd_component {
+  uint32_t struct_size;
+  void* self;
+  const void* vtable;
+} specd_component;
+
+typedef struct specd_component_desc {
+  uint32_t struct_size;
+  int32_t kind; /* specd_component_kind */
+  const char* name;
+  const char* description;
+  /* Validates params without creating anything. Optional (NULL): the host then validates by
+   * creating and destroying an instance. */
+  int32_t (*validate)(const specd_params* params, specd_error* err);
+  /* Creates an instance. host outlives the instance. */
+  int32_t (*create)(const specd_host_services* host, const specd_params* params,
+                    specd_component* out, specd_error* err);
+} specd_component_desc;
+
+typedef struct specd_plugin_descriptor {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* name;
+  const char* version;
+  int32_t cuda_runtime_major; /* CUDA runtime major the device code was built for; 0 if none */
+  int32_t num_components;
+  const specd_component_desc* components;
+} specd_plugin_descriptor;
+
+/* The entry point, exported as SPECD_PLUGIN_ENTRY_SYMBOL (through BOOST_DLL_ALIAS in the C++
+ * helpers). Called once after the library is loaded; never fails. */
+typedef const specd_plugin_descriptor* (*specd_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SPECD_SDK_ABI_H_ */

@@ -1,0 +1,593 @@
+// C++ helpers for writing specd plugins. A plugin author derives from Proposer, Verifier or
+// Scorer, reads its YAML parameters through Params, and declares the plugin with
+// SPECD_PLUGIN(...). Everything here is header-only and lives in the plugin's own binary: the
+// helpers translate exceptions and C++ types to the plain-C ABI in <specd/sdk/abi.h>.
+//
+//   class MyProposer : public specd::sdk::Proposer {
+//    public:
+//     MyProposer(specd::sdk::Host host, specd::sdk::Params& params)
+//         : max_n_(params.get_int("max_n", 3, 1, 16)) {}
+//     specd::sdk::ProposerCaps capabilities() const override { return {}; }
+//     void propose(specd::sdk::ProposeBatch& batch) override { ... }
+//    private:
+//     int64_t max_n_;
+//   };
+//   SPECD_PLUGIN("my_plugin", "1.0.0",
+//                specd::sdk::proposer<MyProposer>("my_proposer", "What it proposes"))
+//
+// Parameter errors are collected (not thrown one by one) so that a config with three mistakes
+// reports three errors; keys the component never read are reported as unknown.
+#pragma once
+
+#include <boost/dll/alias.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "specd/sdk/abi.h"
+
+namespace specd::sdk {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+class Error : public std::exception {
+ public:
+  explicit Error(std::string message, int32_t code = SPECD_ERR_INVALID_ARGUMENT)
+      : message_(std::move(message)), code_(code) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  int32_t code() const noexcept { return code_; }
+
+ private:
+  std::string message_;
+  int32_t code_;
+};
+
+namespace detail {
+
+inline void write_error(specd_error* err, std::string_view message) {
+  if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
+  const size_t n = std::min<size_t>(message.size(), err->capacity - 1);
+  std::memcpy(err->message, message.data(), n);
+  err->message[n] = '\0';
+}
+
+// Runs fn, translating any exception into a status code + message. Nothing throws past here.
+template <class Fn>
+int32_t guard(specd_error* err, Fn&& fn) noexcept {
+  try {
+    fn();
+    return SPECD_OK;
+  } catch (const Error& e) {
+    write_error(err, e.what());
+    return e.code() == SPECD_OK ? SPECD_ERR_INTERNAL : e.code();
+  } catch (const std::bad_alloc&) {
+    write_error(err, "out of memory");
+    return SPECD_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    write_error(err, e.what());
+    return SPECD_ERR_INTERNAL;
+  } catch (...) {
+    write_error(err, "unknown exception");
+    return SPECD_ERR_INTERNAL;
+  }
+}
+
+// Host side of a status: turns a failed call back into sdk::Error.
+inline void check_status(int32_t status, const char* message) {
+  if (status != SPECD_OK) throw Error(message != nullptr && *message ? message : "host call failed", status);
+}
+
+template <class... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Params: a component's YAML subtree with typed, range-checked getters.
+
+class Params {
+ public:
+  explicit Params(const specd_params* raw) {
+    if (raw == nullptr) return;
+    file_ = raw->source_file ? raw->source_file : "<unknown>";
+    path_ = raw->path ? raw->path : "";
+    line_ = raw->line;
+    entries_.assign(raw->entries, raw->entries + raw->count);
+    used_.assign(entries_.size(), false);
+  }
+
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
+  int64_t get_int(std::string_view key, int64_t def, int64_t min, int64_t max) {
+    const specd_param* p = use(key);
+    if (p == nullptr) return def;
+    int64_t value = 0;
+    if (!parse_int(p, &value) || value < min || value > max) {
+      fail(p, detail::concat("expected integer in [", min, ", ", max, "], got ", quoted(p)));
+      return def;
+    }
+    return value;
+  }
+
+  double get_float(std::string_view key, double def, double min, double max) {
+    const specd_param* p = use(key);
+    if (p == nullptr) return def;
+    double value = 0;
+    if (!parse_float(p, &value) || !(value >= min && value <= max)) {
+      fail(p, detail::concat("expected number in [", min, ", ", max, "], got ", quoted(p)));
+      return def;
+    }
+    return value;
+  }
+
+  bool get_bool(std::string_view key, bool def) {
+    const specd_param* p = use(key);
+    if (p == nullptr) return def;
+    const std::string_view t = p->kind == SPECD_PARAM_SCALAR ? p->text : "";
+    if (t == "true" || t == "True" || t == "yes" || t == "on") return true;
+    if (t == "false" || t == "False" || t == "no" || t == "off") return false;
+    fail(p, detail::concat("expected boolean, got ", quoted(p)));
+    return def;
+  }
+
+  std::string get_string(std::string_view key, std::string def) {
+    const specd_param* p = use(key);
+    if (p == nullptr) return def;
+    if (p->kind != SPECD_PARAM_SCALAR) {
+      fail(p, "expected string, got a " + kind_name(p->kind));
+      return def;
+    }
+    return p->text;
+  }
+
+  std::string require_string(std::string_view key) {
+    if (!has(key)) {
+      missing(key, "string");
+      return {};
+    }
+    return get_string(key, {});
+  }
+
+  std::string get_choice(std::string_view key, std::string def, std::initializer_list<std::string_view> choices) {
+    const specd_param* p = find(key);
+    std::string value = get_string(key, def);
+    if (p == nullptr || p->kind != SPECD_PARAM_SCALAR) return value;
+    if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+      std::string list;
+      for (auto c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
+      fail(p, detail::concat("expected one of ", list, ", got ", quoted(p)));
+      return def;
+    }
+    return value;
+  }
+
+  // Records a custom validation error against a key (e.g. a relation between two fields).
+  void error(std::string_view key, std::string_view message) {
+    const specd_param* p = find(key);
+    if (p != nullptr) {
+      fail(p, std::string(message));
+    } else {
+      errors_.push_back(detail::concat(file_, ":", line_, ": ", full(key), ": ", message));
+    }
+  }
+
+  // Adds "unknown key" errors for every key never read, then throws all errors at once.
+  void check() {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (used_[i]) continue;
+      const std::string key = entries_[i].key;
+      errors_.push_back(detail::concat(file_, ":", entries_[i].line, ": ", full(key), ": unknown key"));
+      mark_children(key);
+    }
+    if (errors_.empty()) return;
+    std::string all;
+    for (const auto& e : errors_) all += (all.empty() ? "" : "\n") + e;
+    throw Error(all, SPECD_ERR_INVALID_ARGUMENT);
+  }
+
+ private:
+  const specd_param* find(std::string_view key) const {
+    for (const auto& e : entries_)
+      if (key == e.key) return &e;
+    return nullptr;
+  }
+  const specd_param* use(std::string_view key) {
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (key == entries_[i].key) {
+        used_[i] = true;
+        mark_children(entries_[i].key);
+        if (entries_[i].kind == SPECD_PARAM_NULL) return nullptr;  // `key:` with no value = default
+        return &entries_[i];
+      }
+    return nullptr;
+  }
+  // A key read as a whole (e.g. a map handed to a sub-parser) covers its children.
+  void mark_children(std::string_view key) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      std::string_view k = entries_[i].key;
+      if (k.size() > key.size() && k.substr(0, key.size()) == key && (k[key.size()] == '.' || k[key.size()] == '['))
+        used_[i] = true;
+    }
+  }
+  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+  static std::string kind_name(int32_t kind) {
+    switch (kind) {
+      case SPECD_PARAM_SEQUENCE: return "sequence";
+      case SPECD_PARAM_MAP: return "map";
+      case SPECD_PARAM_NULL: return "null";
+      default: return "scalar";
+    }
+  }
+  static std::string quoted(const specd_param* p) {
+    if (p->kind != SPECD_PARAM_SCALAR) return "a " + kind_name(p->kind);
+    return std::string("\"") + p->text + "\"";
+  }
+  void fail(const specd_param* p, const std::string& message) {
+    errors_.push_back(detail::concat(file_, ":", p->line, ": ", full(p->key), ": ", message));
+  }
+  void missing(std::string_view key, std::string_view type) {
+    errors_.push_back(detail::concat(file_, ":", line_, ": ", full(key), ": required ", type, " is missing"));
+  }
+  static bool parse_int(const specd_param* p, int64_t* out) {
+    if (p->kind != SPECD_PARAM_SCALAR || p->text[0] == '\0') return false;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(p->text, &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *out = v;
+    return true;
+  }
+  static bool parse_float(const specd_param* p, double* out) {
+    if (p->kind != SPECD_PARAM_SCALAR || p->text[0] == '\0') return false;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(p->text, &end);
+    if (errno != 0 || *end != '\0' || !std::isfinite(v)) return false;
+    *out = v;
+    return true;
+  }
+
+  std::string file_ = "<unknown>";
+  std::string path_;
+  int32_t line_ = 0;
+  std::vector<specd_param> entries_;
+  std::vector<bool> used_;
+  std::vector<std::string> errors_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Host services
+
+class Logger {
+ public:
+  explicit Logger(const specd_host_services* host = nullptr) : host_(host) {}
+  bool enabled(int32_t level) const {
+    return host_ != nullptr && host_->log != nullptr &&
+           (host_->log_enabled == nullptr || host_->log_enabled(host_->host_ctx, level) != 0);
+  }
+  template <class... Args> void trace(Args&&... a) const { write(SPECD_LOG_TRACE, std::forward<Args>(a)...); }
+  template <class... Args> void debug(Args&&... a) const { write(SPECD_LOG_DEBUG, std::forward<Args>(a)...); }
+  template <class... Args> void info(Args&&... a) const { write(SPECD_LOG_INFO, std::forward<Args>(a)...); }
+  template <class... Args> void warn(Args&&... a) const { write(SPECD_LOG_WARN, std::forward<Args>(a)...); }
+  template <class... Args> void error(Args&&... a) const { write(SPECD_LOG_ERROR, std::forward<Args>(a)...); }
+
+ private:
+  template <class... Args>
+  void write(int32_t level, Args&&... args) const {
+    if (!enabled(level)) return;
+    const std::string text = detail::concat(std::forward<Args>(args)...);
+    host_->log(host_->host_ctx, level, text.data(), text.size());
+  }
+  const specd_host_services* host_;
+};
+
+class Host {
+ public:
+  explicit Host(const specd_host_services* raw) : raw_(raw), log_(raw) {}
+  const specd_host_services* raw() const { return raw_; }
+  const Logger& log() const { return log_; }
+  // Model services, or nullptr when this host runs no model (e.g. `specd plugins list`).
+  const specd_model_services* models() const { return raw_ != nullptr ? raw_->models : nullptr; }
+  const specd_model_services& require_models() const {
+    if (models() == nullptr) throw Error("this host provides no model services", SPECD_ERR_UNSUPPORTED);
+    return *models();
+  }
+  void* host_ctx() const { return raw_->host_ctx; }
+
+ private:
+  const specd_host_services* raw_;
+  Logger log_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Batches, as C++ views over the ABI structs.
+
+struct Sequence {
+  uint64_t id;
+  std::span<const int32_t> tokens;  // prompt + emitted
+  int64_t num_prompt;
+  uint64_t seed;
+  uint64_t step;
+  float temperature;
+  static Sequence from(const specd_sequence& s) {
+    return {s.seq_id, {s.tokens.data, static_cast<size_t>(s.tokens.size)}, s.num_prompt, s.seed, s.step, s.temperature};
+  }
+};
+
+// A [rows, cols] float view of an optional tensor (e.g. target hidden states).
+inline std::span<const float> tensor_row(const specd_tensor_view& t, int64_t row) {
+  if (t.data == nullptr || t.ndim < 2) return {};
+  const int64_t cols = t.shape[t.ndim - 1];
+  return {static_cast<const float*>(t.data) + row * cols, static_cast<size_t>(cols)};
+}
+
+class PrefillBatch {
+ public:
+  explicit PrefillBatch(const specd_prefill_batch* raw) : raw_(raw) {}
+  int32_t size() const { return raw_->num_seqs; }
+  Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
+  std::span<const float> target_hidden(int32_t i) const { return tensor_row(raw_->target_hidden, i); }
+
+ private:
+  const specd_prefill_batch* raw_;
+};
+
+class ProposeBatch {
+ public:
+  explicit ProposeBatch(specd_propose_batch* raw) : raw_(raw) {}
+  int32_t size() const { return raw_->num_seqs; }
+  int32_t k_max() const { return raw_->k_max; }
+  int32_t vocab_size() const { return raw_->vocab_size; }
+  Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
+  int32_t max_draft(int32_t i) const { return raw_->max_draft[i]; }
+  std::span<const float> target_hidden(int32_t i) const { return tensor_row(raw_->target_hidden, i); }
+  // Sets the draft of sequence i (at most max_draft(i) tokens; extra tokens are an error).
+  void set_draft(int32_t i, std::span<const int32_t> tokens) {
+    if (static_cast<int64_t>(tokens.size()) > raw_->max_draft[i])
+      throw Error(detail::concat("draft of sequence ", i, " has ", tokens.size(), " tokens, at most ",
+                                 raw_->max_draft[i], " allowed"), SPECD_ERR_INTERNAL);
+    for (size_t j = 0; j < tokens.size(); ++j) raw_->draft_tokens[static_cast<int64_t>(i) * raw_->k_max + j] = tokens[j];
+    raw_->num_drafted[i] = static_cast<int32_t>(tokens.size());
+  }
+  // Row of draft probabilities for sequence i, draft position j ([vocab]); only when the
+  // proposer declared produces_draft_probs.
+  std::span<float> draft_probs(int32_t i, int32_t j) {
+    if (raw_->draft_probs == nullptr) throw Error("draft_probs requested but not allocated", SPECD_ERR_INTERNAL);
+    return {raw_->draft_probs + (static_cast<int64_t>(i) * raw_->k_max + j) * raw_->vocab_size,
+            static_cast<size_t>(raw_->vocab_size)};
+  }
+  specd_propose_batch* raw() { return raw_; }
+
+ private:
+  specd_propose_batch* raw_;
+};
+
+// The verifier sees the raw struct: it is a flat, device-resident layout that kernels index
+// directly. Helpers here only add the index arithmetic.
+class VerifyBatch {
+ public:
+  explicit VerifyBatch(const specd_verify_batch* raw) : raw_(raw) {}
+  const specd_verify_batch& raw() const { return *raw_; }
+  bool on_cuda() const { return raw_->device.type == SPECD_DEVICE_CUDA; }
+
+ private:
+  const specd_verify_batch* raw_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Component base classes
+
+struct ProposerCaps {
+  bool produces_draft_probs = false;
+  bool needs_target_hidden = false;
+  bool keeps_state = false;
+  bool supports_variable_k = true;
+  int32_t max_k = 0;
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual ProposerCaps capabilities() const = 0;
+  virtual void on_prefill(const PrefillBatch&) {}
+  virtual void propose(ProposeBatch& batch) = 0;
+  virtual void on_accept(uint64_t /*seq_id*/, int32_t /*num_accepted*/, std::span<const int32_t> /*emitted*/) {}
+  virtual void on_release(uint64_t /*seq_id*/) {}
+};
+
+struct VerifierCaps {
+  bool needs_draft_probs = true;
+  bool lossless = true;
+  bool supports_cuda = false;
+};
+
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual VerifierCaps capabilities() const = 0;
+  virtual void verify(const VerifyBatch& batch) = 0;
+};
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  virtual void score(specd_score_batch& batch) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Trampolines: the C ABI functions that call into the classes above.
+
+namespace detail {
+
+inline int32_t proposer_caps(void* self, specd_proposer_caps* out) {
+  return guard(nullptr, [&] {
+    const ProposerCaps c = static_cast<Proposer*>(self)->capabilities();
+    out->produces_draft_probs = c.produces_draft_probs;
+    out->needs_target_hidden = c.needs_target_hidden;
+    out->keeps_state = c.keeps_state;
+    out->supports_variable_k = c.supports_variable_k;
+    out->max_k = c.max_k;
+  });
+}
+
+inline const specd_proposer_vtable kProposerVtable = {
+    sizeof(specd_proposer_vtable),
+    [](void* self) { delete static_cast<Proposer*>(self); },
+    &proposer_caps,
+    [](void* self, const specd_prefill_batch* b, specd_error* err) {
+      return guard(err, [&] { static_cast<Proposer*>(self)->on_prefill(PrefillBatch(b)); });
+    },
+    [](void* self, specd_propose_batch* b, specd_error* err) {
+      return guard(err, [&] {
+        ProposeBatch batch(b);
+        static_cast<Proposer*>(self)->propose(batch);
+      });
+    },
+    [](void* self, uint64_t seq, int32_t n, specd_token_view emitted, specd_error* err) {
+      return guard(err, [&] {
+        static_cast<Proposer*>(self)->on_accept(seq, n, {emitted.data, static_cast<size_t>(emitted.size)});
+      });
+    },
+    [](void* self, uint64_t seq) { guard(nullptr, [&] { static_cast<Proposer*>(self)->on_release(seq); }); },
+};
+
+inline const specd_verifier_vtable kVerifierVtable = {
+    sizeof(specd_verifier_vtable),
+    [](void* self) { delete static_cast<Verifier*>(self); },
+    [](void* self, specd_verifier_caps* out) {
+      return guard(nullptr, [&] {
+        const VerifierCaps c = static_cast<Verifier*>(self)->capabilities();
+        out->needs_draft_probs = c.needs_draft_probs;
+        out->lossless = c.lossless;
+        out->supports_cuda = c.supports_cuda;
+      });
+    },
+    [](void* self, const specd_verify_batch* b, specd_error* err) {
+      return guard(err, [&] { static_cast<Verifier*>(self)->verify(VerifyBatch(b)); });
+    },
+};
+
+inline const specd_scorer_vtable kScorerVtable = {
+    sizeof(specd_scorer_vtable),
+    [](void* self) { delete static_cast<Scorer*>(self); },
+    [](void* self, specd_score_batch* b, specd_error* err) {
+      return guard(err, [&] { static_cast<Scorer*>(self)->score(*b); });
+    },
+};
+
+template <class T>
+concept HasStaticValidate = requires(Params& p) { T::validate(p); };
+
+template <class T, class Base>
+int32_t create(const specd_host_services* host, const specd_params* raw, specd_component* out, specd_error* err) {
+  static_assert(std::is_base_of_v<Base, T>, "component class must derive from the matching sdk base class");
+  return guard(err, [&] {
+    Params params(raw);
+    auto* obj = new T(Host(host), params);
+    try {
+      params.check();
+    } catch (...) {
+      delete obj;
+      throw;
+    }
+    out->self = static_cast<Base*>(obj);
+    if constexpr (std::is_same_v<Base, Proposer>) out->vtable = &kProposerVtable;
+    if constexpr (std::is_same_v<Base, Verifier>) out->vtable = &kVerifierVtable;
+    if constexpr (std::is_same_v<Base, Scorer>) out->vtable = &kScorerVtable;
+  });
+}
+
+template <class T>
+int32_t validate(const specd_params* raw, specd_error* err) {
+  return guard(err, [&] {
+    Params params(raw);
+    T::validate(params);
+    params.check();
+  });
+}
+
+template <class T, class Base>
+specd_component_desc component(int32_t kind, const char* name, const char* description) {
+  specd_component_desc d{};
+  d.struct_size = sizeof(d);
+  d.kind = kind;
+  d.name = name;
+  d.description = description;
+  if constexpr (HasStaticValidate<T>) d.validate = &validate<T>;
+  d.create = &create<T, Base>;
+  return d;
+}
+
+struct PluginHolder {
+  PluginHolder(const char* name, const char* version, std::initializer_list<specd_component_desc> list)
+      : components(list) {
+    desc.struct_size = sizeof(desc);
+    desc.abi_major = SPECD_ABI_MAJOR;
+    desc.abi_minor = SPECD_ABI_MINOR;
+    desc.name = name;
+    desc.version = version;
+#ifdef SPECD_PLUGIN_CUDA_RUNTIME_MAJOR
+    desc.cuda_runtime_major = SPECD_PLUGIN_CUDA_RUNTIME_MAJOR;
+#else
+    desc.cuda_runtime_major = 0;
+#endif
+    desc.num_components = static_cast<int32_t>(components.size());
+    desc.components = components.data();
+  }
+  std::vector<specd_component_desc> components;
+  specd_plugin_descriptor desc{};
+};
+
+}  // namespace detail
+
+// Component declarations for SPECD_PLUGIN. name and description must be string literals (or
+// otherwise live as long as the library).
+// A component class T has a constructor T(Host, Params&) and may have `static void
+// validate(Params&)` that checks parameters without creating anything.
+template <class T>
+specd_component_desc proposer(const char* name, const char* description) {
+  return detail::component<T, Proposer>(SPECD_COMPONENT_PROPOSER, name, description);
+}
+template <class T>
+specd_component_desc verifier(const char* name, const char* description) {
+  return detail::component<T, Verifier>(SPECD_COMPONENT_VERIFIER, name, description);
+}
+template <class T>
+specd_component_desc scorer(const char* name, const char* description) {
+  return detail::component<T, Scorer>(SPECD_COMPONENT_SCORER, name, description);
+}
+
+}  // namespace specd::sdk
+
+// Declares the plugin and exports its single entry symbol, specd_plugin_entry_v<major>.
+// Use once per plugin library, at namespace scope.
+#define SPECD_PLUGIN(plugin_name, plugin_version, ...)                                        \
+  namespace {                                                                                 \
+  const specd_plugin_descriptor* specd_plugin_entry_impl() {                                  \
+    static const ::specd::sdk::detail::PluginHolder holder((plugin_name), (plugin_version),   \
+                                                           {__VA_ARGS__});                    \
+    return &holder.desc;                                                                      \
+  }                                                                                           \
+  }                                                                                           \
+  BOOST_DLL_ALIAS(specd_plugin_entry_impl, specd_plugin_entry_v1)

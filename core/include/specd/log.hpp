@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,7 +29,7 @@ void set_level(Level level);
 Level level() noexcept;
 // Applies SPECD_LOG_LEVEL when it is set; returns true if it was.
 bool apply_env_level();
-// Sends all output to stderr (the default) — stdout is kept for command results.
+// All output goes to stderr; stdout is kept for command results.
 
 class Logger {
  public:
@@ -56,6 +57,11 @@ class Logger {
   std::string name_;
   void* impl_;  // spdlog::logger*, owned by spdlog's registry
 };
+
+// Receives every record that passes the level, in addition to the stderr sink (tests use it
+// to check routing; the server may use it to expose recent errors). nullptr removes it.
+using Observer = std::function<void(const std::string& logger, Level level, std::string_view message)>;
+void set_observer(Observer observer);
 
 // Returns the named logger, creating it on first use. Thread-safe; the reference stays valid
 // for the life of the process.

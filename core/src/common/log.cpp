@@ -16,6 +16,9 @@ namespace specd::log {
 namespace {
 
 std::atomic<Level> g_level{Level::kInfo};
+std::atomic<bool> g_has_observer{false};
+std::mutex g_observer_mu;
+Observer g_observer;
 
 spdlog::level::level_enum to_spd(Level l) {
   return static_cast<spdlog::level::level_enum>(static_cast<int>(l));
@@ -94,6 +97,16 @@ bool Logger::should_log(Level lvl) const noexcept {
 
 void Logger::write(Level lvl, std::string_view message) const {
   static_cast<spdlog::logger*>(impl_)->log(to_spd(lvl), "{}", message);
+  if (g_has_observer.load(std::memory_order_acquire)) {
+    std::lock_guard lock(g_observer_mu);
+    if (g_observer) g_observer(name_, lvl, message);
+  }
+}
+
+void set_observer(Observer observer) {
+  std::lock_guard lock(g_observer_mu);
+  g_observer = std::move(observer);
+  g_has_observer.store(static_cast<bool>(g_observer), std::memory_order_release);
 }
 
 Logger& get(const std::string& name) {

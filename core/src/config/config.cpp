@@ -164,9 +164,11 @@ class Reader {
     }
   }
 
-  void component(const YAML::Node& n, const std::string& path, ComponentConfig& out, bool required) {
+  void component(const YAML::Node& parent, const char* key, const std::string& path, ComponentConfig& out,
+                 bool required) {
+    const YAML::Node n = parent[key];
     if (!n.IsDefined() || n.IsNull()) {
-      if (required) errors_.push_back(file_ + ": " + path + ": required key is missing");
+      if (required) error(parent, path, "required key is missing");
       return;
     }
     out.line = n.Mark().line + 1;
@@ -249,10 +251,10 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_bool(n, "speculative", "enabled", s.enabled);
   r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
-  r.component(n["proposer"], "speculative.proposer", s.proposer, true);
+  r.component(n, "proposer", "speculative.proposer", s.proposer, true);
   s.verifier.name = "rejection";
   s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");
-  r.component(n["verifier"], "speculative.verifier", s.verifier, false);
+  r.component(n, "verifier", "speculative.verifier", s.verifier, false);
 }
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {

@@ -1,0 +1,295 @@
+// The plugin loader: loads good plugins, refuses broken ones with messages that name the file
+// and the reason, routes plugin logs, and maps plugin failures to specd::Error.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/registry.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+
+namespace fs = std::filesystem;
+using specd::plugin::ComponentKind;
+using specd::plugin::Params;
+using specd::plugin::Registry;
+
+namespace {
+
+const fs::path kPlugins = SPECD_TEST_PLUGIN_DIR;
+
+fs::path plugin_file(const std::string& dir, const std::string& name) { return kPlugins / dir / (name + ".so"); }
+
+std::string load_error(const fs::path& file) {
+  Registry reg;
+  try {
+    reg.load(file);
+  } catch (const specd::Error& e) {
+    EXPECT_EQ(e.code(), specd::ErrorCode::kPluginLoad);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected " << file << " to be refused";
+  return {};
+}
+
+// Runs one propose call through the host-side wrapper on a single sequence.
+std::vector<int32_t> propose_one(specd::plugin::ProposerInstance& p, const std::vector<int32_t>& tokens, int32_t k) {
+  specd_sequence seq{};
+  seq.struct_size = sizeof(seq);
+  seq.seq_id = 7;
+  seq.tokens = {tokens.data(), static_cast<int64_t>(tokens.size())};
+  seq.num_prompt = static_cast<int64_t>(tokens.size());
+  std::vector<int32_t> draft(static_cast<size_t>(k), -1);
+  int32_t num_drafted = 0;
+  specd_propose_batch b{};
+  b.struct_size = sizeof(b);
+  b.num_seqs = 1;
+  b.seqs = &seq;
+  b.max_draft = &k;
+  b.k_max = k;
+  b.vocab_size = 100;
+  b.draft_tokens = draft.data();
+  b.num_drafted = &num_drafted;
+  p.propose(b);
+  draft.resize(static_cast<size_t>(num_drafted));
+  return draft;
+}
+
+Params yaml_params(const std::string& text, const std::string& path = "speculative.proposer") {
+  return Params::from_yaml(YAML::Load(text), "test.yaml", path);
+}
+
+TEST(PluginLoader, LoadsGoodPluginAndDescribesIt) {
+  Registry reg;
+  const auto& info = reg.load(plugin_file("good", "test_good"));
+  EXPECT_EQ(info.name, "test_good");
+  EXPECT_EQ(info.version, "2.3.4");
+  EXPECT_EQ(info.abi_major, SPECD_ABI_MAJOR);
+  EXPECT_EQ(info.abi_minor, SPECD_ABI_MINOR);
+  const auto* comp = reg.find(ComponentKind::kProposer, "test_repeat");
+  ASSERT_NE(comp, nullptr);
+  EXPECT_EQ(comp->description, "Repeats the last token");
+  EXPECT_EQ(reg.find(ComponentKind::kVerifier, "test_repeat"), nullptr);
+}
+
+TEST(PluginLoader, CreatedProposerRunsWithParamsAndCapabilities) {
+  Registry reg;
+  reg.load(plugin_file("good", "test_good"));
+  auto p = reg.create_proposer("test_repeat", yaml_params("{name: test_repeat, window: 2}"));
+  EXPECT_EQ(p->capabilities().max_k, 2);
+  EXPECT_EQ(propose_one(*p, {3, 4, 9}, 5), (std::vector<int32_t>{9, 9}));
+  EXPECT_EQ(propose_one(*p, {3, 4, 9}, 1), (std::vector<int32_t>{9}));
+}
+
+TEST(PluginLoader, PluginLogsGoToHostSinkUnderPluginName) {
+  std::vector<std::pair<std::string, std::string>> seen;
+  specd::log::set_observer([&](const std::string& logger, specd::log::Level, std::string_view msg) {
+    seen.emplace_back(logger, std::string(msg));
+  });
+  Registry reg;
+  reg.load(plugin_file("good", "test_good"));
+  reg.create_proposer("test_repeat", yaml_params("{window: 3}"));
+  specd::log::set_observer(nullptr);
+  bool found = false;
+  for (const auto& [logger, msg] : seen) found = found || (logger == "plugin.test_good" && msg == "repeat proposer ready, window=3");
+  EXPECT_TRUE(found) << "no record from logger plugin.test_good";
+}
+
+TEST(PluginLoader, RefusesLibraryWithoutEntrySymbol) {
+  const std::string msg = load_error(plugin_file("no_entry", "test_no_entry"));
+  EXPECT_NE(msg.find("test_no_entry.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no entry symbol specd_plugin_entry_v1"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, RefusesOtherAbiMajor) {
+  const std::string msg = load_error(plugin_file("wrong_major", "test_wrong_major"));
+  EXPECT_NE(msg.find("test_wrong_major.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("built for plugin ABI major 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("this host supports ABI major 1"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, RefusesDescriptorDeclaringOtherMajor) {
+  const std::string msg = load_error(plugin_file("lying_major", "test_lying_major"));
+  EXPECT_NE(msg.find("declares plugin ABI major 3"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, RefusesNewerMinor) {
+  const std::string msg = load_error(plugin_file("newer_minor", "test_newer_minor"));
+  EXPECT_NE(msg.find("test_newer_minor.so"), std::string::npos) << msg;
+  const std::string expect = "built for plugin ABI 1." + std::to_string(SPECD_ABI_MINOR + 1) + ", newer than this host's 1." +
+                             std::to_string(SPECD_ABI_MINOR);
+  EXPECT_NE(msg.find(expect), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, RefusesDuplicateComponentWithinPlugin) {
+  const std::string msg = load_error(plugin_file("dup_within", "test_dup_within"));
+  EXPECT_NE(msg.find("declares proposer 'twice' twice"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, RefusesDuplicateComponentAcrossPluginsInOneDirectory) {
+  Registry reg;
+  reg.scan({kPlugins / "dup_across"});
+  ASSERT_EQ(reg.plugins().size(), 1u);
+  ASSERT_EQ(reg.refusals().size(), 1u);
+  const std::string& msg = reg.refusals()[0].reason;
+  EXPECT_NE(msg.find("dup_b.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("duplicate proposer name 'same_name': already provided by"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dup_a.so"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, EarlierSearchPathEntryShadowsLaterOne) {
+  const fs::path override_dir = fs::path(SPECD_TEST_WORK_DIR) / "shadow_override";
+  fs::create_directories(override_dir);
+  fs::copy_file(plugin_file("good", "test_good"), override_dir / "my_good.so", fs::copy_options::overwrite_existing);
+  Registry reg;
+  reg.scan({override_dir, kPlugins / "good"});
+  EXPECT_TRUE(reg.refusals().empty());
+  ASSERT_EQ(reg.shadowed().size(), 1u);
+  EXPECT_EQ(reg.shadowed()[0].name, "test_repeat");
+  EXPECT_EQ(reg.find(ComponentKind::kProposer, "test_repeat")->plugin->path.filename(), "my_good.so");
+}
+
+TEST(PluginLoader, ThrowingFactoryIsALoadErrorNotACrash) {
+  Registry reg;
+  reg.load(plugin_file("throwing", "test_throwing"));
+  try {
+    reg.create_proposer("throwing", Params());
+    FAIL() << "expected an error";
+  } catch (const specd::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.code(), specd::ErrorCode::kPluginLoad);
+    EXPECT_NE(msg.find("proposer 'throwing'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("test_throwing.so"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("failed to create"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cannot open draft weights: boom"), std::string::npos) << msg;
+  }
+}
+
+TEST(PluginLoader, ParameterErrorsAreAllReportedWithLines) {
+  Registry reg;
+  reg.load(plugin_file("good", "test_good"));
+  const std::string yaml = "name: test_repeat\nwindow: 500\nbogus: 1\nfail_on_propose: maybe\n";
+  try {
+    reg.create_proposer("test_repeat", yaml_params(yaml));
+    FAIL() << "expected an error";
+  } catch (const specd::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("test.yaml:2: speculative.proposer.window: expected integer in [1, 64], got \"500\""),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("test.yaml:3: speculative.proposer.bogus: unknown key"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("test.yaml:4: speculative.proposer.fail_on_propose: expected boolean, got \"maybe\""),
+              std::string::npos) << msg;
+  }
+  // validate() reports the same errors without a validate entry point (create + destroy).
+  EXPECT_THROW(reg.validate(ComponentKind::kProposer, "test_repeat", yaml_params(yaml)), specd::Error);
+  EXPECT_NO_THROW(reg.validate(ComponentKind::kProposer, "test_repeat", yaml_params("window: 8")));
+}
+
+TEST(PluginLoader, FailingCallBecomesPluginCallError) {
+  Registry reg;
+  reg.load(plugin_file("good", "test_good"));
+  auto p = reg.create_proposer("test_repeat", yaml_params("fail_on_propose: true"));
+  try {
+    propose_one(*p, {1, 2}, 2);
+    FAIL() << "expected an error";
+  } catch (const specd::Error& e) {
+    EXPECT_EQ(e.code(), specd::ErrorCode::kPluginCall);
+    EXPECT_STREQ(e.what(), "proposer 'test_repeat' propose failed (invalid argument): told to fail");
+  }
+}
+
+TEST(PluginLoader, UnknownComponentListsWhatExists) {
+  Registry reg;
+  reg.scan({kPlugins / "good", kPlugins / "no_entry"});
+  try {
+    reg.create_proposer("nope", Params());
+    FAIL();
+  } catch (const specd::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.code(), specd::ErrorCode::kNotFound);
+    EXPECT_NE(msg.find("no proposer named 'nope'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("available: test_repeat"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("test_no_entry.so"), std::string::npos) << "refusals should be listed: " << msg;
+  }
+}
+
+TEST(PluginLoader, SearchPathOrderIsYamlThenEnvThenBuiltin) {
+  setenv("SPECD_PLUGIN_PATH", "/env/a:/env/b", 1);
+  const auto path = Registry::search_path({"/yaml/x"});
+  unsetenv("SPECD_PLUGIN_PATH");
+  ASSERT_EQ(path.size(), 4u);
+  EXPECT_EQ(path[0], "/yaml/x");
+  EXPECT_EQ(path[1], "/env/a");
+  EXPECT_EQ(path[2], "/env/b");
+  EXPECT_EQ(path[3], Registry::builtin_dir());
+  EXPECT_EQ(path[3].filename(), "plugins");
+}
+
+TEST(PluginLoader, MissingFileIsRefusedByName) {
+  const std::string msg = load_error("/nonexistent/dir/x.so");
+  EXPECT_EQ(msg, "plugin /nonexistent/dir/x.so: no such file");
+}
+
+std::string run_command(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  *status = pclose(pipe);
+  return out;
+}
+
+TEST(PluginsListCli, JsonListsPluginsComponentsAndRefusals) {
+  int status = 0;
+  const std::string out = run_command(std::string(SPECD_CLI_PATH) + " plugins list --json --plugin-path " +
+                                          (kPlugins / "good").string() + " --plugin-path " +
+                                          (kPlugins / "newer_minor").string() + " 2>/dev/null",
+                                      &status);
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  bool found = false;
+  for (const auto& p : j["plugins"]) {
+    if (p["name"] != "test_good") continue;
+    found = true;
+    EXPECT_EQ(p["version"], "2.3.4");
+    EXPECT_EQ(p["abi"], "1.0");
+    EXPECT_NE(p["path"].get<std::string>().find("test_good.so"), std::string::npos);
+    ASSERT_EQ(p["components"].size(), 1u);
+    EXPECT_EQ(p["components"][0]["kind"], "proposer");
+    EXPECT_EQ(p["components"][0]["name"], "test_repeat");
+  }
+  EXPECT_TRUE(found) << out;
+  ASSERT_EQ(j["refused"].size(), 1u) << out;
+  EXPECT_NE(j["refused"][0]["reason"].get<std::string>().find("newer than this host"), std::string::npos);
+}
+
+TEST(PluginsListCli, HumanOutputShowsNameVersionAbiAndPath) {
+  int status = 0;
+  const std::string out = run_command(std::string(SPECD_CLI_PATH) + " plugins list --plugin-path " +
+                                          (kPlugins / "good").string() + " 2>/dev/null",
+                                      &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("test_good 2.3.4  (ABI 1.0)"), std::string::npos) << out;
+  EXPECT_NE(out.find("proposer test_repeat — Repeats the last token"), std::string::npos) << out;
+  EXPECT_NE(out.find((kPlugins / "good" / "test_good.so").string()), std::string::npos) << out;
+}
+
+}  // namespace
+
+namespace {
+TEST(PluginBuild, PluginsExportOnlyTheEntrySymbol) {
+  int status = 0;
+  const std::string out = run_command("nm -D --defined-only " + plugin_file("good", "test_good").string() +
+                                          " | awk '{print $3}'", &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(out, "specd_plugin_entry_v1\n");
+}
+}  // namespace

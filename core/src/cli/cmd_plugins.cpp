@@ -27,6 +27,7 @@ void run_plugins_list(const PluginsListOptions& o) {
     config::Overrides overrides;
     for (const auto& s : o.sets) overrides.push_back(config::parse_override(s));
     const auto cfg = config::load_file(o.config_file, overrides);
+    apply_config_log_level(cfg.logging.level);
     yaml_paths.insert(yaml_paths.end(), cfg.plugins.paths.begin(), cfg.plugins.paths.end());
   }
   const auto search = plugin::Registry::search_path(yaml_paths);

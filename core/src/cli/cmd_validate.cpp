@@ -24,6 +24,7 @@ void run_validate(const ValidateOptions& o) {
   config::Overrides overrides;
   for (const auto& s : o.sets) overrides.push_back(config::parse_override(s));
   const config::EngineConfig cfg = config::load_file(o.config_file, overrides);
+  apply_config_log_level(cfg.logging.level);
 
   std::vector<std::string> errors;
   if (cfg.speculative.enabled) {

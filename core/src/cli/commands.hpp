@@ -16,6 +16,10 @@ struct GlobalOptions {
 };
 GlobalOptions& global_options();
 
+// Applies the config's logging.level unless --log-level or SPECD_LOG_LEVEL was given
+// (precedence: flag > environment > file). Call after loading a config.
+void apply_config_log_level(const std::string& yaml_level);
+
 void add_plugins_commands(CLI::App& app);   // specd plugins list [--json]
 void add_validate_command(CLI::App& app);   // specd validate --config FILE
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -17,6 +18,12 @@ namespace specd::cli {
 GlobalOptions& global_options() {
   static GlobalOptions options;
   return options;
+}
+
+void apply_config_log_level(const std::string& yaml_level) {
+  const char* env = std::getenv("SPECD_LOG_LEVEL");
+  if (!global_options().log_level.empty() || (env != nullptr && *env != '\0')) return;
+  log::set_level(log::parse_level(yaml_level));
 }
 
 namespace {

@@ -2,7 +2,7 @@
 //
 // It proposes the tokens that followed the most recent earlier occurrence of the sequence's
 // last token (a 1-gram prompt lookup). Given tokens  5 7 9 4 5 , the last token 5 occurred
-// before at position 0, so it proposes 7 9 4 (up to k tokens).
+// before at position 0, so it proposes 7 9 4 (up to k tokens: with k = 3, `7 9 4`).
 //
 // Build against an installed SDK:  cmake -S . -B build -DCMAKE_PREFIX_PATH=<specd prefix>
 // Use it:  plugins.paths: [<build dir>]  and  speculative.proposer: {name: onegram}

@@ -55,13 +55,14 @@ TEST(SdkExample, LoadsAndProposesTheOneGramContinuation) {
 
   std::vector<int32_t> counts;
   // Sequence 0: last token 5 occurred at 0, followed by 7 9 4 5. Sequence 1: the last token 8
-  // never occurred before → no draft. Sequence 2: the most recent earlier occurrence wins.
+  // never occurred before → no draft. Sequence 2: the most recent earlier occurrence of 2
+  // (index 3, followed by 6 6 2) wins over index 0 (followed by 1 3 2).
   // Sequence 3: k = 0 → no draft.
   const auto d = propose(*p, {{5, 7, 9, 4, 5}, {1, 2, 3, 8}, {2, 1, 3, 2, 6, 6, 2}, {5, 5, 5}}, {3, 3, 3, 0}, &counts);
-  EXPECT_EQ(counts, (std::vector<int32_t>{3, 0, 2, 0}));
+  EXPECT_EQ(counts, (std::vector<int32_t>{3, 0, 3, 0}));
   EXPECT_EQ(std::vector<int32_t>(d.begin(), d.begin() + 3), (std::vector<int32_t>{7, 9, 4}));
   EXPECT_EQ(d[3], -1);
-  EXPECT_EQ(std::vector<int32_t>(d.begin() + 6, d.begin() + 8), (std::vector<int32_t>{6, 6}));
+  EXPECT_EQ(std::vector<int32_t>(d.begin() + 6, d.begin() + 9), (std::vector<int32_t>{6, 6, 2}));
 }
 
 TEST(SdkExample, ParamsAreValidatedWithTheSdkHelpers) {

@@ -234,12 +234,16 @@ typedef struct specd_proposer_caps {
   int32_t max_k;                      /* largest k it can propose; 0 = no limit */
 } specd_proposer_caps;
 
-/* Prefill: the sequences' prompts (or a chunk of them) have been run through the target. */
+/* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the
+ * last num_new[i] tokens of seqs[i].tokens (tokens holds the prompt processed so far). */
 typedef struct specd_prefill_batch {
   uint32_t struct_size;
   int32_t num_seqs;
-  const specd_sequence* seqs;     /* [num_seqs]; tokens is the prompt processed so far */
-  specd_tensor_view target_hidden; /* [num_seqs, hidden] last prompt position, or absent */
+  const specd_sequence* seqs;      /* [num_seqs] */
+  const int32_t* num_new;          /* [num_seqs] tokens in this chunk */
+  /* Target final hidden states (after the final norm) of every chunk position, rows of each
+   * sequence contiguous: [sum(num_new), hidden]. Only when needs_target_hidden; else absent. */
+  specd_tensor_view target_hidden;
 } specd_prefill_batch;
 
 typedef struct specd_propose_batch {
@@ -249,12 +253,18 @@ typedef struct specd_propose_batch {
   const int32_t* max_draft;        /* [num_seqs] k_i in 0..k_max; 0 means "do not propose" */
   int32_t k_max;
   int32_t vocab_size;
-  specd_tensor_view target_hidden; /* [num_seqs, hidden] hidden state that produced the last
-                                      token, when needs_target_hidden; else absent */
+  /* When needs_target_hidden: the target's final hidden states of the positions committed
+   * since the previous call for this sequence that now have one. A sequence of length L has
+   * hidden states for positions 0..L-2 (the last token has not been through the target yet);
+   * num_hidden[i] rows cover positions [L-1-num_hidden[i], L-1), rows of each sequence
+   * contiguous: [sum(num_hidden), hidden]. Else num_hidden is NULL and target_hidden absent. */
+  const int32_t* num_hidden;
+  specd_tensor_view target_hidden;
   /* Outputs, allocated by the host: */
   int32_t* draft_tokens; /* [num_seqs, k_max], pre-filled with -1 */
   int32_t* num_drafted;  /* [num_seqs] in 0..max_draft[i], pre-filled with 0 */
-  float* draft_probs;    /* [num_seqs, k_max, vocab] when produces_draft_probs, else NULL */
+  float* draft_probs;    /* [num_seqs, k_max, vocab] when produces_draft_probs, else NULL.
+                            Rows past num_drafted[i] are ignored. */
 } specd_propose_batch;
 
 typedef struct specd_proposer_vtable {
@@ -265,10 +275,13 @@ typedef struct specd_proposer_vtable {
   int32_t (*on_prefill)(void* self, const specd_prefill_batch* batch, specd_error* err);
   int32_t (*propose)(void* self, specd_propose_batch* batch, specd_error* err);
   /* Optional: after verification. num_accepted drafts were accepted; emitted (accepted drafts
-   * plus the target's token) were appended to the sequence. Roll back state past them. */
+   * plus the target's token, num_accepted + 1 tokens) were appended to the sequence. State
+   * built from rejected drafts must be rolled back. Called for every sequence that was given
+   * max_draft > 0, before the next propose. */
   int32_t (*on_accept)(void* self, uint64_t seq_id, int32_t num_accepted,
                        specd_token_view emitted, specd_error* err);
-  /* Optional: the sequence ended; free its state. Never fails. */
+  /* Optional: the sequence ended (finished, cancelled, failed or preempted); free its state.
+   * Always called once per sequence the component has seen. Never fails. */
   void (*on_release)(void* self, uint64_t seq_id);
 } specd_proposer_vtable;
 

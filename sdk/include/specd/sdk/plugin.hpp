@@ -335,33 +335,51 @@ struct Sequence {
   }
 };
 
-// A [rows, cols] float view of an optional tensor (e.g. target hidden states).
-inline std::span<const float> tensor_row(const specd_tensor_view& t, int64_t row) {
-  if (t.data == nullptr || t.ndim < 2) return {};
+// Rows [first, first + count) of a [rows, cols] float tensor; empty when absent.
+inline std::span<const float> tensor_rows(const specd_tensor_view& t, int64_t first, int64_t count) {
+  if (t.data == nullptr || t.ndim < 2 || count <= 0) return {};
   const int64_t cols = t.shape[t.ndim - 1];
-  return {static_cast<const float*>(t.data) + row * cols, static_cast<size_t>(cols)};
+  return {static_cast<const float*>(t.data) + first * cols, static_cast<size_t>(count * cols)};
 }
 
 class PrefillBatch {
  public:
-  explicit PrefillBatch(const specd_prefill_batch* raw) : raw_(raw) {}
+  explicit PrefillBatch(const specd_prefill_batch* raw) : raw_(raw) {
+    offsets_.resize(static_cast<size_t>(raw->num_seqs) + 1, 0);
+    for (int32_t i = 0; i < raw->num_seqs; ++i) offsets_[i + 1] = offsets_[i] + raw->num_new[i];
+  }
   int32_t size() const { return raw_->num_seqs; }
   Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
-  std::span<const float> target_hidden(int32_t i) const { return tensor_row(raw_->target_hidden, i); }
+  int32_t num_new(int32_t i) const { return raw_->num_new[i]; }
+  // Hidden states of sequence i's chunk positions, [num_new(i) * hidden] (empty if absent).
+  std::span<const float> target_hidden(int32_t i) const {
+    return tensor_rows(raw_->target_hidden, offsets_[i], raw_->num_new[i]);
+  }
+  int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
 
  private:
   const specd_prefill_batch* raw_;
+  std::vector<int64_t> offsets_;
 };
 
 class ProposeBatch {
  public:
-  explicit ProposeBatch(specd_propose_batch* raw) : raw_(raw) {}
+  explicit ProposeBatch(specd_propose_batch* raw) : raw_(raw) {
+    offsets_.resize(static_cast<size_t>(raw->num_seqs) + 1, 0);
+    if (raw->num_hidden != nullptr)
+      for (int32_t i = 0; i < raw->num_seqs; ++i) offsets_[i + 1] = offsets_[i] + raw->num_hidden[i];
+  }
   int32_t size() const { return raw_->num_seqs; }
   int32_t k_max() const { return raw_->k_max; }
   int32_t vocab_size() const { return raw_->vocab_size; }
   Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
   int32_t max_draft(int32_t i) const { return raw_->max_draft[i]; }
-  std::span<const float> target_hidden(int32_t i) const { return tensor_row(raw_->target_hidden, i); }
+  // Number of new hidden-state rows for sequence i (positions [L-1-n, L-1)); 0 if none.
+  int32_t num_hidden(int32_t i) const { return raw_->num_hidden != nullptr ? raw_->num_hidden[i] : 0; }
+  std::span<const float> target_hidden(int32_t i) const {
+    return tensor_rows(raw_->target_hidden, offsets_[i], num_hidden(i));
+  }
+  int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
   // Sets the draft of sequence i (at most max_draft(i) tokens; extra tokens are an error).
   void set_draft(int32_t i, std::span<const int32_t> tokens) {
     if (static_cast<int64_t>(tokens.size()) > raw_->max_draft[i])
@@ -381,6 +399,7 @@ class ProposeBatch {
 
  private:
   specd_propose_batch* raw_;
+  std::vector<int64_t> offsets_;
 };
 
 // The verifier sees the raw struct: it is a flat, device-resident layout that kernels index

@@ -60,8 +60,8 @@ void* device_stream(void*, specd_device) { return nullptr; }
 
 }  // namespace
 
-HostContext::HostContext(const std::string& plugin_name, const specd_model_services* models)
-    : logger_(&log::get("plugin." + plugin_name)) {
+HostContext::HostContext(const std::string& plugin_name, ModelBinding models)
+    : logger_(&log::get("plugin." + plugin_name)), plugin_name_(plugin_name), models_(models) {
   services_.struct_size = sizeof(services_);
   services_.host_abi_minor = SPECD_ABI_MINOR;
   services_.host_ctx = this;
@@ -70,7 +70,7 @@ HostContext::HostContext(const std::string& plugin_name, const specd_model_servi
   services_.alloc = &alloc;
   services_.free = &release;
   services_.device_stream = &device_stream;
-  services_.models = models;
+  services_.models = models.table;
 }
 
 int host_cuda_runtime_major() {

@@ -13,17 +13,30 @@ class Logger;
 
 namespace specd::plugin {
 
+// Model services as a table plus the host object its functions work on. The table's
+// functions receive the component's host_ctx (a HostContext*) and reach the object through
+// HostContext::model_ctx().
+struct ModelBinding {
+  const specd_model_services* table = nullptr;
+  void* ctx = nullptr;
+};
+
 struct HostContext {
-  HostContext(const std::string& plugin_name, const specd_model_services* models);
+  HostContext(const std::string& plugin_name, ModelBinding models);
   HostContext(const HostContext&) = delete;
   HostContext& operator=(const HostContext&) = delete;
 
   const specd_host_services* services() const { return &services_; }
   log::Logger& logger() const { return *logger_; }
+  const std::string& plugin_name() const { return plugin_name_; }
+  // The model host object behind a host_ctx handed to a plugin (nullptr if none).
+  static void* model_ctx(void* host_ctx) { return static_cast<HostContext*>(host_ctx)->models_.ctx; }
 
  private:
   specd_host_services services_{};
   log::Logger* logger_;
+  std::string plugin_name_;
+  ModelBinding models_;
 };
 
 // The CUDA runtime major this host was built with; 0 when built without CUDA.

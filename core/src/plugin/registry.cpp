@@ -10,7 +10,6 @@
 #include <set>
 #include <system_error>
 
-#include "plugin/host_services.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 
@@ -270,8 +269,7 @@ const ComponentInfo& Registry::require(ComponentKind kind, std::string_view name
 // ---------------------------------------------------------------------------------------------
 // Creating components
 
-std::unique_ptr<HostContext> Registry::make_context(const ComponentInfo& info,
-                                                    const specd_model_services* models) const {
+std::unique_ptr<HostContext> Registry::make_context(const ComponentInfo& info, ModelBinding models) const {
   return std::make_unique<HostContext>(info.plugin->name, models);
 }
 
@@ -306,7 +304,7 @@ void Registry::validate(ComponentKind kind, std::string_view name, const Params&
 }
 
 std::unique_ptr<ProposerInstance> Registry::create_proposer(std::string_view name, const Params& params,
-                                                            const specd_model_services* models) const {
+                                                            ModelBinding models) const {
   const ComponentInfo& info = require(ComponentKind::kProposer, name);
   auto ctx = make_context(info, models);
   specd_component comp = create(info, params, ctx.get());
@@ -315,13 +313,13 @@ std::unique_ptr<ProposerInstance> Registry::create_proposer(std::string_view nam
 
 std::unique_ptr<VerifierInstance> Registry::create_verifier(std::string_view name, const Params& params) const {
   const ComponentInfo& info = require(ComponentKind::kVerifier, name);
-  auto ctx = make_context(info, nullptr);
+  auto ctx = make_context(info, {});
   specd_component comp = create(info, params, ctx.get());
   return std::make_unique<VerifierInstance>(info.name, comp, std::move(ctx));
 }
 
 std::unique_ptr<ScorerInstance> Registry::create_scorer(std::string_view name, const Params& params,
-                                                        const specd_model_services* models) const {
+                                                        ModelBinding models) const {
   const ComponentInfo& info = require(ComponentKind::kScorer, name);
   auto ctx = make_context(info, models);
   specd_component comp = create(info, params, ctx.get());

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "plugin/host_services.hpp"
 #include "plugin/params.hpp"
 #include "specd/sdk/abi.h"
 
@@ -54,9 +55,6 @@ struct Shadowed {
   std::filesystem::path loser;
 };
 
-// Host services the registry hands to each created component. One per component instance:
-// it carries the logger name "plugin.<plugin name>".
-struct HostContext;
 
 class ProposerInstance {
  public:
@@ -148,15 +146,20 @@ class Registry {
   // Create instances; throw specd::Error when the name is unknown (listing the names that
   // exist and any refused files) or the factory fails.
   std::unique_ptr<ProposerInstance> create_proposer(std::string_view name, const Params& params,
-                                                    const specd_model_services* models = nullptr) const;
+                                                    ModelBinding models = {}) const;
+  // A bare table whose functions keep their own state (tests' fake model services).
+  std::unique_ptr<ProposerInstance> create_proposer(std::string_view name, const Params& params,
+                                                    const specd_model_services* models) const {
+    return create_proposer(name, params, ModelBinding{models, nullptr});
+  }
   std::unique_ptr<VerifierInstance> create_verifier(std::string_view name, const Params& params) const;
   std::unique_ptr<ScorerInstance> create_scorer(std::string_view name, const Params& params,
-                                                const specd_model_services* models = nullptr) const;
+                                                ModelBinding models = {}) const;
 
  private:
   const ComponentInfo& require(ComponentKind kind, std::string_view name) const;
   specd_component create(const ComponentInfo& info, const Params& params, HostContext* ctx) const;
-  std::unique_ptr<HostContext> make_context(const ComponentInfo& info, const specd_model_services* models) const;
+  std::unique_ptr<HostContext> make_context(const ComponentInfo& info, ModelBinding models) const;
 
   std::vector<std::unique_ptr<LoadedLibrary>> libraries_;
   std::vector<std::unique_ptr<PluginInfo>> plugin_store_;

@@ -1,0 +1,190 @@
+#include "model/checkpoint.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "model/mapped_file.hpp"
+#include "model/safetensors.hpp"
+#include "specd/error.hpp"
+
+namespace specd::model {
+
+struct Checkpoint::Mapping {
+  explicit Mapping(MappedFile f) : file(std::move(f)) {}
+  MappedFile file;
+};
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+[[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
+  throw Error(code, file.string() + ": " + what);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// model.safetensors.index.json -> tensor name -> shard file name (relative to the directory).
+std::map<std::string, std::string> read_weight_map(const std::filesystem::path& index_path) {
+  std::ifstream in(index_path, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, index_path, "cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(text.str());
+  } catch (const json::exception& e) {
+    fail(ErrorCode::kModelFormat, index_path, std::string("invalid JSON: ") + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
+    fail(ErrorCode::kModelFormat, index_path, "missing object 'weight_map'");
+  }
+  std::map<std::string, std::string> weight_map;
+  for (const auto& [name, shard] : doc["weight_map"].items()) {
+    if (!shard.is_string()) fail(ErrorCode::kModelFormat, index_path, "weight_map['" + name + "'] is not a string");
+    const std::string file = shard.get<std::string>();
+    const std::filesystem::path rel(file);
+    // Shards live beside the index; refuse paths that leave the model directory.
+    if (file.empty() || rel.is_absolute() || rel.has_parent_path() || file == "." || file == "..") {
+      fail(ErrorCode::kModelFormat, index_path,
+           "weight_map['" + name + "'] names shard '" + file + "', which is not a file name in the model directory");
+    }
+    weight_map.emplace(name, file);
+  }
+  if (weight_map.empty()) fail(ErrorCode::kModelFormat, index_path, "weight_map is empty");
+  return weight_map;
+}
+
+}  // namespace
+
+Checkpoint::~Checkpoint() = default;
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir) {
+  if (!std::filesystem::is_directory(model_dir)) {
+    throw Error(ErrorCode::kNotFound, "model directory " + model_dir.string() + " does not exist");
+  }
+  std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+  ckpt->dir_ = model_dir;
+  ckpt->config_ = read_model_config(model_dir);
+
+  auto add_file = [&](const std::filesystem::path& path) {
+    ckpt->mappings_.push_back(std::make_unique<Mapping>(MappedFile::open(path)));
+    const MappedFile& file = ckpt->mappings_.back()->file;
+    for (TensorView& view : parse_safetensors(file.data(), file.size(), path)) {
+      std::string name = view.name;
+      auto [it, inserted] = ckpt->tensors_.emplace(std::move(name), std::move(view));
+      if (!inserted) {
+        fail(ErrorCode::kModelFormat, path, "tensor '" + it->first + "' is also in " + it->second.file.string());
+      }
+    }
+  };
+
+  const std::filesystem::path single = model_dir / kSingleFile;
+  const std::filesystem::path index = model_dir / kIndexFile;
+  if (std::filesystem::exists(single)) {
+    add_file(single);
+  } else if (std::filesystem::exists(index)) {
+    const std::map<std::string, std::string> weight_map = read_weight_map(index);
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : weight_map) shards.insert(shard);
+    for (const std::string& shard : shards) {
+      const std::filesystem::path path = model_dir / shard;
+      if (!std::filesystem::exists(path)) {
+        fail(ErrorCode::kNotFound, index, "shard " + shard + " does not exist (" + path.string() + ")");
+      }
+      add_file(path);
+    }
+    for (const auto& [name, shard] : weight_map) {
+      auto it = ckpt->tensors_.find(name);
+      if (it == ckpt->tensors_.end() || it->second.file.filename() != shard) {
+        fail(ErrorCode::kModelFormat, index,
+             "weight_map puts tensor '" + name + "' in " + shard + ", which does not contain it");
+      }
+    }
+  } else {
+    throw Error(ErrorCode::kNotFound,
+                "no " + std::string(kSingleFile) + " or " + kIndexFile + " in " + model_dir.string());
+  }
+
+  // MTP modules: tensors mtp.<i>.*, numbered 0..M-1.
+  std::set<int64_t> mtp;
+  for (const auto& [name, view] : ckpt->tensors_) {
+    if (name.rfind("mtp.", 0) != 0) continue;
+    const size_t dot = name.find('.', 4);
+    const std::string digits = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      fail(ErrorCode::kModelFormat, view.file, "tensor '" + name + "' is not named mtp.<index>.<...>");
+    }
+    mtp.insert(std::stoll(digits));
+  }
+  if (!mtp.empty()) {
+    const auto count = static_cast<int64_t>(mtp.size());
+    if (*mtp.rbegin() != count - 1) {
+      fail(ErrorCode::kModelFormat, model_dir,
+           "mtp.<i> module indices are not numbered 0.." + std::to_string(count - 1) + " (highest is " +
+               std::to_string(*mtp.rbegin()) + ")");
+    }
+    if (ckpt->config_.num_mtp_modules != 0 && ckpt->config_.num_mtp_modules != count) {
+      fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
+           "num_nextn_predict_layers is " + std::to_string(ckpt->config_.num_mtp_modules) + " but the weights hold " +
+               std::to_string(count) + " mtp modules");
+    }
+    ckpt->config_.num_mtp_modules = count;
+  }
+  return ckpt;
+}
+
+const TensorView* Checkpoint::find(std::string_view name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const TensorView& Checkpoint::require(std::string_view name, const std::vector<int64_t>& shape) const {
+  const TensorView* view = find(name);
+  if (view == nullptr) {
+    throw Error(ErrorCode::kModelFormat, "missing tensor " + std::string(name) + " in " + dir_.string());
+  }
+  if (view->shape != shape) {
+    fail(ErrorCode::kModelFormat, view->file,
+         "tensor " + view->name + " has shape " + shape_text(view->shape) + ", expected " + shape_text(shape));
+  }
+  return *view;
+}
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, view] : tensors_) names.push_back(name);
+  return names;
+}
+
+void Checkpoint::to_f32(const TensorView& t, float* out) {
+  const size_t n = static_cast<size_t>(t.numel());
+  switch (t.dtype) {
+    case DType::kF32:
+      std::memcpy(out, t.data, n * sizeof(float));
+      return;
+    case DType::kF16:
+    case DType::kBF16: {
+      const bool bf16 = t.dtype == DType::kBF16;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, t.data + 2 * i, sizeof(bits));
+        out[i] = bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace specd::model

@@ -1,0 +1,327 @@
+// config.json (+ generation_config.json) -> ModelConfig, for the Llama family.
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "model/checkpoint.hpp"
+#include "specd/error.hpp"
+
+namespace specd::model {
+
+std::string_view architecture_name(Architecture arch) {
+  switch (arch) {
+    case Architecture::kLlama:
+      return "LlamaForCausalLM";
+    case Architecture::kMistral:
+      return "MistralForCausalLM";
+    case Architecture::kQwen2:
+      return "Qwen2ForCausalLM";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kSupportedArchitectures = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
+
+[[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
+  throw Error(code, file.string() + ": " + what);
+}
+
+json read_json_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, file, "cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(text.str());
+  } catch (const json::exception& e) {
+    fail(ErrorCode::kModelFormat, file, std::string("invalid JSON: ") + e.what());
+  }
+  if (!doc.is_object()) fail(ErrorCode::kModelFormat, file, "top level is not a JSON object");
+  return doc;
+}
+
+// Typed access to the fields of one JSON object, with errors naming the file and the key.
+class Fields {
+ public:
+  Fields(const json& doc, const std::filesystem::path& file) : doc_(doc), file_(file) {}
+
+  // Present and not null.
+  bool has(const char* key) const {
+    auto it = doc_.find(key);
+    return it != doc_.end() && !it->is_null();
+  }
+
+  int64_t require_int(const char* key) const {
+    if (!has(key)) fail(ErrorCode::kModelFormat, file_, std::string("missing field '") + key + "'");
+    return get_int(key);
+  }
+  int64_t int_or(const char* key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
+
+  double number_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = doc_.at(key);
+    if (!v.is_number()) bad_type(key, "a number");
+    return v.get<double>();
+  }
+  double require_number(const char* key) const {
+    if (!has(key)) fail(ErrorCode::kModelFormat, file_, std::string("missing field '") + key + "'");
+    return number_or(key, 0.0);
+  }
+
+  bool bool_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = doc_.at(key);
+    if (!v.is_boolean()) bad_type(key, "true or false");
+    return v.get<bool>();
+  }
+
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = doc_.at(key);
+    if (!v.is_string()) bad_type(key, "a string");
+    return v.get<std::string>();
+  }
+
+  // An int or a list of ints (eos_token_id).
+  std::vector<int32_t> int_list(const char* key) const {
+    std::vector<int32_t> out;
+    if (!has(key)) return out;
+    const json& v = doc_.at(key);
+    if (v.is_number_integer()) {
+      out.push_back(to_token(key, v));
+    } else if (v.is_array()) {
+      for (const json& item : v) {
+        if (!item.is_number_integer()) bad_type(key, "an integer or a list of integers");
+        out.push_back(to_token(key, item));
+      }
+    } else {
+      bad_type(key, "an integer or a list of integers");
+    }
+    return out;
+  }
+
+  const json& doc() const { return doc_; }
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  int64_t get_int(const char* key) const {
+    const json& v = doc_.at(key);
+    if (!v.is_number_integer()) bad_type(key, "an integer");
+    return v.get<int64_t>();
+  }
+  int32_t to_token(const char* key, const json& v) const {
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) {
+      fail(ErrorCode::kModelFormat, file_,
+           std::string("field '") + key + "' holds token id " + std::to_string(id) + ", out of range");
+    }
+    return static_cast<int32_t>(id);
+  }
+  [[noreturn]] void bad_type(const char* key, const char* expected) const {
+    std::string shown = doc_.at(key).dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    fail(ErrorCode::kModelFormat, file_, std::string("field '") + key + "' must be " + expected + ", got " + shown);
+  }
+
+  const json& doc_;
+  const std::filesystem::path& file_;
+};
+
+Architecture parse_architecture(const Fields& f) {
+  const json& doc = f.doc();
+  auto from_class = [](const std::string& name, Architecture* out) {
+    if (name == "LlamaForCausalLM")
+      *out = Architecture::kLlama;
+    else if (name == "MistralForCausalLM")
+      *out = Architecture::kMistral;
+    else if (name == "Qwen2ForCausalLM")
+      *out = Architecture::kQwen2;
+    else
+      return false;
+    return true;
+  };
+  if (f.has("architectures")) {
+    const json& list = doc.at("architectures");
+    if (!list.is_array() || list.empty()) {
+      fail(ErrorCode::kModelFormat, f.file(), "field 'architectures' must be a non-empty list of strings");
+    }
+    std::string names;
+    for (const json& item : list) {
+      if (!item.is_string()) {
+        fail(ErrorCode::kModelFormat, f.file(), "field 'architectures' must be a list of strings");
+      }
+      Architecture arch{};
+      if (from_class(item.get<std::string>(), &arch)) return arch;
+      names += (names.empty() ? "'" : ", '") + item.get<std::string>() + "'";
+    }
+    fail(ErrorCode::kUnsupported, f.file(),
+         "unsupported architecture " + names + " (specd runs " + std::string(kSupportedArchitectures) + ")");
+  }
+  // Older configs name only the model_type.
+  const std::string model_type = f.string_or("model_type", "");
+  if (model_type.empty()) fail(ErrorCode::kModelFormat, f.file(), "missing field 'architectures'");
+  if (model_type == "llama") return Architecture::kLlama;
+  if (model_type == "mistral") return Architecture::kMistral;
+  if (model_type == "qwen2") return Architecture::kQwen2;
+  fail(ErrorCode::kUnsupported, f.file(),
+       "unsupported model_type '" + model_type + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
+}
+
+RopeScaling parse_rope_scaling(const Fields& config) {
+  RopeScaling scaling;
+  if (!config.has("rope_scaling")) return scaling;
+  const json& doc = config.doc().at("rope_scaling");
+  if (!doc.is_object()) fail(ErrorCode::kModelFormat, config.file(), "field 'rope_scaling' must be an object or null");
+  const Fields f(doc, config.file());
+  std::string type = f.string_or("rope_type", f.string_or("type", ""));
+  if (type.empty()) fail(ErrorCode::kModelFormat, config.file(), "rope_scaling has neither 'rope_type' nor 'type'");
+  if (type == "default") return scaling;
+  auto positive = [&](const char* key, double v) {
+    if (!(v > 0)) {
+      fail(ErrorCode::kModelFormat, config.file(),
+           std::string("rope_scaling.") + key + " must be positive, got " + std::to_string(v));
+    }
+    return v;
+  };
+  if (type == "linear") {
+    scaling.type = RopeScaling::Type::kLinear;
+    scaling.factor = positive("factor", f.require_number("factor"));
+    return scaling;
+  }
+  if (type == "llama3") {
+    scaling.type = RopeScaling::Type::kLlama3;
+    scaling.factor = positive("factor", f.require_number("factor"));
+    scaling.low_freq_factor = positive("low_freq_factor", f.require_number("low_freq_factor"));
+    scaling.high_freq_factor = positive("high_freq_factor", f.require_number("high_freq_factor"));
+    scaling.original_max_position_embeddings = f.require_int("original_max_position_embeddings");
+    positive("original_max_position_embeddings", static_cast<double>(scaling.original_max_position_embeddings));
+    if (!(scaling.high_freq_factor > scaling.low_freq_factor)) {
+      fail(ErrorCode::kModelFormat, config.file(), "rope_scaling.high_freq_factor must exceed low_freq_factor");
+    }
+    return scaling;
+  }
+  fail(ErrorCode::kUnsupported, config.file(),
+       "rope_scaling type '" + type + "' is not supported (specd implements llama3 and linear)");
+}
+
+void require_positive(const Fields& f, const char* key, int64_t value) {
+  if (value <= 0) {
+    fail(ErrorCode::kModelFormat, f.file(),
+         std::string("field '") + key + "' must be positive, got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const std::filesystem::path& model_dir) {
+  const std::filesystem::path path = model_dir / "config.json";
+  if (!std::filesystem::is_regular_file(path)) {
+    throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
+  }
+  const json doc = read_json_file(path);
+  const Fields f(doc, path);
+
+  ModelConfig c;
+  c.config_path = path;
+  c.arch = parse_architecture(f);
+
+  const std::string act = f.string_or("hidden_act", "silu");
+  if (act != "silu") {
+    fail(ErrorCode::kUnsupported, path, "hidden_act '" + act + "' is not supported (specd implements silu)");
+  }
+
+  c.vocab_size = f.require_int("vocab_size");
+  c.hidden_size = f.require_int("hidden_size");
+  c.intermediate_size = f.require_int("intermediate_size");
+  c.num_layers = f.require_int("num_hidden_layers");
+  c.num_heads = f.require_int("num_attention_heads");
+  require_positive(f, "vocab_size", c.vocab_size);
+  require_positive(f, "hidden_size", c.hidden_size);
+  require_positive(f, "intermediate_size", c.intermediate_size);
+  require_positive(f, "num_hidden_layers", c.num_layers);
+  require_positive(f, "num_attention_heads", c.num_heads);
+  c.num_kv_heads = f.int_or("num_key_value_heads", c.num_heads);
+  require_positive(f, "num_key_value_heads", c.num_kv_heads);
+  if (c.num_heads % c.num_kv_heads != 0) {
+    fail(ErrorCode::kModelFormat, path,
+         "num_attention_heads " + std::to_string(c.num_heads) + " is not a multiple of num_key_value_heads " +
+             std::to_string(c.num_kv_heads));
+  }
+  if (f.has("head_dim")) {
+    c.head_dim = f.require_int("head_dim");
+    require_positive(f, "head_dim", c.head_dim);
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      fail(ErrorCode::kModelFormat, path,
+           "hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
+               std::to_string(c.num_heads) + " and no head_dim is given");
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) {
+    fail(ErrorCode::kModelFormat, path, "head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
+  }
+
+  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
+  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  if (!(c.rms_norm_eps > 0)) fail(ErrorCode::kModelFormat, path, "field 'rms_norm_eps' must be positive");
+  if (!(c.rope_theta > 0)) fail(ErrorCode::kModelFormat, path, "field 'rope_theta' must be positive");
+  c.rope_scaling = parse_rope_scaling(f);
+  c.max_position_embeddings = f.int_or("max_position_embeddings", 2048);
+  require_positive(f, "max_position_embeddings", c.max_position_embeddings);
+  c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
+
+  switch (c.arch) {
+    case Architecture::kLlama:
+      // Llama's attention_bias covers q, k, v and o; mlp_bias would add biases to the MLP.
+      c.attention_bias = f.bool_or("attention_bias", false);
+      c.attention_out_bias = c.attention_bias;
+      if (f.bool_or("mlp_bias", false)) {
+        fail(ErrorCode::kUnsupported, path, "mlp_bias: true is not supported");
+      }
+      break;
+    case Architecture::kQwen2:
+      c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+      if (f.bool_or("use_sliding_window", false) && f.has("sliding_window") &&
+          f.require_int("sliding_window") < c.max_position_embeddings) {
+        fail(ErrorCode::kUnsupported, path,
+             "use_sliding_window with sliding_window " + std::to_string(f.require_int("sliding_window")) +
+                 " < max_position_embeddings " + std::to_string(c.max_position_embeddings) +
+                 ": specd does not implement sliding-window attention");
+      }
+      break;
+    case Architecture::kMistral:
+      // Sliding-window attention is not implemented; a window at least as long as the context
+      // is plain causal attention.
+      if (f.has("sliding_window") && f.require_int("sliding_window") < c.max_position_embeddings) {
+        fail(ErrorCode::kUnsupported, path,
+             "sliding_window " + std::to_string(f.require_int("sliding_window")) + " < max_position_embeddings " +
+                 std::to_string(c.max_position_embeddings) + ": specd does not implement sliding-window attention");
+      }
+      break;
+  }
+
+  c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);
+  if (c.num_mtp_modules < 0) fail(ErrorCode::kModelFormat, path, "field 'num_nextn_predict_layers' must be >= 0");
+  c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", ""));
+  if (const std::vector<int32_t> bos = f.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+  c.eos_token_ids = f.int_list("eos_token_id");
+
+  const std::filesystem::path gen_path = model_dir / "generation_config.json";
+  if (std::filesystem::is_regular_file(gen_path)) {
+    const json gen_doc = read_json_file(gen_path);
+    const Fields gen(gen_doc, gen_path);
+    if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+    if (gen.has("eos_token_id")) c.eos_token_ids = gen.int_list("eos_token_id");
+  }
+  return c;
+}
+
+}  // namespace specd::model

@@ -1,0 +1,188 @@
+// config.json parsing: defaults, architecture flavours, rope scaling, EOS ids, and refusals.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/checkpoint.hpp"
+#include "model_test_util.hpp"
+
+namespace specd::model::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json llama_config() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", 32000},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}};
+}
+
+ModelConfig parse(const json& config, const json* generation = nullptr) {
+  const fs::path dir = scratch_dir();
+  write_file(dir / "config.json", config.dump());
+  if (generation != nullptr) write_file(dir / "generation_config.json", generation->dump());
+  return read_model_config(dir);
+}
+
+void expect_config_error(const json& config, ErrorCode code, std::initializer_list<std::string> substrings) {
+  expect_error([&] { parse(config); }, code, substrings);
+}
+
+TEST(ModelConfig, DefaultsFillKvHeadsAndHeadDim) {
+  const ModelConfig c = parse(llama_config());
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.num_kv_heads, 4);  // no GQA unless num_key_value_heads says so
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kNone);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.bos_token_id.has_value());
+  EXPECT_TRUE(c.eos_token_ids.empty());
+  EXPECT_EQ(c.num_mtp_modules, 0);
+}
+
+TEST(ModelConfig, ExplicitFields) {
+  json j = llama_config();
+  j["num_key_value_heads"] = 2;
+  j["head_dim"] = 32;  // differs from hidden / heads, as in some Qwen/Gemma-style configs
+  j["rms_norm_eps"] = 1e-5;
+  j["rope_theta"] = 500000.0;
+  j["tie_word_embeddings"] = true;
+  j["attention_bias"] = true;
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = {2, 3};
+  j["torch_dtype"] = "bfloat16";
+  j["num_nextn_predict_layers"] = 1;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_TRUE(c.attention_out_bias);  // Llama's attention_bias covers o_proj too
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(c.num_mtp_modules, 1);
+}
+
+TEST(ModelConfig, GenerationConfigOverridesEos) {
+  json j = llama_config();
+  j["eos_token_id"] = 2;
+  json gen = {{"eos_token_id", {128001, 128009}}, {"bos_token_id", 128000}};
+  ModelConfig c = parse(j, &gen);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{128001, 128009}));
+  EXPECT_EQ(c.bos_token_id, 128000);
+  gen = {{"eos_token_id", 7}};
+  c = parse(j, &gen);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{7}));
+  gen = {{"do_sample", true}};
+  EXPECT_EQ(parse(j, &gen).eos_token_ids, (std::vector<int32_t>{2}));
+}
+
+TEST(ModelConfig, Qwen2HasQkvBiasOnly) {
+  json j = llama_config();
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = 4096;
+  j["max_position_embeddings"] = 32768;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.arch, Architecture::kQwen2);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+  j["use_sliding_window"] = true;
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "sliding"});
+}
+
+TEST(ModelConfig, MistralSlidingWindow) {
+  json j = llama_config();
+  j["architectures"] = {"MistralForCausalLM"};
+  j["max_position_embeddings"] = 32768;
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(parse(j).arch, Architecture::kMistral);
+  j["sliding_window"] = 32768;  // as long as the context: plain causal attention
+  EXPECT_EQ(parse(j).arch, Architecture::kMistral);
+  j["sliding_window"] = 4096;
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "sliding_window 4096", "32768"});
+}
+
+TEST(ModelConfig, ModelTypeWithoutArchitectures) {
+  json j = llama_config();
+  j.erase("architectures");
+  j["model_type"] = "qwen2";
+  EXPECT_EQ(parse(j).arch, Architecture::kQwen2);
+  j["model_type"] = "gpt2";
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "gpt2"});
+  j.erase("model_type");
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "architectures"});
+}
+
+TEST(ModelConfig, RopeScalingLlama3AndLinear) {
+  json j = llama_config();
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLinear);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
+
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(parse(j).rope_scaling.type, RopeScaling::Type::kNone);
+
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "yarn"});
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "low_freq_factor"});
+}
+
+TEST(ModelConfig, Refusals) {
+  json j = llama_config();
+  j["num_key_value_heads"] = 3;
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "num_key_value_heads 3"});
+  j = llama_config();
+  j["hidden_size"] = "64";
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "'hidden_size' must be an integer"});
+  j = llama_config();
+  j["hidden_act"] = "gelu";
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "gelu"});
+  j = llama_config();
+  j["mlp_bias"] = true;
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "mlp_bias"});
+  j = llama_config();
+  j["eos_token_id"] = "</s>";
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "eos_token_id"});
+  j = llama_config();
+  j["num_attention_heads"] = 0;
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "num_attention_heads"});
+  j = llama_config();
+  j.erase("vocab_size");
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "missing field 'vocab_size'"});
+  j = llama_config();
+  j["architectures"] = {"MixtralForCausalLM", "SomethingElse"};
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "MixtralForCausalLM", "LlamaForCausalLM"});
+
+  const fs::path dir = scratch_dir();
+  write_file(dir / "config.json", "{\"vocab_size\": 3,");
+  expect_error([&] { read_model_config(dir); }, ErrorCode::kModelFormat, {"config.json", "invalid JSON"});
+  write_file(dir / "config.json", llama_config().dump());
+  write_file(dir / "generation_config.json", "not json");
+  expect_error([&] { read_model_config(dir); }, ErrorCode::kModelFormat, {"generation_config.json", "invalid JSON"});
+}
+
+}  // namespace
+}  // namespace specd::model::test

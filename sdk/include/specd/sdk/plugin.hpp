@@ -356,6 +356,7 @@ class PrefillBatch {
     return tensor_rows(raw_->target_hidden, offsets_[i], raw_->num_new[i]);
   }
   int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
+  const specd_prefill_batch* raw() const { return raw_; }
 
  private:
   const specd_prefill_batch* raw_;

@@ -1,0 +1,281 @@
+// draft_model: a smaller causal LM (a second checkpoint, or the target's first N layers) drafts
+// k tokens autoregressively. The draft runs through the host's model services and keeps its own
+// paged KV there, keyed by seq_id.
+//
+// KV bookkeeping (D = the draft's cached length of a sequence, L = the sequence's length):
+//  - The draft's cached tokens are always a prefix of the sequence (prompt + emitted tokens).
+//  - A forward returns logits only for tokens it is fed, so a propose must feed at least one
+//    token: on_prefill caches every prompt token except the last (D = L - 1), and after every
+//    on_accept D < L holds again (see on_accept).
+//  - propose(k): step 0 feeds the catch-up tokens [D, L) in one go and yields d0; step j >= 1
+//    feeds d_{j-1} and yields d_j. Afterwards the draft holds the L context tokens plus
+//    d0..d_{k-2}: D = L + k - 1.
+//  - on_accept(n): the accepted drafts d0..d_{n-1} equal the sequence's next tokens, the rest
+//    do not, so keep D = min(D, L + n). That drops every rejected draft and is < L + n + 1,
+//    the new sequence length: the next propose catches up on the target's token (and on
+//    d_{k-1} when all k were accepted).
+// Every step is ONE batched forward over all sequences still drafting, so a propose costs
+// max_i k_i forward calls.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <specd/sdk/plugin.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "draft_support.hpp"
+
+namespace {
+
+using specd::proposers::ModelClient;
+namespace sdk = specd::sdk;
+
+struct Settings {
+  std::string model;      // checkpoint directory, or "" for a self-draft
+  int32_t layers = 0;     // > 0: the target's first `layers` layers
+  float temperature = 0;  // 0 = greedy drafting
+  int32_t dtype = -1;     // specd_dtype or -1 (the checkpoint's own)
+};
+
+Settings read_settings(sdk::Params& params) {
+  Settings s;
+  const bool has_model = params.has("model");
+  const bool has_layers = params.has("layers");
+  s.model = params.get_string("model", "");
+  s.layers = static_cast<int32_t>(params.get_int("layers", 0, 1, 1 << 20));
+  if (has_model && has_layers) {
+    params.error("layers", "give either `model` (a draft checkpoint) or `layers` (self-draft), not both");
+  } else if (!has_model && !has_layers) {
+    params.error("model",
+                 "required: `model` (a draft checkpoint directory) or `layers` (self-draft from the "
+                 "target's first N layers)");
+  } else if (has_model && s.model.empty()) {
+    params.error("model", "must be a non-empty checkpoint directory");
+  }
+  s.temperature = specd::proposers::read_temperature(params);
+  const std::string dtype = params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16"});
+  if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
+  if (dtype == "f16") s.dtype = SPECD_DTYPE_F16;
+  if (dtype == "bf16") s.dtype = SPECD_DTYPE_BF16;
+  return s;
+}
+
+class DraftModelProposer : public sdk::Proposer {
+ public:
+  DraftModelProposer(sdk::Host host, sdk::Params& params) : log_(host.log()), settings_(read_settings(params)) {
+    params.check();  // report parameter mistakes before loading anything
+    if (host.models() == nullptr)
+      throw sdk::Error("draft_model proposer needs the host's model services, and this host provides none",
+                       SPECD_ERR_UNSUPPORTED);
+    client_.emplace(*host.models(), host.host_ctx(), "draft_model");
+
+    specd_model* target = client_->load("", 0, -1);
+    specd_model_info target_info{};
+    try {
+      target_info = client_->info(target);
+    } catch (...) {
+      client_->release(target);
+      throw;
+    }
+    client_->release(target);
+    if (settings_.layers > target_info.num_layers)
+      throw sdk::Error(sdk::detail::concat("draft_model: ", params.path(), ".layers = ", settings_.layers,
+                                           " exceeds the target's ", target_info.num_layers, " layers"));
+
+    draft_ = client_->load(settings_.model, settings_.layers, settings_.dtype);
+    try {
+      const specd_model_info info = client_->info(draft_);
+      if (info.vocab_size != target_info.vocab_size)
+        throw sdk::Error(sdk::detail::concat("draft_model: the draft's vocabulary (", info.vocab_size,
+                                             " tokens) differs from the target's (", target_info.vocab_size,
+                                             " tokens)"));
+      vocab_ = info.vocab_size;
+      max_context_ = info.max_context;
+    } catch (...) {
+      client_->release(draft_);
+      throw;
+    }
+    log_.info("draft_model proposer: ",
+              settings_.model.empty()
+                  ? "self-draft from the target's first " + std::to_string(settings_.layers) + " layers"
+                  : "draft " + settings_.model,
+              ", temperature ", settings_.temperature);
+  }
+
+  ~DraftModelProposer() override {
+    for (const auto& [id, state] : seqs_) client_->drop(draft_, id);
+    client_->release(draft_);
+  }
+  DraftModelProposer(const DraftModelProposer&) = delete;
+  DraftModelProposer& operator=(const DraftModelProposer&) = delete;
+
+  static void validate(sdk::Params& params) { read_settings(params); }
+
+  sdk::ProposerCaps capabilities() const override {
+    sdk::ProposerCaps caps;
+    caps.produces_draft_probs = settings_.temperature > 0;
+    caps.needs_target_hidden = false;
+    caps.keeps_state = true;
+    caps.supports_variable_k = true;
+    return caps;
+  }
+
+  void on_prefill(const sdk::PrefillBatch& batch) override {
+    begin_call();
+    for (int32_t i = 0; i < batch.size(); ++i) {
+      const sdk::Sequence seq = batch.seq(i);
+      seqs_.try_emplace(seq.id);
+      // Everything but the last token: a propose needs one unseen token to get logits from.
+      int64_t end = static_cast<int64_t>(seq.tokens.size()) - 1;
+      if (max_context_ > 0) end = std::min<int64_t>(end, max_context_);
+      const int64_t cached = client_->seq_length(draft_, seq.id);
+      if (end <= cached) continue;
+      add_row(seq.id, seq.tokens.subspan(static_cast<size_t>(cached), static_cast<size_t>(end - cached)));
+    }
+    if (!seq_ids_.empty()) run_forward();
+  }
+
+  void propose(sdk::ProposeBatch& batch) override {
+    if (batch.vocab_size() != vocab_)
+      throw sdk::Error(sdk::detail::concat("draft_model: the draft's vocabulary (", vocab_,
+                                           " tokens) differs from the target's (", batch.vocab_size(), " tokens)"));
+    work_.clear();
+    int32_t steps = 0;
+    for (int32_t i = 0; i < batch.size(); ++i) {
+      const int32_t k = batch.max_draft(i);
+      const sdk::Sequence seq = batch.seq(i);
+      const int64_t len = static_cast<int64_t>(seq.tokens.size());
+      if (k <= 0 || len == 0) continue;
+      SeqState& state = seqs_[seq.id];
+      int64_t cached = client_->seq_length(draft_, seq.id);
+      // on_accept is due before the next propose; without it, drop every draft of last step.
+      if (state.pending) cached = roll_back(seq.id, state, 0);
+      if (cached >= len) {  // fed everything (a host that never prefilled the last token): refeed it
+        client_->truncate(draft_, seq.id, len - 1);
+        cached = len - 1;
+      }
+      int32_t count = k;  // after drafting the draft holds len + count - 1 tokens
+      if (max_context_ > 0) count = static_cast<int32_t>(std::min<int64_t>(count, max_context_ - len + 1));
+      if (count <= 0) continue;
+      state.context_len = len;
+      state.drafted = count;
+      state.pending = true;
+      work_.push_back({i, seq.id, cached, count});
+      steps = std::max(steps, count);
+    }
+    drafts_.assign(work_.size() * static_cast<size_t>(std::max(steps, 1)), -1);
+
+    for (int32_t j = 0; j < steps; ++j) {
+      begin_call();
+      rows_.clear();
+      for (size_t w = 0; w < work_.size(); ++w) {
+        const Work& work = work_[w];
+        if (work.count <= j) continue;
+        if (j == 0) {
+          const sdk::Sequence seq = batch.seq(work.index);
+          add_row(work.id, seq.tokens.subspan(static_cast<size_t>(work.cached)));
+        } else {
+          add_row(work.id, {&drafts_[w * steps + j - 1], 1});
+        }
+        rows_.push_back(w);
+      }
+      run_forward();
+      for (size_t r = 0; r < rows_.size(); ++r) {
+        const size_t w = rows_[r];
+        const sdk::Sequence seq = batch.seq(work_[w].index);
+        const std::span<const float> logits(logits_.data() + r * static_cast<size_t>(vocab_),
+                                            static_cast<size_t>(vocab_));
+        std::span<float> probs;
+        if (settings_.temperature > 0) probs = batch.draft_probs(work_[w].index, j);
+        drafts_[w * steps + j] =
+            specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j, probs);
+      }
+    }
+    for (size_t w = 0; w < work_.size(); ++w)
+      batch.set_draft(work_[w].index, {&drafts_[w * steps], static_cast<size_t>(work_[w].count)});
+  }
+
+  void on_accept(uint64_t seq_id, int32_t num_accepted, std::span<const int32_t> emitted) override {
+    auto it = seqs_.find(seq_id);
+    if (it == seqs_.end() || !it->second.pending) return;  // nothing drafted: nothing to roll back
+    if (num_accepted < 0 || num_accepted > it->second.drafted ||
+        static_cast<int64_t>(emitted.size()) != static_cast<int64_t>(num_accepted) + 1)
+      throw sdk::Error(sdk::detail::concat("draft_model: on_accept for sequence ", seq_id, ": ", num_accepted,
+                                           " accepted of ", it->second.drafted, " drafts with ", emitted.size(),
+                                           " emitted tokens"));
+    roll_back(seq_id, it->second, num_accepted);
+  }
+
+  void on_release(uint64_t seq_id) override {
+    if (seqs_.erase(seq_id) > 0) client_->drop(draft_, seq_id);
+  }
+
+ private:
+  struct SeqState {
+    int64_t context_len = 0;  // sequence length at the last propose that drafted
+    int32_t drafted = 0;      // drafts proposed then
+    bool pending = false;     // drafted and not yet settled by on_accept
+  };
+  struct Work {
+    int32_t index;  // row in the propose batch
+    uint64_t id;
+    int64_t cached;  // draft's cached length before this propose
+    int32_t count;   // drafts to make
+  };
+
+  // Keeps the context plus the accepted drafts: D = min(D, context_len + n). Returns D.
+  int64_t roll_back(uint64_t seq_id, SeqState& state, int32_t num_accepted) {
+    const int64_t cached = client_->seq_length(draft_, seq_id);
+    const int64_t keep = std::min<int64_t>(cached, state.context_len + num_accepted);
+    if (keep < cached) client_->truncate(draft_, seq_id, keep);
+    state.pending = false;
+    return keep;
+  }
+
+  void begin_call() {
+    seq_ids_.clear();
+    num_new_.clear();
+    tokens_.clear();
+  }
+  void add_row(uint64_t id, std::span<const int32_t> tokens) {
+    seq_ids_.push_back(id);
+    num_new_.push_back(static_cast<int32_t>(tokens.size()));
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  }
+  // One forward over the rows added since begin_call; logits of each row's last token.
+  void run_forward() {
+    logits_.resize(seq_ids_.size() * static_cast<size_t>(vocab_));
+    specd_forward_batch fb{};
+    fb.struct_size = sizeof(fb);
+    fb.num_seqs = static_cast<int32_t>(seq_ids_.size());
+    fb.seq_ids = seq_ids_.data();
+    fb.num_new = num_new_.data();
+    fb.tokens = tokens_.data();
+    fb.all_logits = 0;
+    fb.logits = logits_.data();
+    client_->forward(draft_, fb);
+  }
+
+  sdk::Logger log_;
+  Settings settings_;
+  std::optional<ModelClient> client_;
+  specd_model* draft_ = nullptr;
+  int32_t vocab_ = 0;
+  int32_t max_context_ = 0;
+  std::unordered_map<uint64_t, SeqState> seqs_;
+  // Per-call buffers, reused across calls.
+  std::vector<Work> work_;
+  std::vector<int32_t> drafts_;  // [work, steps]
+  std::vector<size_t> rows_;     // forward row -> work index
+  std::vector<uint64_t> seq_ids_;
+  std::vector<int32_t> num_new_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+SPECD_PLUGIN("draft_model", "1.0.0",
+             specd::sdk::proposer<DraftModelProposer>(
+                 "draft_model", "A smaller causal LM (or the target's first N layers) drafts k tokens"))

@@ -22,5 +22,6 @@ void apply_config_log_level(const std::string& yaml_level);
 
 void add_plugins_commands(CLI::App& app);   // specd plugins list [--json]
 void add_validate_command(CLI::App& app);   // specd validate --config FILE
+void add_tokenize_commands(CLI::App& app);  // specd tokenize / detokenize
 
 }  // namespace specd::cli

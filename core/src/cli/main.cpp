@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
 
   cli::add_plugins_commands(app);
   cli::add_validate_command(app);
+  cli::add_tokenize_commands(app);
 
   try {
     app.parse(argc, argv);

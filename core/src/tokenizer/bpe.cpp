@@ -1,0 +1,299 @@
+// The BPE model: merges applied lowest rank first, ties to the leftmost pair, with a binary
+// heap over a linked list of symbols — O(n log n) in the length of a word, so a 100 kB word
+// without spaces is as cheap per byte as ordinary text.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "specd/error.hpp"
+#include "tokenizer/components.hpp"
+
+namespace specd::tokenizer::detail {
+
+namespace {
+constexpr char32_t kSmallChars = 0x10000;
+constexpr int32_t kUnknown = -1;  // a character that is not in the vocab
+
+std::atomic<uint64_t> next_serial{1};
+
+// Per-thread direct-mapped cache of short words -> ids: text repeats its words, and a cache
+// per thread needs no locking (encode is called concurrently).
+struct WordCache {
+  static constexpr size_t kSlots = 8192;
+  static constexpr size_t kMaxWord = 48;
+  struct Slot {
+    uint64_t serial = 0;
+    std::string word;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Slot> slots{kSlots};
+};
+
+WordCache& word_cache() {
+  thread_local WordCache cache;
+  return cache;
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+// Fibonacci hashing: the top bits of the product mix every bit of the key.
+size_t slot_of(uint64_t key, size_t mask) {
+  const uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>(h ^ (h >> 29) ^ (h >> 47)) & mask;
+}
+}  // namespace
+
+const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
+  const uint64_t key = pair_key(left, right);
+  const size_t mask = merges_.size() - 1;
+  for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
+    const Merge& m = merges_[i];
+    if (m.key == key) return &m;
+    if (m.key == kEmptyKey) return nullptr;
+  }
+}
+
+void BpeModel::add_merge(int32_t left, int32_t right, uint32_t rank, int32_t result) {
+  const uint64_t key = pair_key(left, right);
+  const size_t mask = merges_.size() - 1;
+  for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
+    Merge& m = merges_[i];
+    if (m.key == key || m.key == kEmptyKey) {
+      m = Merge{key, rank, result};  // a pair listed twice keeps its last rank
+      return;
+    }
+  }
+}
+
+struct BpeModel::Symbol {
+  int32_t id;
+  int32_t prev;
+  int32_t next;
+  uint32_t begin;  // bytes of the character in the word (for byte fallback)
+  uint32_t length;
+  bool alive;
+};
+
+BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : serial_(next_serial++) {
+  const std::string where = file + ": model";
+  const auto vocab_it = config.find("vocab");
+  if (vocab_it == config.end() || !vocab_it->is_object())
+    throw Error(ErrorCode::kModelFormat, where + ": BPE 'vocab' must be an object of token -> id");
+  vocab_.reserve(vocab_it->size());
+  for (const auto& [token, id] : vocab_it->items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      throw Error(ErrorCode::kModelFormat, where + ": vocab id of '" + token + "' is not a non-negative int32");
+    vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
+  }
+
+  auto optional_string = [&](const char* key) {
+    const auto it = config.find(key);
+    return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  continuing_subword_prefix_ = optional_string("continuing_subword_prefix");
+  end_of_word_suffix_ = optional_string("end_of_word_suffix");
+  if (!optional_string("continuing_subword_suffix").empty())
+    throw Error(ErrorCode::kUnsupported, where + ": 'continuing_subword_suffix' is not supported");
+  if (const auto it = config.find("dropout"); it != config.end() && !it->is_null() && it->get<double>() > 0.0)
+    throw Error(ErrorCode::kUnsupported, where + ": BPE dropout is not supported (inference tokenizers set it to null)");
+  fuse_unk_ = config.value("fuse_unk", false);
+  byte_fallback_ = config.value("byte_fallback", false);
+  ignore_merges_ = config.value("ignore_merges", false);
+  if (const std::string unk = optional_string("unk_token"); !unk.empty()) {
+    if (const auto it = vocab_.find(unk); it != vocab_.end()) unk_id_ = it->second;
+    else unk_token_ = unk;
+  }
+
+  all_byte_ids_ = true;
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const auto it = vocab_.find(std::string_view(name));
+    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+    all_byte_ids_ = all_byte_ids_ && byte_ids_[b] >= 0;
+  }
+
+  small_char_ids_.assign(kSmallChars, -1);
+  if (continuing_subword_prefix_.empty() && end_of_word_suffix_.empty()) {
+    for (const auto& [token, id] : vocab_) {
+      if (token.empty() || !is_valid_utf8(token)) continue;
+      size_t pos = 0;
+      const char32_t cp = next_code_point(token, pos);
+      if (pos == token.size() && cp < kSmallChars) small_char_ids_[cp] = id;
+    }
+  }
+
+  const auto merges_it = config.find("merges");
+  if (merges_it == config.end() || !merges_it->is_array())
+    throw Error(ErrorCode::kModelFormat, where + ": BPE 'merges' must be an array");
+  size_t capacity = 16;
+  while (capacity < merges_it->size() * 2) capacity *= 2;
+  merges_.assign(capacity, Merge{kEmptyKey, 0, 0});
+  uint32_t rank = 0;
+  for (const auto& merge : *merges_it) {
+    std::string left, right;
+    if (merge.is_string()) {
+      const auto& text = merge.get_ref<const std::string&>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos)
+        throw Error(ErrorCode::kModelFormat, where + ": merge '" + text + "' is not two tokens separated by a space");
+      left = text.substr(0, space);
+      right = text.substr(space + 1, text.find(' ', space + 1) - space - 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    std::string joined = left;
+    joined += std::string_view(right).substr(
+        !continuing_subword_prefix_.empty() && right.starts_with(continuing_subword_prefix_) ? continuing_subword_prefix_.size() : 0);
+    const auto l = vocab_.find(left), r = vocab_.find(right), j = vocab_.find(joined);
+    if (l == vocab_.end() || r == vocab_.end() || j == vocab_.end())
+      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " ('" + left + "', '" + right +
+                                               "') uses a token that is not in the vocab");
+    // A pair listed twice keeps its last rank, as the official implementations do.
+    add_merge(l->second, r->second, rank, j->second);
+    rank_pairs_.push_back(pair_key(l->second, r->second));
+    rank_results_.push_back(j->second);
+    ++rank;
+  }
+}
+
+BpeModel::~BpeModel() = default;
+
+void BpeModel::resolve_unk(const Vocab& added_tokens) {
+  if (unk_id_ || unk_token_.empty()) return;
+  if (const auto it = added_tokens.find(unk_token_); it != added_tokens.end()) unk_id_ = it->second;
+}
+
+int32_t BpeModel::symbol_id(std::string_view piece) const {
+  const auto it = vocab_.find(piece);
+  return it == vocab_.end() ? kUnknown : it->second;
+}
+
+void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    if (const auto it = vocab_.find(word); it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  WordCache::Slot* slot = nullptr;
+  if (word.size() <= WordCache::kMaxWord) {
+    slot = &word_cache().slots[std::hash<std::string_view>{}(word) % WordCache::kSlots];
+    if (slot->serial == serial_ && slot->word == word) {
+      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
+      return;
+    }
+  }
+  const size_t first = out.size();
+  merge_word(word, out);
+  if (slot != nullptr) {
+    slot->serial = serial_;
+    slot->word.assign(word);
+    slot->ids.assign(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+  }
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+
+  thread_local std::vector<Symbol> symbols;
+  thread_local std::string scratch;
+  symbols.clear();
+  const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t begin = pos;
+    const char32_t cp = next_code_point(word, pos);
+    int32_t id;
+    if (!affixes && cp < kSmallChars) {
+      id = small_char_ids_[cp];
+    } else if (!affixes) {
+      id = symbol_id(word.substr(begin, pos - begin));
+    } else {
+      scratch.clear();
+      if (begin > 0) scratch += continuing_subword_prefix_;
+      scratch.append(word.substr(begin, pos - begin));
+      if (pos == word.size()) scratch += end_of_word_suffix_;
+      id = symbol_id(scratch);
+    }
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin), true});
+  }
+  symbols.back().next = -1;
+
+  // Candidates are (rank << 32 | position of the left symbol): the smallest is the lowest rank,
+  // ties to the leftmost pair. 8-byte entries keep the heap of a long word cache-friendly.
+  thread_local std::vector<uint64_t> heap;
+  heap.clear();
+  const std::greater<uint64_t> later;  // min-heap
+  auto candidate = [&](int32_t pos) -> std::optional<uint64_t> {
+    const int32_t next = symbols[pos].next;
+    if (next < 0) return std::nullopt;
+    const int32_t left = symbols[pos].id, right = symbols[next].id;
+    if (left < 0 || right < 0) return std::nullopt;
+    const Merge* merge = find_merge(left, right);
+    if (merge == nullptr) return std::nullopt;
+    return (static_cast<uint64_t>(merge->rank) << 32) | static_cast<uint32_t>(pos);
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i)
+    if (const auto c = candidate(i)) heap.push_back(*c);
+  std::make_heap(heap.begin(), heap.end(), later);
+  auto consider = [&](int32_t pos) {
+    if (const auto c = candidate(pos)) {
+      heap.push_back(*c);
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
+  };
+
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const uint64_t top = heap.back();
+    heap.pop_back();
+    const auto rank = static_cast<uint32_t>(top >> 32);
+    const auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
+    Symbol& sym = symbols[pos];
+    // Stale entries: the pair at pos changed since it was queued. A rank names exactly one
+    // pair, so the pair is current iff it is still the pair of that rank.
+    if (!sym.alive || sym.next < 0 || rank_pairs_[rank] != pair_key(sym.id, symbols[sym.next].id)) continue;
+    Symbol& nxt = symbols[sym.next];
+    sym.id = rank_results_[rank];
+    sym.length += nxt.length;
+    nxt.alive = false;
+    sym.next = nxt.next;
+    if (sym.next >= 0) symbols[sym.next].prev = pos;
+    if (sym.prev >= 0) consider(sym.prev);
+    consider(pos);
+  }
+
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    const Symbol& sym = symbols[i];
+    if (sym.id >= 0) {
+      out.push_back(sym.id);
+      continue;
+    }
+    bool fell_back = false;
+    if (byte_fallback_) {
+      bool all = true;
+      for (uint32_t k = 0; k < sym.length; ++k) all = all && byte_ids_[static_cast<unsigned char>(word[sym.begin + k])] >= 0;
+      if (all) {
+        for (uint32_t k = 0; k < sym.length; ++k) out.push_back(byte_ids_[static_cast<unsigned char>(word[sym.begin + k])]);
+        fell_back = true;
+      }
+    }
+    if (!fell_back && unk_id_) out.push_back(*unk_id_);
+  }
+}
+
+}  // namespace specd::tokenizer::detail

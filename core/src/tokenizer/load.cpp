@@ -1,0 +1,340 @@
+// Loading: tokenizer.json (+ tokenizer_config.json) into the pipeline components.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
+
+namespace specd::tokenizer {
+
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, "cannot open tokenizer file " + file.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(ErrorCode::kModelFormat, file.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+// "bos_token": "<s>" or {"content": "<s>", ...} or null.
+std::optional<std::string> token_content(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object()) {
+    if (const auto it = value.find("content"); it != value.end() && it->is_string()) return it->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+class ByteLevelPost final : public detail::PostProcessor {
+ public:
+  void process(std::vector<int32_t>&, bool) const override {}  // offsets only
+};
+
+class SequencePost final : public detail::PostProcessor {
+ public:
+  explicit SequencePost(std::vector<std::unique_ptr<detail::PostProcessor>> parts) : parts_(std::move(parts)) {}
+  void process(std::vector<int32_t>& ids, bool add_special_tokens) const override {
+    for (const auto& part : parts_) part->process(ids, add_special_tokens);
+  }
+  std::vector<std::unique_ptr<detail::PostProcessor>>& parts() { return parts_; }
+
+ private:
+  std::vector<std::unique_ptr<detail::PostProcessor>> parts_;
+};
+
+class Loader {
+ public:
+  Loader(Tokenizer::Impl& impl, std::string file) : impl_(impl), file_(std::move(file)) {}
+
+  std::unique_ptr<detail::PostProcessor> post_processor(const json& config) {
+    if (config.is_null()) return nullptr;
+    if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
+      throw Error(ErrorCode::kModelFormat, file_ + ": post_processor must be an object with a \"type\"");
+    const std::string type = config["type"].get<std::string>();
+    const std::string where = file_ + ": post_processor " + type;
+    if (type == "ByteLevel") return std::make_unique<ByteLevelPost>();
+    if (type == "Sequence") {
+      const auto it = config.find("processors");
+      if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'processors' array");
+      std::vector<std::unique_ptr<detail::PostProcessor>> parts;
+      for (const auto& part : *it)
+        if (auto p = post_processor(part)) parts.push_back(std::move(p));
+      return std::make_unique<SequencePost>(std::move(parts));
+    }
+    if (type == "TemplateProcessing") {
+      auto tp = std::make_unique<detail::TemplateProcessing>(template_items(config, where));
+      template_ = tp.get();
+      return tp;
+    }
+    throw Error(ErrorCode::kUnsupported, file_ + ": unsupported post_processor type '" + type +
+                                             "' (supported: TemplateProcessing, ByteLevel, Sequence)");
+  }
+
+  detail::TemplateProcessing* found_template() const { return template_; }
+
+ private:
+  std::vector<int32_t> special_ids(const json& config, const std::string& name, const std::string& where) {
+    const auto specials = config.find("special_tokens");
+    if (specials != config.end() && specials->is_object()) {
+      if (const auto it = specials->find(name); it != specials->end()) {
+        const auto ids = it->find("ids");
+        if (ids == it->end() || !ids->is_array())
+          throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has no 'ids'");
+        std::vector<int32_t> out;
+        for (const auto& id : *ids) {
+          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has a non-integer id");
+          out.push_back(id.get<int32_t>());
+        }
+        return out;
+      }
+    }
+    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + name + "' missing from 'special_tokens'");
+  }
+
+  std::vector<detail::TemplateItem> template_items(const json& config, const std::string& where) {
+    const auto single = config.find("single");
+    if (single == config.end()) throw Error(ErrorCode::kModelFormat, where + ": missing 'single' template");
+    std::vector<detail::TemplateItem> items;
+    auto add_piece = [&](const std::string& piece) {  // "$A", "$A:0", "$", "<s>", "<s>:1"
+      const std::string name = piece.substr(0, piece.rfind(':') == std::string::npos || piece.rfind(':') == 0 ? piece.size() : piece.rfind(':'));
+      if (name == "$" || name == "$A" || name == "$0") {
+        items.push_back({true, {}});
+      } else if (name == "$B" || name == "$1") {
+        throw Error(ErrorCode::kModelFormat, where + ": the single template uses the pair sequence $B");
+      } else {
+        items.push_back({false, special_ids(config, name, where)});
+      }
+    };
+    if (single->is_string()) {
+      const std::string text = single->get<std::string>();
+      size_t pos = 0;
+      while (pos < text.size()) {
+        const size_t end = std::min(text.find(' ', pos), text.size());
+        if (end > pos) add_piece(text.substr(pos, end - pos));
+        pos = end + 1;
+      }
+      return items;
+    }
+    if (!single->is_array()) throw Error(ErrorCode::kModelFormat, where + ": 'single' must be a list or a string");
+    for (const auto& item : *single) {
+      if (item.contains("Sequence")) {
+        const std::string id = item["Sequence"].value("id", std::string("A"));
+        if (id != "A") throw Error(ErrorCode::kModelFormat, where + ": the single template uses sequence " + id);
+        items.push_back({true, {}});
+      } else if (item.contains("SpecialToken")) {
+        const auto& st = item["SpecialToken"];
+        if (!st.contains("id") || !st["id"].is_string()) throw Error(ErrorCode::kModelFormat, where + ": SpecialToken without an id");
+        items.push_back({false, special_ids(config, st["id"].get<std::string>(), where)});
+      } else {
+        throw Error(ErrorCode::kModelFormat, where + ": template item is neither Sequence nor SpecialToken");
+      }
+    }
+    return items;
+  }
+
+  Tokenizer::Impl& impl_;
+  std::string file_;
+  detail::TemplateProcessing* template_ = nullptr;
+};
+
+std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& content) {
+  if (const auto it = impl.added_ids.find(content); it != impl.added_ids.end()) return it->second;
+  if (const auto it = impl.model->vocab().find(content); it != impl.model->vocab().end()) return it->second;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::path tokenizer_file = path;
+  if (std::filesystem::is_directory(path, ec)) tokenizer_file = path / "tokenizer.json";
+  if (!std::filesystem::is_regular_file(tokenizer_file, ec))
+    throw Error(ErrorCode::kNotFound, "tokenizer not found: " + tokenizer_file.string() +
+                                          " (expected a model directory with tokenizer.json, or a tokenizer.json file)");
+  const std::filesystem::path config_file = tokenizer_file.parent_path() / "tokenizer_config.json";
+  const std::string file = tokenizer_file.string();
+
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->source = tokenizer_file;
+  const json root = read_json(tokenizer_file);
+  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
+  json config = json::object();
+  if (std::filesystem::is_regular_file(config_file, ec)) {
+    config = read_json(config_file);
+    if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_file.string() + ": the top level is not an object");
+  }
+  const std::string config_name = config_file.string();
+
+  auto member = [&](const char* key) -> const json& {
+    static const json null_value;
+    const auto it = root.find(key);
+    return it == root.end() ? null_value : *it;
+  };
+
+  // Model.
+  const json& model = member("model");
+  if (!model.is_object()) throw Error(ErrorCode::kModelFormat, file + ": missing 'model'");
+  std::string model_type = model.value("type", std::string());
+  if (model_type.empty() && model.contains("merges") && model.contains("vocab")) model_type = "BPE";
+  if (model_type != "BPE")
+    throw Error(ErrorCode::kUnsupported, file + ": unsupported model type '" + model_type + "' (supported: BPE)");
+  impl->model = std::make_unique<detail::BpeModel>(model, file);
+
+  impl->normalizer = detail::make_normalizer(member("normalizer"), file);
+  impl->pre_tokenizer = detail::make_pre_tokenizer(member("pre_tokenizer"), file);
+  impl->decoder = detail::make_decoder(member("decoder"), file);
+  Loader loader(*impl, file);
+  impl->post_processor = loader.post_processor(member("post_processor"));
+
+  for (const char* key : {"truncation", "padding"})
+    if (!member(key).is_null())
+      log::get("tokenizer").info("{}: ignoring '{}' (the engine enforces sequence lengths itself)", file, key);
+  for (const char* key : {"remove_space", "do_lowercase_and_remove_accent"})
+    if (config.value(key, false))
+      throw Error(ErrorCode::kUnsupported, config_name + ": '" + std::string(key) + "' is not supported");
+
+  // Added tokens.
+  const json& added = member("added_tokens");
+  if (!added.is_null() && !added.is_array()) throw Error(ErrorCode::kModelFormat, file + ": 'added_tokens' must be an array");
+  if (added.is_array()) {
+    for (const auto& entry : added) {
+      if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string() || !entry.contains("id") ||
+          !entry["id"].is_number_integer() || entry["id"].get<int64_t>() < 0 || entry["id"].get<int64_t>() > INT32_MAX)
+        throw Error(ErrorCode::kModelFormat, file + ": an added token needs a string 'content' and an int32 'id'");
+      detail::AddedToken t;
+      t.content = entry["content"].get<std::string>();
+      t.id = static_cast<int32_t>(entry["id"].get<int64_t>());
+      t.special = entry.value("special", false);
+      t.lstrip = entry.value("lstrip", false);
+      t.rstrip = entry.value("rstrip", false);
+      t.single_word = entry.value("single_word", false);
+      t.normalized = entry.value("normalized", !t.special);
+      if (!detail::is_valid_utf8(t.content)) throw Error(ErrorCode::kModelFormat, file + ": added token content is not UTF-8");
+      impl->added.push_back(std::move(t));
+    }
+  }
+  for (size_t i = 0; i < impl->added.size(); ++i) {
+    const auto& t = impl->added[i];
+    impl->added_ids[t.content] = t.id;
+    if (t.normalized && impl->normalizer) {
+      const std::string normalized = impl->normalizer->normalize(t.content);
+      impl->added_ids[normalized] = t.id;
+      impl->normalized_trie.insert(normalized, static_cast<int32_t>(i));
+    } else {
+      impl->unnormalized_trie.insert(t.content, static_cast<int32_t>(i));
+    }
+  }
+  impl->model->resolve_unk(impl->added_ids);
+
+  // The id -> token table over the vocab and the added tokens.
+  int32_t max_id = -1;
+  for (const auto& [token, id] : impl->model->vocab()) max_id = std::max(max_id, id);
+  for (const auto& t : impl->added) max_id = std::max(max_id, t.id);
+  const size_t size = static_cast<size_t>(max_id + 1);
+  impl->tokens.assign(size, std::string());
+  impl->has_token.assign(size, 0);
+  impl->special.assign(size, 0);
+  impl->added_content.assign(size, 0);
+  for (const auto& [token, id] : impl->model->vocab()) {
+    impl->tokens[id] = token;
+    impl->has_token[id] = 1;
+  }
+  std::set<std::string, std::less<>> special_contents, added_contents;
+  for (const auto& t : impl->added) {
+    impl->tokens[t.id] = t.content;
+    impl->has_token[t.id] = 1;
+    added_contents.insert(t.content);
+    if (t.special) special_contents.insert(t.content);
+  }
+  if (const auto it = config.find("additional_special_tokens"); it != config.end() && it->is_array())
+    for (const auto& s : *it)
+      if (auto content = token_content(s)) special_contents.insert(*content);
+  // skip_special_tokens and ByteLevel's pass-through compare token strings, as the official
+  // implementation does, so a vocab entry spelled like a special token counts too.
+  for (size_t id = 0; id < size; ++id) {
+    if (!impl->has_token[id]) continue;
+    impl->special[id] = special_contents.count(impl->tokens[id]) ? 1 : 0;
+    impl->added_content[id] = added_contents.count(impl->tokens[id]) ? 1 : 0;
+  }
+
+  // Decode options and BOS/EOS from tokenizer_config.json.
+  impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
+  auto resolve = [&](const char* key) -> std::optional<int32_t> {
+    const auto it = config.find(key);
+    if (it == config.end()) return std::nullopt;
+    const auto content = token_content(*it);
+    if (!content) return std::nullopt;
+    const auto id = lookup(*impl, *content);
+    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + *content + "' is not a token of " + file);
+    return id;
+  };
+  impl->bos = resolve("bos_token");
+  impl->eos = resolve("eos_token");
+
+  detail::TemplateProcessing* tp = loader.found_template();
+  if (tp != nullptr) {
+    // Without a config entry, BOS/EOS are the special tokens the template puts around $A.
+    const auto& items = tp->single();
+    const auto first_seq = std::find_if(items.begin(), items.end(), [](const auto& i) { return i.is_sequence; });
+    if (!impl->bos && !config.contains("bos_token") && first_seq != items.begin() && !items.front().special_ids.empty())
+      impl->bos = items.front().special_ids.front();
+    if (!impl->eos && !config.contains("eos_token") && !items.empty() && !items.back().is_sequence &&
+        first_seq != items.end() && !items.back().special_ids.empty())
+      impl->eos = items.back().special_ids.back();
+  }
+
+  // add_bos_token / add_eos_token, where the config sets them, decide whether encode adds BOS /
+  // EOS (transformers rebuilds the template from them in that case).
+  const bool has_add_bos = config.contains("add_bos_token") && config["add_bos_token"].is_boolean();
+  const bool has_add_eos = config.contains("add_eos_token") && config["add_eos_token"].is_boolean();
+  if (has_add_bos || has_add_eos) {
+    const std::vector<detail::TemplateItem> none;
+    const auto& items = tp ? tp->single() : none;
+    const bool cur_bos = !items.empty() && !items.front().is_sequence && impl->bos && items.front().special_ids == std::vector<int32_t>{*impl->bos};
+    const bool cur_eos = !items.empty() && !items.back().is_sequence && impl->eos && items.back().special_ids == std::vector<int32_t>{*impl->eos};
+    const bool want_bos = has_add_bos ? config["add_bos_token"].get<bool>() : cur_bos;
+    const bool want_eos = has_add_eos ? config["add_eos_token"].get<bool>() : cur_eos;
+    if (want_bos != cur_bos || want_eos != cur_eos) {
+      if (want_bos && !impl->bos) throw Error(ErrorCode::kModelFormat, config_name + ": add_bos_token is true but there is no bos_token");
+      if (want_eos && !impl->eos) throw Error(ErrorCode::kModelFormat, config_name + ": add_eos_token is true but there is no eos_token");
+      std::vector<detail::TemplateItem> single;
+      if (want_bos) single.push_back({false, {*impl->bos}});
+      single.push_back({true, {}});
+      if (want_eos) single.push_back({false, {*impl->eos}});
+      if (tp) {
+        tp->single() = std::move(single);
+      } else {
+        auto fresh = std::make_unique<detail::TemplateProcessing>(std::move(single));
+        if (!impl->post_processor) {
+          impl->post_processor = std::move(fresh);
+        } else {
+          std::vector<std::unique_ptr<detail::PostProcessor>> parts;
+          parts.push_back(std::move(impl->post_processor));
+          parts.push_back(std::move(fresh));
+          impl->post_processor = std::make_unique<SequencePost>(std::move(parts));
+        }
+      }
+      log::get("tokenizer").debug("{}: add_bos_token={} add_eos_token={} override the post-processor template",
+                                  config_name, want_bos, want_eos);
+    }
+  }
+
+  log::get("tokenizer").debug("loaded {}: {} tokens ({} added), bos={}, eos={}", file, size, impl->added.size(),
+                              impl->bos ? std::to_string(*impl->bos) : "none", impl->eos ? std::to_string(*impl->eos) : "none");
+  return impl;
+}
+
+}  // namespace specd::tokenizer

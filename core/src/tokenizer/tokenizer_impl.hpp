@@ -1,0 +1,111 @@
+// Tokenizer::Impl: the loaded pipeline (internal; shared by tokenizer.cpp, load.cpp and
+// detokenizer.cpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/components.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace specd::tokenizer::detail {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  bool normalized = false;
+};
+
+// Longest-match dictionary over added-token contents (byte trie). A match starts at the
+// leftmost position where any content matches and is the longest content there.
+class AddedTokenTrie {
+ public:
+  void insert(std::string_view content, int32_t token_index);
+  bool empty() const { return nodes_.size() <= 1; }
+
+  struct Segment {
+    size_t begin, end;
+    int32_t token = -1;  // index into Impl::added, or -1 for text
+  };
+  // Splits text into text and added-token segments. Special tokens are matched only when
+  // match_special; single_word tokens only when not inside a word.
+  void split(std::string_view text, const std::vector<AddedToken>& tokens, bool match_special,
+             std::vector<Segment>& out) const;
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> children;
+    int32_t token = -1;
+  };
+  std::vector<Node> nodes_{Node{}};
+  bool first_byte_[256] = {};
+};
+
+// One item of a TemplateProcessing "single" template.
+struct TemplateItem {
+  bool is_sequence = false;
+  std::vector<int32_t> special_ids;  // for special tokens
+};
+
+class TemplateProcessing final : public PostProcessor {
+ public:
+  explicit TemplateProcessing(std::vector<TemplateItem> single) : single_(std::move(single)) {}
+  void process(std::vector<int32_t>& ids, bool add_special_tokens) const override;
+  std::vector<TemplateItem>& single() { return single_; }
+  const std::vector<TemplateItem>& single() const { return single_; }
+
+ private:
+  std::vector<TemplateItem> single_;
+};
+
+}  // namespace specd::tokenizer::detail
+
+namespace specd::tokenizer {
+
+struct Tokenizer::Impl {
+  std::filesystem::path source;
+  std::unique_ptr<detail::Normalizer> normalizer;
+  std::unique_ptr<detail::PreTokenizer> pre_tokenizer;
+  std::unique_ptr<detail::BpeModel> model;
+  std::unique_ptr<detail::PostProcessor> post_processor;
+  std::unique_ptr<detail::Decoder> decoder;
+
+  std::vector<detail::AddedToken> added;
+  detail::Vocab added_ids;                   // content (and normalized content) -> id
+  detail::AddedTokenTrie unnormalized_trie;  // matched on the input text
+  detail::AddedTokenTrie normalized_trie;    // matched after normalization
+
+  // Per id (index = id): the token string, whether there is one, and decode facts.
+  std::vector<std::string> tokens;
+  std::vector<char> has_token;
+  std::vector<char> special;        // skipped by skip_special_tokens
+  std::vector<char> added_content;  // an added token's content: ByteLevel passes it through
+
+  std::optional<int32_t> bos;
+  std::optional<int32_t> eos;
+  bool clean_up_spaces = true;
+
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts) const;
+  // The decoder chain's text, before clean_up_tokenization_spaces.
+  std::string decode_raw(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+
+ private:
+  void encode_section(std::string_view text, bool at_origin, bool parse_special, std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
+};
+
+// Reads tokenizer.json (+ tokenizer_config.json) into an Impl (load.cpp).
+std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path);
+
+}  // namespace specd::tokenizer

@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -476,10 +477,14 @@ inline const specd_proposer_vtable kProposerVtable = {
     [](void* self) { delete static_cast<Proposer*>(self); },
     &proposer_caps,
     [](void* self, const specd_prefill_batch* b, specd_error* err) {
-      return guard(err, [&] { static_cast<Proposer*>(self)->on_prefill(PrefillBatch(b)); });
+      return guard(err, [&] {
+        if (b == nullptr) throw Error("on_prefill: null batch");
+        static_cast<Proposer*>(self)->on_prefill(PrefillBatch(b));
+      });
     },
     [](void* self, specd_propose_batch* b, specd_error* err) {
       return guard(err, [&] {
+        if (b == nullptr) throw Error("propose: null batch");
         ProposeBatch batch(b);
         static_cast<Proposer*>(self)->propose(batch);
       });
@@ -504,7 +509,10 @@ inline const specd_verifier_vtable kVerifierVtable = {
       });
     },
     [](void* self, const specd_verify_batch* b, specd_error* err) {
-      return guard(err, [&] { static_cast<Verifier*>(self)->verify(VerifyBatch(b)); });
+      return guard(err, [&] {
+        if (b == nullptr) throw Error("verify: null batch");
+        static_cast<Verifier*>(self)->verify(VerifyBatch(b));
+      });
     },
 };
 
@@ -512,7 +520,10 @@ inline const specd_scorer_vtable kScorerVtable = {
     sizeof(specd_scorer_vtable),
     [](void* self) { delete static_cast<Scorer*>(self); },
     [](void* self, specd_score_batch* b, specd_error* err) {
-      return guard(err, [&] { static_cast<Scorer*>(self)->score(*b); });
+      return guard(err, [&] {
+        if (b == nullptr) throw Error("score: null batch");
+        static_cast<Scorer*>(self)->score(*b);
+      });
     },
 };
 

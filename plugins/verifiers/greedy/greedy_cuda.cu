@@ -1,0 +1,11 @@
+// CUDA path of the `greedy` verifier: GreedyRule on one block per sequence.
+#include "greedy_rule.hpp"
+#include "verify_cuda.cuh"
+
+namespace specd::verifiers {
+
+Status greedy_verify_cuda(const specd_verify_batch& batch, std::vector<int32_t>& flags) {
+  return cuda::launch_verify(batch, kGreedyUses, GreedyRule{}, flags);
+}
+
+}  // namespace specd::verifiers

@@ -23,5 +23,9 @@ void apply_config_log_level(const std::string& yaml_level);
 void add_plugins_commands(CLI::App& app);   // specd plugins list [--json]
 void add_validate_command(CLI::App& app);   // specd validate --config FILE
 void add_tokenize_commands(CLI::App& app);  // specd tokenize / detokenize
+void add_serve_command(CLI::App& app);      // specd serve --config FILE | --model DIR
+void add_generate_command(CLI::App& app);   // specd generate (--config FILE | --model DIR) --prompt TEXT
+void add_score_command(CLI::App& app);      // specd score (--config FILE | --model DIR) --prompt TEXT
+void add_bench_command(CLI::App& app);      // specd bench (--config FILE | --model DIR)
 
 }  // namespace specd::cli

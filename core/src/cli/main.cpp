@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   cli::add_plugins_commands(app);
   cli::add_validate_command(app);
   cli::add_tokenize_commands(app);
+  cli::add_generate_command(app);
+  cli::add_score_command(app);
+  cli::add_bench_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,82 @@
+// The embedding API: an engine that loads a model and serves requests step by step.
+//
+//   specd::Engine engine(specd::config::for_model_dir("models/tiny"));
+//   auto id = engine.add_request({.prompt = "Once upon a time", .sampling = {.max_tokens = 32}});
+//   while (engine.has_unfinished())
+//     for (const specd::RequestOutput& out : engine.step()) std::cout << out.text_delta;
+//
+// Each step() runs one batched forward over every scheduled sequence (prefill chunks and
+// decodes together, continuous batching) and returns what each request gained. Per-request
+// failures (prompt too long, bad sampling parameters, KV cache exhausted) finish that request
+// with FinishReason::kError and a message; they never throw out of step().
+//
+// Threading: an Engine is used from one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "specd/request.hpp"
+
+namespace specd {
+namespace config {
+struct EngineConfig;
+}
+
+// What the engine loaded, for logs, `specd bench` and tests.
+struct EngineInfo {
+  std::string model_dir;
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t max_model_len = 0;
+  int32_t kv_block_size = 0;
+  int32_t kv_num_blocks = 0;
+  size_t kv_bytes = 0;           // KV storage reserved (touched as used)
+  size_t decode_weight_bytes = 0;  // weight bytes read per decode step
+  int32_t num_threads = 0;
+};
+
+class Engine {
+ public:
+  // Loads the checkpoint and tokenizer named by the config and sizes the KV cache. Throws
+  // specd::Error on load errors (naming the files), an unsupported device or dtype, and a
+  // tokenizer whose ids exceed the model's vocabulary.
+  explicit Engine(const config::EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Never throws for bad request content: an invalid request is reported as
+  // a finished output with FinishReason::kError by the next step().
+  RequestId add_request(const Request& request);
+  // Finishes a request with FinishReason::kAbort (reported by the next step()); unknown ids
+  // are ignored.
+  void abort(RequestId id);
+
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const;
+
+  // log p(token_i | tokens_<i) for i = 1..n-1 of `ids`, computed with full-sequence forwards
+  // (chunked by scheduler.max_num_batched_tokens). Throws specd::Error on invalid ids, fewer
+  // than 2 tokens, more than the context length, or too few free KV blocks. Call between
+  // steps, not concurrently with them.
+  std::vector<float> prompt_logprobs(std::span<const int32_t> ids);
+
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = true) const;
+
+  const EngineInfo& info() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace specd

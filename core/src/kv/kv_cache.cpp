@@ -1,0 +1,116 @@
+#include "kv/kv_cache.hpp"
+
+#include <string>
+
+#include "specd/error.hpp"
+
+namespace specd::kv {
+
+size_t bytes_per_block(const KvCacheShape& s) {
+  return 2 * sizeof(float) * static_cast<size_t>(s.num_layers) * static_cast<size_t>(s.block_size) *
+         static_cast<size_t>(s.num_kv_heads) * static_cast<size_t>(s.head_dim);
+}
+
+int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes) {
+  const size_t per = bytes_per_block(shape);
+  if (per == 0) return 0;
+  const size_t n = budget_bytes / per;
+  return n > static_cast<size_t>(INT32_MAX) ? INT32_MAX : static_cast<int32_t>(n);
+}
+
+KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
+    : shape_(shape), allocator_(num_blocks) {
+  if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 ||
+      shape.block_size <= 0 || (shape.block_size & (shape.block_size - 1)) != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "KV cache: invalid shape (layers " + std::to_string(shape.num_layers) +
+                    ", kv heads " + std::to_string(shape.num_kv_heads) + ", head_dim " +
+                    std::to_string(shape.head_dim) + ", block_size " +
+                    std::to_string(shape.block_size) + "; block_size must be a power of two)");
+  }
+  const size_t floats = static_cast<size_t>(num_blocks) * static_cast<size_t>(shape.block_size) *
+                        static_cast<size_t>(row_floats());
+  for (int32_t l = 0; l < shape.num_layers; ++l) {
+    k_.emplace_back(new float[floats]);
+    v_.emplace_back(new float[floats]);
+  }
+}
+
+const KvCache::BlockTable& KvCache::table(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  SPECD_CHECK(it != seqs_.end(), ErrorCode::kInternal,
+              "KV cache: unknown sequence " + std::to_string(seq));
+  return it->second;
+}
+
+KvCache::BlockTable& KvCache::table(SeqId seq) {
+  return const_cast<BlockTable&>(static_cast<const KvCache*>(this)->table(seq));
+}
+
+void KvCache::add_sequence(SeqId seq) {
+  SPECD_CHECK(!seqs_.contains(seq), ErrorCode::kInternal,
+              "KV cache: sequence " + std::to_string(seq) + " already exists");
+  seqs_.emplace(seq, BlockTable{});
+}
+
+void KvCache::remove_sequence(SeqId seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  for (int32_t b : it->second.blocks) allocator_.free(b);
+  seqs_.erase(it);
+}
+
+int32_t KvCache::num_tokens(SeqId seq) const { return table(seq).num_tokens; }
+
+int32_t KvCache::capacity(SeqId seq) const {
+  return static_cast<int32_t>(table(seq).blocks.size()) * shape_.block_size;
+}
+
+int32_t KvCache::blocks_needed(SeqId seq, int32_t n) const {
+  const BlockTable& t = table(seq);
+  const int64_t want = static_cast<int64_t>(t.num_tokens) + n;
+  const int64_t blocks = (want + shape_.block_size - 1) / shape_.block_size;
+  const int64_t extra = blocks - static_cast<int64_t>(t.blocks.size());
+  return extra > 0 ? static_cast<int32_t>(extra) : 0;
+}
+
+bool KvCache::reserve(SeqId seq, int32_t n) {
+  SPECD_CHECK(n >= 0, ErrorCode::kInternal, "KV cache: negative reservation");
+  const int32_t extra = blocks_needed(seq, n);
+  return allocator_.allocate(extra, table(seq).blocks);
+}
+
+void KvCache::commit(SeqId seq, int32_t n) {
+  BlockTable& t = table(seq);
+  SPECD_CHECK(n >= 0 && t.num_tokens + n <= capacity(seq), ErrorCode::kInternal,
+              "KV cache: committing " + std::to_string(n) + " tokens to sequence " +
+                  std::to_string(seq) + " beyond its reserved capacity " +
+                  std::to_string(capacity(seq)));
+  t.num_tokens += n;
+}
+
+void KvCache::truncate(SeqId seq, int32_t new_len) {
+  BlockTable& t = table(seq);
+  SPECD_CHECK(new_len >= 0 && new_len <= t.num_tokens, ErrorCode::kInternal,
+              "KV cache: truncating sequence " + std::to_string(seq) + " of " +
+                  std::to_string(t.num_tokens) + " tokens to " + std::to_string(new_len));
+  t.num_tokens = new_len;
+  const size_t keep = static_cast<size_t>((new_len + shape_.block_size - 1) / shape_.block_size);
+  while (t.blocks.size() > keep) {
+    allocator_.free(t.blocks.back());
+    t.blocks.pop_back();
+  }
+}
+
+std::span<const int32_t> KvCache::block_table(SeqId seq) const { return table(seq).blocks; }
+
+int64_t KvCache::slot(SeqId seq, int32_t pos) const {
+  const BlockTable& t = table(seq);
+  const auto b = static_cast<size_t>(pos / shape_.block_size);
+  SPECD_CHECK(pos >= 0 && b < t.blocks.size(), ErrorCode::kInternal,
+              "KV cache: position " + std::to_string(pos) + " of sequence " + std::to_string(seq) +
+                  " is not reserved");
+  return static_cast<int64_t>(t.blocks[b]) * shape_.block_size + pos % shape_.block_size;
+}
+
+}  // namespace specd::kv

@@ -1,0 +1,92 @@
+// Paged KV cache: a pool of fixed-size blocks shared by all sequences, one block table per
+// sequence, F32 storage per layer laid out [num_blocks, block_size, num_kv_heads, head_dim]
+// (the layout kernels::paged_attention reads).
+//
+// Lifecycle of a step for sequence s that adds n tokens:
+//   reserve(s, n)   – false = out of blocks; the scheduler decides (wait, preempt, fail)
+//   forward          – writes K/V at positions [num_tokens, num_tokens + n), then commit(s, n)
+//   truncate(s, len) – rollback of rejected speculative tokens: a length change on the block
+//                      table; blocks past the new length go back to the pool.
+// Not thread-safe: owned by the engine's step thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_allocator.hpp"
+
+namespace specd::kv {
+
+using SeqId = int64_t;
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+};
+
+// Bytes of K and V for one block across all layers (F32).
+size_t bytes_per_block(const KvCacheShape& shape);
+// How many blocks fit in `budget_bytes` (0 when not even one does).
+int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes);
+
+class KvCache {
+ public:
+  // Throws specd::Error(kInvalidArgument) on a non-positive shape or a block size that is not
+  // a power of two. Storage is allocated up front but not touched, so RSS grows with use.
+  KvCache(const KvCacheShape& shape, int32_t num_blocks);
+
+  const KvCacheShape& shape() const { return shape_; }
+  int32_t block_size() const { return shape_.block_size; }
+  int32_t num_blocks() const { return allocator_.num_blocks(); }
+  int32_t num_free_blocks() const { return allocator_.num_free(); }
+
+  bool has_sequence(SeqId seq) const { return seqs_.contains(seq); }
+  // Registers an empty sequence; throws kInternal if it exists.
+  void add_sequence(SeqId seq);
+  // Frees every block of the sequence and forgets it; no-op for an unknown id.
+  void remove_sequence(SeqId seq);
+
+  // Tokens whose K/V are in the cache.
+  int32_t num_tokens(SeqId seq) const;
+  // Tokens the sequence's blocks can hold (num_blocks_of(seq) * block_size).
+  int32_t capacity(SeqId seq) const;
+  // Blocks that reserve(seq, n) would take from the pool.
+  int32_t blocks_needed(SeqId seq, int32_t n) const;
+  // Makes room for n tokens past num_tokens(seq). All or nothing: false (and no change) when
+  // the pool has too few free blocks.
+  bool reserve(SeqId seq, int32_t n);
+  // Marks n more tokens as written. Throws kInternal past the reserved capacity.
+  void commit(SeqId seq, int32_t n);
+  // Shrinks the sequence to new_len tokens (<= num_tokens) and frees blocks it no longer needs.
+  void truncate(SeqId seq, int32_t new_len);
+
+  std::span<const int32_t> block_table(SeqId seq) const;
+  // Row index (block * block_size + offset) of token position `pos` of `seq`.
+  int64_t slot(SeqId seq, int32_t pos) const;
+
+  float* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].get(); }
+  float* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].get(); }
+  // Floats per cache row (num_kv_heads * head_dim).
+  int64_t row_floats() const { return static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim; }
+
+ private:
+  struct BlockTable {
+    std::vector<int32_t> blocks;
+    int32_t num_tokens = 0;
+  };
+  const BlockTable& table(SeqId seq) const;
+  BlockTable& table(SeqId seq);
+
+  KvCacheShape shape_;
+  BlockAllocator allocator_;
+  std::unordered_map<SeqId, BlockTable> seqs_;
+  std::vector<std::unique_ptr<float[]>> k_, v_;
+};
+
+}  // namespace specd::kv

@@ -1,0 +1,53 @@
+// The batched, variable-length forward's inputs and outputs.
+//
+// One call handles any mix of prefill chunks, single-token decodes and multi-token scoring
+// (n new tokens per sequence, causal among themselves, over the sequence's paged history):
+// speculative scoring of k drafts is a sequence with k+1 new tokens and LogitsMode::kAll.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache.hpp"
+
+namespace specd::model {
+
+enum class LogitsMode {
+  kNone,  // only fill the KV cache (e.g. a prefill chunk that is not the prompt's last)
+  kLast,  // the row of the last new token
+  kAll,   // one row per new token
+};
+
+struct SequenceInput {
+  kv::SeqId seq = 0;
+  // New tokens, placed at positions [kv.num_tokens(seq), kv.num_tokens(seq) + size). The KV
+  // cache must have room reserved for them (KvCache::reserve) before the call.
+  std::span<const int32_t> tokens;
+  LogitsMode logits = LogitsMode::kLast;
+};
+
+struct ForwardBatch {
+  std::vector<SequenceInput> seqs;
+  bool return_hidden = false;  // also return final hidden states (after the final norm)
+};
+
+// Rows are the requested positions, sequence by sequence in batch order. Reuse one
+// ForwardOutput across calls to avoid reallocating.
+struct ForwardOutput {
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  std::vector<int32_t> row_start;  // [num_seqs + 1]: rows of seqs[s] are [row_start[s], row_start[s+1])
+  std::vector<float> logits;       // [num_rows, vocab_size]
+  std::vector<float> hidden;       // [num_rows, hidden_size] when return_hidden
+
+  int32_t num_rows() const { return row_start.empty() ? 0 : row_start.back(); }
+  std::span<const float> logits_row(int32_t row) const {
+    return {logits.data() + static_cast<int64_t>(row) * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+  std::span<const float> hidden_row(int32_t row) const {
+    return {hidden.data() + static_cast<int64_t>(row) * hidden_size, static_cast<size_t>(hidden_size)};
+  }
+};
+
+}  // namespace specd::model

@@ -1,0 +1,211 @@
+#include "model/llama.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "specd/error.hpp"
+#include "specd/kernels/attention.hpp"
+#include "specd/kernels/embedding.hpp"
+#include "specd/kernels/matmul.hpp"
+#include "specd/kernels/rmsnorm.hpp"
+#include "specd/kernels/rope.hpp"
+#include "specd/kernels/silu_mul.hpp"
+
+namespace specd::model {
+namespace {
+
+constexpr kernels::Device kCpu = kernels::Device::kCpu;
+
+kernels::RopeScalingParams to_kernel_scaling(const RopeScaling& r) {
+  kernels::RopeScalingParams p;
+  switch (r.type) {
+    case RopeScaling::Type::kNone: p.kind = kernels::RopeScalingParams::Kind::kNone; break;
+    case RopeScaling::Type::kLinear: p.kind = kernels::RopeScalingParams::Kind::kLinear; break;
+    case RopeScaling::Type::kLlama3: p.kind = kernels::RopeScalingParams::Kind::kLlama3; break;
+  }
+  p.factor = r.factor;
+  p.low_freq_factor = r.low_freq_factor;
+  p.high_freq_factor = r.high_freq_factor;
+  p.original_max_position_embeddings = static_cast<double>(r.original_max_position_embeddings);
+  return p;
+}
+
+template <class T>
+void ensure(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers)
+    : weights_(std::move(weights)) {
+  SPECD_CHECK(weights_ != nullptr, ErrorCode::kInternal, "LlamaModel: null weights");
+  num_layers_ = num_layers < 0 ? weights_->num_layers() : num_layers;
+  if (num_layers_ <= 0 || num_layers_ > weights_->num_layers()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "LlamaModel: " + std::to_string(num_layers) + " layers requested but the loaded weights hold " +
+                    std::to_string(weights_->num_layers()));
+  }
+  const ModelConfig& c = config();
+  inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
+}
+
+kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size) const {
+  const ModelConfig& c = config();
+  return {static_cast<int32_t>(num_layers_), static_cast<int32_t>(c.num_kv_heads),
+          static_cast<int32_t>(c.head_dim), block_size};
+}
+
+void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
+  const ModelConfig& c = config();
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim, half = hd / 2;
+  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  const kv::KvCacheShape& ks = kv.shape();
+  SPECD_CHECK(ks.num_layers == num_layers_ && ks.num_kv_heads == nkv && ks.head_dim == hd,
+              ErrorCode::kInternal, "LlamaModel::forward: KV cache shape does not match the model");
+
+  // ---- batch layout: token order, positions, cache slots, block tables, output rows --------
+  const auto S = static_cast<int32_t>(batch.seqs.size());
+  out.vocab_size = V;
+  out.hidden_size = H;
+  out.row_start.assign(1, 0);
+  if (S == 0) {
+    out.logits.clear();
+    out.hidden.clear();
+    return;
+  }
+  s_.tokens.clear();
+  s_.positions.clear();
+  s_.slots.clear();
+  s_.out_rows.clear();
+  s_.query_start.assign(1, 0);
+  s_.context_lens.clear();
+  int32_t stride = 1;
+  for (const SequenceInput& in : batch.seqs) {
+    const auto n = static_cast<int32_t>(in.tokens.size());
+    if (n == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
+    }
+    const int32_t start = kv.num_tokens(in.seq);
+    SPECD_CHECK(start + n <= kv.capacity(in.seq), ErrorCode::kInternal,
+                "forward: sequence " + std::to_string(in.seq) + " needs KV room for " +
+                    std::to_string(start + n) + " tokens but has " +
+                    std::to_string(kv.capacity(in.seq)) + " reserved");
+    const auto t0 = static_cast<int32_t>(s_.tokens.size());
+    for (int32_t i = 0; i < n; ++i) {
+      s_.tokens.push_back(in.tokens[static_cast<size_t>(i)]);
+      s_.positions.push_back(start + i);
+      s_.slots.push_back(kv.slot(in.seq, start + i));
+    }
+    switch (in.logits) {
+      case LogitsMode::kNone: break;
+      case LogitsMode::kLast: s_.out_rows.push_back(t0 + n - 1); break;
+      case LogitsMode::kAll:
+        for (int32_t i = 0; i < n; ++i) s_.out_rows.push_back(t0 + i);
+        break;
+    }
+    out.row_start.push_back(static_cast<int32_t>(s_.out_rows.size()));
+    s_.query_start.push_back(t0 + n);
+    s_.context_lens.push_back(start + n);
+    stride = std::max(stride, static_cast<int32_t>(kv.block_table(in.seq).size()));
+  }
+  s_.block_tables.assign(static_cast<size_t>(S) * stride, 0);
+  for (int32_t s = 0; s < S; ++s) {
+    const auto table = kv.block_table(batch.seqs[static_cast<size_t>(s)].seq);
+    std::copy(table.begin(), table.end(), s_.block_tables.begin() + static_cast<int64_t>(s) * stride);
+  }
+  const auto T = static_cast<int64_t>(s_.tokens.size());
+  const auto R = static_cast<int64_t>(s_.out_rows.size());
+
+  ensure(s_.x, T * H);
+  ensure(s_.h, T * H);
+  ensure(s_.o, T * H);
+  ensure(s_.q, T * q_dim);
+  ensure(s_.attn, T * q_dim);
+  ensure(s_.k, T * kv_dim);
+  ensure(s_.v, T * kv_dim);
+  ensure(s_.gate, T * I);
+  ensure(s_.up, T * I);
+  ensure(s_.cos, T * half);
+  ensure(s_.sin, T * half);
+  float* x = s_.x.data();
+  float* h = s_.h.data();
+  float* o = s_.o.data();
+
+  // Validates every token id before anything is written to the cache.
+  kernels::embedding(kCpu, weights_->embed(), V, H, s_.tokens.data(), T, x);
+  kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(),
+                        s_.sin.data());
+
+  kernels::PagedAttentionParams ap;
+  ap.q = s_.q.data();
+  ap.out = s_.attn.data();
+  ap.num_seqs = S;
+  ap.query_start = s_.query_start.data();
+  ap.context_lens = s_.context_lens.data();
+  ap.block_tables = s_.block_tables.data();
+  ap.block_table_stride = stride;
+  ap.num_blocks = kv.num_blocks();
+  ap.block_size = kv.block_size();
+  ap.num_heads = static_cast<int32_t>(nh);
+  ap.num_kv_heads = static_cast<int32_t>(nkv);
+  ap.head_dim = static_cast<int32_t>(hd);
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    const LayerWeights& w = weights_->layer(l);
+    // x += (previous layer's MLP output); h = norm(x)
+    if (l == 0) {
+      kernels::rmsnorm(kCpu, x, w.attn_norm, h, T, H, eps);
+    } else {
+      kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
+    }
+    kernels::matmul(kCpu, h, w.wq, w.bq, s_.q.data(), T, q_dim, H);
+    kernels::matmul(kCpu, h, w.wk, w.bk, s_.k.data(), T, kv_dim, H);
+    kernels::matmul(kCpu, h, w.wv, w.bv, s_.v.data(), T, kv_dim, H);
+    kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
+    kernels::rope_apply(kCpu, s_.k.data(), T, nkv, hd, s_.cos.data(), s_.sin.data());
+
+    float* k_cache = kv.k_layer(static_cast<int32_t>(l));
+    float* v_cache = kv.v_layer(static_cast<int32_t>(l));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t slot = s_.slots[static_cast<size_t>(t)];
+      std::memcpy(k_cache + slot * kv_dim, s_.k.data() + t * kv_dim, static_cast<size_t>(kv_dim) * sizeof(float));
+      std::memcpy(v_cache + slot * kv_dim, s_.v.data() + t * kv_dim, static_cast<size_t>(kv_dim) * sizeof(float));
+    }
+    ap.k_cache = k_cache;
+    ap.v_cache = v_cache;
+    kernels::paged_attention(kCpu, ap);
+
+    kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T, H, q_dim);
+    kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
+    kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T, I, H);
+    kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T, I, H);
+    kernels::silu_mul(kCpu, s_.gate.data(), s_.up.data(), s_.gate.data(), T * I);
+    kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T, H, I);
+  }
+  kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
+
+  // ---- outputs: only the requested rows go through the LM head --------------------------
+  ensure(s_.rows, R * H);
+  for (int64_t r = 0; r < R; ++r) {
+    std::memcpy(s_.rows.data() + r * H, h + static_cast<int64_t>(s_.out_rows[static_cast<size_t>(r)]) * H,
+                static_cast<size_t>(H) * sizeof(float));
+  }
+  out.logits.resize(static_cast<size_t>(R * V));
+  if (R > 0) kernels::matmul(kCpu, s_.rows.data(), weights_->lm_head(), nullptr, out.logits.data(), R, V, H);
+  if (batch.return_hidden) {
+    out.hidden.assign(s_.rows.begin(), s_.rows.begin() + R * H);
+  } else {
+    out.hidden.clear();
+  }
+  for (const SequenceInput& in : batch.seqs) kv.commit(in.seq, static_cast<int32_t>(in.tokens.size()));
+}
+
+}  // namespace specd::model

@@ -1,0 +1,35 @@
+// Logits → probabilities → token, per request. The transform is shared with the speculative
+// scorer, which applies each request's transform to every one of the target's k+1 rows so that
+// verifiers compare draft tokens against the distribution the request actually samples from.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specd/request.hpp"
+
+namespace specd::sampling {
+
+// probs[i] = the probability that `params` draws token i from `logits`, in order:
+//   temperature 0 → one-hot at argmax (ties: lowest id), other fields ignored;
+//   else softmax(logits / temperature) → min-p → top-k → top-p → renormalize.
+// logits and probs have the vocabulary's size (may not alias). Allocation-free after the
+// first call on a thread.
+void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& params,
+                               std::span<float> probs);
+
+// The token whose cumulative-probability interval contains u in [0, 1) (inverse CDF over
+// token ids in order); never a zero-probability token.
+int32_t sample_from_probs(std::span<const float> probs, float u);
+
+// The uniform the request uses to sample the token emitted at speculative `position` of
+// decode step `step` (Philox lane kLaneSample, as the verifiers key it). Plain decoding
+// uses position 0.
+float sample_uniform(uint64_t seed, uint64_t step, uint32_t position = 0);
+
+// transform + draw: the token a request emits at `step` (greedy needs no randomness).
+// probs_scratch must have the vocabulary's size.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
+                     uint64_t step, std::span<float> probs_scratch);
+
+}  // namespace specd::sampling

@@ -1,0 +1,227 @@
+#include "spec/model_host.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "model/checkpoint.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+
+namespace specd::spec {
+
+struct ModelHost::Hosted {
+  std::string description;  // for messages: "draft /path" or "target (first 2 layers)"
+  std::shared_ptr<const model::LlamaWeights> weights;
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<kv::KvCache> kv;
+  model::ForwardBatch batch;  // reused across calls
+  model::ForwardOutput out;
+};
+
+namespace {
+
+ModelHost& host_of(void* host_ctx) {
+  void* ctx = plugin::HostContext::model_ctx(host_ctx);
+  SPECD_CHECK(ctx != nullptr, ErrorCode::kInternal, "model services called without a model host");
+  return *static_cast<ModelHost*>(ctx);
+}
+
+ModelHost::Hosted& hosted(specd_model* m) {
+  SPECD_CHECK(m != nullptr, ErrorCode::kInvalidArgument, "model services: null model handle");
+  return *reinterpret_cast<ModelHost::Hosted*>(m);
+}
+
+void write_error(specd_error* err, const std::string& message) {
+  if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
+  const size_t n = std::min<size_t>(message.size(), err->capacity - 1);
+  std::memcpy(err->message, message.data(), n);
+  err->message[n] = '\0';
+}
+
+int32_t status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kConfig: return SPECD_ERR_INVALID_ARGUMENT;
+    case ErrorCode::kNotFound: return SPECD_ERR_NOT_FOUND;
+    case ErrorCode::kUnsupported:
+    case ErrorCode::kModelFormat: return SPECD_ERR_UNSUPPORTED;
+    case ErrorCode::kOutOfMemory: return SPECD_ERR_OUT_OF_MEMORY;
+    default: return SPECD_ERR_INTERNAL;
+  }
+}
+
+}  // namespace
+
+int32_t ModelHost::call(specd_error* err, const std::function<void()>& fn) {
+  try {
+    fn();
+    return SPECD_OK;
+  } catch (const Error& e) {
+    write_error(err, e.what());
+    return status_for(e.code());
+  } catch (const std::bad_alloc&) {
+    write_error(err, "out of memory");
+    return SPECD_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    write_error(err, e.what());
+    return SPECD_ERR_INTERNAL;
+  }
+}
+
+const specd_model_services ModelHost::table_ = {
+    sizeof(specd_model_services),
+    // load
+    [](void* host_ctx, const specd_model_load_options* options, specd_model** out, specd_error* err) {
+      return call(err, [&] {
+        SPECD_CHECK(options != nullptr && out != nullptr, ErrorCode::kInvalidArgument, "load: null argument");
+        *out = reinterpret_cast<specd_model*>(&host_of(host_ctx).load(*options));
+      });
+    },
+    // load_mtp
+    [](void* host_ctx, specd_model* target, int32_t module, specd_model** out, specd_error* err) {
+      return call(err, [&] {
+        SPECD_CHECK(out != nullptr, ErrorCode::kInvalidArgument, "load_mtp: null argument");
+        *out = reinterpret_cast<specd_model*>(&host_of(host_ctx).load_mtp(hosted(target), module));
+      });
+    },
+    // release: frees the model and its KV cache; the handle is invalid afterwards.
+    [](void* host_ctx, specd_model* m) {
+      if (m != nullptr) host_of(host_ctx).release(&hosted(m));
+    },
+    // info: model == NULL describes the engine's target model.
+    [](void* host_ctx, const specd_model* m, specd_model_info* out) {
+      return call(nullptr, [&] {
+        host_of(host_ctx).fill_info(m == nullptr ? nullptr : &hosted(const_cast<specd_model*>(m)), *out);
+      });
+    },
+    // forward
+    [](void* host_ctx, specd_model* m, const specd_forward_batch* batch, specd_error* err) {
+      return call(err, [&] {
+        SPECD_CHECK(batch != nullptr, ErrorCode::kInvalidArgument, "forward: null batch");
+        host_of(host_ctx).forward(hosted(m), *batch);
+      });
+    },
+    // seq_length
+    [](void*, const specd_model* m, uint64_t seq) -> int64_t {
+      const Hosted& h = hosted(const_cast<specd_model*>(m));
+      const auto id = static_cast<kv::SeqId>(seq);
+      return h.kv && h.kv->has_sequence(id) ? h.kv->num_tokens(id) : 0;
+    },
+    // truncate
+    [](void*, specd_model* m, uint64_t seq, int64_t new_length, specd_error* err) {
+      return call(err, [&] {
+        Hosted& h = hosted(m);
+        const auto id = static_cast<kv::SeqId>(seq);
+        const int64_t have = h.kv && h.kv->has_sequence(id) ? h.kv->num_tokens(id) : 0;
+        if (new_length < 0 || new_length > have)
+          throw Error(ErrorCode::kInvalidArgument, "truncate: sequence " + std::to_string(seq) + " of " +
+                                                       h.description + " has " + std::to_string(have) +
+                                                       " tokens, cannot truncate to " + std::to_string(new_length));
+        if (have > 0) h.kv->truncate(id, static_cast<int32_t>(new_length));
+      });
+    },
+    // drop_sequence
+    [](void*, specd_model* m, uint64_t seq) {
+      Hosted& h = hosted(m);
+      if (h.kv) h.kv->remove_sequence(static_cast<kv::SeqId>(seq));
+    },
+};
+
+ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
+                     int64_t max_context)
+    : target_weights_(std::move(target_weights)), block_size_(block_size), max_context_(max_context) {}
+
+ModelHost::~ModelHost() = default;
+
+ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
+  const std::string path = options.path != nullptr ? options.path : "";
+  auto h = std::make_unique<Hosted>();
+  if (path.empty()) {
+    // The target's own weights: a self-draft of its first num_layers layers, or all of them.
+    const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
+    h->weights = target_weights_;
+    h->model = std::make_unique<model::LlamaModel>(target_weights_, layers);
+    h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
+                                : std::string("target copy");
+  } else {
+    std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
+    const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
+    h->weights = model::LlamaWeights::load(ckpt, layers);
+    h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
+    h->description = "draft " + path;
+  }
+  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(h->model->kv_shape(block_size_), num_blocks_);
+  log::get("spec").info("model services: loaded {} ({} layers)", h->description, h->model->num_layers());
+  models_.push_back(std::move(h));
+  return *models_.back();
+}
+
+ModelHost::Hosted& ModelHost::load_mtp(Hosted&, int32_t module) {
+  throw Error(ErrorCode::kUnsupported, "model services: MTP module " + std::to_string(module) +
+                                           " requested, but this host does not run MTP modules");
+}
+
+void ModelHost::release(Hosted* m) {
+  std::erase_if(models_, [m](const std::unique_ptr<Hosted>& p) { return p.get() == m; });
+}
+
+size_t ModelHost::hosted_bytes_per_block() const {
+  size_t total = 0;
+  for (const auto& m : models_) total += kv::bytes_per_block(m->model->kv_shape(block_size_));
+  return total;
+}
+
+void ModelHost::allocate_kv(int32_t num_blocks) {
+  num_blocks_ = num_blocks;
+  for (auto& m : models_) m->kv = std::make_unique<kv::KvCache>(m->model->kv_shape(block_size_), num_blocks);
+}
+
+void ModelHost::drop_sequence_everywhere(kv::SeqId seq) {
+  for (auto& m : models_)
+    if (m->kv) m->kv->remove_sequence(seq);
+}
+
+void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
+  const model::ModelConfig& c = m != nullptr ? m->weights->config() : target_weights_->config();
+  out.struct_size = sizeof(out);
+  out.vocab_size = static_cast<int32_t>(c.vocab_size);
+  out.hidden_size = static_cast<int32_t>(c.hidden_size);
+  out.num_layers = static_cast<int32_t>(m != nullptr ? m->model->num_layers() : c.num_layers);
+  out.max_context = static_cast<int32_t>(max_context_);
+  out.num_mtp_modules = static_cast<int32_t>(c.num_mtp_modules);
+  out.device = {SPECD_DEVICE_CPU, 0};
+}
+
+void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
+  if (!m.kv) throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
+  SPECD_CHECK(b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr &&
+                  b.logits != nullptr,
+              ErrorCode::kInvalidArgument, "forward: incomplete batch");
+  m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
+  m.batch.return_hidden = b.hidden != nullptr;
+  int64_t offset = 0;
+  for (int32_t i = 0; i < b.num_seqs; ++i) {
+    const auto id = static_cast<kv::SeqId>(b.seq_ids[i]);
+    const int32_t n = b.num_new[i];
+    if (n < 1) throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(b.seq_ids[i]) +
+                                                            " has num_new " + std::to_string(n) + ", expected >= 1");
+    if (!m.kv->has_sequence(id)) m.kv->add_sequence(id);
+    if (m.kv->num_tokens(id) + n > max_context_)
+      throw Error(ErrorCode::kInvalidArgument, m.description + ": sequence " + std::to_string(b.seq_ids[i]) +
+                                                   " would exceed the context length " + std::to_string(max_context_));
+    if (!m.kv->reserve(id, n))
+      throw Error(ErrorCode::kOutOfMemory, m.description + ": KV cache out of blocks (" +
+                                               std::to_string(m.kv->num_free_blocks()) + " free)");
+    auto& s = m.batch.seqs[static_cast<size_t>(i)];
+    s.seq = id;
+    s.tokens = {b.tokens + offset, static_cast<size_t>(n)};
+    s.logits = b.all_logits != 0 ? model::LogitsMode::kAll : model::LogitsMode::kLast;
+    offset += n;
+  }
+  m.model->forward(m.batch, *m.kv, m.out);
+  std::memcpy(b.logits, m.out.logits.data(), m.out.logits.size() * sizeof(float));
+  if (b.hidden != nullptr) std::memcpy(b.hidden, m.out.hidden.data(), m.out.hidden.size() * sizeof(float));
+}
+
+}  // namespace specd::spec

@@ -1,0 +1,169 @@
+#include "specd/kernels/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "specd/error.hpp"
+#include "specd/kernels/parallel.hpp"
+#include "vec.hpp"
+
+namespace specd::kernels {
+namespace {
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "paged_attention: " + what);
+}
+
+void validate(const PagedAttentionParams& p) {
+  if (p.q == nullptr || p.k_cache == nullptr || p.v_cache == nullptr || p.out == nullptr ||
+      p.query_start == nullptr || p.context_lens == nullptr || p.block_tables == nullptr) {
+    invalid("null pointer argument");
+  }
+  if (p.num_seqs < 0 || p.block_size <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
+      p.head_dim <= 0 || p.num_blocks <= 0) {
+    invalid("non-positive shape argument");
+  }
+  if (p.num_heads % p.num_kv_heads != 0) {
+    invalid("num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_kv_heads " +
+            std::to_string(p.num_kv_heads));
+  }
+  if (p.num_seqs > 0 && p.query_start[0] != 0) invalid("query_start[0] must be 0");
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
+    const int32_t ctx = p.context_lens[s];
+    if (n_new < 0) invalid("query_start is not non-decreasing at sequence " + std::to_string(s));
+    if (n_new > ctx) {
+      invalid("sequence " + std::to_string(s) + " has " + std::to_string(n_new) +
+              " new tokens but a context of only " + std::to_string(ctx));
+    }
+    const int32_t blocks = (ctx + p.block_size - 1) / p.block_size;
+    if (blocks > p.block_table_stride) {
+      invalid("sequence " + std::to_string(s) + " needs " + std::to_string(blocks) +
+              " blocks but the block table holds " + std::to_string(p.block_table_stride));
+    }
+    for (int32_t b = 0; b < blocks; ++b) {
+      const int32_t id = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + b];
+      if (id < 0 || id >= p.num_blocks) {
+        invalid("sequence " + std::to_string(s) + " maps block " + std::to_string(b) + " to " +
+                std::to_string(id) + ", outside [0, " + std::to_string(p.num_blocks) + ")");
+      }
+    }
+  }
+}
+
+// Offset of token position `pos`, kv head `g` of sequence `s` in the cache.
+inline int64_t cache_offset(const PagedAttentionParams& p, int32_t s, int32_t pos, int32_t g) {
+  const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride +
+                                       pos / p.block_size];
+  return ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) *
+         p.head_dim;
+}
+
+}  // namespace
+
+void paged_attention(Device device, const PagedAttentionParams& p) {
+  detail::require_cpu(device, "paged_attention");
+  validate(p);
+  if (p.num_seqs == 0) return;
+  const int32_t num_tokens = p.query_start[p.num_seqs];
+  const int32_t group = p.num_heads / p.num_kv_heads;
+  const int64_t hd = p.head_dim;
+
+  // token -> sequence, so that work items can be (token, kv head) pairs.
+  thread_local std::vector<int32_t> token_seq;
+  token_seq.resize(static_cast<size_t>(num_tokens));
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    for (int32_t t = p.query_start[s]; t < p.query_start[s + 1]; ++t) token_seq[static_cast<size_t>(t)] = s;
+  }
+  const int32_t* tok_seq = token_seq.data();
+
+  const int64_t items = static_cast<int64_t>(num_tokens) * p.num_kv_heads;
+  parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;  // [group, context]
+    for (int64_t item = begin; item < end; ++item) {
+      const int32_t t = static_cast<int32_t>(item / p.num_kv_heads);
+      const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
+      const int32_t s = tok_seq[t];
+      const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
+      const int32_t pos = p.context_lens[s] - n_new + (t - p.query_start[s]);
+      const int32_t len = pos + 1;
+      if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
+      const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
+      float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
+
+      // Scores: one pass over the keys, every query head of the group per key.
+      for (int32_t j = 0; j < len; ++j) {
+        const float* k = p.k_cache + cache_offset(p, s, j, g);
+        for (int32_t h = 0; h < group; ++h) {
+          scores[static_cast<size_t>(h) * len + j] = cpu::dot(q0 + h * hd, k, hd) * p.scale;
+        }
+      }
+      for (int32_t h = 0; h < group; ++h) {
+        float* sc = scores.data() + static_cast<size_t>(h) * len;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
+        double sum = 0.0;
+        for (int32_t j = 0; j < len; ++j) {
+          sc[j] = std::exp(sc[j] - m);
+          sum += sc[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
+        std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
+      }
+      // Weighted values: one pass over the values.
+      for (int32_t j = 0; j < len; ++j) {
+        const float* v = p.v_cache + cache_offset(p, s, j, g);
+        for (int32_t h = 0; h < group; ++h) {
+          cpu::axpy(scores[static_cast<size_t>(h) * len + j], v, o0 + h * hd, hd);
+        }
+      }
+    }
+  });
+}
+
+namespace reference {
+void paged_attention(const PagedAttentionParams& p) {
+  validate(p);
+  const int32_t group = p.num_heads / p.num_kv_heads;
+  const int64_t hd = p.head_dim;
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
+    for (int32_t i = 0; i < n_new; ++i) {
+      const int32_t t = p.query_start[s] + i;
+      const int32_t pos = p.context_lens[s] - n_new + i;
+      for (int32_t h = 0; h < p.num_heads; ++h) {
+        const int32_t g = h / group;
+        const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
+        std::vector<double> sc(static_cast<size_t>(pos) + 1);
+        double m = -std::numeric_limits<double>::infinity();
+        for (int32_t j = 0; j <= pos; ++j) {
+          const float* k = p.k_cache + cache_offset(p, s, j, g);
+          double d = 0.0;
+          for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[e];
+          sc[static_cast<size_t>(j)] = d * p.scale;
+          m = std::max(m, sc[static_cast<size_t>(j)]);
+        }
+        double sum = 0.0;
+        for (double& x : sc) {
+          x = std::exp(x - m);
+          sum += x;
+        }
+        float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
+        for (int64_t e = 0; e < hd; ++e) {
+          double acc = 0.0;
+          for (int32_t j = 0; j <= pos; ++j) {
+            acc += sc[static_cast<size_t>(j)] * p.v_cache[cache_offset(p, s, j, g) + e];
+          }
+          o[e] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+  }
+}
+}  // namespace reference
+
+}  // namespace specd::kernels

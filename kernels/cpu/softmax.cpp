@@ -1,0 +1,71 @@
+#include "specd/kernels/softmax.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "specd/error.hpp"
+#include "specd/kernels/parallel.hpp"
+
+namespace specd::kernels {
+namespace {
+
+float row_max(const float* x, int64_t cols) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < cols; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -std::numeric_limits<float>::infinity()) {
+    throw Error(ErrorCode::kInvalidArgument, "softmax: every entry of a row is -inf");
+  }
+  return m;
+}
+
+}  // namespace
+
+void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
+  detail::require_cpu(device, "softmax");
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * cols;
+      float* o = out + r * cols;
+      const float m = row_max(xr, cols);
+      double sum = 0.0;
+      for (int64_t i = 0; i < cols; ++i) {
+        o[i] = std::exp(xr[i] - m);
+        sum += o[i];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < cols; ++i) o[i] *= inv;
+    }
+  });
+}
+
+void log_softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
+  detail::require_cpu(device, "log_softmax");
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * cols;
+      float* o = out + r * cols;
+      const float m = row_max(xr, cols);
+      double sum = 0.0;
+      for (int64_t i = 0; i < cols; ++i) sum += std::exp(static_cast<double>(xr[i]) - m);
+      const double lse = m + std::log(sum);
+      for (int64_t i = 0; i < cols; ++i) o[i] = static_cast<float>(xr[i] - lse);
+    }
+  });
+}
+
+namespace reference {
+void softmax(const float* x, float* out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < cols; ++i) m = std::max<double>(m, x[r * cols + i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < cols; ++i) sum += std::exp(x[r * cols + i] - m);
+    for (int64_t i = 0; i < cols; ++i) {
+      out[r * cols + i] = static_cast<float>(std::exp(x[r * cols + i] - m) / sum);
+    }
+  }
+}
+}  // namespace reference
+
+}  // namespace specd::kernels

@@ -1,0 +1,45 @@
+// Paged attention over a block-table KV cache, one call for a whole variable-length batch:
+// prefill chunks, single-token decode and multi-token scoring alike.
+//
+// Sequence s contributes tokens [query_start[s], query_start[s+1]) of q/out; it has
+// context_lens[s] tokens in the cache *including* its n_s new ones (their K/V must already be
+// written). New token i of s sits at position context_lens[s] - n_s + i and attends causally
+// to positions [0, that position]. Token position p of s lives in cache block
+// block_tables[s * block_table_stride + p / block_size], row p % block_size.
+// Grouped-query attention: query head h reads kv head h / (num_heads / num_kv_heads).
+#pragma once
+
+#include <cstdint>
+
+#include "specd/kernels/device.hpp"
+
+namespace specd::kernels {
+
+struct PagedAttentionParams {
+  const float* q = nullptr;        // [num_tokens, num_heads, head_dim]
+  const float* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const float* v_cache = nullptr;  // same layout as k_cache
+  float* out = nullptr;            // [num_tokens, num_heads, head_dim]
+  int32_t num_seqs = 0;
+  const int32_t* query_start = nullptr;   // [num_seqs + 1], query_start[0] == 0
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, block_table_stride]
+  int32_t block_table_stride = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+};
+
+// Validates the shapes and block ids (specd::Error on violation), then runs the CPU kernel:
+// threads split (token, kv head) pairs; the query heads of one kv head share each K/V load.
+void paged_attention(Device device, const PagedAttentionParams& p);
+
+namespace reference {
+// Single-threaded, straightforward, double accumulation: the ground truth for tests.
+void paged_attention(const PagedAttentionParams& p);
+}  // namespace reference
+
+}  // namespace specd::kernels

@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "kernel_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/attention.hpp"
+
+namespace specd::kernels {
+namespace {
+using testing::max_rel_error;
+using testing::random_vector;
+
+// A batch over a shuffled block pool: sequence s has context ctx[s] of which n_new[s] are new.
+struct Batch {
+  int32_t block_size, num_heads, num_kv_heads, head_dim, num_blocks, stride;
+  std::vector<int32_t> ctx, n_new, query_start, tables;
+  std::vector<float> q, k, v;
+
+  Batch(std::vector<int32_t> c, std::vector<int32_t> n, int32_t bs, int32_t nh, int32_t nkv,
+        int32_t hd, uint32_t seed)
+      : block_size(bs), num_heads(nh), num_kv_heads(nkv), head_dim(hd), ctx(std::move(c)),
+        n_new(std::move(n)) {
+    stride = 0;
+    int32_t total_blocks = 0;
+    for (int32_t len : ctx) {
+      const int32_t b = (len + bs - 1) / bs;
+      stride = std::max(stride, b);
+      total_blocks += b;
+    }
+    num_blocks = total_blocks + 3;  // a few unused blocks
+    std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+    tables.assign(ctx.size() * static_cast<size_t>(stride), -1);
+    size_t next = 0;
+    query_start = {0};
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      for (int32_t b = 0; b < (ctx[s] + bs - 1) / bs; ++b) tables[s * stride + b] = ids[next++];
+      query_start.push_back(query_start.back() + n_new[s]);
+    }
+    const size_t cache = static_cast<size_t>(num_blocks) * bs * nkv * hd;
+    k = random_vector(cache, seed + 1);
+    v = random_vector(cache, seed + 2);
+    q = random_vector(static_cast<size_t>(query_start.back()) * nh * hd, seed + 3, -2, 2);
+  }
+
+  PagedAttentionParams params(float* out) const {
+    PagedAttentionParams p;
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.out = out;
+    p.num_seqs = static_cast<int32_t>(ctx.size());
+    p.query_start = query_start.data();
+    p.context_lens = ctx.data();
+    p.block_tables = tables.data();
+    p.block_table_stride = stride;
+    p.num_blocks = num_blocks;
+    p.block_size = block_size;
+    p.num_heads = num_heads;
+    p.num_kv_heads = num_kv_heads;
+    p.head_dim = head_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    return p;
+  }
+  size_t out_size() const { return static_cast<size_t>(query_start.back()) * num_heads * head_dim; }
+};
+
+class PagedAttentionTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(PagedAttentionTest, MixedPrefillDecodeAndScoringMatchReference) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  // prefill of 23, decode at 40, 5-token scoring at 37, decode at 1; GQA 8 heads / 2 kv heads.
+  const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, 8, 2, 32, 31);
+  std::vector<float> got(b.out_size()), want(b.out_size());
+  paged_attention(GetParam(), b.params(got.data()));
+  reference::paged_attention(b.params(want.data()));
+  EXPECT_LT(max_rel_error(got, want), 1e-5);
+}
+
+TEST_P(PagedAttentionTest, MultiHeadAndMultiQueryShapes) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{6, 1}}) {
+    const Batch b({17, 64}, {3, 64}, 16, nh, nkv, 64, 41);
+    std::vector<float> got(b.out_size()), want(b.out_size());
+    paged_attention(GetParam(), b.params(got.data()));
+    reference::paged_attention(b.params(want.data()));
+    EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv;
+  }
+}
+
+TEST_P(PagedAttentionTest, FirstTokenReturnsItsValue) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const Batch b({1}, {1}, 2, 2, 1, 8, 51);
+  std::vector<float> out(b.out_size());
+  paged_attention(GetParam(), b.params(out.data()));
+  const size_t off = static_cast<size_t>(b.tables[0]) * 2 * 1 * 8;
+  for (int h = 0; h < 2; ++h) {
+    for (int e = 0; e < 8; ++e) EXPECT_FLOAT_EQ(out[h * 8 + e], b.v[off + e]);
+  }
+}
+
+TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  Batch b({12}, {4}, 4, 2, 2, 16, 61);
+  std::vector<float> before(b.out_size()), after(b.out_size());
+  paged_attention(GetParam(), b.params(before.data()));
+  // Change K/V of the last position (11): only the last new token may see it.
+  const int32_t block = b.tables[11 / 4];
+  for (int32_t g = 0; g < 2; ++g) {
+    for (int32_t e = 0; e < 16; ++e) {
+      const size_t off = ((static_cast<size_t>(block) * 4 + 3) * 2 + g) * 16 + e;
+      b.k[off] += 1.0f;
+      b.v[off] += 1.0f;
+    }
+  }
+  paged_attention(GetParam(), b.params(after.data()));
+  const size_t per_token = 2 * 16;
+  for (size_t i = 0; i < 3 * per_token; ++i) EXPECT_EQ(before[i], after[i]) << i;
+  bool changed = false;
+  for (size_t i = 3 * per_token; i < 4 * per_token; ++i) changed |= before[i] != after[i];
+  EXPECT_TRUE(changed);
+}
+
+TEST_P(PagedAttentionTest, RejectsBadBlockIds) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  Batch b({9}, {1}, 4, 2, 2, 8, 71);
+  b.tables[2] = b.num_blocks;  // position 8 maps outside the pool
+  std::vector<float> out(b.out_size());
+  try {
+    paged_attention(GetParam(), b.params(out.data()));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PagedAttentionTest, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+}  // namespace
+}  // namespace specd::kernels

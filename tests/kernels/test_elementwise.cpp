@@ -1,0 +1,80 @@
+// embedding gather, silu_mul, argmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernel_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/argmax.hpp"
+#include "specd/kernels/embedding.hpp"
+#include "specd/kernels/silu_mul.hpp"
+
+namespace specd::kernels {
+namespace {
+using testing::random_vector;
+
+class EmbeddingTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(EmbeddingTest, GathersRows) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const int64_t vocab = 11, dim = 7;
+  const auto table = random_vector(vocab * dim, 1);
+  const std::vector<int32_t> ids = {3, 0, 10, 3};
+  std::vector<float> out(ids.size() * dim);
+  embedding(GetParam(), table.data(), vocab, dim, ids.data(), 4, out.data());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(out[i * dim + j], table[ids[i] * dim + j]);
+  }
+}
+
+TEST_P(EmbeddingTest, RejectsOutOfRangeId) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const auto table = random_vector(4 * 2, 1);
+  const std::vector<int32_t> ids = {1, 4};
+  std::vector<float> out(4);
+  try {
+    embedding(GetParam(), table.data(), 4, 2, ids.data(), 2, out.data());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 4"), std::string::npos) << e.what();
+  }
+}
+
+class SiluMulTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(SiluMulTest, MatchesFormula) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const int64_t n = 70000;  // large enough to be split across threads
+  const auto gate = random_vector(n, 2, -8, 8), up = random_vector(n, 3);
+  std::vector<float> out(n);
+  silu_mul(GetParam(), gate.data(), up.data(), out.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double want = g / (1.0 + std::exp(-g)) * up[i];
+    ASSERT_NEAR(out[i], want, 1e-6 * (1.0 + std::abs(want))) << "at " << i;
+  }
+}
+
+class ArgmaxTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {1, 5, 5, 2,  //
+                                nan, -1, -3, -1,  //
+                                -2, -2, -2, 9};
+  std::vector<int32_t> out(3);
+  argmax(GetParam(), x.data(), 3, 4, out.data());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 1, 3}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, EmbeddingTest, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, SiluMulTest, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, ArgmaxTest, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+}  // namespace
+}  // namespace specd::kernels

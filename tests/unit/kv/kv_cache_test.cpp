@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "kv/block_allocator.hpp"
+#include "kv/kv_cache.hpp"
+#include "specd/error.hpp"
+
+namespace specd::kv {
+namespace {
+
+TEST(BlockAllocator, AllocatesAllOrNothingAndReusesFreedBlocks) {
+  BlockAllocator a(4);
+  std::vector<int32_t> got;
+  ASSERT_TRUE(a.allocate(3, got));
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(a.num_free(), 1);
+  EXPECT_FALSE(a.allocate(2, got));  // only one left: nothing taken
+  EXPECT_EQ(a.num_free(), 1);
+  EXPECT_EQ(got.size(), 3u);
+  a.free(1);
+  std::vector<int32_t> more;
+  ASSERT_TRUE(a.allocate(1, more));
+  EXPECT_EQ(more, (std::vector<int32_t>{1}));  // the freed block comes back first
+  EXPECT_TRUE(a.allocate(0, more));
+}
+
+TEST(BlockAllocator, RejectsDoubleFreeAndForeignIds) {
+  BlockAllocator a(2);
+  std::vector<int32_t> got;
+  ASSERT_TRUE(a.allocate(1, got));
+  a.free(got[0]);
+  EXPECT_THROW(a.free(got[0]), Error);
+  EXPECT_THROW(a.free(2), Error);
+  EXPECT_THROW(a.free(-1), Error);
+}
+
+KvCacheShape small_shape(int32_t block_size = 4) { return {2, 2, 8, block_size}; }
+
+TEST(KvCache, BudgetSizing) {
+  const KvCacheShape s = small_shape();
+  EXPECT_EQ(bytes_per_block(s), 2u * 4 * 2 * 4 * 2 * 8);
+  EXPECT_EQ(blocks_for_budget(s, bytes_per_block(s) * 10 + 5), 10);
+  EXPECT_EQ(blocks_for_budget(s, 3), 0);
+}
+
+TEST(KvCache, ReserveCommitAndBlockTables) {
+  KvCache c(small_shape(), 5);
+  c.add_sequence(7);
+  c.add_sequence(9);
+  EXPECT_EQ(c.blocks_needed(7, 5), 2);
+  ASSERT_TRUE(c.reserve(7, 5));  // 2 blocks
+  EXPECT_EQ(c.capacity(7), 8);
+  c.commit(7, 5);
+  EXPECT_EQ(c.num_tokens(7), 5);
+  EXPECT_EQ(c.blocks_needed(7, 3), 0);  // fits in the second block
+  ASSERT_TRUE(c.reserve(7, 3));
+  EXPECT_EQ(c.num_free_blocks(), 3);
+  ASSERT_TRUE(c.reserve(9, 1));
+  const auto t7 = c.block_table(7);
+  const auto t9 = c.block_table(9);
+  EXPECT_EQ(t7.size(), 2u);
+  EXPECT_EQ(t9.size(), 1u);
+  std::set<int32_t> ids(t7.begin(), t7.end());
+  ids.insert(t9.begin(), t9.end());
+  EXPECT_EQ(ids.size(), 3u);  // no block shared
+  EXPECT_EQ(c.slot(7, 6), static_cast<int64_t>(t7[1]) * 4 + 2);
+  EXPECT_THROW(c.commit(7, 4), Error);  // beyond the reserved 8
+  EXPECT_THROW(c.add_sequence(7), Error);
+}
+
+TEST(KvCache, OutOfBlocksIsAResultNotAnException) {
+  KvCache c(small_shape(), 3);
+  c.add_sequence(1);
+  c.add_sequence(2);
+  ASSERT_TRUE(c.reserve(1, 9));  // 3 blocks: the whole pool
+  EXPECT_EQ(c.num_free_blocks(), 0);
+  EXPECT_FALSE(c.reserve(2, 1));
+  EXPECT_EQ(c.capacity(2), 0);
+  EXPECT_FALSE(c.reserve(1, 13));  // would need a fourth block; nothing changes
+  EXPECT_EQ(c.capacity(1), 12);
+  c.remove_sequence(1);
+  EXPECT_EQ(c.num_free_blocks(), 3);
+  EXPECT_TRUE(c.reserve(2, 1));
+}
+
+TEST(KvCache, TruncateFreesBlocksNoLongerNeeded) {
+  KvCache c(small_shape(), 6);
+  c.add_sequence(3);
+  ASSERT_TRUE(c.reserve(3, 13));  // 4 blocks
+  c.commit(3, 13);
+  EXPECT_EQ(c.num_free_blocks(), 2);
+  c.truncate(3, 9);  // 3 blocks needed
+  EXPECT_EQ(c.num_tokens(3), 9);
+  EXPECT_EQ(c.block_table(3).size(), 3u);
+  EXPECT_EQ(c.num_free_blocks(), 3);
+  c.truncate(3, 8);  // exactly two blocks
+  EXPECT_EQ(c.block_table(3).size(), 2u);
+  c.truncate(3, 0);
+  EXPECT_EQ(c.block_table(3).size(), 0u);
+  EXPECT_EQ(c.num_free_blocks(), 6);
+  EXPECT_THROW(c.truncate(3, 1), Error);  // cannot grow by truncating
+}
+
+TEST(KvCache, RejectsBadShapes) {
+  EXPECT_THROW(KvCache(small_shape(3), 4), Error);
+  EXPECT_THROW(KvCache(KvCacheShape{0, 2, 8, 4}, 4), Error);
+}
+
+}  // namespace
+}  // namespace specd::kv

@@ -17,10 +17,15 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The bundled default: a generated `tiny` fixture checkpoint (real HF layout, Llama-2
+# tokenizer, random weights) in models/tiny, used by configs/default.yaml.
+models/tiny/config.json: build
+	$(BUILD)/bin/specd-fixture --preset tiny --seed 1 --out models/tiny
+
+demo: build models/tiny/config.json
 	$(BUILD)/bin/specd --version
-	$(BUILD)/bin/specd plugins list
 	$(BUILD)/bin/specd validate --config configs/default.yaml
+	$(BUILD)/bin/specd generate --config configs/default.yaml --prompt "Once upon a time" --max-tokens 32 --temperature 0
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "specd/request.hpp"
+#include "specd/spec_metrics.hpp"
 
 namespace specd {
 namespace config {
@@ -41,6 +42,10 @@ struct EngineInfo {
   size_t kv_bytes = 0;           // KV storage reserved (touched as used)
   size_t decode_weight_bytes = 0;  // weight bytes read per decode step
   int32_t num_threads = 0;
+  // Speculative decoding; empty proposer = off.
+  std::string proposer;
+  std::string verifier;
+  int32_t num_speculative_tokens = 0;
 };
 
 class Engine {
@@ -73,6 +78,8 @@ class Engine {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = true) const;
 
   const EngineInfo& info() const;
+  // Engine-wide speculative-decoding counters since construction (all zero when off).
+  spec::SpecMetrics spec_metrics() const;
 
  private:
   struct Impl;

@@ -31,10 +31,20 @@ std::string validate_sampling_params(const SamplingParams& params);
 
 using RequestId = uint64_t;
 
+// Per-request control of speculative decoding (the engine's `speculative` section sets the
+// defaults; without that section these are ignored).
+struct SpeculativeOptions {
+  bool enabled = true;
+  // Proposal length k for this request, in [0, 32]; unset = speculative.num_speculative_tokens.
+  // 0 is the same as enabled = false.
+  std::optional<int32_t> num_speculative_tokens;
+};
+
 struct Request {
   std::string prompt;               // tokenized with the model's tokenizer (special tokens added)
   std::vector<int32_t> prompt_ids;  // when non-empty, used as is instead of `prompt`
   SamplingParams sampling;
+  SpeculativeOptions speculative;
 };
 
 enum class FinishReason {
@@ -56,6 +66,11 @@ struct RequestOutput {
   std::string error;                   // when finish_reason == kError
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;    // total so far
+  // Speculative decoding of this request so far: tokens proposed and accepted, and the
+  // steps that verified a draft (acceptance rate = accepted / draft).
+  int32_t num_draft_tokens = 0;
+  int32_t num_accepted_tokens = 0;
+  int32_t num_spec_steps = 0;
 };
 
 }  // namespace specd

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   cli::add_generate_command(app);
   cli::add_score_command(app);
   cli::add_bench_command(app);
+  cli::add_serve_command(app);
 
   try {
     app.parse(argc, argv);

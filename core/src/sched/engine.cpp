@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "model/llama.hpp"
 #include "sampling/sampling.hpp"
 #include "sched/scheduler.hpp"
+#include "spec/speculator.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
 #include "specd/log.hpp"
@@ -56,10 +58,21 @@ struct Engine::Impl {
   model::ForwardOutput fwd;
   std::vector<float> probs;
   log::Logger& log = log::get("engine");
+  // Speculative decoding (null without a `speculative` section or with enabled: false).
+  std::unique_ptr<spec::Speculator> spec;
+  spec::SpecMetrics spec_metrics;
+  std::vector<spec::Speculator::Item> spec_items;
+  std::vector<std::vector<int32_t>> spec_tokens;  // [last token, drafts...] per item
+  std::vector<int32_t> spec_rows;
 
   explicit Impl(const config::EngineConfig& c);
   RequestOutput fail_output(RequestId id, const std::string& message, int32_t num_prompt = 0);
   void emit_token(sched::Sequence& seq, int32_t token, RequestOutput& out);
+  // Removes a sequence from the scheduler (freeing its KV) and from the proposer.
+  void finish_seq(RequestId id);
+  int32_t lookahead(const sched::Sequence& seq, size_t num_running) const;
+  void run_speculative(std::vector<RequestOutput>& outputs, const std::vector<size_t>& item_chunks,
+                       const sched::SchedulePlan& plan, double score_seconds, double propose_seconds);
 };
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
@@ -72,9 +85,6 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                 "model.dtype: \"" + cfg.model.dtype +
                     "\" is not supported on the cpu, which computes in f32 (use auto or f32; "
                     "f16/bf16 checkpoints are widened to f32 at load)");
-  }
-  if (cfg.speculative.enabled) {
-    log.warn("the speculative section is ignored: this build decodes with the target model only");
   }
   kernels::set_num_threads(cfg.model.num_threads);
 
@@ -100,30 +110,43 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                     (checkpoint->dir() / "config.json").string() + ")");
   }
 
-  model = std::make_unique<model::LlamaModel>(model::LlamaWeights::load(checkpoint));
+  std::shared_ptr<const model::LlamaWeights> weights = model::LlamaWeights::load(checkpoint);
+  model = std::make_unique<model::LlamaModel>(weights);
   const kv::KvCacheShape shape = model->kv_shape(cfg.kv_cache.block_size);
+  // The proposer may load draft models: create it first so the KV budget covers them.
+  if (cfg.speculative.enabled) {
+    spec = std::make_unique<spec::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);
+  }
+  // Target and hosted models get equal block counts; one "block" of the budget is a target
+  // block plus one block of every hosted model (docs/speculative.md).
+  const size_t block_bytes = kv::bytes_per_block(shape) + (spec ? spec->host().hosted_bytes_per_block() : 0);
   size_t budget = 0;
   if (cfg.kv_cache.memory_mib > 0) {
     budget = static_cast<size_t>(cfg.kv_cache.memory_mib) << 20;
   } else {
     // auto: every sequence at full context, capped at a quarter of physical memory.
-    const size_t full = kv::bytes_per_block(shape) *
+    const size_t full = block_bytes *
                         static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
                         static_cast<size_t>(cfg.scheduler.max_num_seqs);
     budget = std::min(full, physical_memory_bytes() / 4);
   }
-  const int32_t blocks = kv::blocks_for_budget(shape, budget);
+  const auto blocks = static_cast<int32_t>(std::min<size_t>(budget / block_bytes, INT32_MAX));
   if (blocks < 1) {
     throw Error(ErrorCode::kOutOfMemory,
                 "kv_cache.memory_mib: " + std::to_string(budget >> 20) +
                     " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
-                    " tokens needs " + std::to_string(kv::bytes_per_block(shape)) + " bytes)");
+                    " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
   }
   kv = std::make_unique<kv::KvCache>(shape, blocks);
+  if (spec) spec->host().allocate_kv(blocks);
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
                              cfg.scheduler.chunked_prefill},
       *kv);
+  if (spec) {
+    scheduler->set_lookahead(
+        [this](const sched::Sequence& seq, size_t num_running) { return lookahead(seq, num_running); });
+  }
 
   eos_ids = mc.eos_token_ids;
   if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
@@ -142,6 +165,11 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.kv_bytes = kv::bytes_per_block(shape) * static_cast<size_t>(blocks);
   info.decode_weight_bytes = model->decode_bytes();
   info.num_threads = kernels::num_threads();
+  if (spec) {
+    info.proposer = spec->proposer_name();
+    info.verifier = spec->verifier_name();
+    info.num_speculative_tokens = spec->default_k();
+  }
   log.info("loaded {} ({}, {} layers, vocab {}); KV cache {} blocks x {} tokens ({} MiB); {} threads",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, blocks,
            shape.block_size, info.kv_bytes >> 20, info.num_threads);
@@ -230,8 +258,16 @@ RequestId Engine::add_request(const Request& request) {
                                               ", which leaves no room to generate", n));
     return id;
   }
+  if (const auto& k = request.speculative.num_speculative_tokens; k && (*k < 0 || *k > 32)) {
+    m.pending.push_back(m.fail_output(id, "speculative.num_speculative_tokens must be in [0, 32], got " +
+                                              std::to_string(*k), n));
+    return id;
+  }
   seq->num_prompt = n;
   seq->params = request.sampling;
+  if (m.spec && request.speculative.enabled) {
+    seq->spec_k = request.speculative.num_speculative_tokens.value_or(m.spec->default_k());
+  }
   seq->seed = request.sampling.seed ? *request.sampling.seed
                                     : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
   seq->detok = std::make_unique<tokenizer::IncrementalDetokenizer>(*m.tok, true, seq->tokens);
@@ -243,6 +279,7 @@ RequestId Engine::add_request(const Request& request) {
 void Engine::abort(RequestId id) {
   Impl& m = *impl_;
   if (auto seq = m.scheduler->remove(id)) {
+    if (m.spec) m.spec->release(id);
     RequestOutput out;
     out.id = id;
     out.finished = true;
@@ -255,56 +292,211 @@ void Engine::abort(RequestId id) {
 
 bool Engine::has_unfinished() const { return !impl_->scheduler->empty() || !impl_->pending.empty(); }
 
+void Engine::Impl::finish_seq(RequestId id) {
+  scheduler->remove(id);
+  if (spec) spec->release(id);
+}
+
+// k_i for a decoding sequence this step: the request's k, capped by the proposer's max_k and
+// by what max_tokens leaves; 0 (plain decode) above disable_by_batch_size or when the step
+// would come within k tokens of the context limit.
+int32_t Engine::Impl::lookahead(const sched::Sequence& seq, size_t num_running) const {
+  if (seq.spec_k <= 0) return 0;
+  const int32_t limit = cfg.speculative.disable_by_batch_size;
+  if (limit > 0 && num_running > static_cast<size_t>(limit)) return 0;
+  int32_t k = seq.spec_k;
+  if (const int32_t max_k = spec->proposer_caps().max_k; max_k > 0) k = std::min(k, max_k);
+  k = std::min(k, seq.params.max_tokens - seq.num_generated() - 1);
+  if (static_cast<int64_t>(seq.tokens.size()) + k + 1 > max_model_len) return 0;
+  return std::max(k, 0);
+}
+
 std::vector<RequestOutput> Engine::step() {
+  using Clock = std::chrono::steady_clock;
   Impl& m = *impl_;
   std::vector<RequestOutput> outputs = std::move(m.pending);
   m.pending.clear();
 
   sched::SchedulePlan plan = m.scheduler->schedule();
-  for (auto& [id, message] : plan.failed) outputs.push_back(m.fail_output(id, message));
+  for (auto& [id, message] : plan.failed) {
+    if (m.spec) m.spec->release(id);
+    outputs.push_back(m.fail_output(id, message));
+  }
+  if (m.spec) {
+    for (RequestId id : plan.preempted) m.spec->release(id);  // drafts re-prefill with the target
+  }
   if (plan.chunks.empty()) return outputs;
 
+  // Propose for decodes that got lookahead slots. A failing proposer fails those requests only.
+  std::vector<size_t> item_chunks;  // chunk index of each speculative item
+  double propose_seconds = 0;
+  m.spec_items.clear();
+  if (m.spec) {
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const sched::ScheduledChunk& c = plan.chunks[i];
+      if (c.sample && c.lookahead > 0) {
+        m.spec_items.push_back({c.seq, c.lookahead, 0});
+        item_chunks.push_back(i);
+      }
+    }
+    if (!m.spec_items.empty()) {
+      const auto t0 = Clock::now();
+      try {
+        m.spec->propose(m.spec_items);
+      } catch (const Error& e) {
+        m.log.error("proposer failed for {} sequences: {}", m.spec_items.size(), e.what());
+        for (size_t j = 0; j < m.spec_items.size(); ++j) {
+          sched::Sequence* seq = m.spec_items[j].seq;
+          outputs.push_back(m.fail_output(seq->id, std::string("speculative decoding failed: ") + e.what(),
+                                          seq->num_prompt));
+          plan.chunks[item_chunks[j]].seq = nullptr;  // dropped from this step
+          m.finish_seq(seq->id);
+        }
+        m.spec_items.clear();
+        item_chunks.clear();
+      }
+      propose_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+  }
+
+  // One forward: prefill chunks, plain decodes, and [last token, drafts...] of every item.
   m.batch.seqs.clear();
   m.batch.return_hidden = false;
-  for (const sched::ScheduledChunk& c : plan.chunks) {
-    m.batch.seqs.push_back({static_cast<kv::SeqId>(c.seq->id),
-                            std::span<const int32_t>(c.seq->tokens).subspan(static_cast<size_t>(c.start),
-                                                                            static_cast<size_t>(c.n)),
-                            c.sample ? model::LogitsMode::kLast : model::LogitsMode::kNone});
+  m.spec_tokens.resize(std::max(m.spec_tokens.size(), m.spec_items.size()));
+  std::vector<int32_t> chunk_item(plan.chunks.size(), -1);
+  for (size_t j = 0; j < m.spec_items.size(); ++j) chunk_item[item_chunks[j]] = static_cast<int32_t>(j);
+  std::vector<size_t> batch_chunk;  // chunk index of each batch entry
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const sched::ScheduledChunk& c = plan.chunks[i];
+    if (c.seq == nullptr) continue;
+    std::span<const int32_t> tokens =
+        std::span<const int32_t>(c.seq->tokens).subspan(static_cast<size_t>(c.start), static_cast<size_t>(c.n));
+    model::LogitsMode mode = c.sample ? model::LogitsMode::kLast : model::LogitsMode::kNone;
+    if (chunk_item[i] >= 0 && m.spec_items[static_cast<size_t>(chunk_item[i])].num_drafted > 0) {
+      const auto j = static_cast<size_t>(chunk_item[i]);
+      std::vector<int32_t>& t = m.spec_tokens[j];
+      t.assign(tokens.begin(), tokens.end());
+      const auto d = m.spec->drafts(j);
+      t.insert(t.end(), d.begin(), d.end());
+      tokens = t;
+      mode = model::LogitsMode::kAll;
+    }
+    m.batch.seqs.push_back({static_cast<kv::SeqId>(c.seq->id), tokens, mode});
+    batch_chunk.push_back(i);
   }
+  const auto t_forward = Clock::now();
   try {
     m.model->forward(m.batch, *m.kv, m.fwd);
   } catch (const Error& e) {
     // The forward failed as a whole (no KV length changed): fail this step's requests, keep
     // the engine serving the others.
-    m.log.error("forward failed for {} sequences: {}", plan.chunks.size(), e.what());
-    for (const sched::ScheduledChunk& c : plan.chunks) {
-      const int32_t np = c.seq->num_prompt;
-      const RequestId id = c.seq->id;
-      m.scheduler->remove(id);
+    m.log.error("forward failed for {} sequences: {}", batch_chunk.size(), e.what());
+    for (size_t i : batch_chunk) {
+      const sched::Sequence& seq = *plan.chunks[i].seq;
+      const int32_t np = seq.num_prompt;
+      const RequestId id = seq.id;
+      m.finish_seq(id);
       outputs.push_back(m.fail_output(id, std::string("forward failed: ") + e.what(), np));
     }
     return outputs;
   }
+  const double forward_seconds = std::chrono::duration<double>(Clock::now() - t_forward).count();
 
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const sched::ScheduledChunk& c = plan.chunks[i];
+  // Plain chunks: KV bookkeeping and sampling.
+  m.spec_rows.assign(m.spec_items.size(), 0);
+  for (size_t b = 0; b < batch_chunk.size(); ++b) {
+    const sched::ScheduledChunk& c = plan.chunks[batch_chunk[b]];
+    const int32_t item = chunk_item[batch_chunk[b]];
+    if (item >= 0 && m.spec_items[static_cast<size_t>(item)].num_drafted > 0) {
+      m.spec_rows[static_cast<size_t>(item)] = m.fwd.row_start[b];
+      continue;
+    }
     sched::Sequence& seq = *c.seq;
     seq.num_computed += c.n;
     if (!c.sample) continue;
     RequestOutput out;
     out.id = seq.id;
     try {
-      const int32_t token = sampling::sample_token(m.fwd.logits_row(m.fwd.row_start[i]), seq.params,
-                                                   seq.seed, seq.step, m.probs);
+      const int32_t token = sampling::sample_token(m.fwd.logits_row(m.fwd.row_start[b]), seq.params, seq.seed,
+                                                   seq.step, m.probs);
       m.emit_token(seq, token, out);
     } catch (const Error& e) {
       out = m.fail_output(seq.id, std::string("sampling failed: ") + e.what(), seq.num_prompt);
     }
-    if (out.finished) m.scheduler->remove(seq.id);
+    if (out.finished) {
+      m.finish_seq(seq.id);
+    } else if (item >= 0) {
+      m.spec->on_accept(seq, 0, out.new_token_ids);  // proposed nothing; the target's token
+    }
     outputs.push_back(std::move(out));
   }
+  m.run_speculative(outputs, item_chunks, plan, forward_seconds, propose_seconds);
   return outputs;
+}
+
+// Verifies the drafted items of this step and appends what the verifier emitted.
+void Engine::Impl::run_speculative(std::vector<RequestOutput>& outputs, const std::vector<size_t>& item_chunks,
+                                   const sched::SchedulePlan& plan, double score_seconds, double propose_seconds) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<spec::Speculator::Item> drafted;
+  std::vector<int32_t> rows;
+  std::vector<size_t> chunk_of;
+  for (size_t j = 0; j < spec_items.size(); ++j) {
+    if (spec_items[j].num_drafted == 0) continue;
+    drafted.push_back(spec_items[j]);
+    rows.push_back(spec_rows[j]);
+    chunk_of.push_back(item_chunks[j]);
+  }
+  if (drafted.empty()) return;
+  const auto t0 = Clock::now();
+  try {
+    spec->verify(drafted, fwd, rows);
+  } catch (const Error& e) {
+    log.error("verifier failed for {} sequences: {}", drafted.size(), e.what());
+    for (const auto& it : drafted) {
+      outputs.push_back(fail_output(it.seq->id, std::string("speculative decoding failed: ") + e.what(),
+                                    it.seq->num_prompt));
+      finish_seq(it.seq->id);
+    }
+    return;
+  }
+  const double verify_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  spec_metrics.add_times(propose_seconds, score_seconds, verify_seconds);
+
+  for (size_t j = 0; j < drafted.size(); ++j) {
+    sched::Sequence& seq = *drafted[j].seq;
+    const sched::ScheduledChunk& c = plan.chunks[chunk_of[j]];
+    const int32_t accepted = spec->num_accepted(j);
+    // The forward wrote K/V for the last token and every draft; keep the accepted ones.
+    const int32_t keep = c.start + c.n + accepted;
+    kv->truncate(static_cast<kv::SeqId>(seq.id), keep);
+    seq.num_computed = keep;
+    RequestOutput out;
+    out.id = seq.id;
+    int32_t appended = 0;
+    for (int32_t token : spec->emitted(j)) {
+      emit_token(seq, token, out);
+      ++appended;
+      if (out.finished) break;
+    }
+    seq.spec_stats.record(drafted[j].max_draft, drafted[j].num_drafted, accepted, appended);
+    spec_metrics.record(drafted[j].max_draft, drafted[j].num_drafted, accepted, appended);
+    out.num_draft_tokens = static_cast<int32_t>(seq.spec_stats.draft_tokens);
+    out.num_accepted_tokens = static_cast<int32_t>(seq.spec_stats.accepted_tokens);
+    out.num_spec_steps = static_cast<int32_t>(seq.spec_stats.num_drafts);
+    if (out.finished) {
+      finish_seq(seq.id);
+    } else {
+      try {
+        spec->on_accept(seq, accepted, out.new_token_ids);
+      } catch (const Error& e) {
+        log.error("proposer on_accept failed for request {}: {}", seq.id, e.what());
+        out = fail_output(seq.id, std::string("speculative decoding failed: ") + e.what(), seq.num_prompt);
+        finish_seq(seq.id);
+      }
+    }
+    outputs.push_back(std::move(out));
+  }
 }
 
 std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
@@ -365,5 +557,7 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
 }
 
 const EngineInfo& Engine::info() const { return impl_->info; }
+
+spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
 
 }  // namespace specd

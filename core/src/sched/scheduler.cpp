@@ -44,6 +44,7 @@ void Scheduler::preempt(size_t index) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
   kv_.remove_sequence(static_cast<kv::SeqId>(seq->id));
   seq->num_computed = 0;
+  preempted_.push_back(seq->id);
   log::get("sched").debug("preempted request {} ({} tokens to recompute)", seq->id, seq->tokens.size());
   waiting_.push_front(std::move(seq));
 }
@@ -59,6 +60,8 @@ std::string Scheduler::too_large_message(const Sequence& seq) const {
 SchedulePlan Scheduler::schedule() {
   SchedulePlan plan;
   int32_t budget = limits_.max_num_batched_tokens;
+  preempted_.clear();
+  const size_t num_running = running_.size();
 
   // 1. Running sequences, oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -69,8 +72,15 @@ SchedulePlan Scheduler::schedule() {
       continue;
     }
     const int32_t n = std::min(remaining, budget);
+    // A decode may carry speculative lookahead: k extra slots, counted against the budget.
+    int32_t lookahead = 0;
+    if (remaining == 1 && lookahead_) lookahead = std::max(0, std::min(lookahead_(seq, num_running), budget - n));
     const auto sid = static_cast<kv::SeqId>(seq.id);
-    bool reserved = kv_.reserve(sid, n);
+    bool reserved = kv_.reserve(sid, n + lookahead);
+    if (!reserved && lookahead > 0) {
+      lookahead = 0;  // never preempt anyone for speculation: decode plainly instead
+      reserved = kv_.reserve(sid, n);
+    }
     while (!reserved && running_.size() > i + 1) {
       preempt(running_.size() - 1);  // the most recently admitted sequence gives way
       ++plan.num_preempted;
@@ -89,8 +99,9 @@ SchedulePlan Scheduler::schedule() {
       }
       continue;
     }
-    plan.chunks.push_back({&seq, seq.num_computed, n, seq.num_computed + n == static_cast<int32_t>(seq.tokens.size())});
-    budget -= n;
+    plan.chunks.push_back(
+        {&seq, seq.num_computed, n, seq.num_computed + n == static_cast<int32_t>(seq.tokens.size()), lookahead});
+    budget -= n + lookahead;
     ++i;
   }
 
@@ -124,11 +135,13 @@ SchedulePlan Scheduler::schedule() {
       kv_.remove_sequence(sid);
       break;  // wait for blocks to be freed
     }
-    plan.chunks.push_back({&seq, 0, n, n == static_cast<int32_t>(seq.tokens.size())});
+    plan.chunks.push_back({&seq, 0, n, n == static_cast<int32_t>(seq.tokens.size()), 0});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+  plan.preempted = std::move(preempted_);
+  preempted_.clear();
   return plan;
 }
 

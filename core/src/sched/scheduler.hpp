@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "kv/kv_cache.hpp"
 #include "sampling/stop.hpp"
 #include "specd/request.hpp"
+#include "specd/spec_metrics.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::sched {
@@ -33,6 +35,8 @@ struct Sequence {
   uint64_t step = 0;            // decode steps taken (the Philox step counter)
   std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
   sampling::StopStringMatcher stops;
+  int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
+  spec::SpecMetrics spec_stats;  // this request's speculative counters
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
@@ -46,24 +50,33 @@ struct SchedulerLimits {
 
 // One sequence's share of a step: tokens [start, start + n) go through the forward; when
 // `sample` is set they end the sequence's known tokens and the step samples the next one.
+// `lookahead` KV slots past them are reserved for speculative tokens (decodes only).
 struct ScheduledChunk {
   Sequence* seq = nullptr;
   int32_t start = 0;
   int32_t n = 0;
   bool sample = false;
+  int32_t lookahead = 0;
 };
 
 struct SchedulePlan {
   std::vector<ScheduledChunk> chunks;
   std::vector<std::pair<RequestId, std::string>> failed;  // already removed from the scheduler
   int32_t num_preempted = 0;
+  std::vector<RequestId> preempted;  // their KV was dropped; they re-prefill later
 };
+
+// Speculative lookahead wanted by a decoding sequence this step (0 = none), given how many
+// sequences are running. The scheduler reserves that many extra KV slots and counts them
+// against the token budget, shrinking the lookahead when the budget is short.
+using LookaheadFn = std::function<int32_t(const Sequence& seq, size_t num_running)>;
 
 class Scheduler {
  public:
   Scheduler(const SchedulerLimits& limits, kv::KvCache& kv);
 
   void add(std::unique_ptr<Sequence> seq);
+  void set_lookahead(LookaheadFn fn) { lookahead_ = std::move(fn); }
   SchedulePlan schedule();
   // Removes a sequence (finished, failed or aborted) and frees its KV blocks; returns it, or
   // null for an unknown id.
@@ -82,6 +95,8 @@ class Scheduler {
   kv::KvCache& kv_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  LookaheadFn lookahead_;
+  std::vector<RequestId> preempted_;  // collected during schedule()
 };
 
 }  // namespace specd::sched

@@ -1,4 +1,4 @@
-#include "spec/metrics.hpp"
+#include "specd/spec_metrics.hpp"
 
 #include <fmt/format.h>
 

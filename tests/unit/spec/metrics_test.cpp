@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "spec/metrics.hpp"
+#include "specd/spec_metrics.hpp"
 #include "specd/error.hpp"
 
 using specd::spec::SpecMetrics;

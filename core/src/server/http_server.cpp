@@ -1,0 +1,555 @@
+#include "server/http_server.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "config/config.hpp"
+#include "sched/async_engine.hpp"
+#include "server/metrics.hpp"
+#include "server/openai_api.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace specd::server {
+
+using nlohmann::json;
+using sched::Clock;
+
+namespace {
+
+std::string default_model_name(const config::EngineConfig& cfg) {
+  if (!cfg.server.model_name.empty()) return cfg.server.model_name;
+  std::filesystem::path p = std::filesystem::path(cfg.model.path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().empty() ? std::string("specd") : p.filename().string();
+}
+
+// Compares in time independent of where the strings differ.
+bool equal_constant_time(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  send_json(res, e.status, error_body(e));
+}
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+// Known endpoints by name, so the http metric's label set stays bounded.
+std::string endpoint_label(const std::string& path) {
+  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"};
+  for (const char* k : kKnown) {
+    if (path == k) return k;
+  }
+  return "other";
+}
+
+}  // namespace
+
+// What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
+struct Loaded {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<sched::AsyncEngine> engine;
+  ChatTemplateKind chat_template = ChatTemplateKind::kChatML;
+  ApiLimits limits;
+};
+
+struct HttpServer::Impl {
+  config::EngineConfig cfg;
+  std::string model_name;
+  std::vector<std::string> api_keys;
+  log::Logger& log = log::get("server");
+  httplib::Server http;
+  std::thread listener;
+  int port = -1;
+  int64_t started_at = static_cast<int64_t>(std::time(nullptr));
+
+  std::mutex mu;
+  std::shared_ptr<Loaded> loaded;  // null until load()
+  std::atomic<bool> draining{false};
+  bool shut_down = false;
+  std::mutex shutdown_mu;
+
+  // Handlers that still write a response (streams until their releaser has run).
+  std::mutex active_mu;
+  std::condition_variable active_cv;
+  int active = 0;
+
+  std::atomic<uint64_t> next_response_id{0};
+  uint64_t id_salt = std::random_device{}();
+
+  MetricsRegistry metrics;
+  Family<Counter>* requests_total = nullptr;
+  Family<Counter>* http_requests_total = nullptr;
+  Histogram* latency = nullptr;
+  Histogram* queue_time = nullptr;
+  Histogram* ttft = nullptr;
+  Histogram* tpot = nullptr;
+  Counter* prompt_tokens = nullptr;
+  Counter* generation_tokens = nullptr;
+  Counter* engine_steps = nullptr;
+  Gauge* queue_depth = nullptr;
+  Gauge* running = nullptr;
+  Gauge* ready = nullptr;
+  Gauge* kv_blocks = nullptr;
+
+  explicit Impl(const config::EngineConfig& c);
+  void register_metrics();
+  void routes();
+  std::shared_ptr<Loaded> get_loaded() {
+    std::lock_guard lock(mu);
+    return loaded;
+  }
+  void check_auth(const httplib::Request& req) const;
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void on_finished(const sched::RequestTrace& t);
+  std::string response_id(bool chat) {
+    const uint64_t n = next_response_id.fetch_add(1) + 1;
+    return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
+  }
+  void begin_active() {
+    std::lock_guard lock(active_mu);
+    ++active;
+  }
+  void end_active() {
+    {
+      std::lock_guard lock(active_mu);
+      --active;
+    }
+    active_cv.notify_all();
+  }
+};
+
+HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(default_model_name(c)) {
+  // Validate the template setting before anything binds.
+  if (cfg.server.chat_template != "auto" && cfg.server.chat_template != "chatml" &&
+      cfg.server.chat_template != "llama2" && cfg.server.chat_template != "llama3") {
+    throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto, chatml, llama2 or llama3, got '" +
+                                                 cfg.server.chat_template + "'");
+  }
+  api_keys = cfg.server.api_keys;
+  if (!cfg.server.api_key_env.empty()) {
+    const char* key = std::getenv(cfg.server.api_key_env.c_str());
+    if (key != nullptr && *key != '\0') {
+      api_keys.emplace_back(key);
+    } else {
+      log.warn("server.api_key_env names {}, which is not set; it adds no key", cfg.server.api_key_env);
+    }
+  }
+  register_metrics();
+  routes();
+}
+
+void HttpServer::Impl::register_metrics() {
+  requests_total = &metrics.counter("specd_requests_total", "Finished generation requests by finish reason.",
+                                    {"finish_reason"});
+  for (const char* r : {"stop", "length", "error", "abort"}) requests_total->with({r});
+  http_requests_total = &metrics.counter("specd_http_requests_total", "HTTP responses by endpoint and status code.",
+                                         {"endpoint", "code"});
+  latency = &metrics.histogram("specd_request_latency_seconds", "Time from arrival to the last token.",
+                               latency_buckets_seconds()).with({});
+  queue_time = &metrics.histogram("specd_request_queue_time_seconds",
+                                  "Time a request waited before entering the engine.", latency_buckets_seconds())
+                    .with({});
+  ttft = &metrics.histogram("specd_time_to_first_token_seconds", "Time from arrival to the first generated token.",
+                            latency_buckets_seconds()).with({});
+  tpot = &metrics.histogram("specd_time_per_output_token_seconds",
+                            "Mean time between output tokens after the first, per request.",
+                            token_latency_buckets_seconds()).with({});
+  prompt_tokens = &metrics.counter("specd_prompt_tokens_total", "Prompt tokens of finished requests.").with({});
+  generation_tokens = &metrics.counter("specd_generation_tokens_total", "Generated tokens.").with({});
+  engine_steps = &metrics.counter("specd_engine_steps_total", "Engine steps run.").with({});
+  queue_depth = &metrics.gauge("specd_queue_depth", "Requests waiting to enter the engine.").with({});
+  running = &metrics.gauge("specd_running_sequences", "Requests inside the engine (prefilling or decoding).").with({});
+  ready = &metrics.gauge("specd_model_ready", "1 once the model is loaded and the server accepts requests.").with({});
+  kv_blocks = &metrics.gauge("specd_kv_cache_blocks", "KV cache blocks of the target model.").with({});
+  metrics.add_collect_hook([this] {
+    std::shared_ptr<Loaded> l = get_loaded();
+    if (!l) return;
+    const sched::AsyncEngineStats s = l->engine->stats();
+    queue_depth->set(static_cast<double>(s.num_waiting));
+    running->set(static_cast<double>(s.num_running));
+    ready->set(draining ? 0.0 : 1.0);
+  });
+}
+
+void HttpServer::Impl::on_finished(const sched::RequestTrace& t) {
+  requests_total->with({std::string(finish_reason_name(t.finish_reason))}).inc();
+  prompt_tokens->inc(t.num_prompt_tokens);
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  latency->observe(seconds(t.finished - t.submitted));
+  queue_time->observe(seconds(t.started - t.submitted));
+  if (t.first_token) {
+    ttft->observe(seconds(*t.first_token - t.submitted));
+    if (t.num_generated_tokens > 1) tpot->observe(seconds(t.finished - *t.first_token) / (t.num_generated_tokens - 1));
+  }
+}
+
+void HttpServer::Impl::check_auth(const httplib::Request& req) const {
+  if (api_keys.empty()) return;
+  const std::string header = req.get_header_value("Authorization");
+  static const std::string kBearer = "Bearer ";
+  if (header.empty()) {
+    throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
+                   "invalid_api_key");
+  }
+  bool ok = false;
+  if (header.compare(0, kBearer.size(), kBearer) == 0) {
+    const std::string key = header.substr(kBearer.size());
+    for (const std::string& k : api_keys) ok = equal_constant_time(key, k) || ok;
+  }
+  if (!ok) throw ApiError(401, "invalid API key", "authentication_error", "", "invalid_api_key");
+}
+
+void HttpServer::Impl::routes() {
+  http.set_payload_max_length(static_cast<size_t>(cfg.server.max_body_bytes));
+  http.set_tcp_nodelay(true);
+  http.set_keep_alive_max_count(1000);
+  const size_t threads = std::clamp<size_t>(
+      static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    try {
+      check_auth(req);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining) {
+      send_json(res, 503, json{{"status", "shutting_down"}});
+    } else if (!get_loaded()) {
+      send_json(res, 503, json{{"status", "loading"}});
+    } else {
+      send_json(res, 200, json{{"status", "ok"}});
+    }
+  });
+
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json model = {{"id", model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "specd"}};
+    if (auto l = get_loaded()) model["max_model_len"] = l->limits.max_model_len;
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({model})}});
+  });
+
+  auto generation = [this](bool chat) {
+    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        generate(req, res, chat);
+      } catch (const ApiError& e) {
+        if (e.status >= 500) log.warn("{} {}: {}", req.method, req.path, e.what());
+        send_error(res, e);
+      }
+    };
+  };
+  http.Post("/v1/completions", generation(false));
+  http.Post("/v1/chat/completions", generation(true));
+
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      send_error(res, ApiError(413, "the request body is larger than server.max_body_bytes = " +
+                                        std::to_string(cfg.server.max_body_bytes) + " bytes",
+                               "invalid_request_error", "", "request_too_large"));
+    } else if (res.status == 404) {
+      send_error(res, ApiError(404, "no route for " + req.method + " " + req.path, "invalid_request_error", "",
+                               "not_found"));
+    } else {
+      send_error(res, ApiError(res.status, "the request could not be processed (HTTP " +
+                                               std::to_string(res.status) + ")",
+                               res.status >= 500 ? "server_error" : "invalid_request_error"));
+    }
+  });
+  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log.error("{} {} failed: {}", req.method, req.path, what);
+    send_error(res, ApiError(500, "internal server error: " + what, "server_error"));
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    http_requests_total->with({endpoint_label(req.path), std::to_string(res.status)}).inc();
+    log.debug("{} {} -> {}", req.method, req.path, res.status);
+  });
+}
+
+namespace {
+
+// The engine request for a parsed API request. Speculative options are parsed and validated
+// by the API layer; the engine's Request has no per-request speculative fields yet, so they are
+// not forwarded (docs/server.md says so).
+Request to_engine_request(const GenerationRequest& g) {
+  Request r;
+  r.prompt_ids = g.prompt_ids;
+  r.sampling = g.sampling;
+  if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
+  r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
+  return r;
+}
+
+// Waits for the next output; the AsyncEngine guarantees every stream ends (stop() aborts).
+RequestOutput next_output(sched::RequestStream& stream) {
+  for (;;) {
+    if (auto out = stream.next(Clock::now() + std::chrono::seconds(1))) return std::move(*out);
+  }
+}
+
+ApiError engine_failure(const RequestOutput& out) {
+  if (out.finish_reason == FinishReason::kAbort) {
+    return ApiError(503, "the request was aborted: the server is shutting down", "server_error", "", "aborted");
+  }
+  return ApiError(500, "generation failed: " + out.error, "server_error", "", "engine_error");
+}
+
+// One streaming response's state, shared by the content provider and its releaser.
+struct StreamState {
+  std::shared_ptr<Loaded> loaded;
+  RequestId ticket = 0;
+  std::shared_ptr<sched::RequestStream> stream;
+  std::vector<RequestOutput> pending;  // outputs taken before the stream started
+  ResponseMeta meta;
+  bool chat = false;
+  bool include_usage = false;
+  bool sent_role = false;
+  bool completed = false;
+};
+
+}  // namespace
+
+void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  std::shared_ptr<Loaded> l = get_loaded();
+  if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
+
+  const json body = parse_body(req.body);
+  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
+                             : parse_completion_request(body, l->limits, *l->tok);
+
+  sched::Submission sub = l->engine->submit(to_engine_request(g));
+  if (sub.status == sched::SubmitStatus::kQueueFull) {
+    throw ApiError(429, "the server is busy: the request queue is full (scheduler.max_queue = " +
+                            std::to_string(cfg.scheduler.max_queue) + "); retry later",
+                   "rate_limit_error", "", "queue_full");
+  }
+  if (sub.status == sched::SubmitStatus::kStopped) {
+    throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  }
+  // From here on, leaving without a finished output must cancel the request.
+  struct CancelGuard {
+    sched::AsyncEngine& engine;
+    RequestId id;
+    bool armed = true;
+    ~CancelGuard() {
+      if (armed) engine.cancel(id);
+    }
+  } guard{*l->engine, sub.id};
+
+  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
+  RequestOutput first = next_output(*sub.stream);
+  if (first.finished && first.finish_reason != FinishReason::kStop && first.finish_reason != FinishReason::kLength) {
+    guard.armed = false;
+    throw engine_failure(first);
+  }
+
+  if (!g.stream) {
+    std::string text = first.text_delta;
+    RequestOutput last = std::move(first);
+    while (!last.finished) {
+      last = next_output(*sub.stream);
+      text += last.text_delta;
+    }
+    guard.armed = false;
+    if (last.finish_reason != FinishReason::kStop && last.finish_reason != FinishReason::kLength) {
+      throw engine_failure(last);
+    }
+    const std::string reason(finish_reason_name(last.finish_reason));
+    send_json(res, 200,
+              chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
+                   : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens));
+    return;
+  }
+
+  auto st = std::make_shared<StreamState>();
+  st->loaded = l;
+  st->ticket = sub.id;
+  st->stream = sub.stream;
+  st->pending.push_back(std::move(first));
+  st->meta = meta;
+  st->chat = chat;
+  st->include_usage = g.include_usage;
+  guard.armed = false;  // the releaser cancels from now on
+  begin_active();
+
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st](size_t, httplib::DataSink& sink) {
+        std::vector<RequestOutput> outs = std::move(st->pending);
+        st->pending.clear();
+        if (outs.empty()) {
+          auto out = st->stream->next(Clock::now() + std::chrono::milliseconds(200));
+          if (!out) return sink.is_writable();  // nothing new; the provider is called again
+          outs.push_back(std::move(*out));
+          for (RequestOutput& more : st->stream->drain()) outs.push_back(std::move(more));
+        }
+        std::string data;
+        for (const RequestOutput& out : outs) {
+          if (st->chat && !st->sent_role) {
+            data += sse(chat_chunk(st->meta, "", "", true));
+            st->sent_role = true;
+          }
+          if (!out.finished) {
+            if (!out.text_delta.empty()) {
+              data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, "", false)
+                                   : completion_chunk(st->meta, out.text_delta, ""));
+            }
+            continue;
+          }
+          if (out.finish_reason == FinishReason::kStop || out.finish_reason == FinishReason::kLength) {
+            const std::string reason(finish_reason_name(out.finish_reason));
+            data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, reason, false)
+                                 : completion_chunk(st->meta, out.text_delta, reason));
+            if (st->include_usage) {
+              data += sse(usage_chunk(st->meta, st->chat, out.num_prompt_tokens, out.num_generated_tokens));
+            }
+          } else {
+            data += sse(error_body(engine_failure(out)));
+          }
+          data += "data: [DONE]\n\n";
+          st->completed = true;
+          break;
+        }
+        if (!data.empty() && !sink.write(data.data(), data.size())) return false;
+        if (st->completed) sink.done();
+        return true;
+      },
+      [this, st](bool) {
+        if (!st->completed) {
+          log.debug("stream {} ended early (client gone); cancelling", st->meta.id);
+          st->loaded->engine->cancel(st->ticket);
+        }
+        end_active();
+      });
+}
+
+HttpServer::HttpServer(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+
+HttpServer::~HttpServer() { shutdown(std::chrono::milliseconds(0)); }
+
+int HttpServer::bind() {
+  Impl& m = *impl_;
+  const std::string& host = m.cfg.server.host;
+  const int port = m.cfg.server.port;
+  if (port == 0) {
+    m.port = m.http.bind_to_any_port(host);
+  } else {
+    m.port = m.http.bind_to_port(host, port) ? port : -1;
+  }
+  if (m.port <= 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "server: cannot listen on " + host + ":" + std::to_string(port) + " (address in use or not local?)");
+  }
+  return m.port;
+}
+
+void HttpServer::start() {
+  Impl& m = *impl_;
+  SPECD_CHECK(m.port > 0, ErrorCode::kInvalidArgument, "HttpServer::start() before bind()");
+  m.listener = std::thread([&m] {
+    if (!m.http.listen_after_bind() && !m.draining) m.log.error("the HTTP listener stopped unexpectedly");
+  });
+}
+
+void HttpServer::load(std::unique_ptr<Engine> engine) {
+  Impl& m = *impl_;
+  auto l = std::make_shared<Loaded>();
+  const std::string tok_path = m.cfg.model.tokenizer.empty() ? m.cfg.model.path : m.cfg.model.tokenizer;
+  l->tok = tokenizer::Tokenizer::load(tok_path);
+  l->chat_template = resolve_chat_template(m.cfg.server.chat_template, *l->tok);
+  const EngineInfo& info = engine->info();
+  l->limits.model_name = m.model_name;
+  l->limits.max_model_len = info.max_model_len;
+  const int64_t context_limit = std::max<int64_t>(1, info.max_model_len - 1);  // room for one token
+  l->limits.max_prompt_tokens = static_cast<int32_t>(
+      m.cfg.server.max_prompt_tokens > 0 ? std::min<int64_t>(m.cfg.server.max_prompt_tokens, context_limit)
+                                         : context_limit);
+  l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
+  l->limits.vocab_size = info.vocab_size;
+  m.kv_blocks->set(info.kv_num_blocks);
+
+  sched::AsyncEngineOptions opts;
+  opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));
+  opts.max_running = static_cast<size_t>(std::max(1, m.cfg.scheduler.max_num_seqs));
+  opts.on_finished = [&m](const sched::RequestTrace& t) { m.on_finished(t); };
+  opts.on_step = [&m](size_t new_tokens) {
+    m.engine_steps->inc();
+    m.generation_tokens->inc(static_cast<double>(new_tokens));
+  };
+  l->engine = std::make_unique<sched::AsyncEngine>(std::move(engine), std::move(opts));
+  m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
+             chat_template_name(l->chat_template), l->limits.max_model_len, l->limits.max_prompt_tokens);
+  std::lock_guard lock(m.mu);
+  m.loaded = std::move(l);
+}
+
+void HttpServer::shutdown(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  std::lock_guard stop_lock(m.shutdown_mu);
+  if (m.shut_down) return;
+  m.shut_down = true;
+  m.draining = true;
+  if (std::shared_ptr<Loaded> l = m.get_loaded()) {
+    l->engine->stop(timeout);  // every stream has its finished output now
+  }
+  {
+    // Let the handlers write what the engine produced; a client that stopped reading is cut
+    // off by the socket write timeout.
+    std::unique_lock lock(m.active_mu);
+    m.active_cv.wait_for(lock, std::chrono::seconds(10), [&] { return m.active == 0; });
+  }
+  m.http.stop();
+  if (m.listener.joinable()) m.listener.join();
+  m.log.info("server stopped");
+}
+
+MetricsRegistry& HttpServer::metrics() { return impl_->metrics; }
+const std::string& HttpServer::model_name() const { return impl_->model_name; }
+
+}  // namespace specd::server

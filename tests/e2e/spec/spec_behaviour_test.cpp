@@ -1,0 +1,237 @@
+// Speculative decoding beyond greedy equality: sampled output is lossless, a draft identical
+// to the target is always accepted, per-request overrides and engine-wide switches work, and
+// a failing plugin fails only the requests it touched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "spec_test_util.hpp"
+
+namespace fs = std::filesystem;
+using specd::FinishReason;
+using specd::Request;
+using specd::spec_test::Generation;
+using specd::spec_test::run_engine;
+
+namespace {
+
+// Upper tail probability of a chi-square variable (Wilson–Hilferty approximation).
+double chi2_sf(double x, double df) {
+  const double z = (std::cbrt(x / df) - (1.0 - 2.0 / (9.0 * df))) / std::sqrt(2.0 / (9.0 * df));
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+// Chi-square test of homogeneity between two equally sized samples of (t1, t2) pairs.
+double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a, const std::map<std::pair<int, int>, int>& b) {
+  std::map<std::pair<int, int>, std::pair<int, int>> joint;
+  for (const auto& [k, n] : a) joint[k].first += n;
+  for (const auto& [k, n] : b) joint[k].second += n;
+  double chi2 = 0;
+  int cells = 0;
+  int pooled_a = 0, pooled_b = 0;  // rare cells pooled so the approximation holds
+  for (const auto& [k, ab] : joint) {
+    if (ab.first + ab.second < 10) {
+      pooled_a += ab.first;
+      pooled_b += ab.second;
+      continue;
+    }
+    chi2 += std::pow(ab.first - ab.second, 2) / (ab.first + ab.second);
+    ++cells;
+  }
+  if (pooled_a + pooled_b > 0) {
+    chi2 += std::pow(pooled_a - pooled_b, 2) / (pooled_a + pooled_b);
+    ++cells;
+  }
+  return cells < 2 ? 1.0 : chi2_sf(chi2, cells - 1);
+}
+
+// Joint distribution of generated tokens 2 and 3. Token 1 comes from the prefill step; with
+// max_tokens 4 the next step speculates k = 2 and emits tokens 2..4 through the verifier.
+std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
+                                                  specd::spec::SpecMetrics* metrics = nullptr) {
+  std::vector<Request> reqs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Request& r = reqs[static_cast<size_t>(i)];
+    r.prompt_ids = {1, 450, 4996, 17354, 1701, 432, 29871, 13};
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 6;  // p is the top-6 distribution: few enough pairs to test exactly
+    r.sampling.max_tokens = 4;
+    r.sampling.ignore_eos = true;
+    r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+  }
+  std::map<std::pair<int, int>, int> counts;
+  for (const Generation& g : run_engine(cfg, reqs, metrics)) {
+    EXPECT_EQ(g.tokens.size(), 4u) << g.error;
+    if (g.tokens.size() == 4) ++counts[{g.tokens[1], g.tokens[2]}];
+  }
+  return counts;
+}
+
+TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const int n = 3000;
+  const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1);
+  // The draft samples at temperature 1 over the whole vocabulary and returns its q: a draft
+  // that differs from p (no top-k) exercises the residual max(0, p - q) path.
+  const auto cfg = specd::spec_test::spec_config(target, "draft_model", "rejection", 2,
+                                                 {{"speculative.proposer.temperature", "1.0"}});
+  specd::spec::SpecMetrics m;
+  const auto spec = tokens_2_and_3(cfg, n, 100001, &m);
+  ASSERT_GE(m.draft_tokens, static_cast<uint64_t>(2 * n)) << "every request must speculate: " << m.summary();
+  EXPECT_GT(m.accepted_tokens, 0u);
+  EXPECT_LT(m.accepted_tokens, m.draft_tokens) << "rejections (the residual path) must happen";
+  const double p = homogeneity_p_value(plain, spec);
+  RecordProperty("p_value", std::to_string(p));
+  EXPECT_GT(p, 1e-3) << "speculative sampling does not match the target's distribution";
+
+  // Negative control: the greedy verifier at temperature 1 is not lossless, and the test sees it.
+  const auto greedy = tokens_2_and_3(specd::spec_test::spec_config(target, "draft_model", "greedy", 2), n, 200001);
+  EXPECT_LT(homogeneity_p_value(plain, greedy), 1e-6);
+}
+
+TEST(SpecAcceptance, DraftIdenticalToTargetIsAlwaysAccepted) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const auto requests = specd::spec_test::mixed_requests(6, 77);
+  specd::spec::SpecMetrics m;
+  const auto cfg = specd::spec_test::spec_config(target, "draft_model", "greedy", 4,
+                                                 {{"speculative.proposer.model", target.string()}});
+  const auto out = run_engine(cfg, requests, &m);
+  for (const auto& g : out) EXPECT_TRUE(g.error.empty()) << g.error;
+  EXPECT_GT(m.draft_tokens, 0u);
+  EXPECT_EQ(m.accepted_tokens, m.draft_tokens);
+  EXPECT_DOUBLE_EQ(m.acceptance_rate(), 1.0);
+}
+
+TEST(SpecAcceptance, SelfSpeculationReportsAcceptance) {
+  // The ARCHITECTURE.md dial: per-layer std 0.004 makes a 1-layer self-draft agree closely.
+  const fs::path target = specd::spec_test::target_fixture(false, 0.004);
+  specd::spec::SpecMetrics m;
+  run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 4), specd::spec_test::mixed_requests(8, 5),
+             &m);
+  RecordProperty("acceptance_rate", std::to_string(m.acceptance_rate()));
+  RecordProperty("mean_acceptance_length", std::to_string(m.mean_acceptance_length()));
+  EXPECT_GT(m.acceptance_rate(), 0.5) << m.summary();
+  EXPECT_GT(m.mean_acceptance_length(), 2.0) << m.summary();
+  EXPECT_NE(m.summary().find("per position ["), std::string::npos);
+}
+
+TEST(SpecControls, PerRequestOverrides) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.004);
+  auto reqs = specd::spec_test::mixed_requests(3, 9);
+  for (auto& r : reqs) r.sampling.max_tokens = 24;
+  reqs[0].speculative.enabled = false;
+  reqs[1].speculative.num_speculative_tokens = 1;
+  reqs[2].speculative.num_speculative_tokens = 4;
+  specd::Engine e(specd::spec_test::spec_config(target, "draft_model", "greedy", 3));
+  std::map<specd::RequestId, specd::RequestOutput> last;
+  std::map<specd::RequestId, size_t> index;
+  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i])] = i;
+  std::vector<size_t> max_step_tokens(reqs.size(), 0);
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) {
+      last[o.id] = o;
+      max_step_tokens[index[o.id]] = std::max(max_step_tokens[index[o.id]], o.new_token_ids.size());
+    }
+  for (const auto& [id, o] : last) {
+    const size_t i = index[id];
+    EXPECT_TRUE(o.error.empty()) << o.error;
+    if (i == 0) {
+      EXPECT_EQ(o.num_draft_tokens, 0);
+    } else if (i == 1) {
+      EXPECT_LE(o.num_draft_tokens, o.num_spec_steps);
+      EXPECT_LE(max_step_tokens[i], 2u);
+    } else {
+      EXPECT_GT(max_step_tokens[i], 4u) << "k = 4 should emit up to 5 tokens in a step";
+    }
+    EXPECT_GT(o.num_generated_tokens, 0);
+  }
+  // Out-of-range k fails that request only.
+  Request bad = reqs[0];
+  bad.speculative.num_speculative_tokens = 40;
+  const auto id = e.add_request(bad);
+  bool failed = false;
+  while (e.has_unfinished())
+    for (const auto& o : e.step())
+      if (o.id == id && o.finished) {
+        failed = o.finish_reason == FinishReason::kError &&
+                 o.error.find("num_speculative_tokens must be in [0, 32], got 40") != std::string::npos;
+      }
+  EXPECT_TRUE(failed);
+}
+
+TEST(SpecControls, DisableByBatchSize) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.004);
+  auto reqs = specd::spec_test::mixed_requests(4, 21);
+  for (auto& r : reqs) r.sampling.max_tokens = 12;
+  specd::spec::SpecMetrics off, on;
+  const auto a = run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3,
+                                                          {{"speculative.disable_by_batch_size", "2"}}),
+                            reqs, &off);
+  const auto b = run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3,
+                                                          {{"speculative.disable_by_batch_size", "4"}}),
+                            reqs, &on);
+  EXPECT_EQ(off.draft_tokens, 0u) << "4 running sequences > 2: no speculation";
+  EXPECT_GT(on.draft_tokens, 0u);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens);
+}
+
+TEST(SpecControls, ContextLimitFallsBackToPlainDecoding) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.004);
+  auto reqs = specd::spec_test::mixed_requests(4, 33);
+  for (auto& r : reqs) {
+    r.prompt_ids.resize(std::min<size_t>(r.prompt_ids.size(), 20));
+    r.sampling.max_tokens = 200;  // the context (48) ends generation first
+  }
+  const auto plain = run_engine(specd::config::for_model_dir(target.string(), {{"model.max_model_len", "48"}}), reqs);
+  specd::spec::SpecMetrics m;
+  const auto spec = run_engine(
+      specd::spec_test::spec_config(target, "draft_model", "greedy", 5, {{"model.max_model_len", "48"}}), reqs, &m);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+    EXPECT_EQ(spec[i].finish_reason, FinishReason::kLength);
+    EXPECT_EQ(reqs[i].prompt_ids.size() + spec[i].tokens.size(), 48u);
+    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+  }
+  EXPECT_GT(m.draft_tokens, 0u);
+}
+
+TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  auto cfg = specd::config::for_model_dir(
+      target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
+                        {"speculative.proposer.name", "test_repeat"},
+                        {"speculative.proposer.fail_on_propose", "true"},
+                        {"speculative.verifier.name", "greedy"}});
+  specd::Engine e(cfg);
+  auto reqs = specd::spec_test::mixed_requests(3, 4);
+  reqs[2].speculative.enabled = false;  // never reaches the proposer
+  std::vector<specd::RequestId> ids;
+  for (const auto& r : reqs) ids.push_back(e.add_request(r));
+  std::map<specd::RequestId, specd::RequestOutput> done;
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) {
+      if (o.finished) done[o.id] = o;
+    }
+  ASSERT_EQ(done.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(done[ids[i]].finish_reason, FinishReason::kError);
+    EXPECT_NE(done[ids[i]].error.find("proposer 'test_repeat' propose failed (invalid argument): told to fail"),
+              std::string::npos)
+        << done[ids[i]].error;
+  }
+  EXPECT_EQ(done[ids[2]].finish_reason, FinishReason::kLength) << done[ids[2]].error;
+  // Later requests are served.
+  Request later = reqs[0];
+  later.speculative.enabled = false;
+  const auto id = e.add_request(later);
+  bool served = false;
+  while (e.has_unfinished())
+    for (const auto& o : e.step())
+      if (o.id == id && o.finished) served = o.finish_reason == FinishReason::kLength;
+  EXPECT_TRUE(served);
+}
+
+}  // namespace

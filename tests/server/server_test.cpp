@@ -1,0 +1,413 @@
+// `specd serve` end to end: the real binary on 127.0.0.1 with an ephemeral port, the tiny
+// fixture model, greedy decoding (deterministic).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fixture.hpp"
+#include "http_client.hpp"
+#include "server_process.hpp"
+
+namespace specd::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const char* kModel = "tiny";
+
+fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "server"; }
+
+fs::path tiny_dir() {
+  fixture::Options o;
+  o.preset = "tiny";
+  static const fs::path dir = fixture::write(o, work_dir() / "tiny");
+  return dir;
+}
+
+// A config for the tiny model; `extra` is appended YAML (server/scheduler overrides).
+std::string write_config(const std::string& name, const std::string& server_extra,
+                         const std::string& scheduler = "  max_num_seqs: 32\n  max_queue: 64\n",
+                         int max_model_len = 256) {
+  const fs::path file = work_dir() / (name + ".yaml");
+  fs::create_directories(work_dir());
+  std::ofstream(file) << "model:\n  path: " << tiny_dir().string() << "\n  max_model_len: " << max_model_len
+                      << "\n  num_threads: 1\n"
+                      << "scheduler:\n" << scheduler << "kv_cache:\n  memory_mib: 32\n"
+                      << "server:\n  model_name: " << kModel << "\n  max_body_bytes: 65536\n  max_tokens_limit: 2000\n"
+                      << server_extra << "logging:\n  level: info\n";
+  return file.string();
+}
+
+json completion(const std::string& prompt, int max_tokens, bool stream = false) {
+  json j = {{"model", kModel}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  if (stream) j["stream"] = true;
+  return j;
+}
+
+// Concatenated text of a streamed completion/chat response, with its finish reason.
+struct Streamed {
+  std::string text;
+  std::string finish_reason;
+  json usage;
+  bool done = false;
+};
+Streamed read_stream(const std::string& body, bool chat) {
+  Streamed s;
+  for (const std::string& ev : sse_events(body)) {
+    if (ev == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    const json j = json::parse(ev);
+    if (j.contains("usage") && !j["usage"].is_null()) s.usage = j["usage"];
+    if (!j.contains("choices") || j["choices"].empty()) continue;
+    const json& c = j["choices"][0];
+    if (chat) {
+      if (c["delta"].contains("content")) s.text += c["delta"]["content"].get<std::string>();
+    } else {
+      s.text += c["text"].get<std::string>();
+    }
+    if (!c["finish_reason"].is_null()) s.finish_reason = c["finish_reason"];
+  }
+  return s;
+}
+
+double metric_value(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+class Server : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = std::make_unique<ServerProcess>(write_config("main", ""));
+    ASSERT_TRUE(server_->ready()) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->stop(std::chrono::seconds(30)), 0) << server_->log();
+    }
+    server_.reset();
+  }
+  void SetUp() override {
+    if (!server_ || !server_->ready()) GTEST_SKIP() << "the server did not start";
+  }
+  static int port() { return server_->port(); }
+  static HttpResponse post(const std::string& path, const json& body) {
+    return http_call(port(), "POST", path, body.dump());
+  }
+  static std::unique_ptr<ServerProcess> server_;
+};
+std::unique_ptr<ServerProcess> Server::server_;
+
+TEST_F(Server, HealthAndModels) {
+  EXPECT_EQ(http_call(port(), "GET", "/health").status, 200);
+  const HttpResponse r = http_call(port(), "GET", "/v1/models");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["data"][0]["id"], kModel);
+  EXPECT_EQ(j["data"][0]["max_model_len"], 256);
+  EXPECT_EQ(http_call(port(), "GET", "/nope").status, 404);
+}
+
+TEST_F(Server, CompletionNonStreamingHasUsageAndFinishReason) {
+  const HttpResponse r = post("/v1/completions", completion("The quick brown fox", 8));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], kModel);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(j["choices"][0]["text"].get<std::string>().empty());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6);  // <s> + 5 pieces with the Llama 2 tokenizer
+  EXPECT_EQ(j["usage"]["total_tokens"], 14);
+}
+
+TEST_F(Server, StreamingEqualsNonStreamingAndEndsWithUsageAndDone) {
+  for (bool chat : {false, true}) {
+    json body = chat ? json{{"model", kModel},
+                            {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                            {"max_tokens", 12},
+                            {"temperature", 0}}
+                     : completion("Tell me a story", 12);
+    const HttpResponse whole = post(chat ? "/v1/chat/completions" : "/v1/completions", body);
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const json w = json::parse(whole.body);
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+    const HttpResponse streamed = post(chat ? "/v1/chat/completions" : "/v1/completions", body);
+    ASSERT_EQ(streamed.status, 200) << streamed.body;
+    EXPECT_EQ(streamed.headers.at("content-type").rfind("text/event-stream", 0), 0u);
+    const Streamed s = read_stream(streamed.body, chat);
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.finish_reason, "length");
+    EXPECT_EQ(s.text, chat ? w["choices"][0]["message"]["content"].get<std::string>()
+                           : w["choices"][0]["text"].get<std::string>());
+    EXPECT_EQ(s.usage, w["usage"]);
+  }
+}
+
+TEST_F(Server, StopStringEndsWithFinishReasonStop) {
+  const HttpResponse base = post("/v1/completions", completion("Once upon a time", 12));
+  ASSERT_EQ(base.status, 200);
+  const std::string text = json::parse(base.body)["choices"][0]["text"];
+  ASSERT_GE(text.size(), 4u);
+  // Stop at the text's last few characters: the output is the text before them.
+  const std::string stop = text.substr(text.size() / 2, 2);
+  json body = completion("Once upon a time", 12);
+  body["stop"] = json::array({stop});
+  const HttpResponse r = post("/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["text"], text.substr(0, text.find(stop)));
+}
+
+TEST_F(Server, ThirtyTwoConcurrentStreamsEqualEachRequestAlone) {
+  constexpr int kN = 32;
+  std::vector<std::string> alone(kN);
+  for (int i = 0; i < kN; ++i) {
+    const HttpResponse r = post("/v1/completions", completion("Prompt " + std::to_string(i) + " of many:", 16, true));
+    ASSERT_EQ(r.status, 200) << r.body;
+    alone[static_cast<size_t>(i)] = read_stream(r.body, false).text;
+  }
+  std::vector<Streamed> together(kN);
+  std::vector<int> status(kN, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kN; ++i) {
+    threads.emplace_back([&, i] {
+      const HttpResponse r = post("/v1/completions", completion("Prompt " + std::to_string(i) + " of many:", 16, true));
+      status[static_cast<size_t>(i)] = r.status;
+      together[static_cast<size_t>(i)] = read_stream(r.body, false);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(status[static_cast<size_t>(i)], 200) << i;
+    EXPECT_TRUE(together[static_cast<size_t>(i)].done) << i;
+    EXPECT_EQ(together[static_cast<size_t>(i)].finish_reason, "length") << i;
+    EXPECT_EQ(together[static_cast<size_t>(i)].text, alone[static_cast<size_t>(i)]) << "request " << i;
+  }
+}
+
+struct Hostile {
+  std::string name;
+  std::string body;
+  int status;
+  std::string message;  // substring of error.message
+};
+
+TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
+  const std::string m = std::string("\"model\":\"") + kModel + "\"";
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "word ";
+  const std::vector<Hostile> cases = {
+      {"broken json", "{\"model\": \"tiny\", \"prompt\": ", 400, "not valid JSON"},
+      {"not an object", "[1, 2, 3]", 400, "must be a JSON object"},
+      {"wrong type", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":\"ten\"}", 400, "max_tokens must be an integer"},
+      {"huge integer", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":99999999999999999999999}", 400, "max_tokens"},
+      {"huge float", "{" + m + ",\"prompt\":\"x\",\"temperature\":1e308}", 400, "temperature must be in"},
+      {"negative max_tokens", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":-5}", 400, "max_tokens must be in [1, 2000]"},
+      {"over max_tokens_limit", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":2001}", 400, "max_tokens must be in"},
+      {"unknown sampling field", "{" + m + ",\"prompt\":\"x\",\"mirostat_tau\":5}", 400, "unknown field 'mirostat_tau'"},
+      {"unhonourable penalty", "{" + m + ",\"prompt\":\"x\",\"presence_penalty\":1.5}", 400, "'presence_penalty'"},
+      {"logit bias", "{" + m + ",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}", 400, "'logit_bias'"},
+      {"n = 2", "{" + m + ",\"prompt\":\"x\",\"n\":2}", 400, "n must be 1"},
+      {"top_p zero", "{" + m + ",\"prompt\":\"x\",\"top_p\":0}", 400, "top_p must be in (0"},
+      {"bad speculative", "{" + m + ",\"prompt\":\"x\",\"speculative\":{\"num_speculative_tokens\":99}}", 400,
+       "speculative.num_speculative_tokens must be in [0, 32]"},
+      {"invalid utf-8", "{" + m + ",\"prompt\":\"\xff\xfe\"}", 400, "not valid UTF-8"},
+      {"lone surrogate", "{" + m + ",\"prompt\":\"\\ud800\"}", 400, "not valid UTF-8"},
+      {"prompt over context", "{" + m + ",\"prompt\":\"" + long_prompt + "\"}", 400, "more than the limit of 255"},
+      {"token id out of vocab", "{" + m + ",\"prompt\":[1, 32000]}", 400, "prompt[] must be in [0, 31999]"},
+      {"unknown model", "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", 404, "does not exist"},
+      {"missing prompt", "{" + m + "}", 400, "prompt is required"},
+      {"oversize body", "{" + m + ",\"prompt\":\"" + std::string(70000, 'a') + "\"}", 413, "max_body_bytes"},
+  };
+  for (const Hostile& c : cases) {
+    const HttpResponse r = http_call(port(), "POST", "/v1/completions", c.body);
+    EXPECT_EQ(r.status, c.status) << c.name << ": " << r.body;
+    json j;
+    ASSERT_NO_THROW(j = json::parse(r.body)) << c.name << ": " << r.body;
+    ASSERT_TRUE(j.contains("error")) << c.name;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.message), std::string::npos)
+        << c.name << ": " << j["error"]["message"];
+    EXPECT_TRUE(j["error"].contains("type") && j["error"].contains("param") && j["error"].contains("code")) << c.name;
+  }
+  // Ignored OpenAI fields with neutral values are accepted.
+  json ok = completion("x", 2);
+  ok["user"] = "someone";
+  ok["logit_bias"] = json::object();
+  ok["presence_penalty"] = 0;
+  ok["speculative"] = {{"enabled", true}, {"num_speculative_tokens", 4}};
+  ok["seed"] = 7;
+  EXPECT_EQ(post("/v1/completions", ok).status, 200);
+  json chat_bad = {{"model", kModel}, {"messages", json::array()}};
+  EXPECT_EQ(post("/v1/chat/completions", chat_bad).status, 400);
+  EXPECT_EQ(http_call(port(), "GET", "/health").status, 200);
+  EXPECT_EQ(post("/v1/completions", completion("still serving", 3)).status, 200);
+}
+
+TEST_F(Server, DisconnectMidStreamCancelsTheRequest) {
+  const std::string before = http_call(port(), "GET", "/metrics").body;
+  const double aborted_before = metric_value(before, "specd_requests_total{finish_reason=\"abort\"}");
+  {
+    HttpConnection c(port());
+    json body = completion("A very long story", 1900, true);
+    body["ignore_eos"] = true;
+    ASSERT_TRUE(c.send_request("POST", "/v1/completions", body.dump()));
+    std::string got;
+    while (sse_events(got).size() < 3) {
+      const std::string chunk = c.read_some();
+      ASSERT_FALSE(chunk.empty()) << got;
+      got += chunk;
+    }
+  }  // closes the socket mid-stream
+  double running = -1, aborted = -1;
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = http_call(port(), "GET", "/metrics").body;
+    running = metric_value(text, "specd_running_sequences");
+    aborted = metric_value(text, "specd_requests_total{finish_reason=\"abort\"}");
+    if (running == 0 && aborted == aborted_before + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(running, 0);  // the sequence left the engine, its KV blocks with it
+  EXPECT_EQ(aborted, aborted_before + 1);
+}
+
+TEST_F(Server, MetricsPassPromtool) {
+  const HttpResponse r = http_call(port(), "GET", "/metrics");
+  ASSERT_EQ(r.status, 200);
+  for (const char* name : {"specd_requests_total", "specd_request_latency_seconds_bucket",
+                           "specd_time_to_first_token_seconds_count", "specd_time_per_output_token_seconds_sum",
+                           "specd_queue_depth", "specd_running_sequences", "specd_prompt_tokens_total",
+                           "specd_generation_tokens_total", "specd_kv_cache_blocks"}) {
+    EXPECT_NE(r.body.find(name), std::string::npos) << name;
+  }
+  if (!fs::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  const fs::path file = work_dir() / "metrics.txt";
+  std::ofstream(file) << r.body;
+  const std::string cmd = "/usr/bin/promtool check metrics < " + file.string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p)) out += buf;
+  EXPECT_EQ(::pclose(p), 0) << out;
+}
+
+TEST_F(Server, OfficialOpenAINodeClient) {
+  const fs::path tools = fs::path(SPECD_SOURCE_DIR) / "tools";
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+  if (!fs::exists(tools / "node_modules/openai/package.json")) {
+    GTEST_SKIP() << "tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
+  }
+  const std::string cmd = "SPECD_URL=http://127.0.0.1:" + std::to_string(port()) + "/v1 SPECD_MODEL=" + kModel +
+                          " SPECD_TOOLS_DIR=" + tools.string() + " timeout 120 node " +
+                          (fs::path(SPECD_SOURCE_DIR) / "tests/server/js/openai_client.mjs").string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p)) out += buf;
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("all openai client checks passed"), std::string::npos) << out;
+}
+
+TEST(ServerAuthAndLimits, KeysAndQueueFull) {
+  ServerProcess s(write_config("auth", "  api_keys: [\"k-yaml\"]\n  api_key_env: SPECD_TEST_KEY\n",
+                               "  max_num_seqs: 1\n  max_queue: 1\n", 2048),
+                  {"SPECD_TEST_KEY=k-env"});
+  ASSERT_TRUE(s.ready()) << s.log();
+  const std::string body = completion("hi", 2).dump();
+  EXPECT_EQ(http_call(s.port(), "POST", "/v1/completions", body).status, 401);
+  const HttpResponse wrong = http_call(s.port(), "POST", "/v1/completions", body, {"Authorization: Bearer nope"});
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_EQ(json::parse(wrong.body)["error"]["type"], "authentication_error");
+  EXPECT_EQ(http_call(s.port(), "POST", "/v1/completions", body, {"Authorization: Bearer k-yaml"}).status, 200);
+  EXPECT_EQ(http_call(s.port(), "POST", "/v1/completions", body, {"Authorization: Bearer k-env"}).status, 200);
+  EXPECT_EQ(http_call(s.port(), "GET", "/v1/models").status, 401);
+  EXPECT_EQ(http_call(s.port(), "GET", "/health").status, 200);
+
+  // One running, one queued, the third is refused with 429.
+  const std::vector<std::string> auth = {"Authorization: Bearer k-yaml"};
+  json long_body = completion("long", 1900, true);
+  long_body["ignore_eos"] = true;
+  HttpConnection running(s.port()), queued(s.port());
+  ASSERT_TRUE(running.send_request("POST", "/v1/completions", long_body.dump(), auth));
+  ASSERT_FALSE(running.read_some().empty());  // headers: it is in the engine
+  ASSERT_TRUE(queued.send_request("POST", "/v1/completions", long_body.dump(), auth));
+  // Wait until the second request sits in the queue, then the third must be refused.
+  double depth = -1;
+  for (int i = 0; i < 500 && depth != 1; ++i) {
+    depth = metric_value(http_call(s.port(), "GET", "/metrics").body, "specd_queue_depth");
+    if (depth != 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(depth, 1);
+  const HttpResponse refused = http_call(s.port(), "POST", "/v1/completions", body, auth);
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["code"], "queue_full");
+  running.close();
+  queued.close();
+  EXPECT_EQ(s.stop(std::chrono::seconds(30)), 0) << s.log();
+}
+
+TEST(ServerShutdown, GracefulShutdownUnderLoadCompletesInFlightResponses) {
+  ServerProcess s(write_config("shutdown", "  shutdown_timeout_s: 60\n"));
+  ASSERT_TRUE(s.ready()) << s.log();
+  constexpr int kN = 8;
+  std::vector<HttpResponse> responses(kN);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kN; ++i) {
+    threads.emplace_back([&, i] {
+      HttpConnection c(s.port());
+      // Long enough (the context is 256) to still be running when the poll below sees them all.
+      json body = completion("Shutdown prompt " + std::to_string(i), 240, i % 2 == 0);
+      body["ignore_eos"] = true;
+      if (!c.send_request("POST", "/v1/completions", body.dump())) return;
+      responses[static_cast<size_t>(i)] = c.read_response();
+    });
+  }
+  // SIGTERM once every request is inside the engine.
+  double running = -1;
+  for (int i = 0; i < 1000 && running != kN; ++i) {
+    running = metric_value(http_call(s.port(), "GET", "/metrics").body, "specd_running_sequences");
+    if (running != kN) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (running != kN) {
+    s.signal(SIGKILL);  // join the clients before failing: never leave threads running
+    for (auto& t : threads) t.join();
+    FAIL() << "requests were not all in flight before the signal (running = " << running << ")";
+  }
+  s.signal(SIGTERM);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(s.wait(std::chrono::seconds(60)), 0) << s.log();
+  for (int i = 0; i < kN; ++i) {
+    const HttpResponse& r = responses[static_cast<size_t>(i)];
+    ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+    if (i % 2 == 0) {
+      const Streamed st = read_stream(r.body, false);
+      EXPECT_TRUE(st.done) << i;
+      EXPECT_EQ(st.finish_reason, "length") << i;
+    } else {
+      const json j = json::parse(r.body);
+      EXPECT_EQ(j["usage"]["completion_tokens"], 240) << i;
+    }
+  }
+  EXPECT_NE(s.log().find("server stopped"), std::string::npos) << s.log();
+}
+
+}  // namespace
+}  // namespace specd::test

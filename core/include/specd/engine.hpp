@@ -48,6 +48,15 @@ struct EngineInfo {
   int32_t num_speculative_tokens = 0;
 };
 
+// Live counters, for metrics and health checks.
+struct EngineStats {
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
+  size_t num_running = 0;   // sequences admitted to the KV cache
+  size_t num_waiting = 0;   // queued or preempted
+  uint64_t num_preemptions = 0;
+};
+
 class Engine {
  public:
   // Loads the checkpoint and tokenizer named by the config and sizes the KV cache. Throws
@@ -80,6 +89,7 @@ class Engine {
   const EngineInfo& info() const;
   // Engine-wide speculative-decoding counters since construction (all zero when off).
   spec::SpecMetrics spec_metrics() const;
+  EngineStats stats() const;
 
  private:
   struct Impl;

@@ -64,6 +64,7 @@ struct Engine::Impl {
   std::vector<spec::Speculator::Item> spec_items;
   std::vector<std::vector<int32_t>> spec_tokens;  // [last token, drafts...] per item
   std::vector<int32_t> spec_rows;
+  uint64_t num_preemptions = 0;
 
   explicit Impl(const config::EngineConfig& c);
   RequestOutput fail_output(RequestId id, const std::string& message, int32_t num_prompt = 0);
@@ -318,6 +319,7 @@ std::vector<RequestOutput> Engine::step() {
   m.pending.clear();
 
   sched::SchedulePlan plan = m.scheduler->schedule();
+  m.num_preemptions += static_cast<uint64_t>(plan.num_preempted);
   for (auto& [id, message] : plan.failed) {
     if (m.spec) m.spec->release(id);
     outputs.push_back(m.fail_output(id, message));
@@ -559,5 +561,16 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
 const EngineInfo& Engine::info() const { return impl_->info; }
 
 spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
+
+EngineStats Engine::stats() const {
+  const Impl& m = *impl_;
+  EngineStats s;
+  s.kv_blocks_total = m.kv->num_blocks();
+  s.kv_blocks_free = m.kv->num_free_blocks();
+  s.num_running = m.scheduler->num_running();
+  s.num_waiting = m.scheduler->num_waiting();
+  s.num_preemptions = m.num_preemptions;
+  return s;
+}
 
 }  // namespace specd

@@ -411,3 +411,49 @@ TEST(ServerShutdown, GracefulShutdownUnderLoadCompletesInFlightResponses) {
 
 }  // namespace
 }  // namespace specd::test
+
+namespace specd::test {
+namespace {
+
+// Speculative decoding through the server: the `speculative` extension object reaches the
+// engine, and /metrics carries per-arm speculative counters and KV usage that promtool accepts.
+TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
+  const std::string file = write_config("spec", "", "  max_num_seqs: 8\n  max_queue: 64\n");
+  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
+                                        "  verifier: {name: rejection}\n";
+  ServerProcess s(file);
+  ASSERT_TRUE(s.ready()) << s.log();
+  json off = completion("The speculative switch", 12);
+  off["speculative"] = {{"enabled", false}};
+  const HttpResponse r_off = http_call(s.port(), "POST", "/v1/completions", off.dump());
+  ASSERT_EQ(r_off.status, 200) << r_off.body;
+  const std::string m0 = http_call(s.port(), "GET", "/metrics").body;
+  EXPECT_EQ(metric_value(m0, "specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
+      << "a request with speculative.enabled = false must not draft";
+  const HttpResponse r_on = http_call(s.port(), "POST", "/v1/completions", completion("The speculative switch", 12).dump());
+  ASSERT_EQ(r_on.status, 200) << r_on.body;
+  // Greedy: the same text with and without speculation.
+  EXPECT_EQ(json::parse(r_on.body)["choices"][0]["text"], json::parse(r_off.body)["choices"][0]["text"]);
+  const std::string m1 = http_call(s.port(), "GET", "/metrics").body;
+  EXPECT_GT(metric_value(m1, "specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0) << m1;
+  EXPECT_GE(metric_value(m1, "specd_spec_mean_acceptance_length{proposer=\"draft_model\",verifier=\"rejection\"}"), 1.0);
+  EXPECT_NE(m1.find("specd_spec_accepted_at_position_total{proposer=\"draft_model\",verifier=\"rejection\",position=\"0\"}"),
+            std::string::npos);
+  EXPECT_NE(m1.find("specd_spec_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",phase=\"score\"}"),
+            std::string::npos);
+  // The engine snapshot is taken right after the step that delivered the response: poll briefly.
+  double used = -1;
+  for (int i = 0; i < 200 && used != 0; ++i) {
+    used = metric_value(http_call(s.port(), "GET", "/metrics").body, "specd_kv_cache_blocks_used");
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(used, 0) << "finished requests free their blocks";
+  if (fs::exists("/usr/bin/promtool")) {
+    const fs::path mf = work_dir() / "spec-metrics.txt";
+    std::ofstream(mf) << m1;
+    EXPECT_EQ(std::system(("/usr/bin/promtool check metrics < " + mf.string() + " > /dev/null 2>&1").c_str()), 0);
+  }
+}
+
+}  // namespace
+}  // namespace specd::test

@@ -62,6 +62,7 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, AsyncEngineOptions opti
   SPECD_CHECK(engine_ != nullptr, ErrorCode::kInvalidArgument, "AsyncEngine needs an engine");
   options_.max_running = std::max<size_t>(options_.max_running, 1);
   info_ = engine_->info();
+  engine_stats_ = engine_->stats();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -113,7 +114,7 @@ void AsyncEngine::stop(std::chrono::milliseconds timeout) {
 
 AsyncEngineStats AsyncEngine::stats() const {
   std::lock_guard lock(mu_);
-  return AsyncEngineStats{queue_.size(), num_running_, num_steps_, accepting_};
+  return AsyncEngineStats{queue_.size(), num_running_, num_steps_, accepting_, engine_stats_, spec_metrics_};
 }
 
 void AsyncEngine::notify_finished(const RequestTrace& trace) {
@@ -259,10 +260,15 @@ void AsyncEngine::loop() {
       }
     }
 
+    // The Engine belongs to this thread: snapshot what other threads may read.
+    EngineStats engine_stats = engine_->stats();
+    spec::SpecMetrics spec_metrics = engine_->spec_metrics();
     {
       std::lock_guard lock(mu_);
       num_running_ = running_.size();
       if (stepping) ++num_steps_;
+      engine_stats_ = engine_stats;
+      spec_metrics_ = std::move(spec_metrics);
     }
   }
   std::lock_guard lock(mu_);

@@ -87,6 +87,8 @@ struct AsyncEngineStats {
   size_t num_running = 0;  // inside the Engine (prefilling or decoding)
   uint64_t num_steps = 0;  // Engine::step() calls so far
   bool accepting = true;
+  EngineStats engine;      // KV usage and scheduler counters, as of the last step
+  spec::SpecMetrics spec;  // speculative counters, as of the last step
 };
 
 struct AsyncEngineOptions {
@@ -154,6 +156,8 @@ class AsyncEngine {
   RequestId next_ticket_ = 1;
   size_t num_running_ = 0;  // mirror of running_.size() for stats()
   uint64_t num_steps_ = 0;
+  EngineStats engine_stats_;        // snapshots taken on the loop thread (guarded by mu_)
+  spec::SpecMetrics spec_metrics_;
 
   // Loop-thread state: Engine id → running request.
   std::unordered_map<RequestId, Running> running_;

@@ -115,6 +115,21 @@ struct HttpServer::Impl {
   Gauge* running = nullptr;
   Gauge* ready = nullptr;
   Gauge* kv_blocks = nullptr;
+  Gauge* kv_blocks_used = nullptr;
+  Gauge* kv_usage = nullptr;
+  Counter* preemptions = nullptr;
+  // Speculative decoding, labelled by proposer and verifier (series exist only when it is on).
+  Family<Counter>* spec_drafts = nullptr;
+  Family<Counter>* spec_draft_tokens = nullptr;
+  Family<Counter>* spec_accepted_tokens = nullptr;
+  Family<Counter>* spec_emitted_tokens = nullptr;
+  Family<Counter>* spec_drafted_at = nullptr;
+  Family<Counter>* spec_accepted_at = nullptr;
+  Family<Counter>* spec_seconds = nullptr;
+  Family<Gauge>* spec_acceptance_rate = nullptr;
+  Family<Gauge>* spec_mean_length = nullptr;
+  Family<Gauge>* spec_efficiency = nullptr;
+  std::string proposer, verifier;  // set once the model is loaded
 
   explicit Impl(const config::EngineConfig& c);
   void register_metrics();
@@ -186,6 +201,27 @@ void HttpServer::Impl::register_metrics() {
   running = &metrics.gauge("specd_running_sequences", "Requests inside the engine (prefilling or decoding).").with({});
   ready = &metrics.gauge("specd_model_ready", "1 once the model is loaded and the server accepts requests.").with({});
   kv_blocks = &metrics.gauge("specd_kv_cache_blocks", "KV cache blocks of the target model.").with({});
+  kv_blocks_used = &metrics.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({});
+  kv_usage = &metrics.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({});
+  preemptions = &metrics.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({});
+  const std::vector<std::string> arm = {"proposer", "verifier"};
+  spec_drafts = &metrics.counter("specd_spec_drafts_total", "Speculative steps of a sequence with at least one draft.", arm);
+  spec_draft_tokens = &metrics.counter("specd_spec_draft_tokens_total", "Draft tokens proposed.", arm);
+  spec_accepted_tokens = &metrics.counter("specd_spec_accepted_tokens_total", "Draft tokens accepted.", arm);
+  spec_emitted_tokens =
+      &metrics.counter("specd_spec_emitted_tokens_total", "Tokens emitted by speculative steps.", arm);
+  spec_drafted_at = &metrics.counter("specd_spec_drafted_at_position_total",
+                                     "Drafts that proposed a token at this position.", {"proposer", "verifier", "position"});
+  spec_accepted_at = &metrics.counter("specd_spec_accepted_at_position_total",
+                                      "Drafts whose token at this position was accepted.",
+                                      {"proposer", "verifier", "position"});
+  spec_seconds = &metrics.counter("specd_spec_seconds_total", "Time in each phase of speculative steps.",
+                                  {"proposer", "verifier", "phase"});
+  spec_acceptance_rate = &metrics.gauge("specd_spec_acceptance_rate", "Accepted / draft tokens.", arm);
+  spec_mean_length =
+      &metrics.gauge("specd_spec_mean_acceptance_length", "1 + accepted tokens / drafts (tokens per target forward).", arm);
+  spec_efficiency =
+      &metrics.gauge("specd_spec_system_efficiency", "Emitted tokens / sum of (k + 1) over drafts.", arm);
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
@@ -193,6 +229,28 @@ void HttpServer::Impl::register_metrics() {
     queue_depth->set(static_cast<double>(s.num_waiting));
     running->set(static_cast<double>(s.num_running));
     ready->set(draining ? 0.0 : 1.0);
+    const int32_t used = s.engine.kv_blocks_total - s.engine.kv_blocks_free;
+    kv_blocks_used->set(used);
+    kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
+    preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
+    if (proposer.empty()) return;
+    const std::vector<std::string> a = {proposer, verifier};
+    const spec::SpecMetrics& m = s.spec;
+    spec_drafts->with(a).set_total(static_cast<double>(m.num_drafts));
+    spec_draft_tokens->with(a).set_total(static_cast<double>(m.draft_tokens));
+    spec_accepted_tokens->with(a).set_total(static_cast<double>(m.accepted_tokens));
+    spec_emitted_tokens->with(a).set_total(static_cast<double>(m.emitted_tokens));
+    for (size_t i = 0; i < m.drafted_at.size(); ++i) {
+      const std::vector<std::string> at = {proposer, verifier, std::to_string(i)};
+      spec_drafted_at->with(at).set_total(static_cast<double>(m.drafted_at[i]));
+      spec_accepted_at->with(at).set_total(static_cast<double>(m.accepted_at[i]));
+    }
+    spec_seconds->with({proposer, verifier, "propose"}).set_total(m.propose_seconds);
+    spec_seconds->with({proposer, verifier, "score"}).set_total(m.score_seconds);
+    spec_seconds->with({proposer, verifier, "verify"}).set_total(m.verify_seconds);
+    spec_acceptance_rate->with(a).set(m.acceptance_rate());
+    spec_mean_length->with(a).set(m.mean_acceptance_length());
+    spec_efficiency->with(a).set(m.system_efficiency());
   });
 }
 
@@ -513,6 +571,11 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.vocab_size = info.vocab_size;
   m.kv_blocks->set(info.kv_num_blocks);
+  {
+    std::lock_guard lock(m.mu);
+    m.proposer = info.proposer;
+    m.verifier = info.verifier;
+  }
 
   sched::AsyncEngineOptions opts;
   opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));

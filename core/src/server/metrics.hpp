@@ -27,6 +27,12 @@ namespace specd::server {
 class Counter {
  public:
   void inc(double v = 1.0) { value_.fetch_add(v, std::memory_order_relaxed); }
+  // Mirrors a monotonic total kept elsewhere (read in a collect hook); never goes down.
+  void set_total(double v) {
+    double cur = value_.load(std::memory_order_relaxed);
+    while (v > cur && !value_.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+    }
+  }
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -17,15 +17,11 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The bundled default: a generated `tiny` fixture checkpoint (real HF layout, Llama-2
-# tokenizer, random weights) in models/tiny, used by configs/default.yaml.
-models/tiny/config.json: build
-	$(BUILD)/bin/specd-fixture --preset tiny --seed 1 --out models/tiny
-
-demo: build models/tiny/config.json
-	$(BUILD)/bin/specd --version
-	$(BUILD)/bin/specd validate --config configs/default.yaml
-	$(BUILD)/bin/specd generate --config configs/default.yaml --prompt "Once upon a time" --max-tokens 32 --temperature 0
+# The bundled default: configs/default.yaml on a generated `tiny` fixture checkpoint (real HF
+# layout, Llama-2 tokenizer, random weights) in models/tiny. scripts/demo.sh generates it,
+# runs `specd generate` plain and speculative, then serves one curl request.
+demo: build
+	bash scripts/demo.sh $(BUILD)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900

@@ -8,6 +8,7 @@
 
 #include "model/mapped_file.hpp"
 #include "model/safetensors.hpp"
+#include "model/json_file.hpp"
 #include "specd/error.hpp"
 
 namespace specd::model {
@@ -36,17 +37,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 // model.safetensors.index.json -> tensor name -> shard file name (relative to the directory).
 std::map<std::string, std::string> read_weight_map(const std::filesystem::path& index_path) {
-  std::ifstream in(index_path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, index_path, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(text.str());
-  } catch (const json::exception& e) {
-    fail(ErrorCode::kModelFormat, index_path, std::string("invalid JSON: ") + e.what());
-  }
-  if (!doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
+  json doc = read_json_file(index_path);
+  if (!doc.contains("weight_map") || !doc["weight_map"].is_object()) {
     fail(ErrorCode::kModelFormat, index_path, "missing object 'weight_map'");
   }
   std::map<std::string, std::string> weight_map;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/checkpoint.hpp"
+#include "model/json_file.hpp"
 #include "specd/error.hpp"
 
 namespace specd::model {
@@ -30,21 +31,6 @@ constexpr std::string_view kSupportedArchitectures = "LlamaForCausalLM, MistralF
 
 [[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
   throw Error(code, file.string() + ": " + what);
-}
-
-json read_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, file, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(text.str());
-  } catch (const json::exception& e) {
-    fail(ErrorCode::kModelFormat, file, std::string("invalid JSON: ") + e.what());
-  }
-  if (!doc.is_object()) fail(ErrorCode::kModelFormat, file, "top level is not a JSON object");
-  return doc;
 }
 
 // Typed access to the fields of one JSON object, with errors naming the file and the key.
@@ -219,6 +205,21 @@ void require_positive(const Fields& f, const char* key, int64_t value) {
 }
 
 }  // namespace
+
+json read_json_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, file, "cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(text.str());
+  } catch (const json::exception& e) {
+    fail(ErrorCode::kModelFormat, file, std::string("invalid JSON: ") + e.what());
+  }
+  if (!doc.is_object()) fail(ErrorCode::kModelFormat, file, "top level is not a JSON object");
+  return doc;
+}
 
 ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "config.json";

@@ -213,15 +213,17 @@ class FakeModels {
     self->models_.push_back(std::move(m));
     return SPECD_OK;
   }
+  // target == nullptr: the engine's target (as the real host does).
   static int32_t load_mtp(void*, specd_model* target, int32_t module, specd_model** out, specd_error* err) {
     FakeModels* self = current();
-    const FakeModel* t = model(target);
-    if (t->mtp || module < 0 || module >= t->ckpt.num_mtp_modules)
+    const bool target_is_mtp = target != nullptr && model(target)->mtp;
+    const auto& ckpt = target != nullptr ? model(target)->ckpt : self->target_;
+    if (target_is_mtp || module < 0 || module >= ckpt.num_mtp_modules)
       return fail(err, SPECD_ERR_NOT_FOUND, "fake: no such MTP module");
     auto m = std::make_unique<FakeModel>();
     m->mtp = true;
     m->module = module;
-    m->ckpt = t->ckpt;
+    m->ckpt = ckpt;
     *out = reinterpret_cast<specd_model*>(m.get());
     self->models_.push_back(std::move(m));
     return SPECD_OK;
@@ -231,12 +233,13 @@ class FakeModels {
     model(m)->released = true;
   }
   static int32_t info(void*, const specd_model* m, specd_model_info* out) {
-    const FakeModel* f = model(m);
-    out->vocab_size = f->ckpt.vocab_size;
-    out->hidden_size = f->ckpt.hidden_size;
-    out->num_layers = f->ckpt.num_layers;
-    out->max_context = f->ckpt.max_context;
-    out->num_mtp_modules = f->mtp ? 0 : f->ckpt.num_mtp_modules;
+    const bool mtp = m != nullptr && model(m)->mtp;
+    const auto& ckpt = m != nullptr ? model(m)->ckpt : current()->target_;  // NULL = the target
+    out->vocab_size = ckpt.vocab_size;
+    out->hidden_size = ckpt.hidden_size;
+    out->num_layers = ckpt.num_layers;
+    out->max_context = ckpt.max_context;
+    out->num_mtp_modules = mtp ? 0 : ckpt.num_mtp_modules;
     out->device = {SPECD_DEVICE_CPU, 0};
     return SPECD_OK;
   }

@@ -30,6 +30,12 @@ struct SequenceInput {
 struct ForwardBatch {
   std::vector<SequenceInput> seqs;
   bool return_hidden = false;  // also return final hidden states (after the final norm)
+  // With return_hidden: hidden states of EVERY new token (rows in token order, see
+  // ForwardOutput::token_start) instead of only the logits rows. Logits are unaffected.
+  bool hidden_all = false;
+  // MTP modules only (LlamaWeights::is_mtp()): [total new tokens, hidden], the previous
+  // depth's hidden state paired with each new token, in token order. Must be null otherwise.
+  const float* input_hidden = nullptr;
 };
 
 // Rows are the requested positions, sequence by sequence in batch order. Reuse one
@@ -39,7 +45,10 @@ struct ForwardOutput {
   int64_t hidden_size = 0;
   std::vector<int32_t> row_start;  // [num_seqs + 1]: rows of seqs[s] are [row_start[s], row_start[s+1])
   std::vector<float> logits;       // [num_rows, vocab_size]
-  std::vector<float> hidden;       // [num_rows, hidden_size] when return_hidden
+  std::vector<float> hidden;       // [num_rows, hidden_size] when return_hidden; with hidden_all
+                                   // [num_tokens, hidden_size], rows indexed like token_start
+  std::vector<int32_t> token_start;  // [num_seqs + 1]: new tokens of seqs[s] are
+                                     // [token_start[s], token_start[s+1]) in batch token order
 
   int32_t num_rows() const { return row_start.empty() ? 0 : row_start.back(); }
   std::span<const float> logits_row(int32_t row) const {

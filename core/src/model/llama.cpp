@@ -74,6 +74,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   out.vocab_size = V;
   out.hidden_size = H;
   out.row_start.assign(1, 0);
+  out.token_start.assign(1, 0);
   if (S == 0) {
     out.logits.clear();
     out.hidden.clear();
@@ -85,6 +86,9 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   s_.out_rows.clear();
   s_.query_start.assign(1, 0);
   s_.context_lens.clear();
+  const bool mtp = weights_->is_mtp();
+  SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
+              mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
   int32_t stride = 1;
   for (const SequenceInput& in : batch.seqs) {
     const auto n = static_cast<int32_t>(in.tokens.size());
@@ -140,6 +144,17 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
 
   // Validates every token id before anything is written to the cache.
   kernels::embedding(kCpu, weights_->embed(), V, H, s_.tokens.data(), T, x);
+  if (mtp) {
+    // x = eh_proj · concat(enorm(embed(token)), hnorm(h_prev)), row by row.
+    ensure(s_.cat, T * 2 * H);
+    kernels::rmsnorm(kCpu, x, weights_->mtp_enorm(), h, T, H, eps);
+    kernels::rmsnorm(kCpu, batch.input_hidden, weights_->mtp_hnorm(), o, T, H, eps);
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(s_.cat.data() + t * 2 * H, h + t * H, static_cast<size_t>(H) * sizeof(float));
+      std::memcpy(s_.cat.data() + t * 2 * H + H, o + t * H, static_cast<size_t>(H) * sizeof(float));
+    }
+    kernels::matmul(kCpu, s_.cat.data(), weights_->mtp_eh_proj(), nullptr, x, T, H, 2 * H);
+  }
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(),
                         s_.sin.data());
 
@@ -200,7 +215,10 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   }
   out.logits.resize(static_cast<size_t>(R * V));
   if (R > 0) kernels::matmul(kCpu, s_.rows.data(), weights_->lm_head(), nullptr, out.logits.data(), R, V, H);
-  if (batch.return_hidden) {
+  out.token_start = s_.query_start;
+  if (batch.return_hidden && batch.hidden_all) {
+    out.hidden.assign(h, h + T * H);
+  } else if (batch.return_hidden) {
     out.hidden.assign(s_.rows.begin(), s_.rows.begin() + R * H);
   } else {
     out.hidden.clear();

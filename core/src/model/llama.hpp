@@ -27,6 +27,8 @@ class LlamaModel {
   // Weight bytes read per decode step (the memory-bandwidth floor's numerator).
   size_t decode_bytes() const { return weights_->decode_bytes(num_layers_); }
 
+  // An MTP module (weights().is_mtp()) takes batch.input_hidden and runs its one block over
+  // eh_proj(concat(enorm(embed(token)), hnorm(input_hidden))) (docs/model-formats.md).
   // Runs the batch, writes each new token's K/V into `kv` and commits them
   // (kv.num_tokens(seq) grows by the number of new tokens), and fills `out`.
   // Throws specd::Error: kInvalidArgument for a token id outside the vocabulary or an empty
@@ -39,7 +41,7 @@ class LlamaModel {
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat;
   };
 
   std::shared_ptr<const LlamaWeights> weights_;

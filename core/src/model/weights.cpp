@@ -18,6 +18,53 @@ const float* LlamaWeights::f32(const std::string& name, const std::vector<int64_
   return owned_.back().get();
 }
 
+void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
+  const ModelConfig& c = config();
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  l.attn_norm = f32(p + "input_layernorm.weight", {H});
+  l.wq = f32(p + "self_attn.q_proj.weight", {q_out, H});
+  l.wk = f32(p + "self_attn.k_proj.weight", {kv_out, H});
+  l.wv = f32(p + "self_attn.v_proj.weight", {kv_out, H});
+  if (c.attention_bias) {
+    l.bq = f32(p + "self_attn.q_proj.bias", {q_out});
+    l.bk = f32(p + "self_attn.k_proj.bias", {kv_out});
+    l.bv = f32(p + "self_attn.v_proj.bias", {kv_out});
+  }
+  l.wo = f32(p + "self_attn.o_proj.weight", {H, q_out});
+  if (c.attention_out_bias) l.bo = f32(p + "self_attn.o_proj.bias", {H});
+  l.mlp_norm = f32(p + "post_attention_layernorm.weight", {H});
+  l.w_gate = f32(p + "mlp.gate_proj.weight", {I, H});
+  l.w_up = f32(p + "mlp.up_proj.weight", {I, H});
+  l.w_down = f32(p + "mlp.down_proj.weight", {H, I});
+}
+
+std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target,
+                                                           int64_t module) {
+  SPECD_CHECK(target != nullptr, ErrorCode::kInternal, "LlamaWeights::load_mtp: null target");
+  SPECD_CHECK(!target->is_mtp(), ErrorCode::kInvalidArgument, "load_mtp: the target is itself an MTP module");
+  const ModelConfig& c = target->config();
+  if (module < 0 || module >= c.num_mtp_modules) {
+    throw Error(ErrorCode::kInvalidArgument, "MTP module " + std::to_string(module) + " requested but " +
+                                                 target->checkpoint_->dir().string() + " has " +
+                                                 std::to_string(c.num_mtp_modules) + " MTP modules");
+  }
+  std::shared_ptr<LlamaWeights> w(new LlamaWeights());
+  w->checkpoint_ = target->checkpoint_;
+  w->embed_ = target->embed_;
+  w->final_norm_ = target->final_norm_;
+  w->lm_head_ = target->lm_head_;
+  const int64_t H = c.hidden_size;
+  const std::string p = "mtp." + std::to_string(module) + ".";
+  w->enorm_ = w->f32(p + "enorm.weight", {H});
+  w->hnorm_ = w->f32(p + "hnorm.weight", {H});
+  w->eh_proj_ = w->f32(p + "eh_proj.weight", {H, 2 * H});
+  w->layers_.resize(1);
+  w->load_layer(p + "block.", w->layers_[0]);
+  w->base_ = std::move(target);
+  return w;
+}
+
 std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint,
                                                        int64_t num_layers) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
@@ -30,9 +77,7 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
                 "cannot build a model of " + std::to_string(num_layers) + " layers from " +
                     w->checkpoint_->dir().string() + ", which has " + std::to_string(c.num_layers));
   }
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
-
+  const int64_t H = c.hidden_size, V = c.vocab_size;
   w->embed_ = w->f32("model.embed_tokens.weight", {V, H});
   w->final_norm_ = w->f32("model.norm.weight", {H});
   if (c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr) {
@@ -41,25 +86,8 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
     w->lm_head_ = w->f32("lm_head.weight", {V, H});
   }
   w->layers_.resize(static_cast<size_t>(num_layers));
-  for (int64_t i = 0; i < num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerWeights& l = w->layers_[static_cast<size_t>(i)];
-    l.attn_norm = w->f32(p + "input_layernorm.weight", {H});
-    l.wq = w->f32(p + "self_attn.q_proj.weight", {q_out, H});
-    l.wk = w->f32(p + "self_attn.k_proj.weight", {kv_out, H});
-    l.wv = w->f32(p + "self_attn.v_proj.weight", {kv_out, H});
-    if (c.attention_bias) {
-      l.bq = w->f32(p + "self_attn.q_proj.bias", {q_out});
-      l.bk = w->f32(p + "self_attn.k_proj.bias", {kv_out});
-      l.bv = w->f32(p + "self_attn.v_proj.bias", {kv_out});
-    }
-    l.wo = w->f32(p + "self_attn.o_proj.weight", {H, q_out});
-    if (c.attention_out_bias) l.bo = w->f32(p + "self_attn.o_proj.bias", {H});
-    l.mlp_norm = w->f32(p + "post_attention_layernorm.weight", {H});
-    l.w_gate = w->f32(p + "mlp.gate_proj.weight", {I, H});
-    l.w_up = w->f32(p + "mlp.up_proj.weight", {I, H});
-    l.w_down = w->f32(p + "mlp.down_proj.weight", {H, I});
-  }
+  for (int64_t i = 0; i < num_layers; ++i)
+    w->load_layer("model.layers." + std::to_string(i) + ".", w->layers_[static_cast<size_t>(i)]);
   return w;
 }
 
@@ -71,8 +99,8 @@ size_t LlamaWeights::decode_bytes(int64_t num_layers) const {
   size_t per_layer = 2 * H + q_out * H + 2 * kv_out * H + H * q_out + 3 * I * H;
   if (c.attention_bias) per_layer += q_out + 2 * kv_out;
   if (c.attention_out_bias) per_layer += H;
-  const size_t floats = per_layer * static_cast<size_t>(num_layers) + H +
-                        static_cast<size_t>(c.vocab_size) * H;
+  size_t floats = per_layer * static_cast<size_t>(num_layers) + H + static_cast<size_t>(c.vocab_size) * H;
+  if (is_mtp()) floats += 2 * H + 2 * H * H;  // enorm, hnorm, eh_proj
   return floats * sizeof(float);
 }
 

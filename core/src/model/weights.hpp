@@ -39,7 +39,17 @@ class LlamaWeights {
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
                                                   int64_t num_layers = -1);
 
+  // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
+  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj; the embeddings, final norm
+  // and LM head are the target's (kept alive through `target`). Throws specd::Error
+  // (kInvalidArgument) for a module the checkpoint does not have, or on a missing tensor.
+  static std::shared_ptr<const LlamaWeights> load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module);
+
   const ModelConfig& config() const { return checkpoint_->config(); }
+  bool is_mtp() const { return eh_proj_ != nullptr; }
+  const float* mtp_enorm() const { return enorm_; }      // [hidden]
+  const float* mtp_hnorm() const { return hnorm_; }      // [hidden]
+  const float* mtp_eh_proj() const { return eh_proj_; }  // [hidden, 2 * hidden]
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
@@ -56,6 +66,7 @@ class LlamaWeights {
  private:
   LlamaWeights() = default;
   const float* f32(const std::string& name, const std::vector<int64_t>& shape);
+  void load_layer(const std::string& prefix, LayerWeights& l);
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   std::vector<std::unique_ptr<float[]>> owned_;
@@ -64,6 +75,10 @@ class LlamaWeights {
   const float* embed_ = nullptr;
   const float* final_norm_ = nullptr;
   const float* lm_head_ = nullptr;
+  std::shared_ptr<const LlamaWeights> base_;  // MTP: the target whose shared tensors are used
+  const float* enorm_ = nullptr;
+  const float* hnorm_ = nullptr;
+  const float* eh_proj_ = nullptr;
 };
 
 }  // namespace specd::model

@@ -64,6 +64,9 @@ struct Engine::Impl {
   std::vector<spec::Speculator::Item> spec_items;
   std::vector<std::vector<int32_t>> spec_tokens;  // [last token, drafts...] per item
   std::vector<int32_t> spec_rows;
+  std::vector<int32_t> spec_token_rows;  // first hidden row (token order) of each item
+  std::vector<spec::Speculator::PrefillChunk> prefill_chunks;
+  std::vector<size_t> prefill_batch;  // batch entry of each prefill chunk
   uint64_t num_preemptions = 0;
 
   explicit Impl(const config::EngineConfig& c);
@@ -363,7 +366,10 @@ std::vector<RequestOutput> Engine::step() {
 
   // One forward: prefill chunks, plain decodes, and [last token, drafts...] of every item.
   m.batch.seqs.clear();
-  m.batch.return_hidden = false;
+  // A proposer that needs the target's hidden states gets them for every new token.
+  const bool want_hidden = m.spec && m.spec->wants_hidden();
+  m.batch.return_hidden = want_hidden;
+  m.batch.hidden_all = want_hidden;
   m.spec_tokens.resize(std::max(m.spec_tokens.size(), m.spec_items.size()));
   std::vector<int32_t> chunk_item(plan.chunks.size(), -1);
   for (size_t j = 0; j < m.spec_items.size(); ++j) chunk_item[item_chunks[j]] = static_cast<int32_t>(j);
@@ -404,13 +410,51 @@ std::vector<RequestOutput> Engine::step() {
   }
   const double forward_seconds = std::chrono::duration<double>(Clock::now() - t_forward).count();
 
+  // Hidden states of non-scored chunks: prefill chunks go to the proposer's on_prefill now,
+  // plain decodes are kept for the next propose (scored items: after verification).
+  std::vector<char> failed(batch_chunk.size(), 0);
+  if (want_hidden) {
+    const auto H = static_cast<size_t>(m.fwd.hidden_size);
+    m.prefill_chunks.clear();
+    m.prefill_batch.clear();
+    for (size_t b = 0; b < batch_chunk.size(); ++b) {
+      const sched::ScheduledChunk& c = plan.chunks[batch_chunk[b]];
+      const int32_t item = chunk_item[batch_chunk[b]];
+      if (c.seq->spec_k <= 0) continue;  // never proposes
+      if (item >= 0 && m.spec_items[static_cast<size_t>(item)].num_drafted > 0) continue;
+      const float* rows = m.fwd.hidden.data() + static_cast<size_t>(m.fwd.token_start[b]) * H;
+      if (m.spec->in_prefill(c.seq->id)) {
+        m.prefill_chunks.push_back({c.seq, c.start, c.n, c.sample, rows});
+        m.prefill_batch.push_back(b);
+      } else {
+        m.spec->add_hidden(*c.seq, c.start, rows, c.n);
+      }
+    }
+    try {
+      m.spec->prefill(m.prefill_chunks);
+    } catch (const Error& e) {
+      m.log.error("proposer on_prefill failed for {} sequences: {}", m.prefill_chunks.size(), e.what());
+      for (size_t b : m.prefill_batch) {
+        const sched::Sequence& seq = *plan.chunks[batch_chunk[b]].seq;
+        const int32_t np = seq.num_prompt;
+        const RequestId id = seq.id;
+        failed[b] = 1;
+        m.finish_seq(id);
+        outputs.push_back(m.fail_output(id, std::string("speculative decoding failed: ") + e.what(), np));
+      }
+    }
+  }
+
   // Plain chunks: KV bookkeeping and sampling.
   m.spec_rows.assign(m.spec_items.size(), 0);
+  m.spec_token_rows.assign(m.spec_items.size(), 0);
   for (size_t b = 0; b < batch_chunk.size(); ++b) {
+    if (failed[b]) continue;
     const sched::ScheduledChunk& c = plan.chunks[batch_chunk[b]];
     const int32_t item = chunk_item[batch_chunk[b]];
     if (item >= 0 && m.spec_items[static_cast<size_t>(item)].num_drafted > 0) {
       m.spec_rows[static_cast<size_t>(item)] = m.fwd.row_start[b];
+      m.spec_token_rows[static_cast<size_t>(item)] = m.fwd.token_start[b];
       continue;
     }
     sched::Sequence& seq = *c.seq;
@@ -441,12 +485,13 @@ void Engine::Impl::run_speculative(std::vector<RequestOutput>& outputs, const st
                                    const sched::SchedulePlan& plan, double score_seconds, double propose_seconds) {
   using Clock = std::chrono::steady_clock;
   std::vector<spec::Speculator::Item> drafted;
-  std::vector<int32_t> rows;
+  std::vector<int32_t> rows, token_rows;
   std::vector<size_t> chunk_of;
   for (size_t j = 0; j < spec_items.size(); ++j) {
     if (spec_items[j].num_drafted == 0) continue;
     drafted.push_back(spec_items[j]);
     rows.push_back(spec_rows[j]);
+    token_rows.push_back(spec_token_rows[j]);
     chunk_of.push_back(item_chunks[j]);
   }
   if (drafted.empty()) return;
@@ -490,6 +535,11 @@ void Engine::Impl::run_speculative(std::vector<RequestOutput>& outputs, const st
       finish_seq(seq.id);
     } else {
       try {
+        if (spec->wants_hidden()) {
+          // Committed and through the target: the chunk's positions and the accepted drafts.
+          const float* h = fwd.hidden.data() + static_cast<size_t>(token_rows[j]) * static_cast<size_t>(fwd.hidden_size);
+          spec->add_hidden(seq, c.start, h, c.n + accepted);
+        }
         spec->on_accept(seq, accepted, out.new_token_ids);
       } catch (const Error& e) {
         log.error("proposer on_accept failed for request {}: {}", seq.id, e.what());

@@ -82,7 +82,8 @@ const specd_model_services ModelHost::table_ = {
     [](void* host_ctx, specd_model* target, int32_t module, specd_model** out, specd_error* err) {
       return call(err, [&] {
         SPECD_CHECK(out != nullptr, ErrorCode::kInvalidArgument, "load_mtp: null argument");
-        *out = reinterpret_cast<specd_model*>(&host_of(host_ctx).load_mtp(hosted(target), module));
+        *out = reinterpret_cast<specd_model*>(
+            &host_of(host_ctx).load_mtp(target == nullptr ? nullptr : &hosted(target), module));
       });
     },
     // release: frees the model and its KV cache; the handle is invalid afterwards.
@@ -157,9 +158,19 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   return *models_.back();
 }
 
-ModelHost::Hosted& ModelHost::load_mtp(Hosted&, int32_t module) {
-  throw Error(ErrorCode::kUnsupported, "model services: MTP module " + std::to_string(module) +
-                                           " requested, but this host does not run MTP modules");
+// target == nullptr: the engine's target, without loading a copy of it (and its KV cache).
+ModelHost::Hosted& ModelHost::load_mtp(Hosted* target, int32_t module) {
+  const auto& weights = target != nullptr ? target->weights : target_weights_;
+  const std::string of = target != nullptr ? target->description : std::string("the target");
+  SPECD_CHECK(!weights->is_mtp(), ErrorCode::kInvalidArgument, "load_mtp: " + of + " is itself an MTP module");
+  auto h = std::make_unique<Hosted>();
+  h->weights = model::LlamaWeights::load_mtp(weights, module);
+  h->model = std::make_unique<model::LlamaModel>(h->weights);
+  h->description = "MTP module " + std::to_string(module) + " of " + of;
+  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(h->model->kv_shape(block_size_), num_blocks_);
+  log::get("spec").info("model services: loaded {}", h->description);
+  models_.push_back(std::move(h));
+  return *models_.back();
 }
 
 void ModelHost::release(Hosted* m) {
@@ -189,7 +200,7 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
   out.hidden_size = static_cast<int32_t>(c.hidden_size);
   out.num_layers = static_cast<int32_t>(m != nullptr ? m->model->num_layers() : c.num_layers);
   out.max_context = static_cast<int32_t>(max_context_);
-  out.num_mtp_modules = static_cast<int32_t>(c.num_mtp_modules);
+  out.num_mtp_modules = m != nullptr && m->weights->is_mtp() ? 0 : static_cast<int32_t>(c.num_mtp_modules);
   out.device = {SPECD_DEVICE_CPU, 0};
 }
 
@@ -200,6 +211,13 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
               ErrorCode::kInvalidArgument, "forward: incomplete batch");
   m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
   m.batch.return_hidden = b.hidden != nullptr;
+  m.batch.hidden_all = false;
+  if ((b.input_hidden != nullptr) != m.weights->is_mtp())
+    throw Error(ErrorCode::kInvalidArgument, "forward on " + m.description +
+                                                 (m.weights->is_mtp() ? ": an MTP module needs input_hidden"
+                                                                      : ": input_hidden is for MTP modules only"));
+  // Rows of input_hidden pair with the tokens, in the same order (ModelHost passes them through).
+  m.batch.input_hidden = b.input_hidden;
   int64_t offset = 0;
   for (int32_t i = 0; i < b.num_seqs; ++i) {
     const auto id = static_cast<kv::SeqId>(b.seq_ids[i]);

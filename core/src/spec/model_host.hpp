@@ -55,7 +55,7 @@ class ModelHost {
  private:
   static const specd_model_services table_;
   Hosted& load(const specd_model_load_options& options);
-  Hosted& load_mtp(Hosted& target, int32_t module);
+  Hosted& load_mtp(Hosted* target, int32_t module);
   void release(Hosted* m);
   void forward(Hosted& m, const specd_forward_batch& batch);
   void fill_info(const Hosted* m, specd_model_info& out) const;

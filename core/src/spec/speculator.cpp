@@ -10,17 +10,13 @@ namespace specd::spec {
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
                        int32_t block_size, int64_t max_model_len, int64_t vocab_size)
-    : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size) {
+    : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
   host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   verifier_ = registry_.create_verifier(cfg.speculative.verifier.name, cfg.speculative.verifier.params);
   const auto& caps = proposer_->capabilities();
-  if (caps.needs_target_hidden)
-    throw Error(ErrorCode::kUnsupported, "proposer '" + proposer_->name() +
-                                             "' needs the target's hidden states, which this engine does not pass to "
-                                             "proposers yet");
   if (verifier_->capabilities().needs_draft_probs == 0 && caps.produces_draft_probs != 0)
     log::get("spec").info("verifier '{}' ignores the draft probabilities proposer '{}' produces", verifier_->name(),
                           proposer_->name());
@@ -46,6 +42,76 @@ void Speculator::fill_sequences(std::span<const Item> items) {
   }
 }
 
+namespace {
+
+specd_tensor_view hidden_view(float* data, int64_t rows, int64_t hidden) {
+  specd_tensor_view v{};
+  v.struct_size = sizeof(v);
+  v.data = data;
+  v.dtype = SPECD_DTYPE_F32;
+  v.device = {SPECD_DEVICE_CPU, 0};
+  v.ndim = 2;
+  v.shape[0] = rows;
+  v.shape[1] = hidden;
+  return v;
+}
+
+}  // namespace
+
+bool Speculator::in_prefill(RequestId id) const {
+  const auto it = hidden_.find(id);
+  return it == hidden_.end() || !it->second.prefilled;
+}
+
+void Speculator::prefill(std::span<const PrefillChunk> chunks) {
+  if (chunks.empty()) return;
+  const size_t H = static_cast<size_t>(hidden_size_);
+  prefill_seqs_.resize(chunks.size());
+  prefill_new_.resize(chunks.size());
+  hidden_buf_.clear();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PrefillChunk& c = chunks[i];
+    const sched::Sequence& s = *c.seq;
+    HiddenState& st = hidden_[s.id];
+    SPECD_CHECK(c.start == st.next_pos && st.rows.empty(), ErrorCode::kInternal,
+                "speculator: prefill chunk of sequence " + std::to_string(s.id) + " starts at " +
+                    std::to_string(c.start) + ", hidden states were received up to " + std::to_string(st.next_pos));
+    specd_sequence& r = prefill_seqs_[i];
+    r = {};
+    r.struct_size = sizeof(r);
+    r.seq_id = s.id;
+    // The prompt processed so far: the chunk is the last n tokens.
+    r.tokens = {s.tokens.data(), static_cast<int64_t>(c.start) + c.n};
+    r.num_prompt = s.num_prompt;
+    r.seed = s.seed;
+    r.step = s.step;
+    r.temperature = s.params.temperature;
+    prefill_new_[i] = c.n;
+    hidden_buf_.insert(hidden_buf_.end(), c.hidden, c.hidden + static_cast<size_t>(c.n) * H);
+  }
+  specd_prefill_batch batch{};
+  batch.struct_size = sizeof(batch);
+  batch.num_seqs = static_cast<int32_t>(chunks.size());
+  batch.seqs = prefill_seqs_.data();
+  batch.num_new = prefill_new_.data();
+  batch.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+  proposer_->on_prefill(batch);
+  for (const PrefillChunk& c : chunks) {
+    HiddenState& st = hidden_[c.seq->id];
+    st.next_pos = c.start + c.n;
+    if (c.last) st.prefilled = true;
+  }
+}
+
+void Speculator::add_hidden(const sched::Sequence& seq, int64_t pos, const float* rows, int32_t n) {
+  HiddenState& st = hidden_[seq.id];
+  SPECD_CHECK(pos == st.next_pos, ErrorCode::kInternal,
+              "speculator: hidden states of sequence " + std::to_string(seq.id) + " for position " +
+                  std::to_string(pos) + ", expected position " + std::to_string(st.next_pos));
+  st.rows.insert(st.rows.end(), rows, rows + static_cast<size_t>(n) * static_cast<size_t>(hidden_size_));
+  st.next_pos = pos + n;
+}
+
 void Speculator::propose(std::span<Item> items) {
   const size_t b = items.size();
   k_max_ = 1;
@@ -68,7 +134,30 @@ void Speculator::propose(std::span<Item> items) {
   batch.draft_tokens = draft_tokens_.data();
   batch.num_drafted = num_drafted_.data();
   batch.draft_probs = with_probs ? draft_probs_.data() : nullptr;
+  if (wants_hidden()) {
+    const size_t H = static_cast<size_t>(hidden_size_);
+    num_hidden_.assign(b, 0);
+    hidden_buf_.clear();
+    for (size_t i = 0; i < b; ++i) {
+      const sched::Sequence& s = *items[i].seq;
+      auto it = hidden_.find(s.id);
+      if (it == hidden_.end()) continue;
+      const auto L = static_cast<int64_t>(s.tokens.size());
+      SPECD_CHECK(it->second.next_pos == L - 1, ErrorCode::kInternal,
+                  "speculator: sequence " + std::to_string(s.id) + " of length " + std::to_string(L) +
+                      " has target hidden states up to position " + std::to_string(it->second.next_pos));
+      num_hidden_[i] = static_cast<int32_t>(it->second.rows.size() / H);
+      hidden_buf_.insert(hidden_buf_.end(), it->second.rows.begin(), it->second.rows.end());
+    }
+    batch.num_hidden = num_hidden_.data();
+    batch.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+  }
   proposer_->propose(batch);
+  if (wants_hidden()) {
+    // The proposer keeps what it was given (ABI: "committed since the previous call").
+    for (size_t i = 0; i < b; ++i)
+      if (auto it = hidden_.find(items[i].seq->id); it != hidden_.end()) it->second.rows.clear();
+  }
 
   for (size_t i = 0; i < b; ++i) {
     const int32_t n = num_drafted_[i];
@@ -167,6 +256,7 @@ void Speculator::on_accept(const sched::Sequence& seq, int32_t num_accepted, std
 }
 
 void Speculator::release(RequestId id) {
+  hidden_.erase(id);
   proposer_->on_release(id);
   host_->drop_sequence_everywhere(static_cast<kv::SeqId>(id));
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
@@ -50,6 +51,29 @@ class Speculator {
     size_t slot = 0;          // filled by propose(): this item's row in the draft buffers
   };
 
+  // ---- target hidden states (proposers with needs_target_hidden, e.g. mtp) -----------------
+  // The engine then runs the target with hidden states for every new token and hands them
+  // over here. Invariant: a sequence of length L has hidden states for positions 0..L-2; the
+  // proposer got every position before next_pos, and this object buffers the rest until the
+  // next propose (ABI specd_propose_batch.num_hidden). Sequences with spec_k == 0 are skipped.
+  bool wants_hidden() const { return proposer_->capabilities().needs_target_hidden != 0; }
+  int64_t hidden_size() const { return hidden_size_; }
+  // True until the chunk that ends the sequence's (re-)prefill went through prefill().
+  bool in_prefill(RequestId id) const;
+  struct PrefillChunk {
+    const sched::Sequence* seq = nullptr;
+    int32_t start = 0;  // positions [start, start + n) went through the target
+    int32_t n = 0;
+    bool last = false;       // the chunk ends the prefill (the step samples after it)
+    const float* hidden = nullptr;  // [n, hidden_size]
+  };
+  // Calls the proposer's on_prefill for these chunks (one batch). Throws specd::Error
+  // (kPluginCall) when the proposer fails; the engine then fails these sequences.
+  void prefill(std::span<const PrefillChunk> chunks);
+  // Hidden states of newly committed positions [pos, pos + n) of a decoding sequence (a plain
+  // decode, or the accepted prefix of a scored step); passed on with the next propose.
+  void add_hidden(const sched::Sequence& seq, int64_t pos, const float* rows, int32_t n);
+
   // Drafts for every item. Throws specd::Error (kPluginCall) when the proposer fails.
   void propose(std::span<Item> items);
   std::span<const int32_t> drafts(size_t item) const;
@@ -70,6 +94,11 @@ class Speculator {
 
  private:
   void fill_sequences(std::span<const Item> items);
+  struct HiddenState {
+    bool prefilled = false;
+    int64_t next_pos = 0;     // positions < next_pos were received from the engine
+    std::vector<float> rows;  // positions [next_pos - rows/H, next_pos) not yet proposed with
+  };
 
   plugin::Registry registry_;  // first: the plugin libraries outlive the instances
   std::unique_ptr<ModelHost> host_;
@@ -77,6 +106,11 @@ class Speculator {
   std::unique_ptr<plugin::VerifierInstance> verifier_;
   int32_t default_k_;
   int64_t vocab_;
+  int64_t hidden_size_;
+  std::unordered_map<RequestId, HiddenState> hidden_;
+  std::vector<specd_sequence> prefill_seqs_;
+  std::vector<int32_t> prefill_new_, num_hidden_;
+  std::vector<float> hidden_buf_;
   int32_t k_max_ = 0;     // drafts buffer stride of the current step
   int32_t k_verify_ = 0;  // out_tokens stride - 1 of the current step
 

@@ -114,9 +114,9 @@ class MtpProposer : public sdk::Proposer {
       throw sdk::Error("mtp proposer needs the host's model services, and this host provides none",
                        SPECD_ERR_UNSUPPORTED);
     client_.emplace(*host.models(), host.host_ctx(), "mtp");
-    target_ = client_->load("", 0, -1);
     try {
-      const specd_model_info info = client_->info(target_);
+      // nullptr = the engine's target: its MTP modules are loaded without a copy of the target.
+      const specd_model_info info = client_->info(nullptr);
       if (info.num_mtp_modules <= 0) throw sdk::Error("mtp: target model has no MTP modules (mtp.* tensors)");
       if (settings_.num_modules > info.num_mtp_modules)
         throw sdk::Error(sdk::detail::concat("mtp: ", params.path(), params.path().empty() ? "" : ".",
@@ -125,7 +125,7 @@ class MtpProposer : public sdk::Proposer {
       num_modules_ = settings_.num_modules > 0 ? settings_.num_modules : info.num_mtp_modules;
       vocab_ = info.vocab_size;
       hidden_ = info.hidden_size;
-      for (int32_t m = 0; m < num_modules_; ++m) modules_.push_back(client_->load_mtp(target_, m));
+      for (int32_t m = 0; m < num_modules_; ++m) modules_.push_back(client_->load_mtp(nullptr, m));
       for (specd_model* module : modules_) {
         const specd_model_info mi = client_->info(module);
         if (mi.vocab_size != vocab_ || mi.hidden_size != hidden_)
@@ -430,8 +430,6 @@ class MtpProposer : public sdk::Proposer {
   void release_models() {
     for (specd_model* module : modules_) client_->release(module);
     modules_.clear();
-    client_->release(target_);
-    target_ = nullptr;
   }
 
   struct Piece {
@@ -443,7 +441,6 @@ class MtpProposer : public sdk::Proposer {
   sdk::Logger log_;
   Settings settings_;
   std::optional<ModelClient> client_;
-  specd_model* target_ = nullptr;
   std::vector<specd_model*> modules_;
   int32_t num_modules_ = 0;
   int32_t vocab_ = 0;

@@ -36,7 +36,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* p : {"ngram", "draft_model"})
+  for (const char* p : {"ngram", "draft_model", "mtp"})
     for (const char* v : {"greedy", "rejection"})
       for (int k : {1, 3, 5})
         for (int b : {1, 4, 16}) cases.push_back({p, v, k, b});

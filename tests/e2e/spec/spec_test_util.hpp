@@ -31,6 +31,7 @@ inline fs::path target_fixture(bool with_mtp = false, double layer_std = 0.02) {
   o.embed_std = 0.5;
   o.layer_std = layer_std;
   o.mtp_modules = with_mtp ? 2 : 0;
+  o.mtp_identity = with_mtp;  // heads that agree with the target often enough to accept drafts
   const std::string name = std::string(with_mtp ? "tiny-mtp" : "tiny") + (layer_std < 0.01 ? "-markov" : "");
   return fixture::write(o, work_dir() / name);
 }

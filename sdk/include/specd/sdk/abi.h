@@ -192,11 +192,12 @@ typedef struct specd_model_services {
   uint32_t struct_size;
   int32_t (*load)(void* host_ctx, const specd_model_load_options* options, specd_model** out,
                   specd_error* err);
-  /* Loads MTP module `module` of a model (0-based) as a model whose forward takes
-   * input_hidden. */
+  /* Loads MTP module `module` (0-based) of `target` (NULL = the engine's target model) as a
+   * model whose forward takes input_hidden. */
   int32_t (*load_mtp)(void* host_ctx, specd_model* target, int32_t module, specd_model** out,
                       specd_error* err);
   void (*release)(void* host_ctx, specd_model* model);
+  /* model == NULL describes the engine's target model. */
   int32_t (*info)(void* host_ctx, const specd_model* model, specd_model_info* out);
   int32_t (*forward)(void* host_ctx, specd_model* model, const specd_forward_batch* batch,
                      specd_error* err);

@@ -1,20 +1,34 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
+//             [--prompt TEXT | --prompt-file FILE] [--score-k K]
 // Throughput of the engine on synthetic prompts: prefill tokens/s, decode tokens/s per batch
 // size, peak RSS, and the memory-bandwidth floor of decoding (weight bytes per step divided
 // by a measured read bandwidth) to show how far decode is from the hardware limit.
-#include <CLI/CLI.hpp>
+//
+// With a `speculative` config section every decode run is done twice on the same prompts and
+// the same engine: plain (Request.speculative.enabled = false) and speculative, and the report
+// adds the speedup, the acceptance metrics and the propose/score/verify time split (deltas of
+// Engine::spec_metrics() around the speculative run), plus the cost of scoring k+1 new tokens
+// per sequence relative to a one-token decode step, timed on the target model directly.
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
+#include "kv/kv_cache.hpp"
+#include "model/checkpoint.hpp"
+#include "model/forward.hpp"
+#include "model/llama.hpp"
+#include "model/weights.hpp"
 #include "specd/engine.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
@@ -31,9 +45,14 @@ struct BenchOptions {
   std::vector<int32_t> batches = {1, 8};
   int32_t repeats = 2;
   bool json = false;
+  std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
+  std::string prompt_file;  // same, read from a file
+  int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
 };
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::vector<int32_t> synthetic_prompt(int32_t n, int64_t vocab, uint64_t salt) {
   std::vector<int32_t> ids;
@@ -82,21 +101,50 @@ double measure_read_bandwidth_gbs() {
 struct DecodeResult {
   int32_t batch = 0;
   double tokens_per_s = 0;
-  double step_ms = 0;  // mean time of one decode step (one token per sequence)
+  double step_ms = 0;  // mean time of one engine step in the timed region
+  int64_t tokens = 0;  // tokens emitted in the timed region
+  int64_t steps = 0;
+  spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
 };
 
+// after - before, counter by counter.
+spec::SpecMetrics metrics_delta(const spec::SpecMetrics& before, const spec::SpecMetrics& after) {
+  spec::SpecMetrics d = after;
+  d.num_steps -= before.num_steps;
+  d.num_drafts -= before.num_drafts;
+  d.draft_tokens -= before.draft_tokens;
+  d.accepted_tokens -= before.accepted_tokens;
+  d.emitted_tokens -= before.emitted_tokens;
+  d.draft_slots -= before.draft_slots;
+  for (size_t i = 0; i < before.drafted_at.size() && i < d.drafted_at.size(); ++i)
+    d.drafted_at[i] -= before.drafted_at[i];
+  for (size_t i = 0; i < before.accepted_at.size() && i < d.accepted_at.size(); ++i) {
+    d.accepted_at[i] -= before.accepted_at[i];
+  }
+  d.propose_seconds -= before.propose_seconds;
+  d.score_seconds -= before.score_seconds;
+  d.verify_seconds -= before.verify_seconds;
+  return d;
+}
+
 // Runs `batch` requests together; returns decode throughput measured over the steps after
-// every request has its first token (so prefill is excluded).
-DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt) {
+// every request has its first token (so prefill is excluded). `prompt` non-empty: every request
+// uses it; otherwise synthetic prompts from `salt`. `speculative` sets Request.speculative.enabled.
+DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
+                          const std::vector<int32_t>& prompt, bool speculative) {
   SamplingParams sp;
   sp.temperature = 0;
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
+  const spec::SpecMetrics before = engine.spec_metrics();
   std::vector<RequestId> ids;
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
-    r.prompt_ids = synthetic_prompt(prompt_tokens, engine.info().vocab_size, salt + static_cast<uint64_t>(b));
+    r.prompt_ids = prompt.empty()
+                       ? synthetic_prompt(prompt_tokens, engine.info().vocab_size, salt + static_cast<uint64_t>(b))
+                       : prompt;
     r.sampling = sp;
+    r.speculative.enabled = speculative;
     ids.push_back(engine.add_request(r));
   }
   int32_t started = 0;
@@ -106,8 +154,10 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
     const bool timing = started == batch;
     const auto outs = engine.step();
     for (const RequestOutput& o : outs) {
-      if (o.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
+      if (o.finish_reason == FinishReason::kError)
+        throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
       if (timing) tokens += static_cast<int64_t>(o.new_token_ids.size());
+      // The first token always comes alone, from the prompt's last chunk.
       if (!timing && o.num_generated_tokens == 1) ++started;
     }
     if (timing) ++steps;
@@ -120,8 +170,101 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
     r.tokens_per_s = static_cast<double>(tokens) / s;
     r.step_ms = s * 1e3 / static_cast<double>(steps);
   }
+  r.tokens = tokens;
+  r.steps = steps;
+  r.spec = metrics_delta(before, engine.spec_metrics());
   return r;
 }
+
+// The cost of scoring k+1 new tokens per sequence (a speculative step's target forward) against
+// a one-token decode step, at the same context length and batch size, timed on the target
+// model directly (a second LlamaModel over the same checkpoint and its own small KV cache):
+// `batch` sequences are prefilled with `context` synthetic tokens, then each measurement
+// reserves n slots, runs one forward of n new tokens per sequence (kLast for n = 1, kAll for
+// n = k+1, as the engine does), and truncates the KV back. Median of `reps` runs after one
+// warm-up. No proposer, verifier or sampling time is included in either number.
+struct ScoringResult {
+  int32_t batch = 0;
+  double decode_ms = 0;  // forward of 1 new token per sequence
+  double score_ms = 0;   // forward of k+1 new tokens per sequence, logits for all of them
+};
+
+std::vector<ScoringResult> measure_scoring(const EngineInfo& info, int32_t k, int32_t context,
+                                           const std::vector<int32_t>& batches, int reps) {
+  std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
+  model::LlamaModel m(model::LlamaWeights::load(ckpt));
+  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size);
+  const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
+  const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
+  kv::KvCache kv(shape, max_batch * per_seq);
+  model::ForwardOutput out;
+  std::vector<ScoringResult> results;
+  for (int32_t batch : batches) {
+    std::vector<std::vector<int32_t>> prompts;
+    model::ForwardBatch fb;
+    for (int32_t s = 0; s < batch; ++s) {
+      prompts.push_back(synthetic_prompt(context + k + 1, info.vocab_size, 5000 + static_cast<uint64_t>(s)));
+      kv.add_sequence(s);
+      if (!kv.reserve(s, context)) throw Error(ErrorCode::kInternal, "scoring measurement: KV reservation failed");
+    }
+    for (int32_t s = 0; s < batch; ++s) {
+      fb.seqs.push_back({s,
+                         std::span<const int32_t>(prompts[static_cast<size_t>(s)]).first(static_cast<size_t>(context)),
+                         model::LogitsMode::kNone});
+    }
+    m.forward(fb, kv, out);
+    auto timed = [&](int32_t n, model::LogitsMode mode) {
+      std::vector<double> times;
+      for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
+        fb.seqs.clear();
+        for (int32_t s = 0; s < batch; ++s) {
+          if (!kv.reserve(s, n)) throw Error(ErrorCode::kInternal, "scoring measurement: KV reservation failed");
+          fb.seqs.push_back({s,
+                             std::span<const int32_t>(prompts[static_cast<size_t>(s)])
+                                 .subspan(static_cast<size_t>(context), static_cast<size_t>(n)),
+                             mode});
+        }
+        const auto t0 = Clock::now();
+        m.forward(fb, kv, out);
+        const double t = seconds_since(t0);
+        for (int32_t s = 0; s < batch; ++s) kv.truncate(s, context);
+        if (rep > 0) times.push_back(t);
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2] * 1e3;
+    };
+    ScoringResult r;
+    r.batch = batch;
+    // Interleave to spread noise from other processes over both numbers.
+    r.decode_ms = timed(1, model::LogitsMode::kLast);
+    r.score_ms = timed(k + 1, model::LogitsMode::kAll);
+    r.decode_ms = std::min(r.decode_ms, timed(1, model::LogitsMode::kLast));
+    r.score_ms = std::min(r.score_ms, timed(k + 1, model::LogitsMode::kAll));
+    for (int32_t s = 0; s < batch; ++s) kv.remove_sequence(s);
+    results.push_back(r);
+  }
+  return results;
+}
+
+std::vector<int32_t> bench_prompt_ids(const BenchOptions& o, const Engine& engine) {
+  std::string text = o.prompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read --prompt-file " + o.prompt_file);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  if (text.empty()) return {};
+  std::vector<int32_t> ids = engine.encode(text);
+  if (ids.empty()) throw Error(ErrorCode::kInvalidArgument, "the bench prompt encodes to no tokens");
+  return ids;
+}
+
+struct SpecRow {
+  DecodeResult plain;
+  DecodeResult spec;
+};
 
 double bench_prefill(Engine& engine, int32_t prompt_tokens, uint64_t salt) {
   Request r;
@@ -133,33 +276,83 @@ double bench_prefill(Engine& engine, int32_t prompt_tokens, uint64_t salt) {
   const auto t0 = Clock::now();
   while (engine.has_unfinished()) {
     for (const RequestOutput& o : engine.step()) {
-      if (o.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
+      if (o.finish_reason == FinishReason::kError)
+        throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
     }
   }
   return prompt_tokens / seconds_since(t0);
+}
+
+nlohmann::json spec_json(const SpecRow& r) {
+  const spec::SpecMetrics& m = r.spec.spec;
+  const double total = m.propose_seconds + m.score_seconds + m.verify_seconds;
+  const double steps = static_cast<double>(std::max<uint64_t>(m.num_steps, 1));
+  nlohmann::json per_position = nlohmann::json::array();
+  for (size_t i = 0; i < m.drafted_at.size(); ++i) per_position.push_back(m.acceptance_at(i));
+  return {{"batch", r.plain.batch},
+          {"plain", {{"tokens_per_s", r.plain.tokens_per_s}, {"step_ms", r.plain.step_ms}}},
+          {"speculative",
+           {{"tokens_per_s", r.spec.tokens_per_s},
+            {"step_ms", r.spec.step_ms},
+            {"tokens_per_step", r.spec.steps > 0 ? static_cast<double>(r.spec.tokens) / r.spec.steps : 0.0}}},
+          {"speedup", r.plain.tokens_per_s > 0 ? r.spec.tokens_per_s / r.plain.tokens_per_s : 0.0},
+          {"num_steps", m.num_steps},
+          {"num_drafts", m.num_drafts},
+          {"draft_tokens", m.draft_tokens},
+          {"accepted_tokens", m.accepted_tokens},
+          {"emitted_tokens", m.emitted_tokens},
+          {"acceptance_rate", m.acceptance_rate()},
+          {"mean_acceptance_length", m.mean_acceptance_length()},
+          {"system_efficiency", m.system_efficiency()},
+          {"acceptance_per_position", per_position},
+          {"time",
+           {{"propose_s", m.propose_seconds},
+            {"score_s", m.score_seconds},
+            {"verify_s", m.verify_seconds},
+            {"propose_ms_per_step", m.propose_seconds * 1e3 / steps},
+            {"score_ms_per_step", m.score_seconds * 1e3 / steps},
+            {"verify_ms_per_step", m.verify_seconds * 1e3 / steps},
+            {"propose_fraction", total > 0 ? m.propose_seconds / total : 0.0},
+            {"score_fraction", total > 0 ? m.score_seconds / total : 0.0},
+            {"verify_fraction", total > 0 ? m.verify_seconds / total : 0.0}}}};
 }
 
 void run_bench(const BenchOptions& o) {
   if (o.prompt_tokens < 1 || o.gen_tokens < 2) {
     throw Error(ErrorCode::kInvalidArgument, "--prompt-tokens must be >= 1 and --gen-tokens >= 2");
   }
+  if (o.score_k < 1 || o.score_k > 32) throw Error(ErrorCode::kInvalidArgument, "--score-k must be in [1, 32]");
+  if (!o.prompt.empty() && !o.prompt_file.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
+  }
   const config::EngineConfig cfg = load_engine_config(o.model);
   const auto t_load = Clock::now();
   Engine engine(cfg);
   const double load_s = seconds_since(t_load);
   const EngineInfo& info = engine.info();
+  const bool speculative = !info.proposer.empty();
+  const std::vector<int32_t> prompt = bench_prompt_ids(o, engine);
+  const int32_t decode_prompt_tokens = prompt.empty() ? o.prompt_tokens : static_cast<int32_t>(prompt.size());
 
   double prefill = 0;
-  for (int i = 0; i < std::max(1, o.repeats); ++i) prefill = std::max(prefill, bench_prefill(engine, o.prompt_tokens, 100 + static_cast<uint64_t>(i)));
-  std::vector<DecodeResult> decode;
+  for (int i = 0; i < std::max(1, o.repeats); ++i)
+    prefill = std::max(prefill, bench_prefill(engine, o.prompt_tokens, 100 + static_cast<uint64_t>(i)));
+  std::vector<SpecRow> rows;
   for (int32_t b : o.batches) {
-    DecodeResult best;
+    SpecRow best;
     for (int i = 0; i < std::max(1, o.repeats); ++i) {
-      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, 1000 * static_cast<uint64_t>(i + 1));
-      if (d.tokens_per_s > best.tokens_per_s) best = d;
+      const uint64_t salt = 1000 * static_cast<uint64_t>(i + 1);
+      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, false);
+      if (d.tokens_per_s > best.plain.tokens_per_s) best.plain = d;
+      if (speculative) {
+        DecodeResult sd = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, true);
+        if (sd.tokens_per_s > best.spec.tokens_per_s) best.spec = sd;
+      }
     }
-    decode.push_back(best);
+    rows.push_back(best);
   }
+  std::vector<ScoringResult> scoring;
+  if (speculative) scoring = measure_scoring(info, o.score_k, decode_prompt_tokens, o.batches, 5);
   // Peak RSS of the engine runs, before the bandwidth probe allocates its own buffer.
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -169,8 +362,11 @@ void run_bench(const BenchOptions& o) {
 
   if (o.json) {
     nlohmann::json d = nlohmann::json::array();
-    for (const auto& r : decode) {
-      d.push_back({{"batch", r.batch}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
+    for (const auto& row : rows) {
+      const DecodeResult& r = row.plain;
+      d.push_back({{"batch", r.batch},
+                   {"tokens_per_s", r.tokens_per_s},
+                   {"step_ms", r.step_ms},
                    {"step_over_floor", floor_ms > 0 ? r.step_ms / floor_ms : 0.0}});
     }
     nlohmann::json j = {{"model", info.model_dir},
@@ -178,6 +374,7 @@ void run_bench(const BenchOptions& o) {
                         {"threads", info.num_threads},
                         {"load_s", load_s},
                         {"prompt_tokens", o.prompt_tokens},
+                        {"decode_prompt_tokens", decode_prompt_tokens},
                         {"gen_tokens", o.gen_tokens},
                         {"prefill_tokens_per_s", prefill},
                         {"decode", d},
@@ -185,19 +382,73 @@ void run_bench(const BenchOptions& o) {
                         {"read_bandwidth_gb_s", bw},
                         {"decode_weight_bytes", info.decode_weight_bytes},
                         {"decode_floor_ms_per_step", floor_ms}};
+    if (speculative) {
+      nlohmann::json srows = nlohmann::json::array();
+      for (const auto& row : rows) srows.push_back(spec_json(row));
+      nlohmann::json sc = nlohmann::json::array();
+      for (const auto& r : scoring) {
+        sc.push_back({{"batch", r.batch},
+                      {"decode_ms", r.decode_ms},
+                      {"score_ms", r.score_ms},
+                      {"ratio", r.decode_ms > 0 ? r.score_ms / r.decode_ms : 0.0}});
+      }
+      j["speculative"] = {{"proposer", info.proposer},
+                          {"verifier", info.verifier},
+                          {"k", info.num_speculative_tokens},
+                          {"rows", srows},
+                          {"scoring", {{"k", o.score_k}, {"context_tokens", decode_prompt_tokens}, {"rows", sc}}}};
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
   std::printf("model       %s (%s, %lld layers), %d threads, loaded in %.2f s\n", info.model_dir.c_str(),
               info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads, load_s);
-  std::printf("prefill     %.1f tokens/s (%d-token prompt)\n", prefill, o.prompt_tokens);
-  for (const auto& r : decode) {
-    std::printf("decode b=%-3d %.2f tokens/s, %.2f ms/step (%.2fx the bandwidth floor)\n", r.batch, r.tokens_per_s,
-                r.step_ms, floor_ms > 0 ? r.step_ms / floor_ms : 0.0);
+  if (speculative) {
+    std::printf(
+        "speculative proposer %s, verifier %s, k=%d; decode runs plain and speculative on the same "
+        "%d-token prompts\n",
+        info.proposer.c_str(), info.verifier.c_str(), info.num_speculative_tokens, decode_prompt_tokens);
   }
-  std::printf("memory      read bandwidth %.1f GB/s; %.1f MiB of weights per decode step -> floor %.2f ms/step "
-              "(%.1f tokens/s at batch 1)\n",
-              bw, static_cast<double>(info.decode_weight_bytes) / (1 << 20), floor_ms, 1e3 / floor_ms);
+  std::printf("prefill     %.1f tokens/s (%d-token prompt)\n", prefill, o.prompt_tokens);
+  for (const auto& row : rows) {
+    const DecodeResult& r = row.plain;
+    std::printf("decode b=%-3d %.2f tokens/s, %.2f ms/step (%.2fx the bandwidth floor)%s\n", r.batch, r.tokens_per_s,
+                r.step_ms, floor_ms > 0 ? r.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
+    if (!speculative) continue;
+    const DecodeResult& s = row.spec;
+    const spec::SpecMetrics& m = s.spec;
+    const double steps = static_cast<double>(std::max<uint64_t>(m.num_steps, 1));
+    std::printf("spec   b=%-3d %.2f tokens/s, %.2f ms/step, %.2f tokens/step -> speedup %.2fx\n", s.batch,
+                s.tokens_per_s, s.step_ms, s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+                r.tokens_per_s > 0 ? s.tokens_per_s / r.tokens_per_s : 0.0);
+    std::string per_position;
+    for (size_t i = 0; i < m.drafted_at.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", i == 0 ? "" : " ", m.acceptance_at(i));
+      per_position += buf;
+    }
+    std::printf("             acceptance %.3f (%llu/%llu), mean length %.2f, efficiency %.2f, per position [%s]\n",
+                m.acceptance_rate(), static_cast<unsigned long long>(m.accepted_tokens),
+                static_cast<unsigned long long>(m.draft_tokens), m.mean_acceptance_length(), m.system_efficiency(),
+                per_position.c_str());
+    const double total = m.propose_seconds + m.score_seconds + m.verify_seconds;
+    auto pct = [&](double x) { return total > 0 ? 100.0 * x / total : 0.0; };
+    std::printf(
+        "             per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
+        m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps, pct(m.score_seconds),
+        m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
+  }
+  for (const auto& r : scoring) {
+    std::printf(
+        "scoring b=%-2d forward of %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = "
+        "%.2fx (context %d)\n",
+        r.batch, o.score_k + 1, r.score_ms, r.decode_ms, o.score_k + 1,
+        r.decode_ms > 0 ? r.score_ms / r.decode_ms : 0.0, decode_prompt_tokens);
+  }
+  std::printf(
+      "memory      read bandwidth %.1f GB/s; %.1f MiB of weights per decode step -> floor %.2f ms/step "
+      "(%.1f tokens/s at batch 1)\n",
+      bw, static_cast<double>(info.decode_weight_bytes) / (1 << 20), floor_ms, 1e3 / floor_ms);
   std::printf("peak RSS    %.1f MiB\n", peak_rss_mib);
 }
 
@@ -205,12 +456,18 @@ void run_bench(const BenchOptions& o) {
 
 void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "prefill/decode throughput against the memory-bandwidth floor");
+  CLI::App* cmd = app.add_subcommand("bench",
+                                     "prefill/decode throughput against the memory-bandwidth floor; plain vs "
+                                     "speculative with a `speculative` section");
   add_model_flags(*cmd, o->model);
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "synthetic prompt length")->capture_default_str();
   cmd->add_option("--gen-tokens", o->gen_tokens, "tokens generated per request in decode runs")->capture_default_str();
   cmd->add_option("--batch", o->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "runs per measurement (best is reported)")->capture_default_str();
+  cmd->add_option("--prompt", o->prompt, "decode runs use this prompt (every request) instead of synthetic ids");
+  cmd->add_option("--prompt-file", o->prompt_file, "like --prompt, read from a file")->check(CLI::ExistingFile);
+  cmd->add_option("--score-k", o->score_k, "k of the score(k+1)/decode(1) cost ratio (speculative configs)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -1,0 +1,162 @@
+// `specd generate --json` and `specd bench --json` with a `speculative` section (set through
+// --set) on the tiny fixture: the speculative fields are present and consistent.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fixture.hpp"
+
+namespace specd::cli::test {
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out;  // stdout
+};
+
+// stdout only; stderr (logs, the human summary) goes to a file shown on failure.
+CliRun run(const std::string& args) {
+  CliRun r;
+  const std::string err = (std::filesystem::path(SPECD_TEST_WORK_DIR) / "cli_spec" / "stderr.txt").string();
+  const std::string cmd = std::string(SPECD_CLI_PATH) + " " + args + " 2>'" + err + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  r.status = pclose(p);
+  if (r.status != 0) {
+    std::ifstream in(err);
+    r.out += "\n--- stderr ---\n" + std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return r;
+}
+
+std::filesystem::path tiny() {
+  const auto dir = std::filesystem::path(SPECD_TEST_WORK_DIR) / "cli_spec";
+  std::filesystem::create_directories(dir);
+  fixture::Options o;
+  o.preset = "tiny";
+  o.seed = 7;
+  o.layer_std = 0.004;  // the first layer predicts much like the whole model: drafts get accepted
+  return fixture::write(o, dir / "tiny");
+}
+
+const std::string kSpec =
+    " --set speculative.proposer.name=draft_model --set speculative.proposer.layers=1"
+    " --set speculative.verifier.name=greedy --set speculative.num_speculative_tokens=3"
+    " --set kv_cache.memory_mib=16";
+
+TEST(CliSpec, GenerateJsonHasSpeculativeObject) {
+  const CliRun r = run("generate --model '" + tiny().string() + "'" + kSpec +
+                       " --prompt 'Once upon a time' --json --max-tokens 12 --temperature 0 --ignore-eos");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j.at("token_ids").size(), 12u);
+  ASSERT_TRUE(j.contains("speculative")) << r.out;
+  const nlohmann::json& s = j.at("speculative");
+  EXPECT_EQ(s.at("proposer"), "draft_model");
+  EXPECT_EQ(s.at("verifier"), "greedy");
+  EXPECT_EQ(s.at("k"), 3);
+  const auto draft = s.at("draft_tokens").get<int64_t>();
+  const auto accepted = s.at("accepted_tokens").get<int64_t>();
+  const auto steps = s.at("spec_steps").get<int64_t>();
+  EXPECT_GT(draft, 0);
+  EXPECT_GE(accepted, 0);
+  EXPECT_LE(accepted, draft);
+  EXPECT_LE(draft, 3 * steps);
+  const double rate = s.at("acceptance_rate").get<double>();
+  EXPECT_GE(rate, 0.0);
+  EXPECT_LE(rate, 1.0);
+  EXPECT_NEAR(rate, static_cast<double>(accepted) / static_cast<double>(draft), 1e-9);
+  const double len = s.at("mean_acceptance_length").get<double>();
+  EXPECT_GE(len, 1.0);
+  EXPECT_LE(len, 4.0);
+}
+
+TEST(CliSpec, GenerateWithoutSpeculationHasNoSpeculativeObject) {
+  const CliRun r = run("generate --model '" + tiny().string() +
+                       "' --prompt 'Once upon a time' --json --max-tokens 4 --temperature 0 --ignore-eos");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_FALSE(j.contains("speculative"));
+}
+
+TEST(CliSpec, GreedySpeculativeOutputEqualsPlain) {
+  const std::string common = " --prompt 'Once upon a time' --json --max-tokens 10 --temperature 0 --ignore-eos";
+  const CliRun spec = run("generate --model '" + tiny().string() + "'" + kSpec + common);
+  const CliRun plain = run("generate --model '" + tiny().string() + "'" + kSpec + " --no-speculation" + common);
+  ASSERT_EQ(spec.status, 0) << spec.out;
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  const nlohmann::json a = nlohmann::json::parse(spec.out, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(plain.out, nullptr, false);
+  ASSERT_TRUE(a.is_object() && b.is_object());
+  EXPECT_EQ(a.at("token_ids"), b.at("token_ids"));
+  EXPECT_EQ(b.at("speculative").at("draft_tokens"), 0);
+}
+
+TEST(CliSpec, BenchJsonReportsPlainAndSpeculativeRows) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                       " --prompt-tokens 16 --gen-tokens 8 --batch 1,2 --repeats 1 --score-k 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j.at("decode").size(), 2u);
+  ASSERT_TRUE(j.contains("speculative")) << r.out;
+  const nlohmann::json& s = j.at("speculative");
+  EXPECT_EQ(s.at("proposer"), "draft_model");
+  EXPECT_EQ(s.at("k"), 3);
+  ASSERT_EQ(s.at("rows").size(), 2u);
+  for (const nlohmann::json& row : s.at("rows")) {
+    EXPECT_GT(row.at("plain").at("tokens_per_s").get<double>(), 0.0) << row;
+    EXPECT_GT(row.at("speculative").at("tokens_per_s").get<double>(), 0.0) << row;
+    EXPECT_GT(row.at("speedup").get<double>(), 0.0);
+    const auto draft = row.at("draft_tokens").get<uint64_t>();
+    const auto accepted = row.at("accepted_tokens").get<uint64_t>();
+    const auto drafts = row.at("num_drafts").get<uint64_t>();
+    EXPECT_GT(draft, 0u);
+    EXPECT_LE(accepted, draft);
+    const double rate = row.at("acceptance_rate").get<double>();
+    EXPECT_GE(rate, 0.0);
+    EXPECT_LE(rate, 1.0);
+    EXPECT_NEAR(row.at("mean_acceptance_length").get<double>(),
+                1.0 + static_cast<double>(accepted) / static_cast<double>(drafts), 1e-9);
+    const auto& per_position = row.at("acceptance_per_position");
+    EXPECT_GE(per_position.size(), 1u);
+    EXPECT_LE(per_position.size(), 3u);
+    for (const auto& p : per_position) {
+      EXPECT_GE(p.get<double>(), 0.0);
+      EXPECT_LE(p.get<double>(), 1.0);
+    }
+    const auto& t = row.at("time");
+    for (const char* key : {"propose_s", "score_s", "verify_s"}) EXPECT_GE(t.at(key).get<double>(), 0.0) << key;
+    EXPECT_NEAR(t.at("propose_fraction").get<double>() + t.at("score_fraction").get<double>() +
+                    t.at("verify_fraction").get<double>(),
+                1.0, 1e-6);
+  }
+  const nlohmann::json& sc = s.at("scoring");
+  EXPECT_EQ(sc.at("k"), 2);
+  ASSERT_EQ(sc.at("rows").size(), 2u);
+  for (const nlohmann::json& row : sc.at("rows")) {
+    EXPECT_GT(row.at("decode_ms").get<double>(), 0.0);
+    EXPECT_GT(row.at("score_ms").get<double>(), 0.0);
+  }
+}
+
+TEST(CliSpec, ShippedConfigsValidate) {
+  for (const char* name : {"ngram", "self-draft", "ab-rejection", "ab-typical"}) {
+    const auto file = std::filesystem::path(SPECD_SOURCE_DIR) / "configs" / (std::string(name) + ".yaml");
+    const CliRun r = run("validate --config '" + file.string() + "'");
+    EXPECT_EQ(r.status, 0) << name << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace specd::cli::test

@@ -274,17 +274,21 @@ TEST_F(Server, DisconnectMidStreamCancelsTheRequest) {
       ASSERT_FALSE(chunk.empty()) << got;
       got += chunk;
     }
+    // While it streams, its KV blocks are in use.
+    EXPECT_GT(metric_value(http_call(port(), "GET", "/metrics").body, "specd_kv_cache_blocks_used"), 0);
   }  // closes the socket mid-stream
-  double running = -1, aborted = -1;
+  double running = -1, aborted = -1, kv_used = -1;
   for (int i = 0; i < 200; ++i) {
     const std::string text = http_call(port(), "GET", "/metrics").body;
     running = metric_value(text, "specd_running_sequences");
     aborted = metric_value(text, "specd_requests_total{finish_reason=\"abort\"}");
-    if (running == 0 && aborted == aborted_before + 1) break;
+    kv_used = metric_value(text, "specd_kv_cache_blocks_used");
+    if (running == 0 && aborted == aborted_before + 1 && kv_used == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(running, 0);  // the sequence left the engine, its KV blocks with it
+  EXPECT_EQ(running, 0);
   EXPECT_EQ(aborted, aborted_before + 1);
+  EXPECT_EQ(kv_used, 0) << "the cancelled request's KV blocks were freed";
 }
 
 TEST_F(Server, MetricsPassPromtool) {

@@ -11,21 +11,15 @@ BUILD=${2:-build/release}
 TOKENS=${3:-32}
 [ -f "$MODEL/config.json" ] || "$BUILD/bin/specd-fixture" --preset llama-160m --embed-std 0.5 --layer-std 0.004 --out "$MODEL"
 
+# shellcheck source=scripts/serve-lib.sh
+source scripts/serve-lib.sh
+
 run_server() {  # $1 = label, rest = extra specd flags
   local label=$1; shift
   local log; log=$(mktemp)
-  "$BUILD/bin/specd" serve --model "$MODEL" --port 0 --set scheduler.max_num_seqs=32 --set model.max_model_len=512 \
-    --set kv_cache.memory_mib=512 "$@" 2>"$log" &
-  local pid=$!
-  local url=
-  for _ in $(seq 1 300); do
-    if addr=$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$log" | head -1) && [ -n "$addr" ]; then
-      url=${addr#listening on }
-      curl -sf "$url/health" >/dev/null && break
-    fi
-    kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
-    sleep 0.2
-  done
+  start_specd_server "$BUILD" "$log" --model "$MODEL" --set scheduler.max_num_seqs=32 --set model.max_model_len=512 \
+    --set kv_cache.memory_mib=512 "$@"
+  local pid=$SERVER_PID url=$SERVER_URL
   local model; model=$(basename "$MODEL")
   for c in 1 8 32; do
     echo "== speculation $label, concurrency $c"

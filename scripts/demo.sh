@@ -18,20 +18,12 @@ echo "== specd generate (speculative: 1-layer self-draft, rejection sampling)"
   --temperature 0 --set speculative.proposer.name=draft_model --set speculative.proposer.layers=1
 echo
 
+# shellcheck source=scripts/serve-lib.sh
+source scripts/serve-lib.sh
 log=$(mktemp)
-"$BUILD/bin/specd" serve --config configs/default.yaml --port 0 2>"$log" &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
-url=
-for _ in $(seq 1 150); do
-  if addr=$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$log" | head -1) && [ -n "$addr" ]; then
-    url=${addr#listening on }
-    curl -sf "$url/health" >/dev/null && break
-  fi
-  kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.2
-done
-[ -n "$url" ] || { echo "server did not start"; cat "$log"; exit 1; }
+trap 'kill -TERM ${SERVER_PID:-0} 2>/dev/null || true; wait ${SERVER_PID:-0} 2>/dev/null || true; rm -f "$log"' EXIT
+start_specd_server "$BUILD" "$log" --config configs/default.yaml
+url=$SERVER_URL
 echo "== specd serve --config configs/default.yaml  (listening on $url)"
 echo "\$ curl $url/v1/completions -H 'Content-Type: application/json' -d '{\"model\": \"tiny\", \"prompt\": \"Once upon a time\", \"max_tokens\": 16, \"temperature\": 0}'"
 curl -s "$url/v1/completions" -H 'Content-Type: application/json' \

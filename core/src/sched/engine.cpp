@@ -67,6 +67,14 @@ struct Engine::Impl {
   std::vector<int32_t> spec_token_rows;  // first hidden row (token order) of each item
   std::vector<spec::Speculator::PrefillChunk> prefill_chunks;
   std::vector<size_t> prefill_batch;  // batch entry of each prefill chunk
+  // Per-step scratch, reused so that a decode step does not allocate.
+  std::vector<size_t> item_chunks;       // chunk index of each speculative item
+  std::vector<int32_t> chunk_item;       // speculative item of each chunk, or -1
+  std::vector<size_t> batch_chunk;       // chunk index of each batch entry
+  std::vector<char> batch_failed;        // per batch entry
+  std::vector<spec::Speculator::Item> drafted_items;  // items with at least one draft
+  std::vector<int32_t> drafted_rows, drafted_token_rows;
+  std::vector<size_t> drafted_chunk;
   uint64_t num_preemptions = 0;
 
   explicit Impl(const config::EngineConfig& c);
@@ -333,7 +341,8 @@ std::vector<RequestOutput> Engine::step() {
   if (plan.chunks.empty()) return outputs;
 
   // Propose for decodes that got lookahead slots. A failing proposer fails those requests only.
-  std::vector<size_t> item_chunks;  // chunk index of each speculative item
+  std::vector<size_t>& item_chunks = m.item_chunks;
+  item_chunks.clear();
   double propose_seconds = 0;
   m.spec_items.clear();
   if (m.spec) {
@@ -371,9 +380,11 @@ std::vector<RequestOutput> Engine::step() {
   m.batch.return_hidden = want_hidden;
   m.batch.hidden_all = want_hidden;
   m.spec_tokens.resize(std::max(m.spec_tokens.size(), m.spec_items.size()));
-  std::vector<int32_t> chunk_item(plan.chunks.size(), -1);
+  std::vector<int32_t>& chunk_item = m.chunk_item;
+  chunk_item.assign(plan.chunks.size(), -1);
   for (size_t j = 0; j < m.spec_items.size(); ++j) chunk_item[item_chunks[j]] = static_cast<int32_t>(j);
-  std::vector<size_t> batch_chunk;  // chunk index of each batch entry
+  std::vector<size_t>& batch_chunk = m.batch_chunk;
+  batch_chunk.clear();
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const sched::ScheduledChunk& c = plan.chunks[i];
     if (c.seq == nullptr) continue;
@@ -412,7 +423,8 @@ std::vector<RequestOutput> Engine::step() {
 
   // Hidden states of non-scored chunks: prefill chunks go to the proposer's on_prefill now,
   // plain decodes are kept for the next propose (scored items: after verification).
-  std::vector<char> failed(batch_chunk.size(), 0);
+  std::vector<char>& failed = m.batch_failed;
+  failed.assign(batch_chunk.size(), 0);
   if (want_hidden) {
     const auto H = static_cast<size_t>(m.fwd.hidden_size);
     m.prefill_chunks.clear();
@@ -484,9 +496,14 @@ std::vector<RequestOutput> Engine::step() {
 void Engine::Impl::run_speculative(std::vector<RequestOutput>& outputs, const std::vector<size_t>& item_chunks,
                                    const sched::SchedulePlan& plan, double score_seconds, double propose_seconds) {
   using Clock = std::chrono::steady_clock;
-  std::vector<spec::Speculator::Item> drafted;
-  std::vector<int32_t> rows, token_rows;
-  std::vector<size_t> chunk_of;
+  std::vector<spec::Speculator::Item>& drafted = drafted_items;
+  std::vector<int32_t>& rows = drafted_rows;
+  std::vector<int32_t>& token_rows = drafted_token_rows;
+  std::vector<size_t>& chunk_of = drafted_chunk;
+  drafted.clear();
+  rows.clear();
+  token_rows.clear();
+  chunk_of.clear();
   for (size_t j = 0; j < spec_items.size(); ++j) {
     if (spec_items[j].num_drafted == 0) continue;
     drafted.push_back(spec_items[j]);

@@ -21,8 +21,12 @@ float row_max(const float* x, int64_t cols) {
 
 }  // namespace
 
-void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
+void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols, float temperature) {
   detail::require_cpu(device, "softmax");
+  if (!(temperature > 0.0f)) {
+    throw Error(ErrorCode::kInvalidArgument, "softmax: temperature must be > 0");
+  }
+  const double inv_t = 1.0 / static_cast<double>(temperature);
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
@@ -30,11 +34,11 @@ void softmax(Device device, const float* x, float* out, int64_t rows, int64_t co
       const float m = row_max(xr, cols);
       double sum = 0.0;
       for (int64_t i = 0; i < cols; ++i) {
-        o[i] = std::exp(xr[i] - m);
-        sum += o[i];
+        const double v = std::exp((static_cast<double>(xr[i]) - m) * inv_t);
+        o[i] = static_cast<float>(v);
+        sum += v;
       }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t i = 0; i < cols; ++i) o[i] *= inv;
+      for (int64_t i = 0; i < cols; ++i) o[i] = static_cast<float>(o[i] / sum);
     }
   });
 }

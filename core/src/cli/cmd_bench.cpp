@@ -137,7 +137,6 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
   const spec::SpecMetrics before = engine.spec_metrics();
-  std::vector<RequestId> ids;
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt_ids = prompt.empty()
@@ -145,7 +144,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
                        : prompt;
     r.sampling = sp;
     r.speculative.enabled = speculative;
-    ids.push_back(engine.add_request(r));
+    engine.add_request(static_cast<RequestId>(b + 1), r);
   }
   int32_t started = 0;
   int64_t tokens = 0, steps = 0;
@@ -272,7 +271,7 @@ double bench_prefill(Engine& engine, int32_t prompt_tokens, uint64_t salt) {
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 1;
   r.sampling.ignore_eos = true;
-  engine.add_request(r);
+  engine.add_request(1, r);
   const auto t0 = Clock::now();
   while (engine.has_unfinished()) {
     for (const RequestOutput& o : engine.step()) {

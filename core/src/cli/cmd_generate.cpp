@@ -44,13 +44,11 @@ void run_generate(GenerateOptions& o) {
   req.speculative.enabled = !o.no_speculation;
   req.speculative.num_speculative_tokens = o.num_speculative_tokens;
   const auto t0 = Clock::now();
-  const RequestId id = engine.add_request(req);
+  const RequestId id = 1;
+  engine.add_request(id, req);
   std::string text;
   std::vector<int32_t> ids;
   RequestOutput last;
-  // Speculative counters are cumulative per request but only filled in by steps that verified
-  // a draft; keep the largest seen (a final plain step reports zeros).
-  int32_t draft_tokens = 0, accepted_tokens = 0, spec_steps = 0;
   std::optional<Clock::time_point> t_first;
   while (engine.has_unfinished()) {
     for (RequestOutput& out : engine.step()) {
@@ -58,9 +56,6 @@ void run_generate(GenerateOptions& o) {
       if (!out.new_token_ids.empty() && !t_first) t_first = Clock::now();
       ids.insert(ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
       text += out.text_delta;
-      draft_tokens = std::max(draft_tokens, out.num_draft_tokens);
-      accepted_tokens = std::max(accepted_tokens, out.num_accepted_tokens);
-      spec_steps = std::max(spec_steps, out.num_spec_steps);
       if (!o.json && !out.text_delta.empty()) {
         std::fwrite(out.text_delta.data(), 1, out.text_delta.size(), stdout);
         std::fflush(stdout);
@@ -70,6 +65,9 @@ void run_generate(GenerateOptions& o) {
   }
   const auto t_end = Clock::now();
   if (last.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInvalidArgument, last.error);
+  // The request's speculative counters so far (every output carries them).
+  const int32_t draft_tokens = last.num_draft_tokens, accepted_tokens = last.num_accepted_tokens,
+                spec_steps = last.num_spec_steps;
 
   const double total_s = std::chrono::duration<double>(t_end - t0).count();
   const double ttft_s = t_first ? std::chrono::duration<double>(*t_first - t0).count() : total_s;

@@ -90,13 +90,19 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
               mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
   int32_t stride = 1;
-  for (const SequenceInput& in : batch.seqs) {
+  for (int32_t s = 0; s < S; ++s) {
+    const SequenceInput& in = batch.seqs[static_cast<size_t>(s)];
     const auto n = static_cast<int32_t>(in.tokens.size());
     if (n == 0) {
       throw Error(ErrorCode::kInvalidArgument,
                   "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
     }
-    const int32_t start = kv.num_tokens(in.seq);
+    // A sequence's later rows continue its earlier ones (batch expansion, forward.hpp).
+    int32_t start = kv.num_tokens(in.seq);
+    for (int32_t e = 0; e < s; ++e) {
+      const SequenceInput& earlier = batch.seqs[static_cast<size_t>(e)];
+      if (earlier.seq == in.seq) start += static_cast<int32_t>(earlier.tokens.size());
+    }
     SPECD_CHECK(start + n <= kv.capacity(in.seq), ErrorCode::kInternal,
                 "forward: sequence " + std::to_string(in.seq) + " needs KV room for " +
                     std::to_string(start + n) + " tokens but has " +

@@ -75,7 +75,7 @@ TEST(Cli, GenerateJson) {
   sp.temperature = 0;
   sp.max_tokens = 8;
   sp.ignore_eos = true;
-  e.add_request({.prompt = "Once upon a time", .prompt_ids = {}, .sampling = sp, .speculative = {}});
+  add_request(e, {.prompt = "Once upon a time", .prompt_ids = {}, .sampling = sp, .speculative = {}});
   std::vector<int32_t> want;
   while (e.has_unfinished()) {
     for (const auto& o : e.step()) want.insert(want.end(), o.new_token_ids.begin(), o.new_token_ids.end());

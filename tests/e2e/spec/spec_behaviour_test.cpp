@@ -14,6 +14,7 @@ namespace fs = std::filesystem;
 using specd::FinishReason;
 using specd::Request;
 using specd::spec_test::Generation;
+using specd::spec_test::add_request;
 using specd::spec_test::run_engine;
 
 namespace {
@@ -128,7 +129,7 @@ TEST(SpecControls, PerRequestOverrides) {
   specd::Engine e(specd::spec_test::spec_config(target, "draft_model", "greedy", 3));
   std::map<specd::RequestId, specd::RequestOutput> last;
   std::map<specd::RequestId, size_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i])] = i;
+  for (size_t i = 0; i < reqs.size(); ++i) index[add_request(e, reqs[i])] = i;
   std::vector<size_t> max_step_tokens(reqs.size(), 0);
   while (e.has_unfinished())
     for (const auto& o : e.step()) {
@@ -151,7 +152,7 @@ TEST(SpecControls, PerRequestOverrides) {
   // Out-of-range k fails that request only.
   Request bad = reqs[0];
   bad.speculative.num_speculative_tokens = 40;
-  const auto id = e.add_request(bad);
+  const auto id = add_request(e, bad);
   bool failed = false;
   while (e.has_unfinished())
     for (const auto& o : e.step())
@@ -209,7 +210,7 @@ TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
   auto reqs = specd::spec_test::mixed_requests(3, 4);
   reqs[2].speculative.enabled = false;  // never reaches the proposer
   std::vector<specd::RequestId> ids;
-  for (const auto& r : reqs) ids.push_back(e.add_request(r));
+  for (const auto& r : reqs) ids.push_back(add_request(e, r));
   std::map<specd::RequestId, specd::RequestOutput> done;
   while (e.has_unfinished())
     for (const auto& o : e.step()) {
@@ -226,7 +227,7 @@ TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
   // Later requests are served.
   Request later = reqs[0];
   later.speculative.enabled = false;
-  const auto id = e.add_request(later);
+  const auto id = add_request(e, later);
   bool served = false;
   while (e.has_unfinished())
     for (const auto& o : e.step())

@@ -1,4 +1,4 @@
-#include "sched/async_engine.hpp"
+#include "engine/async_engine.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -8,7 +8,7 @@
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 
-namespace specd::sched {
+namespace specd {
 
 // ---- RequestStream ----------------------------------------------------------------------------
 
@@ -47,9 +47,9 @@ void RequestStream::push(RequestOutput out) {
 
 namespace {
 
-RequestOutput aborted_output(RequestId ticket) {
+RequestOutput aborted_output(RequestId id) {
   RequestOutput out;
-  out.id = ticket;
+  out.id = id;
   out.finished = true;
   out.finish_reason = FinishReason::kAbort;
   return out;
@@ -82,7 +82,7 @@ Submission AsyncEngine::submit(Request request) {
       result.status = SubmitStatus::kQueueFull;
       return result;
     }
-    result.id = next_ticket_++;
+    result.id = next_id_++;
     result.stream = std::make_shared<RequestStream>();
     queue_.push_back(Pending{result.id, std::move(request), result.stream, Clock::now()});
   }
@@ -132,7 +132,6 @@ void AsyncEngine::finish_running(Running& r, RequestOutput out) {
   r.trace.finish_reason = out.finish_reason;
   r.trace.num_prompt_tokens = out.num_prompt_tokens;
   r.trace.num_generated_tokens = out.num_generated_tokens;
-  out.id = r.ticket;
   r.stream->push(std::move(out));
   notify_finished(r.trace);
 }
@@ -183,21 +182,19 @@ void AsyncEngine::loop() {
       notify_finished(RequestTrace{p.id, p.submitted, now, std::nullopt, now, FinishReason::kAbort, 0, 0});
     }
     for (Pending& p : admit) {
-      const RequestId engine_id = engine_->add_request(p.request);
+      engine_->add_request(p.id, p.request);
       Running r;
-      r.ticket = p.id;
       r.stream = std::move(p.stream);
       r.trace.id = p.id;
       r.trace.submitted = p.submitted;
       r.trace.started = Clock::now();
-      running_.emplace(engine_id, std::move(r));
-      engine_id_of_ticket_.emplace(p.id, engine_id);
+      running_.emplace(p.id, std::move(r));
     }
-    for (RequestId ticket : cancel_running) {
-      if (auto it = engine_id_of_ticket_.find(ticket); it != engine_id_of_ticket_.end()) engine_->abort(it->second);
+    for (RequestId id : cancel_running) {
+      if (running_.contains(id)) engine_->abort(id);
     }
     if (deadline_passed) {
-      for (const auto& [engine_id, r] : running_) engine_->abort(engine_id);
+      for (const auto& [id, r] : running_) engine_->abort(id);
     }
 
     const bool stepping = !running_.empty();
@@ -214,8 +211,8 @@ void AsyncEngine::loop() {
       } catch (const std::exception& e) {
         log.error("engine step failed; failing {} running requests: {}", running_.size(), e.what());
         step_failed = true;
-        for (auto& [engine_id, r] : running_) {
-          engine_->abort(engine_id);
+        for (auto& [id, r] : running_) {
+          engine_->abort(id);
           RequestOutput out;
           out.finished = true;
           out.finish_reason = FinishReason::kError;
@@ -223,7 +220,6 @@ void AsyncEngine::loop() {
           finish_running(r, std::move(out));
         }
         running_.clear();
-        engine_id_of_ticket_.clear();
         // Drop the abort outputs of the requests failed above.
         try {
           while (engine_->has_unfinished()) (void)engine_->step();
@@ -241,12 +237,9 @@ void AsyncEngine::loop() {
           num_new_tokens += out.new_token_ids.size();
           if (!r.trace.first_token && !out.new_token_ids.empty()) r.trace.first_token = now;
           if (out.finished) {
-            const RequestId ticket = r.ticket;
             finish_running(r, std::move(out));
-            engine_id_of_ticket_.erase(ticket);
             running_.erase(it);
           } else {
-            out.id = r.ticket;
             r.stream->push(std::move(out));
           }
         }
@@ -276,4 +269,4 @@ void AsyncEngine::loop() {
   loop_exited_ = true;
 }
 
-}  // namespace specd::sched
+}  // namespace specd

@@ -1,5 +1,5 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
-//             [--prompt TEXT | --prompt-file FILE] [--score-k K]
+//             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--scorers mqa,batch_expansion]
 // Throughput of the engine on synthetic prompts: prefill tokens/s, decode tokens/s per batch
 // size, peak RSS, and the memory-bandwidth floor of decoding (weight bytes per step divided
 // by a measured read bandwidth) to show how far decode is from the hardware limit.
@@ -9,6 +9,9 @@
 // adds the speedup, the acceptance metrics and the propose/score/verify time split (deltas of
 // Engine::spec_metrics() around the speculative run), plus the cost of scoring k+1 new tokens
 // per sequence relative to a one-token decode step, timed on the target model directly.
+//
+// With --scorers the speculative runs are repeated once per speculative.scorer instead
+// (bench_scorers.hpp), e.g. the built-in multi-query scorer against the batch_expansion plugin.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +25,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/bench_scorers.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "kv/kv_cache.hpp"
@@ -48,22 +52,11 @@ struct BenchOptions {
   std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
   std::string prompt_file;  // same, read from a file
   int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
+  std::vector<std::string> scorers;  // --scorers: compare speculative.scorer choices instead
 };
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::vector<int32_t> synthetic_prompt(int32_t n, int64_t vocab, uint64_t salt) {
-  std::vector<int32_t> ids;
-  uint64_t x = 0x9E3779B97F4A7C15ull * (salt + 1);
-  for (int32_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ids.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
-  }
-  return ids;
 }
 
 // Best-of-5 read bandwidth over a buffer far larger than the caches, all kernel threads.
@@ -325,6 +318,10 @@ void run_bench(const BenchOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
   }
   const config::EngineConfig cfg = load_engine_config(o.model);
+  if (!o.scorers.empty()) {
+    bench_scorers(cfg, {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
+    return;
+  }
   const auto t_load = Clock::now();
   Engine engine(cfg);
   const double load_s = seconds_since(t_load);
@@ -467,6 +464,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "like --prompt, read from a file")->check(CLI::ExistingFile);
   cmd->add_option("--score-k", o->score_k, "k of the score(k+1)/decode(1) cost ratio (speculative configs)")
       ->capture_default_str();
+  cmd->add_option("--scorers", o->scorers,
+                  "compare speculative scorers (e.g. mqa,batch_expansion) on the same speculative decode runs")
+      ->delimiter(',');
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

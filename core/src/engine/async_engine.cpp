@@ -136,133 +136,139 @@ void AsyncEngine::finish_running(Running& r, RequestOutput out) {
   notify_finished(r.trace);
 }
 
-void AsyncEngine::loop() {
+// Waits for work and takes it from the shared state: cancellations, the drain deadline, and
+// the queued requests that free running slots admit.
+AsyncEngine::Intake AsyncEngine::take_work() {
+  Intake in;
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    return stopping_ || !cancels_.empty() || !running_.empty() ||
+           (!queue_.empty() && running_.size() < options_.max_running);
+  });
+  for (RequestId id : cancels_) {
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Pending& p) { return p.id == id; });
+    if (it != queue_.end()) {
+      in.aborted.push_back(std::move(*it));
+      queue_.erase(it);
+    } else {
+      in.cancel_running.push_back(id);
+    }
+  }
+  cancels_.clear();
+  if (stopping_ && drain_deadline_ && Clock::now() >= *drain_deadline_) {
+    in.deadline_passed = true;
+    for (Pending& p : queue_) in.aborted.push_back(std::move(p));
+    queue_.clear();
+  }
+  while (!queue_.empty() && running_.size() + in.admit.size() < options_.max_running) {
+    in.admit.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  // Admitted requests hold their running slots from now on (submit() counts free slots).
+  num_running_ = running_.size() + in.admit.size();
+  in.exit = stopping_ && queue_.empty() && in.admit.empty() && running_.empty() && in.aborted.empty();
+  return in;
+}
+
+// Hands the intake to the Engine (loop thread).
+void AsyncEngine::apply(Intake& in) {
+  for (Pending& p : in.aborted) {
+    const Clock::time_point now = Clock::now();
+    p.stream->push(aborted_output(p.id));
+    notify_finished(RequestTrace{p.id, p.submitted, now, std::nullopt, now, FinishReason::kAbort, 0, 0});
+  }
+  for (Pending& p : in.admit) {
+    engine_->add_request(p.id, p.request);
+    Running r;
+    r.stream = std::move(p.stream);
+    r.trace.id = p.id;
+    r.trace.submitted = p.submitted;
+    r.trace.started = Clock::now();
+    running_.emplace(p.id, std::move(r));
+  }
+  for (RequestId id : in.cancel_running) {
+    if (running_.contains(id)) engine_->abort(id);
+  }
+  if (in.deadline_passed) {
+    for (const auto& [id, r] : running_) engine_->abort(id);
+  }
+}
+
+// One Engine::step; its outputs go to the requests' streams. Returns the tokens it produced.
+size_t AsyncEngine::step_engine() {
+  std::vector<RequestOutput> outputs;
+  try {
+    // Every request the Engine accepted must end with a finished output; anything else is a bug.
+    if (!engine_->has_unfinished())
+      throw Error(ErrorCode::kInternal, "the engine lost " + std::to_string(running_.size()) + " requests");
+    outputs = engine_->step();
+  } catch (const std::exception& e) {
+    fail_running(e);
+    return 0;
+  }
+  size_t num_new_tokens = 0;
+  const Clock::time_point now = Clock::now();
+  for (RequestOutput& out : outputs) {
+    auto it = running_.find(out.id);
+    if (it == running_.end()) continue;
+    Running& r = it->second;
+    num_new_tokens += out.new_token_ids.size();
+    if (!r.trace.first_token && !out.new_token_ids.empty()) r.trace.first_token = now;
+    if (out.finished) {
+      finish_running(r, std::move(out));
+      running_.erase(it);
+    } else {
+      r.stream->push(std::move(out));
+    }
+  }
+  return num_new_tokens;
+}
+
+// A step threw (Engine::step never does for a request's sake): every running request fails.
+void AsyncEngine::fail_running(const std::exception& e) {
   log::Logger& log = log::get("engine");
+  log.error("engine step failed; failing {} running requests: {}", running_.size(), e.what());
+  for (auto& [id, r] : running_) {
+    engine_->abort(id);
+    RequestOutput out;
+    out.finished = true;
+    out.finish_reason = FinishReason::kError;
+    out.error = std::string("engine step failed: ") + e.what();
+    finish_running(r, std::move(out));
+  }
+  running_.clear();
+  // Drop the abort outputs of the requests failed above.
+  try {
+    while (engine_->has_unfinished()) (void)engine_->step();
+  } catch (const std::exception& e2) {
+    log.error("engine cannot recover from a failed step: {}", e2.what());
+  }
+}
+
+void AsyncEngine::loop() {
   for (;;) {
-    std::vector<Pending> admit;
-    std::vector<Pending> aborted;  // queued requests cancelled or cut by the drain deadline
-    std::vector<RequestId> cancel_running;
-    bool deadline_passed = false;
-    {
-      std::unique_lock lock(mu_);
-      auto has_work = [&] {
-        return stopping_ || !cancels_.empty() || !running_.empty() ||
-               (!queue_.empty() && running_.size() < options_.max_running);
-      };
-      cv_.wait(lock, has_work);
-
-      for (RequestId id : cancels_) {
-        auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Pending& p) { return p.id == id; });
-        if (it != queue_.end()) {
-          aborted.push_back(std::move(*it));
-          queue_.erase(it);
-        } else {
-          cancel_running.push_back(id);
-        }
-      }
-      cancels_.clear();
-
-      if (stopping_ && drain_deadline_ && Clock::now() >= *drain_deadline_) {
-        deadline_passed = true;
-        for (Pending& p : queue_) aborted.push_back(std::move(p));
-        queue_.clear();
-      }
-      while (!queue_.empty() && running_.size() + admit.size() < options_.max_running) {
-        admit.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      // Admitted requests hold their running slots from now on (submit() counts free slots).
-      num_running_ = running_.size() + admit.size();
-      if (stopping_ && queue_.empty() && admit.empty() && running_.empty() && aborted.empty()) break;
-    }
-
-    for (Pending& p : aborted) {
-      const Clock::time_point now = Clock::now();
-      p.stream->push(aborted_output(p.id));
-      notify_finished(RequestTrace{p.id, p.submitted, now, std::nullopt, now, FinishReason::kAbort, 0, 0});
-    }
-    for (Pending& p : admit) {
-      engine_->add_request(p.id, p.request);
-      Running r;
-      r.stream = std::move(p.stream);
-      r.trace.id = p.id;
-      r.trace.submitted = p.submitted;
-      r.trace.started = Clock::now();
-      running_.emplace(p.id, std::move(r));
-    }
-    for (RequestId id : cancel_running) {
-      if (running_.contains(id)) engine_->abort(id);
-    }
-    if (deadline_passed) {
-      for (const auto& [id, r] : running_) engine_->abort(id);
-    }
-
+    Intake in = take_work();
+    if (in.exit) break;
+    apply(in);
     const bool stepping = !running_.empty();
     if (stepping) {
-      std::vector<RequestOutput> outputs;
-      bool step_failed = false;
-      try {
-        if (engine_->has_unfinished()) {
-          outputs = engine_->step();
-        } else {
-          // Every request the Engine accepted must end with a finished output; this is a bug.
-          throw Error(ErrorCode::kInternal, "the engine lost " + std::to_string(running_.size()) + " requests");
-        }
-      } catch (const std::exception& e) {
-        log.error("engine step failed; failing {} running requests: {}", running_.size(), e.what());
-        step_failed = true;
-        for (auto& [id, r] : running_) {
-          engine_->abort(id);
-          RequestOutput out;
-          out.finished = true;
-          out.finish_reason = FinishReason::kError;
-          out.error = std::string("engine step failed: ") + e.what();
-          finish_running(r, std::move(out));
-        }
-        running_.clear();
-        // Drop the abort outputs of the requests failed above.
-        try {
-          while (engine_->has_unfinished()) (void)engine_->step();
-        } catch (const std::exception& e2) {
-          log.error("engine cannot recover from a failed step: {}", e2.what());
-        }
-      }
-      size_t num_new_tokens = 0;
-      if (!step_failed) {
-        const Clock::time_point now = Clock::now();
-        for (RequestOutput& out : outputs) {
-          auto it = running_.find(out.id);
-          if (it == running_.end()) continue;
-          Running& r = it->second;
-          num_new_tokens += out.new_token_ids.size();
-          if (!r.trace.first_token && !out.new_token_ids.empty()) r.trace.first_token = now;
-          if (out.finished) {
-            finish_running(r, std::move(out));
-            running_.erase(it);
-          } else {
-            r.stream->push(std::move(out));
-          }
-        }
-      }
+      const size_t num_new_tokens = step_engine();
       if (options_.on_step) {
         try {
           options_.on_step(num_new_tokens);
         } catch (const std::exception& e) {
-          log.error("step observer failed: {}", e.what());
+          log::get("engine").error("step observer failed: {}", e.what());
         }
       }
     }
-
     // The Engine belongs to this thread: snapshot what other threads may read.
     EngineStats engine_stats = engine_->stats();
     spec::SpecMetrics spec_metrics = engine_->spec_metrics();
-    {
-      std::lock_guard lock(mu_);
-      num_running_ = running_.size();
-      if (stepping) ++num_steps_;
-      engine_stats_ = engine_stats;
-      spec_metrics_ = std::move(spec_metrics);
-    }
+    std::lock_guard lock(mu_);
+    num_running_ = running_.size();
+    if (stepping) ++num_steps_;
+    engine_stats_ = engine_stats;
+    spec_metrics_ = std::move(spec_metrics);
   }
   std::lock_guard lock(mu_);
   num_running_ = 0;

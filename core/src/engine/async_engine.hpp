@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -137,7 +138,20 @@ class AsyncEngine {
     RequestTrace trace;
   };
 
+  // What one turn of the loop takes from the shared state (under the lock).
+  struct Intake {
+    std::vector<Pending> admit;
+    std::vector<Pending> aborted;  // queued requests cancelled or cut by the drain deadline
+    std::vector<RequestId> cancel_running;
+    bool deadline_passed = false;
+    bool exit = false;  // stopping and nothing left
+  };
+
   void loop();
+  Intake take_work();
+  void apply(Intake& in);
+  size_t step_engine();
+  void fail_running(const std::exception& e);
   void finish_running(Running& r, RequestOutput out);
   void notify_finished(const RequestTrace& trace);
 

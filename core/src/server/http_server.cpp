@@ -396,7 +396,7 @@ ApiError engine_failure(const RequestOutput& out) {
 // One streaming response's state, shared by the content provider and its releaser.
 struct StreamState {
   std::shared_ptr<Loaded> loaded;
-  RequestId ticket = 0;
+  RequestId id = 0;  // the request (AsyncEngine ids are the engine's)
   std::shared_ptr<RequestStream> stream;
   std::vector<RequestOutput> pending;  // outputs taken before the stream started
   ResponseMeta meta;
@@ -463,7 +463,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
 
   auto st = std::make_shared<StreamState>();
   st->loaded = l;
-  st->ticket = sub.id;
+  st->id = sub.id;
   st->stream = sub.stream;
   st->pending.push_back(std::move(first));
   st->meta = meta;
@@ -520,7 +520,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
       [this, st](bool) {
         if (!st->completed) {
           log.debug("stream {} ended early (client gone); cancelling", st->meta.id);
-          st->loaded->engine->cancel(st->ticket);
+          st->loaded->engine->cancel(st->id);
         }
         end_active();
       });

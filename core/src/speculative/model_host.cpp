@@ -6,6 +6,7 @@
 #include "model/checkpoint.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "specd/sdk/error.hpp"
 
 namespace specd::speculative {
 
@@ -42,13 +43,6 @@ ModelHost::Hosted& hosted(const specd_model* m) {
 
 specd_model* handle(ModelHost::Hosted& h) { return reinterpret_cast<specd_model*>(&h); }
 
-void write_error(specd_error* err, const std::string& message) {
-  if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
-  const size_t n = std::min<size_t>(message.size(), err->capacity - 1);
-  std::memcpy(err->message, message.data(), n);
-  err->message[n] = '\0';
-}
-
 int32_t status_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:
@@ -68,13 +62,13 @@ int32_t call(specd_error* err, Fn&& fn) noexcept {
     fn();
     return SPECD_OK;
   } catch (const Error& e) {
-    write_error(err, e.what());
+    sdk::detail::write_error(err, e.what());
     return status_for(e.code());
   } catch (const std::bad_alloc&) {
-    write_error(err, "out of memory");
+    sdk::detail::write_error(err, "out of memory");
     return SPECD_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    write_error(err, e.what());
+    sdk::detail::write_error(err, e.what());
     return SPECD_ERR_INTERNAL;
   }
 }

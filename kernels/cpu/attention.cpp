@@ -1,6 +1,7 @@
 #include "specd/kernels/attention.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
-#include "vec.hpp"
+#include "isa_kernels.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -25,6 +26,9 @@ void validate(const PagedAttentionParams& p) {
   if (p.num_seqs < 0 || p.block_size <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
       p.head_dim <= 0 || p.num_blocks <= 0) {
     invalid("non-positive shape argument");
+  }
+  if (p.kv_dtype != DType::kF32 && p.kv_dtype != DType::kF16 && p.kv_dtype != DType::kBF16) {
+    invalid("KV cache dtype " + std::string(dtype_name(p.kv_dtype)) + " is not supported (f32, f16, bf16)");
   }
   if (p.num_heads % p.num_kv_heads != 0) {
     invalid("num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_kv_heads " +
@@ -62,6 +66,15 @@ inline int64_t cache_offset(const PagedAttentionParams& p, int32_t s, int32_t po
          p.head_dim;
 }
 
+// One cached row (head_dim elements at element offset `off`), exactly widened to F32.
+std::vector<float> reference_row(const PagedAttentionParams& p, const void* cache, int64_t off) {
+  std::vector<float> out(static_cast<size_t>(p.head_dim));
+  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  cpu::kScalarKernels.to_f32[static_cast<int>(p.kv_dtype)](static_cast<const uint8_t*>(cache) + static_cast<size_t>(off) * elem,
+                                                          out.data(), p.head_dim);
+  return out;
+}
+
 }  // namespace
 
 void paged_attention(Device device, const PagedAttentionParams& p) {
@@ -81,8 +94,22 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   const int32_t* tok_seq = token_seq.data();
 
   const int64_t items = static_cast<int64_t>(num_tokens) * p.num_kv_heads;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  const auto kv = static_cast<int>(p.kv_dtype);
+  const cpu::KvDotFn dot = isa.kv_dot[kv];
+  const cpu::KvAxpyFn axpy = isa.kv_axpy[kv];
+  // With several query heads per kv head, a 16-bit row is widened once and shared.
+  const bool widen = group > 1 && p.kv_dtype != DType::kF32;
+  const cpu::ToF32Fn to_f32 = isa.to_f32[kv];
+  const cpu::KvDotFn dot_f32 = isa.kv_dot[0];
+  const cpu::KvAxpyFn axpy_f32 = isa.kv_axpy[0];
+  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
+  const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;  // [group, context]
+    thread_local std::vector<float> row;     // one widened K or V row
+    if (row.size() < static_cast<size_t>(hd)) row.resize(static_cast<size_t>(hd));
     for (int64_t item = begin; item < end; ++item) {
       const int32_t t = static_cast<int32_t>(item / p.num_kv_heads);
       const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
@@ -96,9 +123,14 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
 
       // Scores: one pass over the keys, every query head of the group per key.
       for (int32_t j = 0; j < len; ++j) {
-        const float* k = p.k_cache + cache_offset(p, s, j, g);
-        for (int32_t h = 0; h < group; ++h) {
-          scores[static_cast<size_t>(h) * len + j] = cpu::dot(q0 + h * hd, k, hd) * p.scale;
+        const uint8_t* k = k_base + static_cast<size_t>(cache_offset(p, s, j, g)) * elem;
+        if (widen) {
+          to_f32(k, row.data(), hd);
+          for (int32_t h = 0; h < group; ++h)
+            scores[static_cast<size_t>(h) * len + j] = dot_f32(q0 + h * hd, row.data(), hd) * p.scale;
+        } else {
+          for (int32_t h = 0; h < group; ++h)
+            scores[static_cast<size_t>(h) * len + j] = dot(q0 + h * hd, k, hd) * p.scale;
         }
       }
       for (int32_t h = 0; h < group; ++h) {
@@ -116,11 +148,56 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
       }
       // Weighted values: one pass over the values.
       for (int32_t j = 0; j < len; ++j) {
-        const float* v = p.v_cache + cache_offset(p, s, j, g);
-        for (int32_t h = 0; h < group; ++h) {
-          cpu::axpy(scores[static_cast<size_t>(h) * len + j], v, o0 + h * hd, hd);
+        const uint8_t* v = v_base + static_cast<size_t>(cache_offset(p, s, j, g)) * elem;
+        if (widen) {
+          to_f32(v, row.data(), hd);
+          for (int32_t h = 0; h < group; ++h) axpy_f32(scores[static_cast<size_t>(h) * len + j], row.data(), o0 + h * hd, hd);
+        } else {
+          for (int32_t h = 0; h < group; ++h) axpy(scores[static_cast<size_t>(h) * len + j], v, o0 + h * hd, hd);
         }
       }
+    }
+  });
+}
+
+void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,
+              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache,
+              void* v_cache) {
+  detail::require_cpu(device, "write_kv");
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16 && kv_dtype != DType::kBF16)
+    invalid("KV cache dtype " + std::string(dtype_name(kv_dtype)) + " is not supported (f32, f16, bf16)");
+  if ((cos == nullptr) != (sin == nullptr) || head_dim % 2 != 0) invalid("write_kv: bad rotary tables or head_dim");
+  const int64_t row = num_kv_heads * head_dim, half = head_dim / 2;
+  const size_t row_bytes = static_cast<size_t>(row) * (kv_dtype == DType::kF32 ? 4 : 2);
+  const cpu::NarrowFn narrow = cpu::active_kernels().narrow[static_cast<int>(kv_dtype)];
+  auto store = [&](const float* src, uint8_t* dst) {
+    if (kv_dtype == DType::kF32) {
+      std::memcpy(dst, src, row_bytes);
+    } else {
+      narrow(src, reinterpret_cast<uint16_t*>(dst), row);
+    }
+  };
+  parallel_for(n, std::max<int64_t>(1, 8192 / row), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> rotated;
+    if (rotated.size() < static_cast<size_t>(row)) rotated.resize(static_cast<size_t>(row));
+    for (int64_t t = b; t < e; ++t) {
+      const float* kt = k + t * row;
+      if (cos != nullptr) {
+        const float* c = cos + t * half;
+        const float* s = sin + t * half;
+        for (int64_t h = 0; h < num_kv_heads; ++h) {
+          const float* x = kt + h * head_dim;
+          float* y = rotated.data() + h * head_dim;
+          for (int64_t j = 0; j < half; ++j) {
+            y[j] = x[j] * c[j] - x[j + half] * s[j];
+            y[j + half] = x[j + half] * c[j] + x[j] * s[j];
+          }
+        }
+        kt = rotated.data();
+      }
+      const auto slot = static_cast<size_t>(slots[t]);
+      store(kt, static_cast<uint8_t*>(k_cache) + slot * row_bytes);
+      store(v + t * row, static_cast<uint8_t*>(v_cache) + slot * row_bytes);
     }
   });
 }
@@ -141,9 +218,9 @@ void paged_attention(const PagedAttentionParams& p) {
         std::vector<double> sc(static_cast<size_t>(pos) + 1);
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= pos; ++j) {
-          const float* k = p.k_cache + cache_offset(p, s, j, g);
+          const std::vector<float> k = reference_row(p, p.k_cache, cache_offset(p, s, j, g));
           double d = 0.0;
-          for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[e];
+          for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[static_cast<size_t>(e)];
           sc[static_cast<size_t>(j)] = d * p.scale;
           m = std::max(m, sc[static_cast<size_t>(j)]);
         }
@@ -153,13 +230,12 @@ void paged_attention(const PagedAttentionParams& p) {
           sum += x;
         }
         float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
-        for (int64_t e = 0; e < hd; ++e) {
-          double acc = 0.0;
-          for (int32_t j = 0; j <= pos; ++j) {
-            acc += sc[static_cast<size_t>(j)] * p.v_cache[cache_offset(p, s, j, g) + e];
-          }
-          o[e] = static_cast<float>(acc / sum);
+        std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+        for (int32_t j = 0; j <= pos; ++j) {
+          const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, j, g));
+          for (int64_t e = 0; e < hd; ++e) acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];
         }
+        for (int64_t e = 0; e < hd; ++e) o[e] = static_cast<float>(acc[static_cast<size_t>(e)] / sum);
       }
     }
   }

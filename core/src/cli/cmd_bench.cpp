@@ -192,8 +192,8 @@ struct ScoringResult {
 std::vector<ScoringResult> measure_scoring(const EngineInfo& info, int32_t k, int32_t context,
                                            const std::vector<int32_t>& batches, int reps) {
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
-  model::LlamaModel m(model::LlamaWeights::load(ckpt));
-  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size);
+  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::parse_dtype(info.weight_dtype)));
+  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size, model::parse_dtype(info.kv_dtype));
   const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
   kv::KvCache kv(shape, max_batch * per_seq);

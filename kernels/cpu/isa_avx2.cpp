@@ -1,0 +1,344 @@
+// The AVX2 level (AVX2 + FMA + F16C). Compiled with those flags only; see isa_kernels.hpp
+// for the rules of ISA files (internal linkage, no library inline functions).
+//
+// GEMV tiles are JB weight rows x MB activation rows of 8-float accumulators; every (row,
+// feature) pair runs the same instruction sequence whatever the tile, so results do not
+// depend on the batch. Quantized weights take Q8 activations: d[nbp], signed q in natural
+// order, and aux[b * 8 + g] = 8 * (sum of q over group g of 4 elements of block b), the
+// correction of the unsigned Q4 nibbles (value = nibble - 8).
+#include <immintrin.h>
+
+#include "isa_kernels.hpp"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace specd::kernels::cpu {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+const float* act_f32(const GemvArgs& a, int64_t r) {
+  return reinterpret_cast<const float*>(a.act + static_cast<size_t>(r) * a.act_stride);
+}
+
+// ---- f32 / f16 / bf16 weights ----------------------------------------------------------------
+
+enum class Wt { kF32, kF16, kBF16 };
+
+template <Wt kT>
+inline __m256 load_w8(const uint8_t* row, int64_t i) {
+  if constexpr (kT == Wt::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (kT == Wt::kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else {
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  }
+}
+
+template <Wt kT>
+inline float w_at(const uint8_t* row, int64_t i) {
+  if constexpr (kT == Wt::kF32) return reinterpret_cast<const float*>(row)[i];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(row)[i];
+  if constexpr (kT == Wt::kF16) return half_to_f32(h);
+  return bf16_to_f32(h);
+}
+
+template <Wt kT, int JB, int MB>
+void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
+  __m256 acc[JB][MB];
+  for (int jj = 0; jj < JB; ++jj)
+    for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm256_setzero_ps();
+  const uint8_t* w[JB];
+  for (int jj = 0; jj < JB; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
+  const float* x[MB];
+  for (int rr = 0; rr < MB; ++rr) x[rr] = act_f32(a, r0 + rr);
+  const int64_t k8 = a.k / 8 * 8;
+  for (int64_t i = 0; i < k8; i += 8) {
+    __m256 wv[JB];
+    for (int jj = 0; jj < JB; ++jj) wv[jj] = load_w8<kT>(w[jj], i);
+    for (int rr = 0; rr < MB; ++rr) {
+      const __m256 xv = _mm256_loadu_ps(x[rr] + i);
+      for (int jj = 0; jj < JB; ++jj) acc[jj][rr] = _mm256_fmadd_ps(wv[jj], xv, acc[jj][rr]);
+    }
+  }
+  for (int jj = 0; jj < JB; ++jj)
+    for (int rr = 0; rr < MB; ++rr) {
+      float s = hsum(acc[jj][rr]);
+      for (int64_t i = k8; i < a.k; ++i) s += w_at<kT>(w[jj], i) * x[rr][i];
+      a.c[(r0 + rr) * a.ldc + j + jj] = s;
+    }
+}
+
+// Walks the (feature, row) grid in tiles of up to JB x MB. The tile shape changes only which
+// pairs share loads, never the arithmetic of a pair.
+template <class Tile4x2, class Tile4x1, class Tile1x2, class Tile1x1>
+void walk(const GemvArgs& a, int64_t j0, int64_t j1, Tile4x2 t42, Tile4x1 t41, Tile1x2 t12, Tile1x1 t11) {
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    int64_t r = 0;
+    for (; r + 2 <= a.m; r += 2) t42(a, j, r);
+    if (r < a.m) t41(a, j, r);
+  }
+  for (; j < j1; ++j) {
+    int64_t r = 0;
+    for (; r + 2 <= a.m; r += 2) t12(a, j, r);
+    if (r < a.m) t11(a, j, r);
+  }
+}
+
+template <Wt kT>
+void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
+  walk(a, j0, j1, tile_float<kT, 4, 2>, tile_float<kT, 4, 1>, tile_float<kT, 1, 2>, tile_float<kT, 1, 1>);
+}
+
+// ---- quantized weights -------------------------------------------------------------------
+
+struct ActRow {
+  const float* d;
+  const int8_t* q;
+  const int32_t* aux;
+};
+
+ActRow act_q8(const GemvArgs& a, int64_t r) {
+  const uint8_t* row = a.act + static_cast<size_t>(r) * a.act_stride;
+  const int64_t nbp = q8_blocks_padded(a.k);
+  return {reinterpret_cast<const float*>(row), reinterpret_cast<const int8_t*>(row + nbp * 4),
+          reinterpret_cast<const int32_t*>(row + nbp * 36)};
+}
+
+void prep_q8(const float* x, uint8_t* out, int64_t k) {
+  const int64_t nb = k / 32, nbp = q8_blocks_padded(k);
+  auto* d = reinterpret_cast<float*>(out);
+  auto* q = reinterpret_cast<int8_t*>(out + nbp * 4);
+  auto* aux = reinterpret_cast<int32_t*>(out + nbp * 36);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < nbp; ++b) {
+    if (b >= nb) {
+      d[b] = 0.0f;
+      for (int i = 0; i < 32; ++i) q[b * 32 + i] = 0;
+      for (int g = 0; g < 8; ++g) aux[b * 8 + g] = 0;
+      continue;
+    }
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * 32 + i * 8);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float db = _mm_cvtss_f32(m4) / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    d[b] = db;
+    const __m256 idv = _mm256_set1_ps(id);
+    alignas(32) int32_t qi[32];
+    for (int i = 0; i < 4; ++i)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(qi + i * 8), _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv)));
+    for (int g = 0; g < 8; ++g) {
+      int32_t s = 0;
+      for (int e = 0; e < 4; ++e) {
+        q[b * 32 + g * 4 + e] = static_cast<int8_t>(qi[g * 4 + e]);
+        s += qi[g * 4 + e];
+      }
+      aux[b * 8 + g] = 8 * s;
+    }
+  }
+}
+
+// 32 unsigned nibble values (0..15) of a Q4_0 block, natural element order.
+inline __m256i q4_nibbles(const BlockQ4_0* blk) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->q));
+  const __m128i lo_mask = _mm_set1_epi8(15);
+  const __m128i lo = _mm_and_si128(v, lo_mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), lo_mask);
+  return _mm256_set_m128i(hi, lo);
+}
+
+template <DType kW, int JB, int MB>
+void tile_quant(const GemvArgs& a, int64_t j, int64_t r0) {
+  __m256 acc[JB][MB];
+  for (int jj = 0; jj < JB; ++jj)
+    for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm256_setzero_ps();
+  ActRow x[MB];
+  for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a, r0 + rr);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t nb = a.k / 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i wv[JB], aw[JB];  // aw: |w| for Q8_0 (unused for Q4_0)
+    float dw[JB];
+    for (int jj = 0; jj < JB; ++jj) {
+      const uint8_t* row = a.w + static_cast<size_t>(j + jj) * a.w_stride;
+      if constexpr (kW == DType::kQ8_0) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+        wv[jj] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
+        aw[jj] = _mm256_abs_epi8(wv[jj]);
+        dw[jj] = half_to_f32(blk->d);
+      } else {
+        const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+        wv[jj] = q4_nibbles(blk);
+        aw[jj] = wv[jj];
+        dw[jj] = half_to_f32(blk->d);
+      }
+    }
+    for (int rr = 0; rr < MB; ++rr) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].q + b * 32));
+      const float dx = x[rr].d[b];
+      for (int jj = 0; jj < JB; ++jj) {
+        __m256i p;
+        if constexpr (kW == DType::kQ8_0) {
+          // |w| * (x * sign(w)): unsigned x signed products that cannot saturate.
+          p = _mm256_maddubs_epi16(aw[jj], _mm256_sign_epi8(xv, wv[jj]));
+          p = _mm256_madd_epi16(p, ones);
+        } else {
+          p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[jj], xv), ones);
+          p = _mm256_sub_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].aux + b * 8)));
+        }
+        acc[jj][rr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw[jj] * dx), acc[jj][rr]);
+      }
+    }
+  }
+  for (int jj = 0; jj < JB; ++jj)
+    for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j + jj] = hsum(acc[jj][rr]);
+}
+
+template <DType kW>
+void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
+  walk(a, j0, j1, tile_quant<kW, 4, 2>, tile_quant<kW, 4, 1>, tile_quant<kW, 1, 2>, tile_quant<kW, 1, 1>);
+}
+
+// ---- conversions -------------------------------------------------------------------------
+
+void f16_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  for (; i < n; ++i) dst[i] = half_to_f32(s[i]);
+}
+
+void bf16_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_w8<Wt::kBF16>(reinterpret_cast<const uint8_t*>(s), i));
+  for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+
+void q4_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ4_0*>(src);
+  const __m256i eight = _mm256_set1_epi32(8);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_f32(blk[b].d));
+    alignas(32) uint8_t u[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u), q4_nibbles(blk + b));
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + i * 8)));
+      _mm256_storeu_ps(dst + b * 32 + i * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, eight)), d));
+    }
+  }
+}
+
+void q8_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ8_0*>(src);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_f32(blk[b].d));
+    for (int i = 0; i < 4; ++i) {
+      const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk[b].q + i * 8)));
+      _mm256_storeu_ps(dst + b * 32 + i * 8, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+    }
+  }
+}
+
+void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+// ---- attention against cached rows -------------------------------------------------------
+
+template <Wt kT>
+float kv_dot(const float* q, const void* k, int64_t n) {
+  const auto* row = static_cast<const uint8_t*>(k);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_w8<kT>(row, i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_w8<kT>(row, i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_w8<kT>(row, i), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += q[i] * w_at<kT>(row, i);
+  return s;
+}
+
+template <Wt kT>
+void kv_axpy(float alpha, const void* v, float* y, int64_t n) {
+  const auto* row = static_cast<const uint8_t*>(v);
+  const __m256 av = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load_w8<kT>(row, i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * w_at<kT>(row, i);
+}
+
+double sum_squares(const float* x, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    acc0 = _mm256_fmadd_ps(a, a, acc0);
+    acc1 = _mm256_fmadd_ps(b, b, acc1);
+  }
+  double s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+float read_sum(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int64_t i = 0; i < n; i += 64) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
+    a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
+    a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
+    a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
+  }
+  return hsum(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                            _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7))));
+}
+
+void f32_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const float*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = s[i];
+}
+
+}  // namespace
+
+const IsaKernels kAvx2Kernels = {
+    CpuIsa::kAvx2,
+    {gemv_float<Wt::kF32>, gemv_float<Wt::kF16>, gemv_float<Wt::kBF16>, gemv_quant<DType::kQ8_0>,
+     gemv_quant<DType::kQ4_0>},
+    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
+    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
+    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
+    {kv_dot<Wt::kF32>, kv_dot<Wt::kF16>, kv_dot<Wt::kBF16>},
+    {kv_axpy<Wt::kF32>, kv_axpy<Wt::kF16>, kv_axpy<Wt::kBF16>},
+    sum_squares,
+    read_sum,
+};
+
+}  // namespace specd::kernels::cpu

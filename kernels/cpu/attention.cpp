@@ -30,6 +30,9 @@ void validate(const PagedAttentionParams& p) {
   if (p.kv_dtype != DType::kF32 && p.kv_dtype != DType::kF16 && p.kv_dtype != DType::kBF16) {
     invalid("KV cache dtype " + std::string(dtype_name(p.kv_dtype)) + " is not supported (f32, f16, bf16)");
   }
+  if (p.head_dim > cpu::kMaxHeadDim) {
+    invalid("head_dim " + std::to_string(p.head_dim) + " exceeds " + std::to_string(cpu::kMaxHeadDim));
+  }
   if (p.num_heads % p.num_kv_heads != 0) {
     invalid("num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_kv_heads " +
             std::to_string(p.num_kv_heads));
@@ -96,42 +99,29 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   const int64_t items = static_cast<int64_t>(num_tokens) * p.num_kv_heads;
   const cpu::IsaKernels& isa = cpu::active_kernels();
   const auto kv = static_cast<int>(p.kv_dtype);
-  const cpu::KvDotFn dot = isa.kv_dot[kv];
-  const cpu::KvAxpyFn axpy = isa.kv_axpy[kv];
-  // With several query heads per kv head, a 16-bit row is widened once and shared.
-  const bool widen = group > 1 && p.kv_dtype != DType::kF32;
-  const cpu::ToF32Fn to_f32 = isa.to_f32[kv];
-  const cpu::KvDotFn dot_f32 = isa.kv_dot[0];
-  const cpu::KvAxpyFn axpy_f32 = isa.kv_axpy[0];
+  const cpu::AttnScoresFn scores_fn = isa.attn_scores[kv];
+  const cpu::AttnValuesFn values_fn = isa.attn_values[kv];
   const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  const int64_t stride = static_cast<int64_t>(p.num_kv_heads) * hd;  // elements between rows of a block
   const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
   const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;  // [group, context]
-    thread_local std::vector<float> row;     // one widened K or V row
-    if (row.size() < static_cast<size_t>(hd)) row.resize(static_cast<size_t>(hd));
     for (int64_t item = begin; item < end; ++item) {
       const int32_t t = static_cast<int32_t>(item / p.num_kv_heads);
       const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
       const int32_t s = tok_seq[t];
       const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
-      const int32_t pos = p.context_lens[s] - n_new + (t - p.query_start[s]);
-      const int32_t len = pos + 1;
+      const int32_t len = p.context_lens[s] - n_new + (t - p.query_start[s]) + 1;  // causal: up to its position
       if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
       const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
-
-      // Scores: one pass over the keys, every query head of the group per key.
-      for (int32_t j = 0; j < len; ++j) {
-        const uint8_t* k = k_base + static_cast<size_t>(cache_offset(p, s, j, g)) * elem;
-        if (widen) {
-          to_f32(k, row.data(), hd);
-          for (int32_t h = 0; h < group; ++h)
-            scores[static_cast<size_t>(h) * len + j] = dot_f32(q0 + h * hd, row.data(), hd) * p.scale;
-        } else {
-          for (int32_t h = 0; h < group; ++h)
-            scores[static_cast<size_t>(h) * len + j] = dot(q0 + h * hd, k, hd) * p.scale;
-        }
+      const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.block_table_stride;
+      // Scores: one pass over the keys, block by block, every query head of the group per key.
+      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
+        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+        scores_fn(q0, group, hd, k_base + static_cast<size_t>(off) * elem, stride, std::min(p.block_size, len - j0),
+                  p.scale, scores.data() + j0, len);
       }
       for (int32_t h = 0; h < group; ++h) {
         float* sc = scores.data() + static_cast<size_t>(h) * len;
@@ -147,14 +137,10 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
         std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
       }
       // Weighted values: one pass over the values.
-      for (int32_t j = 0; j < len; ++j) {
-        const uint8_t* v = v_base + static_cast<size_t>(cache_offset(p, s, j, g)) * elem;
-        if (widen) {
-          to_f32(v, row.data(), hd);
-          for (int32_t h = 0; h < group; ++h) axpy_f32(scores[static_cast<size_t>(h) * len + j], row.data(), o0 + h * hd, hd);
-        } else {
-          for (int32_t h = 0; h < group; ++h) axpy(scores[static_cast<size_t>(h) * len + j], v, o0 + h * hd, hd);
-        }
+      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
+        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+        values_fn(scores.data() + j0, len, group, hd, v_base + static_cast<size_t>(off) * elem, stride,
+                  std::min(p.block_size, len - j0), o0);
       }
     }
   });

@@ -33,7 +33,7 @@ CpuIsa detect() noexcept {
                     __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
 #endif

@@ -1,9 +1,8 @@
 // The AVX2 level (AVX2 + FMA + F16C). Compiled with those flags only; see isa_kernels.hpp
 // for the rules of ISA files (internal linkage, no library inline functions).
 //
-// GEMV tiles are JB weight rows x MB activation rows of 8-float accumulators; every (row,
-// feature) pair runs the same instruction sequence whatever the tile, so results do not
-// depend on the batch. Quantized weights take Q8 activations: d[nbp], signed q in natural
+// GEMV tiles are one weight row x up to 4 activation rows; every (row, feature) pair runs the
+// same instruction sequence whatever the tile, so results do not depend on the batch. Quantized weights take Q8 activations: d[nbp], signed q in natural
 // order, and aux[b * 8 + g] = 8 * (sum of q over group g of 4 elements of block b), the
 // correction of the unsigned Q4 nibbles (value = nibble - 8).
 #include <immintrin.h>
@@ -52,52 +51,73 @@ inline float w_at(const uint8_t* row, int64_t i) {
   return bf16_to_f32(h);
 }
 
-template <Wt kT, int JB, int MB>
+// Weight rows are streamed one at a time, front to back, with software prefetch ahead (see
+// isa_avx512.cpp).
+constexpr int64_t kPrefetchBytes = 2048;
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+
+template <Wt kT, int MB>
 void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
-  __m256 acc[JB][MB];
-  for (int jj = 0; jj < JB; ++jj)
-    for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm256_setzero_ps();
-  const uint8_t* w[JB];
-  for (int jj = 0; jj < JB; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
+  constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2;
+  __m256 acc0[MB], acc1[MB];  // chunk c of 8 goes to accumulator c % 2
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) acc0[rr] = acc1[rr] = _mm256_setzero_ps();
+  const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
   const float* x[MB];
+#pragma GCC unroll 16
   for (int rr = 0; rr < MB; ++rr) x[rr] = act_f32(a, r0 + rr);
-  const int64_t k8 = a.k / 8 * 8;
-  for (int64_t i = 0; i < k8; i += 8) {
-    __m256 wv[JB];
-    for (int jj = 0; jj < JB; ++jj) wv[jj] = load_w8<kT>(w[jj], i);
+  const int64_t full = a.k / 16 * 16;
+  for (int64_t i = 0; i < full; i += 16) {
+    if ((i & 15) == 0) prefetch(w + i * kElem);
+    const __m256 w0 = load_w8<kT>(w, i), w1 = load_w8<kT>(w, i + 8);
+#pragma GCC unroll 16
     for (int rr = 0; rr < MB; ++rr) {
-      const __m256 xv = _mm256_loadu_ps(x[rr] + i);
-      for (int jj = 0; jj < JB; ++jj) acc[jj][rr] = _mm256_fmadd_ps(wv[jj], xv, acc[jj][rr]);
+      acc0[rr] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[rr] + i), acc0[rr]);
+      acc1[rr] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[rr] + i + 8), acc1[rr]);
     }
   }
-  for (int jj = 0; jj < JB; ++jj)
-    for (int rr = 0; rr < MB; ++rr) {
-      float s = hsum(acc[jj][rr]);
-      for (int64_t i = k8; i < a.k; ++i) s += w_at<kT>(w[jj], i) * x[rr][i];
-      a.c[(r0 + rr) * a.ldc + j + jj] = s;
-    }
+  int64_t i = full;
+  if (i + 8 <= a.k) {
+    const __m256 w0 = load_w8<kT>(w, i);
+#pragma GCC unroll 16
+    for (int rr = 0; rr < MB; ++rr) acc0[rr] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[rr] + i), acc0[rr]);
+    i += 8;
+  }
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) {
+    float s = hsum(_mm256_add_ps(acc0[rr], acc1[rr]));
+    for (int64_t t = i; t < a.k; ++t) s += w_at<kT>(w, t) * x[rr][t];
+    a.c[(r0 + rr) * a.ldc + j] = s;
+  }
 }
 
-// Walks the (feature, row) grid in tiles of up to JB x MB. The tile shape changes only which
-// pairs share loads, never the arithmetic of a pair.
-template <class Tile4x2, class Tile4x1, class Tile1x2, class Tile1x1>
-void walk(const GemvArgs& a, int64_t j0, int64_t j1, Tile4x2 t42, Tile4x1 t41, Tile1x2 t12, Tile1x1 t11) {
-  int64_t j = j0;
-  for (; j + 4 <= j1; j += 4) {
+// Runs Tile<MB>(a, j, r0) for every feature and groups of up to 4 rows: the grouping changes
+// only which rows share a weight load, never the arithmetic of a row.
+template <template <int> class Tile>
+void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
     int64_t r = 0;
-    for (; r + 2 <= a.m; r += 2) t42(a, j, r);
-    if (r < a.m) t41(a, j, r);
-  }
-  for (; j < j1; ++j) {
-    int64_t r = 0;
-    for (; r + 2 <= a.m; r += 2) t12(a, j, r);
-    if (r < a.m) t11(a, j, r);
+    for (; r + 4 <= a.m; r += 4) Tile<4>::run(a, j, r);
+    switch (a.m - r) {
+      case 3: Tile<3>::run(a, j, r); break;
+      case 2: Tile<2>::run(a, j, r); break;
+      case 1: Tile<1>::run(a, j, r); break;
+      default: break;
+    }
   }
 }
 
 template <Wt kT>
+struct FloatTile {
+  template <int MB>
+  struct T {
+    static void run(const GemvArgs& a, int64_t j, int64_t r0) { tile_float<kT, MB>(a, j, r0); }
+  };
+};
+
+template <Wt kT>
 void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk(a, j0, j1, tile_float<kT, 4, 2>, tile_float<kT, 4, 1>, tile_float<kT, 1, 2>, tile_float<kT, 1, 1>);
+  walk<FloatTile<kT>::template T>(a, j0, j1);
 }
 
 // ---- quantized weights -------------------------------------------------------------------
@@ -164,56 +184,71 @@ inline __m256i q4_nibbles(const BlockQ4_0* blk) {
   return _mm256_set_m128i(hi, lo);
 }
 
-template <DType kW, int JB, int MB>
-void tile_quant(const GemvArgs& a, int64_t j, int64_t r0) {
-  __m256 acc[JB][MB];
-  for (int jj = 0; jj < JB; ++jj)
-    for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm256_setzero_ps();
-  ActRow x[MB];
-  for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a, r0 + rr);
+// Block b of weight row `row` into accumulator C of every row (C = b % 2; a template
+// argument so that the accumulators stay in registers).
+template <DType kW, int MB, int C>
+inline void quant_block(const uint8_t* row, int64_t b, const ActRow* x, __m256 (*acc)[2]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const int64_t nb = a.k / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i wv[JB], aw[JB];  // aw: |w| for Q8_0 (unused for Q4_0)
-    float dw[JB];
-    for (int jj = 0; jj < JB; ++jj) {
-      const uint8_t* row = a.w + static_cast<size_t>(j + jj) * a.w_stride;
-      if constexpr (kW == DType::kQ8_0) {
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-        wv[jj] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
-        aw[jj] = _mm256_abs_epi8(wv[jj]);
-        dw[jj] = half_to_f32(blk->d);
-      } else {
-        const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-        wv[jj] = q4_nibbles(blk);
-        aw[jj] = wv[jj];
-        dw[jj] = half_to_f32(blk->d);
-      }
-    }
-    for (int rr = 0; rr < MB; ++rr) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].q + b * 32));
-      const float dx = x[rr].d[b];
-      for (int jj = 0; jj < JB; ++jj) {
-        __m256i p;
-        if constexpr (kW == DType::kQ8_0) {
-          // |w| * (x * sign(w)): unsigned x signed products that cannot saturate.
-          p = _mm256_maddubs_epi16(aw[jj], _mm256_sign_epi8(xv, wv[jj]));
-          p = _mm256_madd_epi16(p, ones);
-        } else {
-          p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[jj], xv), ones);
-          p = _mm256_sub_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].aux + b * 8)));
-        }
-        acc[jj][rr] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw[jj] * dx), acc[jj][rr]);
-      }
-    }
+  __m256i wv, aw;  // aw: |w| for Q8_0, the nibbles for Q4_0
+  float dw;
+  if constexpr (kW == DType::kQ8_0) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    prefetch(reinterpret_cast<const uint8_t*>(blk));
+    wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
+    aw = _mm256_abs_epi8(wv);
+    dw = half_to_f32(blk->d);
+  } else {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    prefetch(reinterpret_cast<const uint8_t*>(blk));
+    wv = aw = q4_nibbles(blk);
+    dw = half_to_f32(blk->d);
   }
-  for (int jj = 0; jj < JB; ++jj)
-    for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j + jj] = hsum(acc[jj][rr]);
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].q + b * 32));
+    __m256i p;
+    if constexpr (kW == DType::kQ8_0) {
+      // |w| * (x * sign(w)): unsigned x signed products that cannot saturate.
+      p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);
+    } else {
+      p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones);
+      p = _mm256_sub_epi32(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[rr].aux + b * 8)));
+    }
+    acc[rr][C] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * x[rr].d[b]), acc[rr][C]);
+  }
+}
+
+template <DType kW, int MB>
+void tile_quant(const GemvArgs& a, int64_t j, int64_t r0) {
+  __m256 acc[MB][2];
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) acc[rr][0] = acc[rr][1] = _mm256_setzero_ps();
+  ActRow x[MB];
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a, r0 + rr);
+  const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
+  const int64_t nb = a.k / 32;
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    quant_block<kW, MB, 0>(row, b, x, acc);
+    quant_block<kW, MB, 1>(row, b + 1, x, acc);
+  }
+  if (b < nb) quant_block<kW, MB, 0>(row, b, x, acc);
+#pragma GCC unroll 16
+  for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = hsum(_mm256_add_ps(acc[rr][0], acc[rr][1]));
 }
 
 template <DType kW>
+struct QuantTile {
+  template <int MB>
+  struct T {
+    static void run(const GemvArgs& a, int64_t j, int64_t r0) { tile_quant<kW, MB>(a, j, r0); }
+  };
+};
+
+template <DType kW>
 void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk(a, j0, j1, tile_quant<kW, 4, 2>, tile_quant<kW, 4, 1>, tile_quant<kW, 1, 2>, tile_quant<kW, 1, 1>);
+  walk<QuantTile<kW>::template T>(a, j0, j1);
 }
 
 // ---- conversions -------------------------------------------------------------------------
@@ -266,30 +301,72 @@ void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
 
-// ---- attention against cached rows -------------------------------------------------------
+// ---- attention over cached rows --------------------------------------------------------------
+// A 16-bit block shared by several query heads is widened once, 16 rows at a time.
 
 template <Wt kT>
-float kv_dot(const float* q, const void* k, int64_t n) {
-  const auto* row = static_cast<const uint8_t*>(k);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_w8<kT>(row, i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_w8<kT>(row, i + 8), acc1);
+const float* widen_rows(const void* rows, int64_t stride, int64_t n, int64_t hd, float* tmp) {
+  const auto* r = static_cast<const uint8_t*>(rows);
+  const int64_t elem = kT == Wt::kF32 ? 4 : 2;
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t e = 0;
+    for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(tmp + j * hd + e, load_w8<kT>(r + j * stride * elem, e));
+    for (; e < hd; ++e) tmp[j * hd + e] = w_at<kT>(r + j * stride * elem, e);
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_w8<kT>(row, i), acc0);
-  float s = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += q[i] * w_at<kT>(row, i);
-  return s;
+  return tmp;
 }
 
 template <Wt kT>
-void kv_axpy(float alpha, const void* v, float* y, int64_t n) {
-  const auto* row = static_cast<const uint8_t*>(v);
-  const __m256 av = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load_w8<kT>(row, i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * w_at<kT>(row, i);
+void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
+                 float* scores, int64_t ld) {
+  alignas(32) float tmp[16 * kMaxHeadDim];
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nn = n - j0 < 16 ? n - j0 : 16;
+    const int64_t elem = kT == Wt::kF32 ? 4 : 2;
+    const uint8_t* base = static_cast<const uint8_t*>(rows) + j0 * stride * elem;
+    const bool wide = kT != Wt::kF32 && group > 1;
+    const float* w = wide ? widen_rows<kT>(base, stride, nn, hd, tmp) : nullptr;
+    for (int64_t h = 0; h < group; ++h)
+      for (int64_t j = 0; j < nn; ++j) {
+        __m256 acc = _mm256_setzero_ps();
+        int64_t e = 0;
+        for (; e + 8 <= hd; e += 8) {
+          const __m256 kv = wide ? _mm256_loadu_ps(w + j * hd + e) : load_w8<kT>(base + j * stride * elem, e);
+          acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + e), kv, acc);
+        }
+        float s = hsum(acc);
+        for (; e < hd; ++e) s += q[h * hd + e] * (wide ? w[j * hd + e] : w_at<kT>(base + j * stride * elem, e));
+        scores[h * ld + j0 + j] = s * scale;
+      }
+  }
+}
+
+template <Wt kT>
+void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
+                 float* out) {
+  alignas(32) float tmp[16 * kMaxHeadDim];
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nn = n - j0 < 16 ? n - j0 : 16;
+    const int64_t elem = kT == Wt::kF32 ? 4 : 2;
+    const uint8_t* base = static_cast<const uint8_t*>(rows) + j0 * stride * elem;
+    const bool wide = kT != Wt::kF32 && group > 1;
+    const float* w = wide ? widen_rows<kT>(base, stride, nn, hd, tmp) : nullptr;
+    for (int64_t h = 0; h < group; ++h) {
+      float* o = out + h * hd;
+      const float* ph = p + h * ld + j0;
+      int64_t e = 0;
+      for (; e + 8 <= hd; e += 8) {
+        __m256 acc = _mm256_loadu_ps(o + e);
+        for (int64_t j = 0; j < nn; ++j) {
+          const __m256 v = wide ? _mm256_loadu_ps(w + j * hd + e) : load_w8<kT>(base + j * stride * elem, e);
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(ph[j]), v, acc);
+        }
+        _mm256_storeu_ps(o + e, acc);
+      }
+      for (; e < hd; ++e)
+        for (int64_t j = 0; j < nn; ++j) o[e] += ph[j] * (wide ? w[j * hd + e] : w_at<kT>(base + j * stride * elem, e));
+    }
+  }
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -335,8 +412,8 @@ const IsaKernels kAvx2Kernels = {
     {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
     {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
-    {kv_dot<Wt::kF32>, kv_dot<Wt::kF16>, kv_dot<Wt::kBF16>},
-    {kv_axpy<Wt::kF32>, kv_axpy<Wt::kF16>, kv_axpy<Wt::kBF16>},
+    {attn_scores<Wt::kF32>, attn_scores<Wt::kF16>, attn_scores<Wt::kBF16>},
+    {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,
     read_sum,
 };

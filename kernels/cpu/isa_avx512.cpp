@@ -1,19 +1,11 @@
-// The AVX-512 level: F/BW/VL/DQ with VNNI (vpdpbusd) and BF16 (vdpbf16ps). Compiled with
-// those flags only; see isa_kernels.hpp for the rules of ISA files.
+// The AVX-512 level: F/BW/VL/DQ with VBMI (vpermt2b), VNNI (vpdpbusd) and BF16 (vdpbf16ps).
+// Compiled with those flags only; see isa_kernels.hpp for the rules of ISA files.
 //
-// GEMV tiles are JB weight rows x MB activation rows of 16-lane accumulators; every (row,
-// feature) pair runs the same instruction sequence whatever the tile, so results do not
+// GEMV tiles are one weight row x up to 8 activation rows of 16-lane accumulators; every
+// (row, feature) pair runs the same instruction sequence whatever the tile, so results do not
 // depend on the batch.
 //  - bf16 weights: activations rounded to bf16, vdpbf16ps (32 products per instruction).
-//  - q8_0 / q4_0 weights: two blocks per 512-bit vector, vpdpbusd (unsigned x signed bytes):
-//      q8_0: x is stored as x + 128 (unsigned); the accumulator starts at -128 * Σw, which
-//            is computed once per weight vector and shared by every activation row.
-//      q4_0: the nibbles are unsigned (value + 8); the activation row carries -8 * Σx per
-//            4-element group as the accumulator's start.
-//    Q8 activation rows (layout in isa_kernels.hpp) hold per block pair aux words:
-//      q8_0: 16 lane scales [dA x8, dB x8]
-//      q4_0: 16 lane scales [dA x4, dB x4, dA x4, dB x4], then 16 start values; q is stored
-//            per pair as [A0..15, B0..15, A16..31, B16..31], the order the nibbles unpack in.
+//  - q8_0 / q4_0 weights: four blocks per step, vpdpbusd (see the quantized section).
 #include <immintrin.h>
 
 #include "isa_kernels.hpp"
@@ -30,23 +22,38 @@ inline __mmask32 tail_mask32(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? 0xffffffffu : ((1u << n) - 1u));
 }
 
-// Calls T<JB, MB>::run over the (feature, row) grid: JB in {4, 1} features, MB up to kMb rows.
-template <template <int, int> class T, int kMb>
-void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
-  auto rows = [&]<int JB>(int64_t j) {
-    int64_t r = 0;
-    for (; r + kMb <= a.m; r += kMb) T<JB, kMb>::run(a, j, r);
-    switch (a.m - r) {
-      case 3: if constexpr (kMb > 3) T<JB, 3>::run(a, j, r); break;
-      case 2: if constexpr (kMb > 2) T<JB, 2>::run(a, j, r); break;
-      case 1: if constexpr (kMb > 1) T<JB, 1>::run(a, j, r); break;
-      default: break;
+// Weight rows are streamed one at a time, front to back, with software prefetch ahead: a
+// single sequential stream per thread is what this class of CPU reads fastest (several rows
+// interleaved ran at half the speed; docs/performance.md).
+constexpr int64_t kPrefetchBytes = 2048;
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+
+// T<n>::run for the last n < kMb rows of a feature.
+template <template <int> class T, int N>
+inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
+  if constexpr (N > 0) {
+    if (n == N) {
+      T<N>::run(a, j, r);
+      return;
     }
-  };
-  int64_t j = j0;
-  for (; j + 4 <= j1; j += 4) rows.template operator()<4>(j);
-  for (; j < j1; ++j) rows.template operator()<1>(j);
+    run_rows<T, N - 1>(a, j, r, n);
+  }
 }
+
+// Calls T<MB>::run(a, j, r0) for every feature j in [j0, j1) and groups of up to kMb rows. The
+// group size changes only which rows share a weight load, never the arithmetic of a row.
+template <template <int> class T, int kMb>
+void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    int64_t r = 0;
+    for (; r + kMb <= a.m; r += kMb) T<kMb>::run(a, j, r);
+    run_rows<T, kMb - 1>(a, j, r, a.m - r);
+  }
+}
+
+// Two accumulators per row: chunk c of a row goes to accumulator c % 2, the same order for
+// every row-group size.
+inline float sum2(__m512 a0, __m512 a1) { return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)); }
 
 // ---- f32 / f16 weights (F32 activations) ------------------------------------------------------
 
@@ -63,65 +70,90 @@ inline __m512 load_w16(const uint8_t* row, int64_t i, __mmask16 m) {
 
 template <Wt kT>
 struct TileFloat {
-  template <int JB, int MB>
+  template <int MB>
   struct T {
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
-      __m512 acc[JB][MB];
-      for (int jj = 0; jj < JB; ++jj)
-        for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm512_setzero_ps();
-      const uint8_t* w[JB];
-      for (int jj = 0; jj < JB; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
+      constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2;
+      // Two accumulators per row (separate arrays: GCC keeps them in registers then).
+      __m512 acc0[MB], acc1[MB];
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) acc0[rr] = acc1[rr] = _mm512_setzero_ps();
+      const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
       const float* x[MB];
+      #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr)
         x[rr] = reinterpret_cast<const float*>(a.act + static_cast<size_t>(r0 + rr) * a.act_stride);
-      for (int64_t i = 0; i < a.k; i += 16) {
-        const __mmask16 m = a.k - i >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(a.k - i);
-        __m512 wv[JB];
-        for (int jj = 0; jj < JB; ++jj) wv[jj] = load_w16<kT>(w[jj], i, m);
+      const __mmask16 all = 0xffff;
+      const int64_t full = a.k / 32 * 32;
+      for (int64_t i = 0; i < full; i += 32) {
+        for (int64_t l = 0; l < kElem / 2; ++l) prefetch(w + i * kElem + 64 * l);
+        const __m512 w0 = load_w16<kT>(w, i, all), w1 = load_w16<kT>(w, i + 16, all);
+        #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
-          const __m512 xv = _mm512_maskz_loadu_ps(m, x[rr] + i);
-          for (int jj = 0; jj < JB; ++jj) acc[jj][rr] = _mm512_fmadd_ps(wv[jj], xv, acc[jj][rr]);
+          acc0[rr] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[rr] + i), acc0[rr]);
+          acc1[rr] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[rr] + i + 16), acc1[rr]);
         }
       }
-      for (int jj = 0; jj < JB; ++jj)
-        for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j + jj] = _mm512_reduce_add_ps(acc[jj][rr]);
+      if (full < a.k) {  // up to two chunks of 16: into accumulators 0 and 1
+        const __mmask16 m0 = a.k - full >= 16 ? all : tail_mask16(a.k - full);
+        const __mmask16 m1 = a.k - full > 16 ? tail_mask16(a.k - full - 16) : 0;
+        const __m512 w0 = load_w16<kT>(w, full, m0), w1 = load_w16<kT>(w, full + 16, m1);
+        #pragma GCC unroll 16
+        for (int rr = 0; rr < MB; ++rr) {
+          acc0[rr] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x[rr] + full), acc0[rr]);
+          acc1[rr] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, x[rr] + full + 16), acc1[rr]);
+        }
+      }
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = sum2(acc0[rr], acc1[rr]);
     }
   };
 };
 
 template <Wt kT>
 void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<TileFloat<kT>::template T, 4>(a, j0, j1);
+  walk<TileFloat<kT>::template T, 8>(a, j0, j1);
 }
 
 // ---- bf16 weights (bf16 activations) -----------------------------------------------------------
 
-template <int JB, int MB>
+template <int MB>
 struct TileBf16 {
   static void run(const GemvArgs& a, int64_t j, int64_t r0) {
-    __m512 acc[JB][MB];
-    for (int jj = 0; jj < JB; ++jj)
-      for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm512_setzero_ps();
-    const uint8_t* w[JB];
-    for (int jj = 0; jj < JB; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
+    __m512 acc[MB][2];
+    #pragma GCC unroll 16
+    for (int rr = 0; rr < MB; ++rr) acc[rr][0] = acc[rr][1] = _mm512_setzero_ps();
+    const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
     const uint8_t* x[MB];
+    #pragma GCC unroll 16
     for (int rr = 0; rr < MB; ++rr) x[rr] = a.act + static_cast<size_t>(r0 + rr) * a.act_stride;
-    for (int64_t i = 0; i < a.k; i += 32) {
-      const __mmask32 m = tail_mask32(a.k - i);
-      __m512i wv[JB];
-      for (int jj = 0; jj < JB; ++jj) wv[jj] = _mm512_maskz_loadu_epi16(m, w[jj] + 2 * i);
+    const int64_t full = a.k / 64 * 64;
+    for (int64_t i = 0; i < full; i += 64) {
+      prefetch(w + 2 * i);
+      prefetch(w + 2 * i + 64);
+      const __m512i w0 = _mm512_loadu_si512(w + 2 * i), w1 = _mm512_loadu_si512(w + 2 * i + 64);
+      #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) {
-        const __m512i xv = _mm512_maskz_loadu_epi16(m, x[rr] + 2 * i);
-        for (int jj = 0; jj < JB; ++jj)
-          acc[jj][rr] = _mm512_dpbf16_ps(acc[jj][rr], (__m512bh)xv, (__m512bh)wv[jj]);
+        acc[rr][0] = _mm512_dpbf16_ps(acc[rr][0], (__m512bh)_mm512_loadu_si512(x[rr] + 2 * i), (__m512bh)w0);
+        acc[rr][1] = _mm512_dpbf16_ps(acc[rr][1], (__m512bh)_mm512_loadu_si512(x[rr] + 2 * i + 64), (__m512bh)w1);
       }
     }
-    for (int jj = 0; jj < JB; ++jj)
-      for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j + jj] = _mm512_reduce_add_ps(acc[jj][rr]);
+    if (full < a.k) {  // up to two chunks of 32: into accumulators 0 and 1
+      const __mmask32 m0 = tail_mask32(a.k - full);
+      const __mmask32 m1 = a.k - full > 32 ? tail_mask32(a.k - full - 32) : 0;
+      const __m512i w0 = _mm512_maskz_loadu_epi16(m0, w + 2 * full), w1 = _mm512_maskz_loadu_epi16(m1, w + 2 * full + 64);
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) {
+        acc[rr][0] = _mm512_dpbf16_ps(acc[rr][0], (__m512bh)_mm512_maskz_loadu_epi16(m0, x[rr] + 2 * full), (__m512bh)w0);
+        acc[rr][1] = _mm512_dpbf16_ps(acc[rr][1], (__m512bh)_mm512_maskz_loadu_epi16(m1, x[rr] + 2 * full + 64), (__m512bh)w1);
+      }
+    }
+    #pragma GCC unroll 16
+    for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = sum2(acc[rr][0], acc[rr][1]);
   }
 };
 
-void gemv_bf16(const GemvArgs& a, int64_t j0, int64_t j1) { walk<TileBf16, 4>(a, j0, j1); }
+void gemv_bf16(const GemvArgs& a, int64_t j0, int64_t j1) { walk<TileBf16, 8>(a, j0, j1); }
 
 void prep_bf16(const float* x, uint8_t* out, int64_t k) {
   auto* o = reinterpret_cast<uint16_t*>(out);
@@ -137,148 +169,205 @@ void prep_bf16(const float* x, uint8_t* out, int64_t k) {
 }
 
 // ---- quantized weights (Q8 activations) -------------------------------------------------------
+// Four blocks ("a quad") per step. The quad's bytes are loaded as 64-byte windows and vpermt2b
+// (VBMI) gathers the quants and the fp16 scales into lane order in one instruction each.
+//   q4_0: quants -> lo = [A0-15 B0-15 C0-15 D0-15], hi = [A16-31 .. D16-31] (unsigned nibbles),
+//         lane l of both belongs to block l / 4; the activation row stores x in the same order
+//         (signed) with, per lane, -8 * (sum of the lane's 8 x values) as the accumulator start
+//         and the lane scales [dA x4, dB x4, dC x4, dD x4].
+//   q8_0: quants -> w0 = [A B], w1 = [C D] (signed, natural order); the activation row stores
+//         x + 128 (unsigned) and lane scales [dA x8, dB x8], [dC x8, dD x8]; the start
+//         -128 * sum(w) is computed from the weights and shared by every row.
+
+struct QuadIdx {
+  alignas(64) uint8_t q4[64];        // nibble bytes of 4 Q4_0 blocks (window bytes 0..71)
+  alignas(64) uint8_t q4_scale[64];  // 16 x fp16: block l / 4 (low 32 bytes used)
+  alignas(64) uint8_t q8_lo[64];     // quants of blocks A, B (window bytes 0..127)
+  alignas(64) uint8_t q8_hi[64];     // quants of blocks C, D (window bytes 64..191, minus 64)
+  alignas(64) uint8_t q8_scale[64];  // 32 x fp16: block l / 8
+};
+
+constexpr QuadIdx make_quad_idx() {
+  QuadIdx t{};
+  for (int i = 0; i < 64; ++i) {
+    t.q4[i] = static_cast<uint8_t>((i / 16) * 18 + 2 + i % 16);
+    t.q4_scale[i] = static_cast<uint8_t>((i / 2 / 4) * 18 + i % 2);
+    t.q8_lo[i] = static_cast<uint8_t>((i / 32) * 34 + 2 + i % 32);
+    t.q8_hi[i] = static_cast<uint8_t>((2 + i / 32) * 34 + 2 + i % 32 - 64);
+    t.q8_scale[i] = static_cast<uint8_t>((i / 2 / 8) * 34 + i % 2);
+  }
+  return t;
+}
+constexpr QuadIdx kQuadIdx = make_quad_idx();
+
+inline __mmask64 byte_mask(int64_t n) {
+  return n >= 64 ? ~__mmask64{0} : (n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1);
+}
+inline __m512i idx(const uint8_t* t) { return _mm512_load_si512(t); }
 
 struct ActQ8 {
-  const float* d;
   const uint8_t* q;
-  const uint32_t* aux;
+  const float* aux;
 };
 
 inline ActQ8 act_q8(const uint8_t* row, int64_t k) {
   const int64_t nbp = q8_blocks_padded(k);
-  return {reinterpret_cast<const float*>(row), row + nbp * 4, reinterpret_cast<const uint32_t*>(row + nbp * 36)};
+  return {row + nbp * 4, reinterpret_cast<const float*>(row + nbp * 36)};
 }
 
-// One block of 32: its scale max|x| / 127 and the rounded values as int32 (2 x 16 lanes).
-inline void quantize_block(const float* x, float* d_out, __m512i* q_lo, __m512i* q_hi) {
+// One block of 32: its scale max|x| / 127 and the rounded values as 32 bytes (2 x 16).
+inline void quantize_block(const float* x, float* d_out, __m128i* lo, __m128i* hi) {
   const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   *d_out = d;
-  *q_lo = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-  *q_hi = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+  *lo = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id))));
+  *hi = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id))));
 }
 
-// Blocks b and b+1 of the row (b+1 may be past the end: zero) as 64 signed bytes in natural
-// order, their scales in d[b], d[b + 1].
-__m512i quantize_pair(const float* x, int64_t nb, int64_t b, float* d) {
-  __m128i bytes[4];
-  for (int h = 0; h < 2; ++h) {
-    if (b + h < nb) {
-      __m512i lo, hi;
-      quantize_block(x + (b + h) * 32, d + b + h, &lo, &hi);
-      bytes[2 * h] = _mm512_cvtepi32_epi8(lo);
-      bytes[2 * h + 1] = _mm512_cvtepi32_epi8(hi);
+// Quantizes quad `qd` of the row: d[4 qd + i] and the 4 x 2 halves of 16 bytes (zero past the end).
+inline void quantize_quad(const float* x, int64_t nb, int64_t qd, float* d, __m128i (*half)[2]) {
+  for (int i = 0; i < 4; ++i) {
+    const int64_t b = 4 * qd + i;
+    if (b < nb) {
+      quantize_block(x + b * 32, d + b, &half[i][0], &half[i][1]);
     } else {
-      d[b + h] = 0.0f;
-      bytes[2 * h] = bytes[2 * h + 1] = _mm_setzero_si128();
+      d[b] = 0.0f;
+      half[i][0] = half[i][1] = _mm_setzero_si128();
     }
   }
-  __m512i v = _mm512_castsi128_si512(bytes[0]);
-  v = _mm512_inserti32x4(v, bytes[1], 1);
-  v = _mm512_inserti32x4(v, bytes[2], 2);
-  return _mm512_inserti32x4(v, bytes[3], 3);
+}
+
+inline __m512i join4(__m128i a, __m128i b, __m128i c, __m128i e) {
+  __m512i v = _mm512_castsi128_si512(a);
+  v = _mm512_inserti32x4(v, b, 1);
+  v = _mm512_inserti32x4(v, c, 2);
+  return _mm512_inserti32x4(v, e, 3);
+}
+
+inline __m512 lanes4(const float* d) {  // [d0 x4, d1 x4, d2 x4, d3 x4]
+  return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(_mm_loadu_ps(d)));
+}
+inline __m512 lanes8(const float* d) {  // [d0 x8, d1 x8]
+  return _mm512_insertf32x8(_mm512_set1_ps(d[0]), _mm256_set1_ps(d[1]), 1);
 }
 
 void prep_q8_for_q8_0(const float* x, uint8_t* out, int64_t k) {
   const int64_t nbp = q8_blocks_padded(k);
   auto* d = reinterpret_cast<float*>(out);
-  auto* q = out + nbp * 4;
+  uint8_t* q = out + nbp * 4;
   auto* aux = reinterpret_cast<float*>(out + nbp * 36);
-  for (int64_t p = 0; p < nbp / 2; ++p) {
-    const __m512i v = quantize_pair(x, k / 32, 2 * p, d);
-    _mm512_storeu_si512(q + p * 64, _mm512_add_epi8(v, _mm512_set1_epi8(static_cast<char>(0x80))));
-    const __m512 lanes = _mm512_insertf32x8(_mm512_set1_ps(d[2 * p]), _mm256_set1_ps(d[2 * p + 1]), 1);
-    _mm512_storeu_ps(aux + p * 16, lanes);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t qd = 0; qd < nbp / 4; ++qd) {
+    __m128i h[4][2];
+    quantize_quad(x, k / 32, qd, d, h);
+    _mm512_storeu_si512(q + qd * 128, _mm512_add_epi8(join4(h[0][0], h[0][1], h[1][0], h[1][1]), bias));
+    _mm512_storeu_si512(q + qd * 128 + 64, _mm512_add_epi8(join4(h[2][0], h[2][1], h[3][0], h[3][1]), bias));
+    _mm512_storeu_ps(aux + qd * 32, lanes8(d + 4 * qd));
+    _mm512_storeu_ps(aux + qd * 32 + 16, lanes8(d + 4 * qd + 2));
   }
 }
 
 void prep_q8_for_q4_0(const float* x, uint8_t* out, int64_t k) {
   const int64_t nbp = q8_blocks_padded(k);
   auto* d = reinterpret_cast<float*>(out);
-  auto* q = out + nbp * 4;
-  auto* aux = reinterpret_cast<uint32_t*>(out + nbp * 36);
-  const __m512i perm = _mm512_set_epi64(7, 6, 3, 2, 5, 4, 1, 0);  // [A0-15 A16-31 B..] -> [A0-15 B0-15 A16-31 B16-31]
-  for (int64_t p = 0; p < nbp / 2; ++p) {
-    const __m512i v = _mm512_permutexvar_epi64(perm, quantize_pair(x, k / 32, 2 * p, d));
-    _mm512_storeu_si512(q + p * 64, v);
-    const __m256 ab = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(d[2 * p])), _mm_set1_ps(d[2 * p + 1]), 1);
-    _mm512_storeu_ps(aux + p * 32, _mm512_broadcast_f32x8(ab));
-    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), v);
-    _mm512_storeu_si512(aux + p * 32 + 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 3)));
+  uint8_t* q = out + nbp * 4;
+  auto* aux = reinterpret_cast<float*>(out + nbp * 36);
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t qd = 0; qd < nbp / 4; ++qd) {
+    __m128i h[4][2];
+    quantize_quad(x, k / 32, qd, d, h);
+    const __m512i lo = join4(h[0][0], h[1][0], h[2][0], h[3][0]);
+    const __m512i hi = join4(h[0][1], h[1][1], h[2][1], h[3][1]);
+    _mm512_storeu_si512(q + qd * 128, lo);
+    _mm512_storeu_si512(q + qd * 128 + 64, hi);
+    _mm512_storeu_ps(aux + qd * 32, lanes4(d + 4 * qd));
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+    _mm512_storeu_si512(aux + qd * 32 + 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 3)));
   }
-}
-
-// Lane scales of a weight block pair: [dA x8, dB x8] (q8_0) or [dA x4, dB x4, dA x4, dB x4].
-inline __m512 pair_scales(uint16_t da, uint16_t db, bool interleave4) {
-  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(da | (static_cast<uint32_t>(db) << 16))));
-  const __m512i idx = interleave4 ? _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0)
-                                  : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(f));
 }
 
 template <DType kW>
 struct TileQuant {
-  template <int JB, int MB>
+  template <int MB>
   struct T {
-    static void run(const GemvArgs& a, int64_t j, int64_t r0) {
-      __m512 acc[JB][MB];
-      for (int jj = 0; jj < JB; ++jj)
-        for (int rr = 0; rr < MB; ++rr) acc[jj][rr] = _mm512_setzero_ps();
-      ActQ8 x[MB];
-      for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a.act + static_cast<size_t>(r0 + rr) * a.act_stride, a.k);
-      const int64_t nb = a.k / 32;
-      for (int64_t b = 0; b < nb; b += 2) {
-        const bool pair = b + 1 < nb;
-        __m512i wv[JB], start[JB];
-        __m512 dw[JB];
-        for (int jj = 0; jj < JB; ++jj) {
-          const uint8_t* row = a.w + static_cast<size_t>(j + jj) * a.w_stride;
-          if constexpr (kW == DType::kQ8_0) {
-            const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-            const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[0].q));
-            const __m256i hi = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[1].q)) : _mm256_setzero_si256();
-            wv[jj] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-            start[jj] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), wv[jj]));
-            dw[jj] = pair_scales(blk[0].d, pair ? blk[1].d : 0, false);
-          } else {
-            const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-            const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].q));
-            const __m128i qb = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].q)) : _mm_setzero_si128();
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
-            const __m256i m = _mm256_set1_epi8(15);
-            const __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-            wv[jj] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-            dw[jj] = pair_scales(blk[0].d, pair ? blk[1].d : 0, true);
-          }
-        }
-        const int64_t p = b / 2;
+    // Quad qd of weight row `row` into accumulator C of every row (C = qd % 2 for q4_0; q8_0
+    // uses both: blocks A, B into 0 and C, D into 1). C is a template argument so that the
+    // accumulators stay in registers.
+    template <int C, bool kTail>
+    static void quad(const uint8_t* row, int64_t nb, int64_t qd, const ActQ8* x, __m512 (*acc)[2]) {
+      constexpr int64_t kBlock = kW == DType::kQ8_0 ? 34 : 18;
+      const uint8_t* base = row + qd * 4 * kBlock;
+      prefetch(base);
+      prefetch(base + 64);
+      // Full quads read whole windows (the last window may run into the next row or past the
+      // end: the tail quad masks its loads to the bytes it owns).
+      const int64_t bytes = kTail ? (nb - 4 * qd) * kBlock : 4 * kBlock;
+      const __m512i l0 = kTail ? _mm512_maskz_loadu_epi8(byte_mask(bytes), base) : _mm512_loadu_si512(base);
+      const __m512i l1 = kTail ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), base + 64)
+                               : _mm512_maskz_loadu_epi8(byte_mask(4 * kBlock - 64), base + 64);
+      if constexpr (kW == DType::kQ4_0) {
+        const __m512i v = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q4), l1);
+        const __m512i m = _mm512_set1_epi8(15);
+        const __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi8(l0, idx(kQuadIdx.q4_scale), l1)));
+#pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
-          const __m512i xv = _mm512_loadu_si512(x[rr].q + p * 64);
-          const __m512 dx = _mm512_loadu_ps(reinterpret_cast<const float*>(x[rr].aux + p * (kW == DType::kQ8_0 ? 16 : 32)));
-          const __m512i xs = kW == DType::kQ4_0 ? _mm512_loadu_si512(x[rr].aux + p * 32 + 16) : _mm512_setzero_si512();
-          for (int jj = 0; jj < JB; ++jj) {
-            __m512i dot;
-            if constexpr (kW == DType::kQ8_0) {
-              dot = _mm512_dpbusd_epi32(start[jj], xv, wv[jj]);
-            } else {
-              dot = _mm512_dpbusd_epi32(xs, wv[jj], xv);
-            }
-            acc[jj][rr] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dx, dw[jj]), acc[jj][rr]);
-          }
+          const uint8_t* xq = x[rr].q + qd * 128;
+          const float* xa = x[rr].aux + qd * 32;
+          __m512i dot = _mm512_dpbusd_epi32(_mm512_loadu_si512(xa + 16), lo, _mm512_loadu_si512(xq));
+          dot = _mm512_dpbusd_epi32(dot, hi, _mm512_loadu_si512(xq + 64));
+          acc[rr][C] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(_mm512_loadu_ps(xa), dw), acc[rr][C]);
+        }
+      } else {
+        const __m512i l2 = _mm512_maskz_loadu_epi8(byte_mask(bytes - 128), base + 128);
+        const __m512i w0 = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q8_lo), l1);
+        const __m512i w1 = _mm512_permutex2var_epi8(l1, idx(kQuadIdx.q8_hi), l2);
+        const __m512i sc = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q8_scale), l1);
+        const __m512 dw0 = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
+        const __m512 dw1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
+        const __m512i b80 = _mm512_set1_epi8(static_cast<char>(0x80));
+        const __m512i s0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w0));
+        const __m512i s1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w1));
+#pragma GCC unroll 16
+        for (int rr = 0; rr < MB; ++rr) {
+          const uint8_t* xq = x[rr].q + qd * 128;
+          const float* xa = x[rr].aux + qd * 32;
+          const __m512i d0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(xq), w0);
+          const __m512i d1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(xq + 64), w1);
+          acc[rr][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(_mm512_loadu_ps(xa), dw0), acc[rr][0]);
+          acc[rr][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(_mm512_loadu_ps(xa + 16), dw1), acc[rr][1]);
         }
       }
-      for (int jj = 0; jj < JB; ++jj)
-        for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j + jj] = _mm512_reduce_add_ps(acc[jj][rr]);
+    }
+
+    static void run(const GemvArgs& a, int64_t j, int64_t r0) {
+      __m512 acc[MB][2];
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) acc[rr][0] = acc[rr][1] = _mm512_setzero_ps();
+      ActQ8 x[MB];
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a.act + static_cast<size_t>(r0 + rr) * a.act_stride, a.k);
+      const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
+      const int64_t nb = a.k / 32, full = nb / 4;  // full quads, then a partial one
+      int64_t qd = 0;
+      for (; qd + 2 <= full; qd += 2) {
+        quad<0, false>(row, nb, qd, x, acc);
+        quad<1, false>(row, nb, qd + 1, x, acc);
+      }
+      if (qd < full) quad<0, false>(row, nb, qd++, x, acc);
+      if (4 * qd < nb) quad<1, true>(row, nb, qd, x, acc);
+      #pragma GCC unroll 16
+      for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = sum2(acc[rr][0], acc[rr][1]);
     }
   };
 };
 
 template <DType kW>
 void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<TileQuant<kW>::template T, 2>(a, j0, j1);
+  walk<TileQuant<kW>::template T, 8>(a, j0, j1);
 }
 
 // ---- conversions -----------------------------------------------------------------------------
@@ -350,7 +439,8 @@ void narrow_bf16(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// ---- attention against cached rows -----------------------------------------------------------
+// ---- attention over cached rows --------------------------------------------------------------
+// A 16-bit block shared by several query heads is widened once, 16 rows at a time.
 
 enum class Kv { kF32, kF16, kBF16 };
 
@@ -361,22 +451,70 @@ inline __m512 load_kv16(const void* row, int64_t i, __mmask16 m) {
   return load_bf16x16(static_cast<const uint16_t*>(row) + i, m);
 }
 
+inline __mmask16 mask_at(int64_t hd, int64_t e) {
+  return hd - e >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(hd - e);
+}
+
+// The block's rows as F32: the cache itself for f32, else widened into tmp when shared.
 template <Kv kT>
-float kv_dot(const float* q, const void* k, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(n - i);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), load_kv16<kT>(k, i, m), acc);
+struct Rows {
+  const uint8_t* base;
+  int64_t stride_bytes;
+  const float* wide;  // null: read (and widen) the cache directly
+  int64_t hd;
+  __m512 load(int64_t j, int64_t e, __mmask16 m) const {
+    if (wide != nullptr) return _mm512_maskz_loadu_ps(m, wide + j * hd + e);
+    return load_kv16<kT>(base + j * stride_bytes, e, m);
   }
-  return _mm512_reduce_add_ps(acc);
+};
+
+template <Kv kT>
+Rows<kT> block_rows(const void* rows, int64_t stride, int64_t nn, int64_t hd, bool shared, float* tmp) {
+  constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
+  Rows<kT> r{static_cast<const uint8_t*>(rows), stride * kElem, nullptr, hd};
+  if (kT != Kv::kF32 && shared) {
+    for (int64_t j = 0; j < nn; ++j)
+      for (int64_t e = 0; e < hd; e += 16) _mm512_mask_storeu_ps(tmp + j * hd + e, mask_at(hd, e), r.load(j, e, mask_at(hd, e)));
+    r.wide = tmp;
+  }
+  return r;
 }
 
 template <Kv kT>
-void kv_axpy(float alpha, const void* v, float* y, int64_t n) {
-  const __m512 av = _mm512_set1_ps(alpha);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(n - i);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, load_kv16<kT>(v, i, m), _mm512_maskz_loadu_ps(m, y + i)));
+void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
+                 float* scores, int64_t ld) {
+  alignas(64) float tmp[16 * kMaxHeadDim];
+  constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nn = n - j0 < 16 ? n - j0 : 16;
+    const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
+    for (int64_t h = 0; h < group; ++h)
+      for (int64_t j = 0; j < nn; ++j) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t e = 0; e < hd; e += 16) {
+          const __mmask16 m = mask_at(hd, e);
+          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * hd + e), r.load(j, e, m), acc);
+        }
+        scores[h * ld + j0 + j] = _mm512_reduce_add_ps(acc) * scale;
+      }
+  }
+}
+
+template <Kv kT>
+void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
+                 float* out) {
+  alignas(64) float tmp[16 * kMaxHeadDim];
+  constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nn = n - j0 < 16 ? n - j0 : 16;
+    const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
+    for (int64_t h = 0; h < group; ++h)
+      for (int64_t e = 0; e < hd; e += 16) {
+        const __mmask16 m = mask_at(hd, e);
+        __m512 acc = _mm512_maskz_loadu_ps(m, out + h * hd + e);
+        for (int64_t j = 0; j < nn; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ld + j0 + j]), r.load(j, e, m), acc);
+        _mm512_mask_storeu_ps(out + h * hd + e, m, acc);
+      }
   }
 }
 
@@ -409,8 +547,8 @@ const IsaKernels kAvx512Kernels = {
     {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
     {nullptr, narrow_f16, narrow_bf16, nullptr, nullptr},
-    {kv_dot<Kv::kF32>, kv_dot<Kv::kF16>, kv_dot<Kv::kBF16>},
-    {kv_axpy<Kv::kF32>, kv_axpy<Kv::kF16>, kv_axpy<Kv::kBF16>},
+    {attn_scores<Kv::kF32>, attn_scores<Kv::kF16>, attn_scores<Kv::kBF16>},
+    {attn_values<Kv::kF32>, attn_values<Kv::kF16>, attn_values<Kv::kBF16>},
     sum_squares,
     read_sum,
 };

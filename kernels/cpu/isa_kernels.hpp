@@ -22,11 +22,11 @@ namespace specd::kernels::cpu {
 // Prepared activations for quantized weights ("Q8 activations"): each row of k elements
 // (k a multiple of 32) is quantized per block of 32 to int8 with a float scale,
 // d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row:
-//   float d[nb]         (nb = k / 32 padded to an even count; padding blocks are zero)
+//   float d[nb]         (nb = k / 32 padded to a multiple of 4; padding blocks are zero)
 //   byte  q[nb * 32]    (order and signedness are the ISA's own, see its prep functions)
 //   word  aux[nb * 16]  (32-bit words the ISA precomputes per block: lane scales, sums)
 // act_row_bytes() gives the row size for every weight dtype.
-inline int64_t q8_blocks_padded(int64_t k) { return (k / 32 + 1) / 2 * 2; }
+inline int64_t q8_blocks_padded(int64_t k) { return (k / 32 + 3) / 4 * 4; }
 inline int64_t q8_act_bytes(int64_t k) { return q8_blocks_padded(k) * (4 + 32 + 64); }
 
 // One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
@@ -50,9 +50,15 @@ using PrepFn = void (*)(const float* x, uint8_t* out, int64_t k);
 using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
 // Narrows n F32 values to f16 / bf16 (round to nearest even).
 using NarrowFn = void (*)(const float* src, uint16_t* dst, int64_t n);
-// Attention inner products against one cached row of n elements of the KV dtype.
-using KvDotFn = float (*)(const float* q, const void* k, int64_t n);
-using KvAxpyFn = void (*)(float a, const void* v, float* y, int64_t n);
+// Attention over n cached rows of one block (head_dim <= kMaxHeadDim elements of the KV dtype,
+// row j at rows + j * stride elements), for the `group` query heads that share them:
+//   scores: scores[h * ld + j] = scale * (q[h * head_dim ...] . row_j)
+//   values: out[h * head_dim + e] += sum_j p[h * ld + j] * row_j[e]
+inline constexpr int64_t kMaxHeadDim = 256;
+using AttnScoresFn = void (*)(const float* q, int64_t group, int64_t head_dim, const void* rows, int64_t stride,
+                              int64_t n, float scale, float* scores, int64_t ld);
+using AttnValuesFn = void (*)(const float* p, int64_t ld, int64_t group, int64_t head_dim, const void* rows,
+                              int64_t stride, int64_t n, float* out);
 
 struct IsaKernels {
   CpuIsa isa;
@@ -60,8 +66,8 @@ struct IsaKernels {
   PrepFn prep[kNumDTypes];  // null: the weights take F32 activations as they are
   ToF32Fn to_f32[kNumDTypes];
   NarrowFn narrow[kNumDTypes];  // set for kF16 and kBF16 only
-  KvDotFn kv_dot[3];            // indexed by KV dtype: kF32, kF16, kBF16
-  KvAxpyFn kv_axpy[3];
+  AttnScoresFn attn_scores[3];  // indexed by KV dtype: kF32, kF16, kBF16
+  AttnValuesFn attn_values[3];
   double (*sum_squares)(const float* x, int64_t n);
   // Sums n floats (n a multiple of 64, p 64-byte aligned): the read-bandwidth probe.
   float (*read_sum)(const float* p, int64_t n);

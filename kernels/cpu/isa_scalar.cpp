@@ -136,22 +136,33 @@ void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
 
-float kv_dot_f32(const float* q, const void* k, int64_t n) { return dot8(q, static_cast<const float*>(k), n); }
-template <bool kBf16>
-float kv_dot_half(const float* q, const void* k, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(k);
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += q[i] * (kBf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]));
-  return s;
+template <int kKv>  // 0 f32, 1 f16, 2 bf16
+float kv_at(const void* rows, int64_t i) {
+  if constexpr (kKv == 0) return static_cast<const float*>(rows)[i];
+  const uint16_t h = static_cast<const uint16_t*>(rows)[i];
+  if constexpr (kKv == 1) return f16_to_f32(h);
+  return bf16_to_f32(h);
 }
-void kv_axpy_f32(float a, const void* v, float* y, int64_t n) {
-  const auto* x = static_cast<const float*>(v);
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+
+template <int kKv>
+void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
+                 float* scores, int64_t ld) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t h = 0; h < group; ++h) {
+      float s = 0.0f;
+      for (int64_t e = 0; e < hd; ++e) s += q[h * hd + e] * kv_at<kKv>(rows, j * stride + e);
+      scores[h * ld + j] = s * scale;
+    }
 }
-template <bool kBf16>
-void kv_axpy_half(float a, const void* v, float* y, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(v);
-  for (int64_t i = 0; i < n; ++i) y[i] += a * (kBf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]));
+
+template <int kKv>
+void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
+                 float* out) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t h = 0; h < group; ++h) {
+      const float pj = p[h * ld + j];
+      for (int64_t e = 0; e < hd; ++e) out[h * hd + e] += pj * kv_at<kKv>(rows, j * stride + e);
+    }
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -188,8 +199,8 @@ const IsaKernels kScalarKernels = {
     {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
     {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
-    {kv_dot_f32, kv_dot_half<false>, kv_dot_half<true>},
-    {kv_axpy_f32, kv_axpy_half<false>, kv_axpy_half<true>},
+    {attn_scores<0>, attn_scores<1>, attn_scores<2>},
+    {attn_values<0>, attn_values<1>, attn_values<2>},
     sum_squares,
     read_sum,
 };

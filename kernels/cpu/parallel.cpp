@@ -1,6 +1,7 @@
 #include "specd/kernels/parallel.hpp"
 
 #include <cblas.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,11 +51,15 @@ class ThreadPool {
     if (n == size()) return;
     stop_.store(true);
     ctrl_.fetch_add(uint64_t{1} << 32);  // a new generation wakes everyone up to see stop_
-    ctrl_.notify_all();
+    wake_.fetch_add(1);
+    wake_.notify_all();
     for (auto& t : workers_) t.join();
     workers_.clear();
     stop_.store(false);
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < n; ++i) {
+      workers_.emplace_back([this] { worker_loop(); });
+      pthread_setname_np(workers_.back().native_handle(), "specd-kernels");
+    }
   }
 
   // Returns false when the pool is busy (the caller then runs the work inline).
@@ -72,7 +77,10 @@ class ThreadPool {
     error_ = nullptr;
     const uint64_t gen = generation(ctrl_.load()) + 1;
     ctrl_.store(gen << 32 | kOpen);  // seq_cst: pairs with the sleepers_ check in worker_loop
-    if (sleepers_.load() > 0) ctrl_.notify_all();
+    if (sleepers_.load() > 0) {
+      wake_.fetch_add(1);
+      wake_.notify_all();
+    }
 
     work();
     // Close the job, then wait for the workers inside it.
@@ -128,13 +136,14 @@ class ThreadPool {
       if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline) break;
     }
     for (;;) {
+      const uint32_t epoch = wake_.load();
       sleepers_.fetch_add(1);  // seq_cst: pairs with the publish in run()
       const uint64_t c = ctrl_.load();
       if (generation(c) != seen || stop_.load()) {
         sleepers_.fetch_sub(1);
         return c;
       }
-      ctrl_.wait(c);
+      wake_.wait(epoch);  // a futex on a 32-bit word: sleeps until run() bumps it
       sleepers_.fetch_sub(1);
     }
   }
@@ -143,6 +152,7 @@ class ThreadPool {
   std::mutex mu_;  // one job at a time
   std::atomic<uint64_t> ctrl_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped to wake sleeping workers
   std::atomic<bool> stop_{false};
   detail::RangeBody body_{};
   int64_t n_ = 0, chunk_ = 1, num_chunks_ = 0;

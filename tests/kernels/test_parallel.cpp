@@ -1,10 +1,14 @@
 // The kernel thread pool: coverage of ranges, exceptions, nesting, and idle workers that
 // sleep instead of spinning.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -52,22 +56,55 @@ TEST(ThreadPool, NestedCallsRunInline) {
   EXPECT_EQ(inner.load(), 80);
 }
 
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+// CPU seconds used by the pool's worker threads (named "specd-kernels"), from /proc.
+double worker_cpu_seconds() {
+  double total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "specd-kernels") continue;
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::string f;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && fields >> f; ++i)
+      if (i == 14 || i == 15) ticks += std::stol(f);  // utime, stime
+    total += static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return total;
 }
 
 // An engine waiting for requests must not keep a core busy: after a job the workers spin
 // for well under a millisecond, then sleep.
 TEST(ThreadPool, IdleWorkersSleep) {
   set_num_threads(2);
+  ASSERT_GT(worker_cpu_seconds() + 1.0, 0.0);
+  {
+    // The test must be able to see the workers: busy them and check their CPU time grows.
+    const double t0 = worker_cpu_seconds();
+    for (int i = 0; i < 100; ++i) {
+      // Two chunks that wait for each other (bounded): the worker has to run one of them.
+      std::atomic<int> started{0};
+      parallel_for(2, 1, [&](int64_t, int64_t) {
+        ++started;
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+        while (std::chrono::steady_clock::now() < end) {
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+        }
+      });
+    }
+    EXPECT_GT(worker_cpu_seconds() - t0, 0.02) << "the workers' CPU time is not visible";
+  }
   parallel_for(1000, 1, [](int64_t, int64_t) {});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin period
-  const double before = process_cpu_seconds();
+  const double before = worker_cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const double used = process_cpu_seconds() - before;
+  const double used = worker_cpu_seconds() - before;
   EXPECT_LT(used, 0.05) << "workers used " << used << " s of CPU in 0.3 s of idle time";
 }
 

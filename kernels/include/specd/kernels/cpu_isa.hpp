@@ -1,6 +1,6 @@
 // Instruction-set levels of the CPU kernels, picked at run time.
 //
-//   avx512: AVX-512 F/BW/VL/DQ with VNNI and BF16 (Zen 4, Sapphire Rapids, Cooper Lake)
+//   avx512: AVX-512 F/BW/VL/DQ with VBMI, VNNI and BF16 (Zen 4 and later, Sapphire Rapids and later)
 //   avx2:   AVX2 + FMA + F16C (Haswell and later, Zen 1-3)
 //   scalar: portable C++ (any x86-64 or other CPU); also the reference of the others
 //

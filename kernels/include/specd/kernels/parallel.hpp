@@ -6,6 +6,8 @@
 // Work is handed out in chunks taken from an atomic counter, so a core slowed down by another
 // process does not hold the others back.
 //
+// Worker threads are named "specd-kernels" (ps, top, /proc/<pid>/task/*/comm).
+//
 // Threading contract: one parallel_for runs at a time; a call made while another is running
 // (from another thread, or nested inside a body) runs inline on the calling thread.
 #pragma once

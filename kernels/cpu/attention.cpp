@@ -127,12 +127,7 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
         float* sc = scores.data() + static_cast<size_t>(h) * len;
         float m = -std::numeric_limits<float>::infinity();
         for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
-        double sum = 0.0;
-        for (int32_t j = 0; j < len; ++j) {
-          sc[j] = std::exp(sc[j] - m);
-          sum += sc[j];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
+        const float inv = 1.0f / isa.exp_sum(sc, len, m);
         for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
         std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
       }

@@ -382,6 +382,49 @@ double sum_squares(const float* x, int64_t n) {
   return s;
 }
 
+// exp(x) for x <= 0: 2^k * e^r with k = round(x / ln 2), |r| <= ln 2 / 2, e^r by its Taylor
+// polynomial to r^7 (relative error < 2e-7); exactly 0 below -87.3 (2^k would be subnormal).
+inline __m256 exp_nonpositive(__m256 x) {
+  const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+float exp_sum(float* x, int64_t n, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float s = hsum(acc);
+  if (i < n) {
+    alignas(32) float tmp[8] = {};
+    for (int64_t t = i; t < n; ++t) tmp[t - i] = x[t] - shift;
+    for (int64_t t = n - i; t < 8; ++t) tmp[t] = -1e30f;  // exp = 0
+    _mm256_store_ps(tmp, exp_nonpositive(_mm256_load_ps(tmp)));
+    for (int64_t t = i; t < n; ++t) {
+      x[t] = tmp[t - i];
+      s += x[t];
+    }
+  }
+  return s;
+}
+
 float read_sum(const float* p, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (int64_t i = 0; i < n; i += 64) {
@@ -415,6 +458,7 @@ const IsaKernels kAvx2Kernels = {
     {attn_scores<Wt::kF32>, attn_scores<Wt::kF16>, attn_scores<Wt::kBF16>},
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,
+    exp_sum,
     read_sum,
 };
 

@@ -528,6 +528,36 @@ double sum_squares(const float* x, int64_t n) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// exp(x) for x <= 0: 2^k * e^r with k = round(x / ln 2), |r| <= ln 2 / 2, e^r by its Taylor
+// polynomial to r^7 (relative error < 2e-7); exactly 0 below -87.3 (2^k would be subnormal).
+inline __m512 exp_nonpositive(__m512 x) {
+  const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(ok, p, k);
+}
+
+float exp_sum(float* x, int64_t n, float shift) {
+  const __m512 sh = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
 float read_sum(const float* p, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < n; i += 64) {
@@ -550,6 +580,7 @@ const IsaKernels kAvx512Kernels = {
     {attn_scores<Kv::kF32>, attn_scores<Kv::kF16>, attn_scores<Kv::kBF16>},
     {attn_values<Kv::kF32>, attn_values<Kv::kF16>, attn_values<Kv::kBF16>},
     sum_squares,
+    exp_sum,
     read_sum,
 };
 

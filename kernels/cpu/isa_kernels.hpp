@@ -69,6 +69,9 @@ struct IsaKernels {
   AttnScoresFn attn_scores[3];  // indexed by KV dtype: kF32, kF16, kBF16
   AttnValuesFn attn_values[3];
   double (*sum_squares)(const float* x, int64_t n);
+  // x[i] = exp(x[i] - shift) in place (exactly 0 below exp's float range, e.g. for -inf),
+  // returns the sum. shift >= every x[i]: the softmax's max. Relative error ~2e-7 per element.
+  float (*exp_sum)(float* x, int64_t n, float shift);
   // Sums n floats (n a multiple of 64, p 64-byte aligned): the read-bandwidth probe.
   float (*read_sum)(const float* p, int64_t n);
 };

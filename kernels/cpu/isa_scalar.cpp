@@ -171,6 +171,15 @@ double sum_squares(const float* x, int64_t n) {
   return s;
 }
 
+float exp_sum(float* x, int64_t n, float shift) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
 float read_sum(const float* p, int64_t n) {
   float lane[16] = {};
   for (int64_t i = 0; i < n; i += 16)
@@ -202,6 +211,7 @@ const IsaKernels kScalarKernels = {
     {attn_scores<0>, attn_scores<1>, attn_scores<2>},
     {attn_values<0>, attn_values<1>, attn_values<2>},
     sum_squares,
+    exp_sum,
     read_sum,
 };
 

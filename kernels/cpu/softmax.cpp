@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "specd/error.hpp"
+#include "isa_kernels.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
@@ -26,19 +27,23 @@ void softmax(Device device, const float* x, float* out, int64_t rows, int64_t co
   if (!(temperature > 0.0f)) {
     throw Error(ErrorCode::kInvalidArgument, "softmax: temperature must be > 0");
   }
-  const double inv_t = 1.0 / static_cast<double>(temperature);
+  const float inv_t = 1.0f / temperature;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
       float* o = out + r * cols;
       const float m = row_max(xr, cols);
-      double sum = 0.0;
-      for (int64_t i = 0; i < cols; ++i) {
-        const double v = std::exp((static_cast<double>(xr[i]) - m) * inv_t);
-        o[i] = static_cast<float>(v);
-        sum += v;
+      float shift = m;
+      if (temperature == 1.0f) {
+        if (o != xr) std::copy(xr, xr + cols, o);
+      } else {
+        // (x - max) / T: the subtraction first, so a small T does not magnify rounding of x / T.
+        for (int64_t i = 0; i < cols; ++i) o[i] = (xr[i] - m) * inv_t;
+        shift = 0.0f;
       }
-      for (int64_t i = 0; i < cols; ++i) o[i] = static_cast<float>(o[i] / sum);
+      const float inv = 1.0f / isa.exp_sum(o, cols, shift);
+      for (int64_t i = 0; i < cols; ++i) o[i] *= inv;
     }
   });
 }

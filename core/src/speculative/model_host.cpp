@@ -22,8 +22,8 @@ struct ModelHost::Hosted {
   model::ForwardBatch batch;  // reused across calls
   model::ForwardOutput out;
 
-  void set_kv(int32_t block_size, int32_t num_blocks) {
-    own_kv = std::make_unique<kv::KvCache>(model->kv_shape(block_size), num_blocks);
+  void set_kv(const kv::KvCacheShape& shape, int32_t num_blocks) {
+    own_kv = std::make_unique<kv::KvCache>(shape, num_blocks);
     kv = own_kv.get();
   }
 };
@@ -137,15 +137,42 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context)
-    : target_weights_(std::move(target_weights)), block_size_(block_size), max_context_(max_context) {}
+                     int64_t max_context, std::string kv_dtype)
+    : target_weights_(std::move(target_weights)),
+      block_size_(block_size),
+      max_context_(max_context),
+      kv_dtype_(std::move(kv_dtype)) {}
+
+namespace {
+
+// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback`.
+model::DType requested_dtype(int32_t dtype, model::DType fallback) {
+  switch (dtype) {
+    case -1: return fallback;
+    case SPECD_DTYPE_F32: return model::DType::kF32;
+    case SPECD_DTYPE_F16: return model::DType::kF16;
+    case SPECD_DTYPE_BF16: return model::DType::kBF16;
+    case SPECD_DTYPE_Q8_0: return model::DType::kQ8_0;
+    case SPECD_DTYPE_Q4_0: return model::DType::kQ4_0;
+    default: break;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "model services load: dtype " + std::to_string(dtype) +
+                                               " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
+}
+
+}  // namespace
+
+kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
+  return h.model->kv_shape(block_size_, kv::resolve_kv_dtype(kv_dtype_, h.weights->dtype()));
+}
 
 ModelHost::~ModelHost() = default;
 
 ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h) {
   h->model = h->own_model.get();
-  if (num_blocks_ > 0) h->set_kv(block_size_, num_blocks_);
-  log::get("spec").info("model services: loaded {} ({} layers)", h->description, h->model->num_layers());
+  if (num_blocks_ > 0) h->set_kv(kv_shape(*h), num_blocks_);
+  log::get("spec").info("model services: loaded {} ({} layers, {} weights)", h->description, h->model->num_layers(),
+                        kernels::dtype_name(h->weights->dtype()));
   models_.push_back(std::move(h));
   return *models_.back();
 }
@@ -155,12 +182,18 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
   auto h = std::make_unique<Hosted>();
   if (path.empty()) {
-    // The target's own weights: a self-draft of its first num_layers layers, or all of them.
-    h->weights = target_weights_;
+    // The target's own weights: a self-draft of its first num_layers layers, or all of them;
+    // shared with the target unless another dtype is asked for.
+    const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
+    h->weights = dtype == target_weights_->dtype()
+                     ? target_weights_
+                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype);
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");
   } else {
-    h->weights = model::LlamaWeights::load(model::Checkpoint::open(path), layers);
+    std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
+    const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
+    h->weights = model::LlamaWeights::load(ckpt, layers, dtype);
     h->description = "draft " + path;
   }
   h->own_model = std::make_unique<model::LlamaModel>(h->weights, layers);
@@ -195,13 +228,13 @@ specd_model* ModelHost::bind_target(model::LlamaModel& model, kv::KvCache& kv) {
 
 size_t ModelHost::hosted_bytes_per_block() const {
   size_t total = 0;
-  for (const auto& m : models_) total += kv::bytes_per_block(m->model->kv_shape(block_size_));
+  for (const auto& m : models_) total += kv::bytes_per_block(kv_shape(*m));
   return total;
 }
 
 void ModelHost::allocate_kv(int32_t num_blocks) {
   num_blocks_ = num_blocks;
-  for (auto& m : models_) m->set_kv(block_size_, num_blocks);
+  for (auto& m : models_) m->set_kv(kv_shape(*m), num_blocks);
 }
 
 void ModelHost::truncate(kv::SeqId seq, int32_t max_len) {

@@ -15,12 +15,12 @@
  *    vtable entry that lies past a plugin's struct_size is treated as absent (NULL).
  *  - Minor history:
  *      1.0  first release.
- *      1.1  model services: a sequence may appear in several rows of one forward batch
- *           (batch expansion); the engine's target model is reachable through
- *           specd_score_batch.target and scorer plugins are called. Proposers built against
- *           1.1 or later get on_accept / on_release only when they declare keeps_state
- *           (1.0 proposers get them always); supports_variable_k and the verifier's lossless
- *           are honoured.
+ *      1.1  model services: load takes block-quantized weights (SPECD_DTYPE_Q8_0, Q4_0); a
+ *           sequence may appear in several rows of one forward batch (batch expansion); the
+ *           engine's target model is reachable through specd_score_batch.target and scorer
+ *           plugins are called. Proposers built against 1.1 or later get on_accept /
+ *           on_release only when they declare keeps_state (1.0 proposers get them always);
+ *           supports_variable_k and the verifier's lossless are honoured.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -74,7 +74,10 @@ typedef enum specd_dtype {
   SPECD_DTYPE_F16 = 1,
   SPECD_DTYPE_BF16 = 2,
   SPECD_DTYPE_I32 = 3,
-  SPECD_DTYPE_I64 = 4
+  SPECD_DTYPE_I64 = 4,
+  /* Since 1.1: block-quantized weights (GGUF layouts; model services `load` only). */
+  SPECD_DTYPE_Q8_0 = 5,
+  SPECD_DTYPE_Q4_0 = 6
 } specd_dtype;
 
 typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;
@@ -180,7 +183,8 @@ typedef struct specd_model_load_options {
   uint32_t struct_size;
   const char* path;   /* model directory; NULL or "" = the engine's target model */
   int32_t num_layers; /* > 0: use only the first num_layers decoder layers (self-draft) */
-  int32_t dtype;      /* specd_dtype or -1 for the checkpoint's own */
+  int32_t dtype;      /* weights' compute dtype: F32, F16, BF16, Q8_0 (1.1), Q4_0 (1.1), or -1 for
+                         the checkpoint's own (a self-draft: the target's) */
 } specd_model_load_options;
 
 /* One batched forward over new tokens of several sequences. Sequence KV lives in the host's

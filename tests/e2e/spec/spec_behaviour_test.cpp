@@ -305,4 +305,18 @@ TEST(SpecControls, ProposerWithoutVariableKGetsOneKPerCall) {
   }
 }
 
+// EngineInfo names the speculative components and reports the verifier's lossless capability.
+TEST(SpecControls, EngineInfoReportsTheComponents) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const specd::Engine lossless(specd::spec_test::spec_config(target, "ngram", "rejection", 2));
+  EXPECT_EQ(lossless.info().proposer, "ngram");
+  EXPECT_EQ(lossless.info().verifier, "rejection");
+  EXPECT_TRUE(lossless.info().verifier_lossless);
+  EXPECT_EQ(lossless.info().scorer, "mqa");
+  const specd::Engine lossy(specd::spec_test::spec_config(target, "ngram", "typical_acceptance", 2,
+                                                           {{"speculative.scorer", "batch_expansion"}}));
+  EXPECT_FALSE(lossy.info().verifier_lossless);
+  EXPECT_EQ(lossy.info().scorer, "batch_expansion");
+}
+
 }  // namespace

@@ -357,7 +357,7 @@ typedef struct specd_verifier_caps {
   uint32_t struct_size;
   int32_t needs_draft_probs; /* uses q; without it the host passes NULL (one-hot q) */
   int32_t lossless;          /* output distribution equals the target's (the host reports it:
-                                EngineInfo, start-up log, `specd bench`) */
+                                EngineInfo and the start-up log) */
   int32_t supports_cuda;     /* can verify tensors on a CUDA device */
 } specd_verifier_caps;
 

@@ -124,10 +124,11 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
                     w->checkpoint_->dir().string() + ", which has " + std::to_string(c.num_layers));
   }
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  // The LM head feeds verification: with 4-bit weights it stays at 8 bits (see the header).
-  const DType head_dtype = dtype == DType::kQ4_0 ? DType::kQ8_0 : dtype;
+  // Quantized models keep the embeddings and the LM head in f16 (see the header).
+  const DType head_dtype = is_quantized(dtype) ? DType::kF16 : dtype;
+  const DType embed_dtype = head_dtype;
   const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
-  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? head_dtype : dtype);
+  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? head_dtype : embed_dtype);
   w->final_norm_ = w->vector("model.norm.weight", H);
   w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype);
   w->layers_.resize(static_cast<size_t>(num_layers));

@@ -153,6 +153,17 @@ model::DType requested_dtype(int32_t dtype, model::DType fallback) {
                                                " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
 }
 
+int32_t specd_dtype_of(model::DType d) {
+  switch (d) {
+    case model::DType::kF32: return SPECD_DTYPE_F32;
+    case model::DType::kF16: return SPECD_DTYPE_F16;
+    case model::DType::kBF16: return SPECD_DTYPE_BF16;
+    case model::DType::kQ8_0: return SPECD_DTYPE_Q8_0;
+    case model::DType::kQ4_0: return SPECD_DTYPE_Q4_0;
+  }
+  return -1;
+}
+
 }  // namespace
 
 kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
@@ -233,6 +244,7 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
   out.max_context = static_cast<int32_t>(max_context_);
   out.num_mtp_modules = m != nullptr && m->weights->is_mtp() ? 0 : static_cast<int32_t>(c.num_mtp_modules);
   out.device = {SPECD_DEVICE_CPU, 0};
+  out.dtype = specd_dtype_of(m != nullptr ? m->weights->dtype() : target_weights_->dtype());
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {

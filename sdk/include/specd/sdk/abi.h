@@ -168,6 +168,7 @@ typedef struct specd_model_info {
   int32_t max_context;
   int32_t num_mtp_modules; /* MTP heads found with the model; 0 if none */
   specd_device device;
+  int32_t dtype; /* since 1.1: the weights' compute dtype (specd_dtype) */
 } specd_model_info;
 
 typedef struct specd_model_load_options {

@@ -17,7 +17,7 @@ namespace {
 
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }  // n <= 16
 inline __mmask32 tail_mask32(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? 0xffffffffu : ((1u << n) - 1u));
 }
@@ -480,6 +480,23 @@ Rows<kT> block_rows(const void* rows, int64_t stride, int64_t nn, int64_t hd, bo
   return r;
 }
 
+// Lane i of the result = the sum of the 16 lanes of v[i] (a transpose-and-add tree: 45
+// instructions for 16 sums instead of 16 horizontal reductions).
+inline __m512 transpose_sum16(const __m512* v) {
+  __m512 a[8], b[4];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 c1 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 template <Kv kT>
 void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
                  float* scores, int64_t ld) {
@@ -488,15 +505,20 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
     const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
-    for (int64_t h = 0; h < group; ++h)
-      for (int64_t j = 0; j < nn; ++j) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t e = 0; e < hd; e += 16) {
-          const __mmask16 m = mask_at(hd, e);
-          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * hd + e), r.load(j, e, m), acc);
-        }
-        scores[h * ld + j0 + j] = _mm512_reduce_add_ps(acc) * scale;
+    for (int64_t h = 0; h < group; ++h) {
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+      for (int64_t e = 0; e < hd; e += 16) {
+        const __mmask16 m = mask_at(hd, e);
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * hd + e);
+        // Always 16 rows (a short block repeats its last row; those lanes are not stored), so
+        // the loop unrolls and the accumulators stay in registers.
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv, r.load(j < nn ? j : nn - 1, e, m), acc[j]);
       }
+      _mm512_mask_storeu_ps(scores + h * ld + j0, tail_mask16(nn), _mm512_mul_ps(transpose_sum16(acc), _mm512_set1_ps(scale)));
+    }
   }
 }
 
@@ -505,16 +527,26 @@ void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const vo
                  float* out) {
   alignas(64) float tmp[16 * kMaxHeadDim];
   constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
+  const int64_t nc = (hd + 15) / 16;  // 16-lane chunks of a row (<= 16)
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
     const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
-    for (int64_t h = 0; h < group; ++h)
-      for (int64_t e = 0; e < hd; e += 16) {
-        const __mmask16 m = mask_at(hd, e);
-        __m512 acc = _mm512_maskz_loadu_ps(m, out + h * hd + e);
-        for (int64_t j = 0; j < nn; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ld + j0 + j]), r.load(j, e, m), acc);
-        _mm512_mask_storeu_ps(out + h * hd + e, m, acc);
+    for (int64_t h = 0; h < group; ++h) {
+      // The head's output stays in registers for the whole block: chunks c < nc are live.
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c)
+        if (c < nc) acc[c] = _mm512_maskz_loadu_ps(mask_at(hd, 16 * c), out + h * hd + 16 * c);
+      for (int64_t j = 0; j < nn; ++j) {
+        const __m512 pj = _mm512_set1_ps(p[h * ld + j0 + j]);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c)
+          if (c < nc) acc[c] = _mm512_fmadd_ps(pj, r.load(j, 16 * c, mask_at(hd, 16 * c)), acc[c]);
       }
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c)
+        if (c < nc) _mm512_mask_storeu_ps(out + h * hd + 16 * c, mask_at(hd, 16 * c), acc[c]);
+    }
   }
 }
 

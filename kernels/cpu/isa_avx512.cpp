@@ -22,11 +22,9 @@ inline __mmask32 tail_mask32(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? 0xffffffffu : ((1u << n) - 1u));
 }
 
-// Weight rows are streamed one at a time, front to back, with software prefetch ahead: a
-// single sequential stream per thread is what this class of CPU reads fastest (several rows
-// interleaved ran at half the speed; docs/performance.md).
-constexpr int64_t kPrefetchBytes = 2048;
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+// Weight rows are streamed one at a time, front to back: a single sequential stream per
+// thread is what the hardware prefetchers serve fastest (several rows interleaved ran at half
+// the speed; software prefetch added nothing; docs/performance.md).
 
 // T<n>::run for the last n < kMb rows of a feature.
 template <template <int> class T, int N>
@@ -73,7 +71,6 @@ struct TileFloat {
   template <int MB>
   struct T {
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
-      constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2;
       // Two accumulators per row (separate arrays: GCC keeps them in registers then).
       __m512 acc0[MB], acc1[MB];
       #pragma GCC unroll 16
@@ -86,7 +83,6 @@ struct TileFloat {
       const __mmask16 all = 0xffff;
       const int64_t full = a.k / 32 * 32;
       for (int64_t i = 0; i < full; i += 32) {
-        for (int64_t l = 0; l < kElem / 2; ++l) prefetch(w + i * kElem + 64 * l);
         const __m512 w0 = load_w16<kT>(w, i, all), w1 = load_w16<kT>(w, i + 16, all);
         #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
@@ -129,8 +125,6 @@ struct TileBf16 {
     for (int rr = 0; rr < MB; ++rr) x[rr] = a.act + static_cast<size_t>(r0 + rr) * a.act_stride;
     const int64_t full = a.k / 64 * 64;
     for (int64_t i = 0; i < full; i += 64) {
-      prefetch(w + 2 * i);
-      prefetch(w + 2 * i + 64);
       const __m512i w0 = _mm512_loadu_si512(w + 2 * i), w1 = _mm512_loadu_si512(w + 2 * i + 64);
       #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) {
@@ -300,8 +294,6 @@ struct TileQuant {
     static void quad(const uint8_t* row, int64_t nb, int64_t qd, const ActQ8* x, __m512 (*acc)[2]) {
       constexpr int64_t kBlock = kW == DType::kQ8_0 ? 34 : 18;
       const uint8_t* base = row + qd * 4 * kBlock;
-      prefetch(base);
-      prefetch(base + 64);
       // Full quads read whole windows (the last window may run into the next row or past the
       // end: the tail quad masks its loads to the bytes it owns).
       const int64_t bytes = kTail ? (nb - 4 * qd) * kBlock : 4 * kBlock;

@@ -11,10 +11,13 @@
 //   table costs no bandwidth (one row per token) and 4-bit rows were the largest error source.
 // Norm weights and biases are always F32 (a few KB).
 //
-// Storage: every tensor is copied once into owned, 2 MiB-aligned memory with transparent huge
-// pages (kernels/aligned_buffer.hpp). Decoding streams every weight byte per step; with 4 KiB
-// pages of the checkpoint's memory map the page walks, not the DRAM, set the pace (measured in
-// docs/performance.md). Pointers stay valid as long as the LlamaWeights object lives.
+// Placement (model.mmap): by default every tensor is copied once into owned, 2 MiB-aligned
+// memory with transparent huge pages (kernels/aligned_buffer.hpp): decoding streams every
+// weight byte per step, and with the 4 KiB pages of a file mapping the page walks cost a
+// measurable share of the bandwidth (docs/performance.md). With WeightPlacement::kMap a tensor
+// already stored in its compute dtype is used in place in the checkpoint's memory map (fast
+// start, pages shared with the page cache); others are converted into owned memory either way.
+// Pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
 #pragma once
 
 #include <cstddef>
@@ -53,16 +56,20 @@ struct LayerWeights {
 // (kInvalidArgument) naming `what` for any other text.
 DType resolve_weight_dtype(const std::string& requested, const Checkpoint& checkpoint, const std::string& what);
 
+enum class WeightPlacement { kCopy, kMap };
+
 class LlamaWeights {
  public:
   // Loads the first `num_layers` decoder layers (< 0: all) plus embeddings, final norm and LM
   // head, converted to `dtype`. Throws specd::Error naming the tensor and file on a missing
   // tensor or wrong shape, or a matrix whose rows cannot be quantized (not whole blocks of 32).
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                  int64_t num_layers, DType dtype);
+                                                  int64_t num_layers, DType dtype,
+                                                  WeightPlacement placement = WeightPlacement::kCopy);
 
   // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
-  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype; the
+  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype and
+  // placement; the
   // embeddings, final norm and LM head are the target's (kept alive through `target`). Throws
   // specd::Error (kInvalidArgument) for a module the checkpoint does not have, or on a missing
   // tensor.
@@ -86,7 +93,7 @@ class LlamaWeights {
   // projections and norms, the final norm and the LM head (one embedding row is negligible),
   // in the stored dtypes.
   size_t decode_bytes(int64_t num_layers) const;
-  // Bytes held in owned buffers.
+  // Bytes held in owned buffers (the rest is used in place in the checkpoint's map).
   size_t owned_bytes() const { return owned_bytes_; }
 
  private:
@@ -98,6 +105,7 @@ class LlamaWeights {
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   DType dtype_ = DType::kF32;
+  WeightPlacement placement_ = WeightPlacement::kCopy;
   std::vector<kernels::AlignedBuffer> owned_;
   size_t owned_bytes_ = 0;
   std::vector<LayerWeights> layers_;

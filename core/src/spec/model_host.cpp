@@ -130,11 +130,12 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context, std::string kv_dtype)
+                     int64_t max_context, std::string kv_dtype, model::WeightPlacement placement)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
-      kv_dtype_(std::move(kv_dtype)) {}
+      kv_dtype_(std::move(kv_dtype)),
+      placement_(placement) {}
 
 namespace {
 
@@ -182,14 +183,14 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
     const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
     h->weights = dtype == target_weights_->dtype()
                      ? target_weights_
-                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype);
+                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
     h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");
   } else {
     std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
     const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
-    h->weights = model::LlamaWeights::load(ckpt, layers, dtype);
+    h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
     h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
     h->description = "draft " + path;
   }

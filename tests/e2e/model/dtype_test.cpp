@@ -137,6 +137,23 @@ TEST(DtypeIsaLevels, EveryLevelComputesTheSameModel) {
   kernels::set_cpu_isa(best);
 }
 
+// model.mmap: tensors already in the compute dtype are used in place (no owned copy), others are
+// converted; the model computes the same logits either way.
+TEST(WeightPlacement, MappedWeightsAreUsedInPlaceAndGiveTheSameLogits) {
+  const auto dir = fixture_with("tiny", 0.5, 0.02);  // an f32 checkpoint
+  const auto ckpt = std::shared_ptr<const Checkpoint>(Checkpoint::open(dir));
+  const auto copied = LlamaWeights::load(ckpt, -1, DType::kF32, WeightPlacement::kCopy);
+  const auto mapped = LlamaWeights::load(ckpt, -1, DType::kF32, WeightPlacement::kMap);
+  const auto converted = LlamaWeights::load(ckpt, -1, DType::kBF16, WeightPlacement::kMap);
+  const size_t matrices = mapped->decode_bytes(mapped->num_layers());
+  EXPECT_GE(copied->owned_bytes(), matrices);
+  EXPECT_LT(mapped->owned_bytes(), matrices / 10) << "only norms (and the embedding table) may be owned";
+  EXPECT_GE(converted->owned_bytes(), converted->decode_bytes(converted->num_layers()));
+  const auto ids = text_ids(dir);
+  Runner a(copied, 16, 64, -1, DType::kF32), b(mapped, 16, 64, -1, DType::kF32);
+  EXPECT_EQ(a.append(1, ids), b.append(1, ids));
+}
+
 TEST(DtypeIsaLevels, UnknownLevelIsAClearError) {
   EXPECT_THROW(kernels::parse_cpu_isa("avx9000"), Error);
   try {

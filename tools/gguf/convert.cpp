@@ -22,9 +22,12 @@ using model::TensorView;
 // llama_ftype values for general.file_type.
 uint32_t file_type(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return 0;   // LLAMA_FTYPE_ALL_F32
-    case TensorType::kF16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
-    case TensorType::kBF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
+    case TensorType::kF32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case TensorType::kF16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case TensorType::kBF16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
   }
   return 0;
 }
@@ -160,7 +163,8 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
 
   Writer w;
   w.set_string("general.architecture", summary.architecture);
-  const std::string name = options.name.empty() ? fs::absolute(model_dir).lexically_normal().filename().string() : options.name;
+  const std::string name =
+      options.name.empty() ? fs::absolute(model_dir).lexically_normal().filename().string() : options.name;
   w.set_string("general.name", name.empty() ? "model" : name);
   w.set_u32("general.file_type", file_type(options.type));
   add_hparams(w, summary.architecture, c, summary.layers);
@@ -178,7 +182,8 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   for (int64_t i = 0; i < summary.layers; ++i) add_layer(plan, c, i, llama_arch);
   plan.add("model.norm.weight", "output_norm.weight", {h});
   // Tied embeddings: llama.cpp uses token_embd.weight when output.weight is absent.
-  if (!c.tie_word_embeddings || ckpt->find("lm_head.weight") != nullptr) plan.add("lm_head.weight", "output.weight", {v, h});
+  if (!c.tie_word_embeddings || ckpt->find("lm_head.weight") != nullptr)
+    plan.add("lm_head.weight", "output.weight", {v, h});
 
   w.write(out_file);
   summary.tensors = w.tensor_count();

@@ -36,7 +36,9 @@ void put_string(std::ostream& out, std::string_view text) {
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
 }
 
-uint64_t align_up(uint64_t offset, uint32_t alignment) { return (offset + alignment - 1) / alignment * alignment; }
+uint64_t align_up(uint64_t offset, uint32_t alignment) {
+  return (offset + alignment - 1) / alignment * alignment;
+}
 
 void put_padding(std::ostream& out, uint64_t bytes) {
   static constexpr char kZeros[64] = {};
@@ -55,20 +57,26 @@ void put_padding(std::ostream& out, uint64_t bytes) {
 
 std::string_view tensor_type_name(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return "f32";
-    case TensorType::kF16: return "f16";
-    case TensorType::kBF16: return "bf16";
+    case TensorType::kF32:
+      return "f32";
+    case TensorType::kF16:
+      return "f16";
+    case TensorType::kBF16:
+      return "bf16";
   }
   return "?";
 }
 
-size_t tensor_type_size(TensorType type) { return type == TensorType::kF32 ? 4 : 2; }
+size_t tensor_type_size(TensorType type) {
+  return type == TensorType::kF32 ? 4 : 2;
+}
 
 TensorType parse_tensor_type(std::string_view text) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
     if (text == tensor_type_name(type)) return type;
   }
-  throw Error(ErrorCode::kInvalidArgument, "unknown GGUF tensor type '" + std::string(text) + "' (supported: f32, f16, bf16)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown GGUF tensor type '" + std::string(text) + "' (supported: f32, f16, bf16)");
 }
 
 Writer::Writer(uint32_t alignment) : alignment_(alignment) {
@@ -190,7 +198,8 @@ void Writer::write(const std::filesystem::path& file) const {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, file, ec);
-  if (ec) throw Error(ErrorCode::kInvalidArgument, file.string() + ": cannot rename " + tmp.string() + ": " + ec.message());
+  if (ec)
+    throw Error(ErrorCode::kInvalidArgument, file.string() + ": cannot rename " + tmp.string() + ": " + ec.message());
 }
 
 }  // namespace specd::gguf

@@ -27,11 +27,12 @@ int main(int argc, char** argv) {
   try {
     options.type = specd::gguf::parse_tensor_type(type);
     const specd::gguf::ConvertSummary s = specd::gguf::convert_checkpoint(model_dir, out_file, options);
-    std::printf("%s: %s, %lld layers, %s tokenizer (%lld tokens), %zu tensors (%s), %zu checkpoint tensors not "
-                "written, %llu bytes\n",
-                out_file.c_str(), s.architecture.c_str(), static_cast<long long>(s.layers), s.tokenizer_model.c_str(),
-                static_cast<long long>(s.vocab), s.tensors, type.c_str(), s.skipped_tensors,
-                static_cast<unsigned long long>(s.file_bytes));
+    std::printf(
+        "%s: %s, %lld layers, %s tokenizer (%lld tokens), %zu tensors (%s), %zu checkpoint tensors not "
+        "written, %llu bytes\n",
+        out_file.c_str(), s.architecture.c_str(), static_cast<long long>(s.layers), s.tokenizer_model.c_str(),
+        static_cast<long long>(s.vocab), s.tensors, type.c_str(), s.skipped_tensors,
+        static_cast<unsigned long long>(s.file_bytes));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specd-to-gguf: error: %s\n", e.what());

@@ -1,7 +1,6 @@
 // tokenizer.* metadata: the vocabulary of a tokenizer.json in llama.cpp's two BPE flavours.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -73,8 +72,10 @@ std::string pre_tokenizer_name(const json& root, const std::string& file) {
   }
   std::string names;
   for (const KnownPre& known : kKnownPres) names += std::string(names.empty() ? "" : ", ") + known.name;
-  throw Error(ErrorCode::kUnsupported, file + ": pre_tokenizer Split pattern matches no llama.cpp pre-tokenizer "
-                                              "this writer knows (" + names + ", gpt-2)");
+  throw Error(ErrorCode::kUnsupported, file +
+                                           ": pre_tokenizer Split pattern matches no llama.cpp pre-tokenizer "
+                                           "this writer knows (" +
+                                           names + ", gpt-2)");
 }
 
 // "a b" or ["a", "b"] -> {"a", "b"}.
@@ -97,8 +98,8 @@ bool is_byte_token(const std::string& token) {
 // SentencePiece scores for llama.cpp's SPM tokenizer, which merges the adjacent pair whose
 // result scores highest: a token made by merge rank r scores -r, so the merge order equals
 // tokenizer.json's. Tokens no merge makes rank below every merge result.
-std::vector<float> spm_scores(const json& merges, const std::vector<std::string>& tokens, const std::vector<int32_t>& types,
-                              const std::string& file) {
+std::vector<float> spm_scores(const json& merges, const std::vector<std::string>& tokens,
+                              const std::vector<int32_t>& types, const std::string& file) {
   std::unordered_map<std::string, size_t> first_rank;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     auto [left, right] = merge_pair(merges[rank], file);
@@ -116,8 +117,69 @@ std::vector<float> spm_scores(const json& merges, const std::vector<std::string>
 std::optional<int32_t> token_id(const tokenizer::Tokenizer& tok, const json& value) {
   std::optional<std::string> content;
   if (value.is_string()) content = value.get<std::string>();
-  if (value.is_object() && value.contains("content") && value["content"].is_string()) content = value["content"].get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string())
+    content = value["content"].get<std::string>();
   return content ? tok.token_to_id(*content) : std::nullopt;
+}
+
+// Token texts and llama_token_type values for ids [0, n_vocab): the model vocab and the added
+// tokens (ids range-checked by Tokenizer::load), "[PAD<id>]" where no token has the id.
+struct TokenTable {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+};
+
+TokenTable token_table(const json& root, const tokenizer::Tokenizer& tok, int64_t n_vocab, bool byte_level,
+                       int64_t unk) {
+  TokenTable t{std::vector<std::string>(static_cast<size_t>(n_vocab)),
+               std::vector<int32_t>(static_cast<size_t>(n_vocab), kNormal)};
+  std::vector<char> present(t.tokens.size(), 0), added(t.tokens.size(), 0);
+  for (const auto& [text, id] : root["model"]["vocab"].items()) {
+    t.tokens[id.get<size_t>()] = text;
+    present[id.get<size_t>()] = 1;
+  }
+  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    for (const json& a : root["added_tokens"]) {
+      const auto id = a["id"].get<size_t>();
+      t.tokens[id] = a["content"].get<std::string>();
+      present[id] = added[id] = 1;
+    }
+  }
+  for (size_t id = 0; id < t.tokens.size(); ++id) {
+    if (!present[id]) {
+      t.tokens[id] = "[PAD" + std::to_string(id) + "]";
+      t.types[id] = kUnused;
+    } else if (static_cast<int64_t>(id) == unk) {
+      t.types[id] = kUnknown;
+    } else if (tok.is_special(static_cast<int32_t>(id))) {
+      t.types[id] = kControl;
+    } else if (!byte_level && is_byte_token(t.tokens[id])) {
+      t.types[id] = kByte;
+    } else if (added[id]) {
+      t.types[id] = kUserDefined;
+    }
+  }
+  return t;
+}
+
+// Special ids, and whether encoding adds BOS/EOS or a leading space, as the engine's
+// tokenizer does it.
+void add_special_tokens(Writer& w, const tokenizer::Tokenizer& tok, const json& config, int64_t unk, bool byte_level) {
+  if (tok.bos_id()) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*tok.bos_id()));
+  if (tok.eos_id()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*tok.eos_id()));
+  if (unk >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+  if (config.contains("pad_token"))
+    if (const auto pad = token_id(tok, config["pad_token"]))
+      w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+  const std::vector<int32_t> plain = tok.encode("a", {.add_special_tokens = false});
+  const std::vector<int32_t> with = tok.encode("a", {.add_special_tokens = true});
+  const bool extra = with.size() > plain.size();
+  w.set_bool("tokenizer.ggml.add_bos_token", extra && tok.bos_id() && with.front() == *tok.bos_id());
+  w.set_bool("tokenizer.ggml.add_eos_token", extra && tok.eos_id() && with.back() == *tok.eos_id());
+  if (!byte_level) {
+    const bool prefix = !plain.empty() && tok.id_to_token(plain.front()).starts_with(kSpaceMarker);
+    w.set_bool("tokenizer.ggml.add_space_prefix", prefix);
+  }
 }
 
 }  // namespace
@@ -134,50 +196,24 @@ std::string add_vocab(Writer& w, const fs::path& model_dir, int64_t n_vocab) {
 
   const bool byte_level = is_byte_level(root);
   if (!byte_level && !bpe.value("byte_fallback", false)) {
-    throw Error(ErrorCode::kUnsupported, file + ": neither byte-level BPE (GGUF 'gpt2') nor BPE with byte_fallback "
-                                                "(GGUF 'llama'); no tokenizer.ggml.model fits");
+    throw Error(ErrorCode::kUnsupported, file +
+                                             ": neither byte-level BPE (GGUF 'gpt2') nor BPE with byte_fallback "
+                                             "(GGUF 'llama'); no tokenizer.ggml.model fits");
   }
   if (tok->vocab_size() > n_vocab) {
-    throw Error(ErrorCode::kModelFormat, file + ": the tokenizer has ids up to " + std::to_string(tok->vocab_size() - 1) +
-                                             " but the model's vocab_size is " + std::to_string(n_vocab));
-  }
-  // id -> token text over the model vocab and the added tokens (ids range-checked by load).
-  std::vector<std::string> tokens(static_cast<size_t>(n_vocab));
-  std::vector<char> present(tokens.size(), 0), added(tokens.size(), 0);
-  for (const auto& [text, id] : bpe["vocab"].items()) {
-    tokens[id.get<size_t>()] = text;
-    present[id.get<size_t>()] = 1;
-  }
-  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
-    for (const json& t : root["added_tokens"]) {
-      const auto id = t["id"].get<size_t>();
-      tokens[id] = t["content"].get<std::string>();
-      present[id] = added[id] = 1;
-    }
+    throw Error(ErrorCode::kModelFormat, file + ": the tokenizer has ids up to " +
+                                             std::to_string(tok->vocab_size() - 1) + " but the model's vocab_size is " +
+                                             std::to_string(n_vocab));
   }
   // -1: none (an int rather than an optional: GCC 12 misreports the optional as uninitialized).
   const int64_t unk = bpe.contains("unk_token") ? token_id(*tok, bpe["unk_token"]).value_or(-1) : -1;
-  std::vector<int32_t> types(tokens.size(), kNormal);
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    if (!present[id]) {
-      tokens[id] = "[PAD" + std::to_string(id) + "]";
-      types[id] = kUnused;
-    } else if (static_cast<int64_t>(id) == unk) {
-      types[id] = kUnknown;
-    } else if (tok->is_special(static_cast<int32_t>(id))) {
-      types[id] = kControl;
-    } else if (!byte_level && is_byte_token(tokens[id])) {
-      types[id] = kByte;
-    } else if (added[id]) {
-      types[id] = kUserDefined;
-    }
-  }
+  const TokenTable table = token_table(root, *tok, n_vocab, byte_level, unk);
 
   w.set_string("tokenizer.ggml.model", byte_level ? "gpt2" : "llama");
   if (byte_level) w.set_string("tokenizer.ggml.pre", pre_tokenizer_name(root, file));
-  w.set_strings("tokenizer.ggml.tokens", tokens);
-  if (!byte_level) w.set_f32s("tokenizer.ggml.scores", spm_scores(merges, tokens, types, file));
-  w.set_i32s("tokenizer.ggml.token_type", types);
+  w.set_strings("tokenizer.ggml.tokens", table.tokens);
+  if (!byte_level) w.set_f32s("tokenizer.ggml.scores", spm_scores(merges, table.tokens, table.types, file));
+  w.set_i32s("tokenizer.ggml.token_type", table.types);
   if (byte_level) {
     std::vector<std::string> merge_texts;
     merge_texts.reserve(merges.size());
@@ -187,22 +223,7 @@ std::string add_vocab(Writer& w, const fs::path& model_dir, int64_t n_vocab) {
     }
     w.set_strings("tokenizer.ggml.merges", merge_texts);
   }
-
-  // Special ids and whether encoding adds them, as the engine's tokenizer does it.
-  if (tok->bos_id()) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*tok->bos_id()));
-  if (tok->eos_id()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*tok->eos_id()));
-  if (unk >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
-  if (config.contains("pad_token"))
-    if (const auto pad = token_id(*tok, config["pad_token"])) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
-  const std::vector<int32_t> plain = tok->encode("a", {.add_special_tokens = false});
-  const std::vector<int32_t> with = tok->encode("a", {.add_special_tokens = true});
-  const bool extra = with.size() > plain.size();
-  w.set_bool("tokenizer.ggml.add_bos_token", extra && tok->bos_id() && with.front() == *tok->bos_id());
-  w.set_bool("tokenizer.ggml.add_eos_token", extra && tok->eos_id() && with.back() == *tok->eos_id());
-  if (!byte_level) {
-    const bool prefix = !plain.empty() && tok->id_to_token(plain.front()).starts_with(kSpaceMarker);
-    w.set_bool("tokenizer.ggml.add_space_prefix", prefix);
-  }
+  add_special_tokens(w, *tok, config, unk, byte_level);
   if (config.contains("chat_template") && config["chat_template"].is_string())
     w.set_string("tokenizer.chat_template", config["chat_template"].get<std::string>());
   return byte_level ? "gpt2" : "llama";

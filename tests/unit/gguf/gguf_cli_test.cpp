@@ -18,7 +18,8 @@ using model::test::read_file;
 // Runs specd-to-gguf with `args` and returns its exit status; `output` gets stdout + stderr.
 int run_cli(const fs::path& dir, const std::string& args, std::string* output) {
   const fs::path log = dir / "cli.log";
-  const std::string cmd = std::string(SPECD_BINARY_DIR) + "/bin/specd-to-gguf " + args + " >'" + log.string() + "' 2>&1";
+  const std::string cmd =
+      std::string(SPECD_BINARY_DIR) + "/bin/specd-to-gguf " + args + " >'" + log.string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   *output = read_file(log);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;

@@ -15,12 +15,12 @@
 namespace specd::gguf::test {
 
 struct Value {
-  uint32_t type = 0;        // gguf_type
-  uint64_t u = 0;           // integer and bool values (sign-extended for signed types)
-  double f = 0;             // float32 / float64
-  std::string s;            // string
-  uint32_t elem_type = 0;   // arrays: element type
-  std::vector<Value> items; // arrays
+  uint32_t type = 0;         // gguf_type
+  uint64_t u = 0;            // integer and bool values (sign-extended for signed types)
+  double f = 0;              // float32 / float64
+  std::string s;             // string
+  uint32_t elem_type = 0;    // arrays: element type
+  std::vector<Value> items;  // arrays
 };
 
 struct TensorInfo {
@@ -80,15 +80,33 @@ class Parser {
     Value v;
     v.type = type;
     switch (type) {
-      case 0: v.u = get<uint8_t>(); break;
-      case 1: v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int8_t>())); break;
-      case 2: v.u = get<uint16_t>(); break;
-      case 3: v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int16_t>())); break;
-      case 4: v.u = get<uint32_t>(); break;
-      case 5: v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int32_t>())); break;
-      case 6: v.f = get<float>(); break;
-      case 7: v.u = get<uint8_t>(); break;
-      case 8: v.s = str(); break;
+      case 0:
+        v.u = get<uint8_t>();
+        break;
+      case 1:
+        v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int8_t>()));
+        break;
+      case 2:
+        v.u = get<uint16_t>();
+        break;
+      case 3:
+        v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int16_t>()));
+        break;
+      case 4:
+        v.u = get<uint32_t>();
+        break;
+      case 5:
+        v.u = static_cast<uint64_t>(static_cast<int64_t>(get<int32_t>()));
+        break;
+      case 6:
+        v.f = get<float>();
+        break;
+      case 7:
+        v.u = get<uint8_t>();
+        break;
+      case 8:
+        v.s = str();
+        break;
       case 9: {
         if (depth > 0) throw std::runtime_error("nested array");
         v.elem_type = get<uint32_t>();
@@ -98,10 +116,17 @@ class Parser {
         for (uint64_t i = 0; i < n; ++i) v.items.push_back(value(v.elem_type, depth + 1));
         break;
       }
-      case 10: v.u = get<uint64_t>(); break;
-      case 11: v.u = static_cast<uint64_t>(get<int64_t>()); break;
-      case 12: v.f = get<double>(); break;
-      default: throw std::runtime_error("bad value type " + std::to_string(type));
+      case 10:
+        v.u = get<uint64_t>();
+        break;
+      case 11:
+        v.u = static_cast<uint64_t>(get<int64_t>());
+        break;
+      case 12:
+        v.f = get<double>();
+        break;
+      default:
+        throw std::runtime_error("bad value type " + std::to_string(type));
     }
     return v;
   }

@@ -56,15 +56,15 @@ File convert_and_read(const fs::path& model, const fs::path& out, TensorType typ
 
 // GGUF tensor name -> checkpoint tensor name (llama.cpp's LLM_TENSOR_NAMES for Llama).
 std::string hf_name(const std::string& gguf) {
-  static const std::pair<const char*, const char*> kGlobal[] = {
-      {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
-      {"output.weight", "lm_head.weight"}};
+  static const std::pair<const char*, const char*> kGlobal[] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                                                {"output_norm.weight", "model.norm.weight"},
+                                                                {"output.weight", "lm_head.weight"}};
   for (const auto& [g, h] : kGlobal)
     if (gguf == g) return h;
   static const std::pair<const char*, const char*> kBlock[] = {
-      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-      {"attn_v", "self_attn.v_proj"}, {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-      {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"}, {"ffn_down", "mlp.down_proj"}};
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"}};
   const size_t dot1 = gguf.find('.'), dot2 = gguf.find('.', dot1 + 1), dot3 = gguf.rfind('.');
   const std::string layer = gguf.substr(dot1 + 1, dot2 - dot1 - 1), part = gguf.substr(dot2 + 1, dot3 - dot2 - 1);
   for (const auto& [g, h] : kBlock)

@@ -163,9 +163,9 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
 
   Writer w;
   w.set_string("general.architecture", summary.architecture);
-  const std::string name =
-      options.name.empty() ? fs::absolute(model_dir).lexically_normal().filename().string() : options.name;
-  w.set_string("general.name", name.empty() ? "model" : name);
+  fs::path dir = fs::absolute(model_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "models/llama-160m/"
+  w.set_string("general.name", options.name.empty() ? dir.filename().string() : options.name);
   w.set_u32("general.file_type", file_type(options.type));
   add_hparams(w, summary.architecture, c, summary.layers);
   summary.tokenizer_model = add_vocab(w, model_dir, c.vocab_size);

@@ -91,7 +91,6 @@ void Writer::begin_value(std::string_view key, ValueType type) {
     if (k == key) throw Error(ErrorCode::kInvalidArgument, "GGUF metadata key '" + std::string(key) + "' set twice");
   }
   keys_.emplace_back(key);
-  ++metadata_count_;
   append_string(metadata_, key);
   append_raw(metadata_, static_cast<uint32_t>(type));
 }
@@ -104,11 +103,6 @@ void Writer::begin_array(std::string_view key, ValueType element_type, uint64_t 
 
 void Writer::set_u32(std::string_view key, uint32_t value) {
   begin_value(key, ValueType::kUint32);
-  append_raw(metadata_, value);
-}
-
-void Writer::set_i32(std::string_view key, int32_t value) {
-  begin_value(key, ValueType::kInt32);
   append_raw(metadata_, value);
 }
 
@@ -153,8 +147,8 @@ void Writer::add_tensor(std::string name, std::vector<uint64_t> ne, TensorType t
   }
   uint64_t numel = 1;
   for (uint64_t d : ne) numel *= d;
-  Tensor t{std::move(name), std::move(ne), type, numel * tensor_type_size(type), data_bytes_, std::move(write_data)};
-  data_bytes_ = align_up(t.offset + t.nbytes, alignment_);
+  Tensor t{std::move(name), std::move(ne), type, numel * tensor_type_size(type), next_offset_, std::move(write_data)};
+  next_offset_ = align_up(t.offset + t.nbytes, alignment_);
   tensors_.push_back(std::move(t));
 }
 
@@ -166,7 +160,7 @@ void Writer::write(const std::filesystem::path& file) const {
     out.write("GGUF", 4);
     put<uint32_t>(out, kVersion);
     put<uint64_t>(out, tensors_.size());
-    put<uint64_t>(out, metadata_count_);
+    put<uint64_t>(out, keys_.size());
     out.write(metadata_.data(), static_cast<std::streamsize>(metadata_.size()));
     for (const Tensor& t : tensors_) {
       put_string(out, t.name);

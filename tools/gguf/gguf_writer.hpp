@@ -54,7 +54,6 @@ class Writer {
   explicit Writer(uint32_t alignment = kDefaultAlignment);
 
   void set_u32(std::string_view key, uint32_t value);
-  void set_i32(std::string_view key, int32_t value);
   void set_f32(std::string_view key, float value);
   void set_bool(std::string_view key, bool value);
   void set_string(std::string_view key, std::string_view value);
@@ -67,9 +66,7 @@ class Writer {
   void add_tensor(std::string name, std::vector<uint64_t> ne, TensorType type,
                   std::function<void(std::ostream&)> write_data);
 
-  size_t metadata_count() const { return metadata_count_; }
   size_t tensor_count() const { return tensors_.size(); }
-  uint64_t data_bytes() const { return data_bytes_; }  // data section size, padding included
 
   // Writes <file>.tmp and renames it over `file`, so a failed write leaves no partial file.
   // Throws specd::Error naming the file on I/O errors, and kInternal naming the tensor when a
@@ -90,10 +87,9 @@ class Writer {
 
   uint32_t alignment_;
   std::string metadata_;  // the encoded metadata entries, back to back
-  size_t metadata_count_ = 0;
   std::vector<std::string> keys_;
   std::vector<Tensor> tensors_;
-  uint64_t data_bytes_ = 0;
+  uint64_t next_offset_ = 0;  // data-section offset of the next tensor
 };
 
 }  // namespace specd::gguf

@@ -166,6 +166,7 @@ TEST(GgufWriter, LlamaF32HeaderMetadataAndTensors) {
   expect_layout(f);
   const auto ckpt = Checkpoint::open(model);
   EXPECT_EQ(f.keys.front(), "general.alignment");
+  EXPECT_EQ(str(f, "general.name"), "tiny-f32");  // the directory's name
   EXPECT_EQ(str(f, "general.architecture"), "llama");
   EXPECT_EQ(u32(f, "general.file_type"), 0u);
   EXPECT_EQ(u32(f, "llama.block_count"), 2u);
@@ -304,8 +305,9 @@ TEST(GgufWriter, SixteenBitTypesNarrowTwoDimensionalTensors) {
 TEST(GgufWriter, LayersWritesAStandaloneSelfDraft) {
   const fs::path model = tiny();
   const fs::path dir = scratch_dir();
-  const File f = convert_and_read(model, dir / "draft.gguf", TensorType::kF32, 1);
+  const File f = convert_and_read(fs::path(model.string() + "/"), dir / "draft.gguf", TensorType::kF32, 1);
   expect_layout(f);
+  EXPECT_EQ(str(f, "general.name"), "tiny-f32");
   EXPECT_EQ(u32(f, "llama.block_count"), 1u);
   EXPECT_EQ(f.tensor_count, 12u);
   for (const TensorInfo& t : f.tensors) EXPECT_FALSE(t.name.starts_with("blk.1.")) << t.name;

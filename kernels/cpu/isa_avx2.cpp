@@ -51,14 +51,10 @@ inline float w_at(const uint8_t* row, int64_t i) {
   return bf16_to_f32(h);
 }
 
-// Weight rows are streamed one at a time, front to back, with software prefetch ahead (see
-// isa_avx512.cpp).
-constexpr int64_t kPrefetchBytes = 2048;
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+// Weight rows are streamed one at a time, front to back (see isa_avx512.cpp).
 
 template <Wt kT, int MB>
 void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
-  constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2;
   __m256 acc0[MB], acc1[MB];  // chunk c of 8 goes to accumulator c % 2
 #pragma GCC unroll 16
   for (int rr = 0; rr < MB; ++rr) acc0[rr] = acc1[rr] = _mm256_setzero_ps();
@@ -68,7 +64,6 @@ void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
   for (int rr = 0; rr < MB; ++rr) x[rr] = act_f32(a, r0 + rr);
   const int64_t full = a.k / 16 * 16;
   for (int64_t i = 0; i < full; i += 16) {
-    if ((i & 15) == 0) prefetch(w + i * kElem);
     const __m256 w0 = load_w8<kT>(w, i), w1 = load_w8<kT>(w, i + 8);
 #pragma GCC unroll 16
     for (int rr = 0; rr < MB; ++rr) {
@@ -193,13 +188,11 @@ inline void quant_block(const uint8_t* row, int64_t b, const ActRow* x, __m256 (
   float dw;
   if constexpr (kW == DType::kQ8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-    prefetch(reinterpret_cast<const uint8_t*>(blk));
     wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->q));
     aw = _mm256_abs_epi8(wv);
     dw = half_to_f32(blk->d);
   } else {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-    prefetch(reinterpret_cast<const uint8_t*>(blk));
     wv = aw = q4_nibbles(blk);
     dw = half_to_f32(blk->d);
   }

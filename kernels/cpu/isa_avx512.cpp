@@ -17,16 +17,14 @@ namespace {
 
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }  // n <= 16
 inline __mmask32 tail_mask32(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? 0xffffffffu : ((1u << n) - 1u));
 }
 
-// Weight rows are streamed one at a time, front to back, with software prefetch ahead: a
-// single sequential stream per thread is what this class of CPU reads fastest (several rows
-// interleaved ran at half the speed; docs/performance.md).
-constexpr int64_t kPrefetchBytes = 2048;
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0); }
+// Weight rows are streamed one at a time, front to back: a single sequential stream per
+// thread is what the hardware prefetchers serve fastest (several rows interleaved ran at half
+// the speed; software prefetch added nothing; docs/performance.md).
 
 // T<n>::run for the last n < kMb rows of a feature.
 template <template <int> class T, int N>
@@ -73,7 +71,6 @@ struct TileFloat {
   template <int MB>
   struct T {
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
-      constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2;
       // Two accumulators per row (separate arrays: GCC keeps them in registers then).
       __m512 acc0[MB], acc1[MB];
       #pragma GCC unroll 16
@@ -86,7 +83,6 @@ struct TileFloat {
       const __mmask16 all = 0xffff;
       const int64_t full = a.k / 32 * 32;
       for (int64_t i = 0; i < full; i += 32) {
-        for (int64_t l = 0; l < kElem / 2; ++l) prefetch(w + i * kElem + 64 * l);
         const __m512 w0 = load_w16<kT>(w, i, all), w1 = load_w16<kT>(w, i + 16, all);
         #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
@@ -129,8 +125,6 @@ struct TileBf16 {
     for (int rr = 0; rr < MB; ++rr) x[rr] = a.act + static_cast<size_t>(r0 + rr) * a.act_stride;
     const int64_t full = a.k / 64 * 64;
     for (int64_t i = 0; i < full; i += 64) {
-      prefetch(w + 2 * i);
-      prefetch(w + 2 * i + 64);
       const __m512i w0 = _mm512_loadu_si512(w + 2 * i), w1 = _mm512_loadu_si512(w + 2 * i + 64);
       #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) {
@@ -300,8 +294,6 @@ struct TileQuant {
     static void quad(const uint8_t* row, int64_t nb, int64_t qd, const ActQ8* x, __m512 (*acc)[2]) {
       constexpr int64_t kBlock = kW == DType::kQ8_0 ? 34 : 18;
       const uint8_t* base = row + qd * 4 * kBlock;
-      prefetch(base);
-      prefetch(base + 64);
       // Full quads read whole windows (the last window may run into the next row or past the
       // end: the tail quad masks its loads to the bytes it owns).
       const int64_t bytes = kTail ? (nb - 4 * qd) * kBlock : 4 * kBlock;
@@ -480,6 +472,23 @@ Rows<kT> block_rows(const void* rows, int64_t stride, int64_t nn, int64_t hd, bo
   return r;
 }
 
+// Lane i of the result = the sum of the 16 lanes of v[i] (a transpose-and-add tree: 45
+// instructions for 16 sums instead of 16 horizontal reductions).
+inline __m512 transpose_sum16(const __m512* v) {
+  __m512 a[8], b[4];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 c1 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 template <Kv kT>
 void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
                  float* scores, int64_t ld) {
@@ -488,15 +497,20 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
     const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
-    for (int64_t h = 0; h < group; ++h)
-      for (int64_t j = 0; j < nn; ++j) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t e = 0; e < hd; e += 16) {
-          const __mmask16 m = mask_at(hd, e);
-          acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + h * hd + e), r.load(j, e, m), acc);
-        }
-        scores[h * ld + j0 + j] = _mm512_reduce_add_ps(acc) * scale;
+    for (int64_t h = 0; h < group; ++h) {
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+      for (int64_t e = 0; e < hd; e += 16) {
+        const __mmask16 m = mask_at(hd, e);
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * hd + e);
+        // Always 16 rows (a short block repeats its last row; those lanes are not stored), so
+        // the loop unrolls and the accumulators stay in registers.
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv, r.load(j < nn ? j : nn - 1, e, m), acc[j]);
       }
+      _mm512_mask_storeu_ps(scores + h * ld + j0, tail_mask16(nn), _mm512_mul_ps(transpose_sum16(acc), _mm512_set1_ps(scale)));
+    }
   }
 }
 
@@ -505,16 +519,26 @@ void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const vo
                  float* out) {
   alignas(64) float tmp[16 * kMaxHeadDim];
   constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
+  const int64_t nc = (hd + 15) / 16;  // 16-lane chunks of a row (<= 16)
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
     const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
-    for (int64_t h = 0; h < group; ++h)
-      for (int64_t e = 0; e < hd; e += 16) {
-        const __mmask16 m = mask_at(hd, e);
-        __m512 acc = _mm512_maskz_loadu_ps(m, out + h * hd + e);
-        for (int64_t j = 0; j < nn; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[h * ld + j0 + j]), r.load(j, e, m), acc);
-        _mm512_mask_storeu_ps(out + h * hd + e, m, acc);
+    for (int64_t h = 0; h < group; ++h) {
+      // The head's output stays in registers for the whole block: chunks c < nc are live.
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c)
+        if (c < nc) acc[c] = _mm512_maskz_loadu_ps(mask_at(hd, 16 * c), out + h * hd + 16 * c);
+      for (int64_t j = 0; j < nn; ++j) {
+        const __m512 pj = _mm512_set1_ps(p[h * ld + j0 + j]);
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c)
+          if (c < nc) acc[c] = _mm512_fmadd_ps(pj, r.load(j, 16 * c, mask_at(hd, 16 * c)), acc[c]);
       }
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c)
+        if (c < nc) _mm512_mask_storeu_ps(out + h * hd + 16 * c, mask_at(hd, 16 * c), acc[c]);
+    }
   }
 }
 

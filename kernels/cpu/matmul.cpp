@@ -15,8 +15,11 @@
 namespace specd::kernels {
 namespace {
 
-constexpr int64_t kGemvTask = 16;   // output features per GEMV task
-constexpr int64_t kPanelRows = 64;  // output features widened at a time on the GEMM path
+constexpr int64_t kGemvTask = 16;  // output features per GEMV task
+constexpr int64_t kGemmTask = 64;  // output features per sgemm task
+// Activation rows per pass over the weights on the GEMV path: their prepared form stays in
+// the L2 cache while the weights stream by (prefill re-reads the weights m / 64 times).
+constexpr int64_t kRowChunk = 64;
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "matmul: " + what); }
 
@@ -66,33 +69,22 @@ void gemv_range(const cpu::IsaKernels& isa, const Prepared& x, int64_t m, const 
       for (int64_t j = j0; j < j1; ++j) c[r * ldc + j] += bias[j];
 }
 
-// c[:, j0:j1] = a · w[j0:j1]ᵀ (+ bias) through sgemm, widening non-F32 weights a panel at a time.
-void gemm_range(const cpu::IsaKernels& isa, const float* a, int64_t m, const WeightView& w, const float* bias,
-                float* c, int64_t ldc, int64_t j0, int64_t j1) {
+// c[:, j0:j1] = a · w[j0:j1]ᵀ (+ bias) through OpenBLAS sgemm (F32 weights only).
+void gemm_range(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc, int64_t j0,
+                int64_t j1) {
   const auto M = static_cast<blasint>(m), K = static_cast<blasint>(w.cols), LDC = static_cast<blasint>(ldc);
-  const size_t stride = row_bytes(w.dtype, w.cols);
-  thread_local std::vector<float> panel;
-  for (int64_t p0 = j0; p0 < j1; p0 += kPanelRows) {
-    const int64_t p1 = std::min(j1, p0 + kPanelRows);
-    const auto cols = static_cast<blasint>(p1 - p0);
-    const float* wp;
-    if (w.dtype == DType::kF32) {
-      wp = static_cast<const float*>(w.data) + p0 * w.cols;
-    } else {
-      if (panel.size() < static_cast<size_t>(kPanelRows * w.cols)) panel.resize(static_cast<size_t>(kPanelRows * w.cols));
-      for (int64_t j = p0; j < p1; ++j)
-        isa.to_f32[static_cast<int>(w.dtype)](static_cast<const uint8_t*>(w.data) + static_cast<size_t>(j) * stride,
-                                              panel.data() + (j - p0) * w.cols, w.cols);
-      wp = panel.data();
-    }
-    float beta = 0.0f;
-    if (bias != nullptr) {
-      for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc + p0, bias + p0, static_cast<size_t>(p1 - p0) * sizeof(float));
-      beta = 1.0f;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, cols, K, 1.0f, a, K, wp, K, beta, c + p0, LDC);
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc + j0, bias + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
+    beta = 1.0f;
   }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<blasint>(j1 - j0), K, 1.0f, a, K,
+              static_cast<const float*>(w.data) + j0 * w.cols, K, beta, c + j0, LDC);
 }
+
+// F32 weights with more than kGemvMaxRows rows go through sgemm; everything else through the
+// GEMV kernels, kRowChunk rows per pass over the weights.
+bool use_gemm(DType dt, int64_t m) { return dt == DType::kF32 && m > kGemvMaxRows; }
 
 // Features of several outputs as one task space: task t covers features
 // [(t - first[o]) * unit, ...) of output o, where first[o] is the first task of output o.
@@ -121,18 +113,21 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
   if (outs.size() > 8) invalid("more than 8 outputs in one call");
   for (const MatmulOutput& o : outs) validate(o.w, k, m);
   if (m == 0 || outs.empty()) return;
+  const DType dt = outs[0].w.dtype;
+  for (const MatmulOutput& o : outs)
+    if (o.w.dtype != dt) invalid("outputs of one call must share a dtype");
   const cpu::IsaKernels& isa = cpu::active_kernels();
-  if (m <= kGemvMaxRows) {
-    const DType dt = outs[0].w.dtype;
-    for (const MatmulOutput& o : outs)
-      if (o.w.dtype != dt) invalid("outputs of one call must share a dtype");
-    const Prepared x = prepare(isa, dt, a, m, k);
-    for_each_task(outs, kGemvTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
-      gemv_range(isa, x, m, o.w, o.bias, o.c, o.w.rows, j0, j1);
+  if (use_gemm(dt, m)) {
+    for_each_task(outs, kGemmTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
+      gemm_range(a, m, o.w, o.bias, o.c, o.w.rows, j0, j1);
     });
-  } else {
-    for_each_task(outs, kPanelRows, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
-      gemm_range(isa, a, m, o.w, o.bias, o.c, o.w.rows, j0, j1);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < m; r0 += kRowChunk) {
+    const int64_t mc = std::min(kRowChunk, m - r0);
+    const Prepared x = prepare(isa, dt, a + r0 * k, mc, k);
+    for_each_task(outs, kGemvTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
+      gemv_range(isa, x, mc, o.w, o.bias, o.c + r0 * o.w.rows, o.w.rows, j0, j1);
     });
   }
 }
@@ -150,32 +145,35 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
   if (gate.rows != up.rows || gate.dtype != up.dtype) invalid("gate and up projections differ in shape or dtype");
   if (m == 0) return;
   const cpu::IsaKernels& isa = cpu::active_kernels();
-  const int64_t n = gate.rows;
-  const bool gemv = m <= kGemvMaxRows;
-  const Prepared x = gemv ? prepare(isa, gate.dtype, a, m, gate.cols) : Prepared{nullptr, 0};
-  const int64_t unit = gemv ? kGemvTask : kPanelRows;
-  parallel_for((n + unit - 1) / unit, 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> up_tile;  // [m, unit]: the up projection of this task
-    if (up_tile.size() < static_cast<size_t>(m * unit)) up_tile.resize(static_cast<size_t>(m * unit));
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t j0 = t * unit, j1 = std::min(n, j0 + unit), w = j1 - j0;
-      // up into the tile (features shifted to start at 0), gate straight into `out`.
-      const WeightView up_part{up.dtype, static_cast<const uint8_t*>(up.data) + row_bytes(up.dtype, up.cols) * j0, w,
-                               up.cols};
-      if (gemv) {
-        gemv_range(isa, x, m, gate, nullptr, out, n, j0, j1);
-        gemv_range(isa, x, m, up_part, nullptr, up_tile.data(), w, 0, w);
-      } else {
-        gemm_range(isa, a, m, gate, nullptr, out, n, j0, j1);
-        gemm_range(isa, a, m, up_part, nullptr, up_tile.data(), w, 0, w);
+  const int64_t n = gate.rows, k = gate.cols;
+  const bool gemm = use_gemm(gate.dtype, m);
+  const int64_t unit = gemm ? kGemmTask : kGemvTask;
+  for (int64_t r0 = 0; r0 < m; r0 += gemm ? m : kRowChunk) {
+    const int64_t mc = gemm ? m : std::min(kRowChunk, m - r0);
+    const Prepared x = gemm ? Prepared{nullptr, 0} : prepare(isa, gate.dtype, a + r0 * k, mc, k);
+    float* o_chunk = out + r0 * n;
+    parallel_for((n + unit - 1) / unit, 1, [&](int64_t b, int64_t e) {
+      thread_local std::vector<float> up_tile;  // [mc, unit]: the up projection of this task
+      if (up_tile.size() < static_cast<size_t>(mc * unit)) up_tile.resize(static_cast<size_t>(mc * unit));
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t j0 = t * unit, j1 = std::min(n, j0 + unit), w = j1 - j0;
+        // up into the tile (features shifted to start at 0), gate straight into the output.
+        const WeightView up_part{up.dtype, static_cast<const uint8_t*>(up.data) + row_bytes(up.dtype, k) * j0, w, k};
+        if (gemm) {
+          gemm_range(a, mc, gate, nullptr, o_chunk, n, j0, j1);
+          gemm_range(a, mc, up_part, nullptr, up_tile.data(), w, 0, w);
+        } else {
+          gemv_range(isa, x, mc, gate, nullptr, o_chunk, n, j0, j1);
+          gemv_range(isa, x, mc, up_part, nullptr, up_tile.data(), w, 0, w);
+        }
+        for (int64_t r = 0; r < mc; ++r) {
+          float* o = o_chunk + r * n + j0;
+          const float* u = up_tile.data() + r * w;
+          for (int64_t j = 0; j < w; ++j) o[j] = o[j] / (1.0f + std::exp(-o[j])) * u[j];
+        }
       }
-      for (int64_t r = 0; r < m; ++r) {
-        float* o = out + r * n + j0;
-        const float* u = up_tile.data() + r * w;
-        for (int64_t j = 0; j < w; ++j) o[j] = o[j] / (1.0f + std::exp(-o[j])) * u[j];
-      }
-    }
-  });
+    });
+  }
 }
 
 namespace reference {

@@ -1,4 +1,4 @@
-// embedding gather, silu_mul, argmax.
+// embedding gather, argmax.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +9,6 @@
 #include "specd/kernels/argmax.hpp"
 #include "specd/kernels/convert.hpp"
 #include "specd/kernels/embedding.hpp"
-#include "specd/kernels/silu_mul.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -59,21 +58,6 @@ TEST_P(EmbeddingTest, RejectsOutOfRangeId) {
   }
 }
 
-class SiluMulTest : public ::testing::TestWithParam<Device> {};
-
-TEST_P(SiluMulTest, MatchesFormula) {
-  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  const int64_t n = 70000;  // large enough to be split across threads
-  const auto gate = random_vector(n, 2, -8, 8), up = random_vector(n, 3);
-  std::vector<float> out(n);
-  silu_mul(GetParam(), gate.data(), up.data(), out.data(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    const double want = g / (1.0 + std::exp(-g)) * up[i];
-    ASSERT_NEAR(out[i], want, 1e-6 * (1.0 + std::abs(want))) << "at " << i;
-  }
-}
-
 class ArgmaxTest : public ::testing::TestWithParam<Device> {};
 
 TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
@@ -88,8 +72,6 @@ TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EmbeddingTest, ::testing::ValuesIn(testing::all_devices()),
-                         testing::device_param_name);
-INSTANTIATE_TEST_SUITE_P(Devices, SiluMulTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 INSTANTIATE_TEST_SUITE_P(Devices, ArgmaxTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);

@@ -457,6 +457,9 @@ void run_bench(const BenchOptions& o) {
     configs.push_back(load_engine_config(o.model));
   } else {
     for (const std::string& dt : o.dtypes) {
+      if (dt != "auto" && dt != "f32" && dt != "f16" && dt != "bf16" && dt != "q8_0" && dt != "q4_0")
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--dtype " + dt + ": expected a list of auto, f32, f16, bf16, q8_0, q4_0");
       ModelFlags flags = o.model;
       flags.sets.push_back("model.dtype=" + dt);
       configs.push_back(load_engine_config(flags));

@@ -224,7 +224,8 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.errors().push_back(r.file() + ": model: required section is missing");
     return;
   }
-  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed"})) return;
+  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap"}))
+    return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
   r.get_path(n, "model", "tokenizer", c.model.tokenizer);
@@ -238,6 +239,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (!device_ok) r.error(n["device"], "model.device", "expected cpu, cuda or cuda:N, got \"" + d + "\"");
   r.get_int(n, "model", "max_model_len", 0, int64_t{1} << 24, c.model.max_model_len);
   r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
+  r.get_bool(n, "model", "mmap", c.model.mmap);
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
 }
 

@@ -24,6 +24,7 @@ struct ModelConfig {
   std::string device = "cpu";  // cpu | cuda | cuda:N
   int64_t max_model_len = 0;   // 0 = the checkpoint's max_position_embeddings
   int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
+  bool mmap = false;           // use tensors in place in the file map where possible (docs)
   int32_t seed = 0;            // default seed for requests that set none
 };
 

@@ -67,7 +67,9 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
 
   const model::DType weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, *checkpoint, "model.dtype");
-  std::shared_ptr<const model::LlamaWeights> weights = model::LlamaWeights::load(checkpoint, -1, weight_dtype);
+  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  std::shared_ptr<const model::LlamaWeights> weights =
+      model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
   model = std::make_unique<model::LlamaModel>(weights);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weight_dtype));

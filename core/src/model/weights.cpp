@@ -38,6 +38,9 @@ std::byte* LlamaWeights::allocate(size_t bytes) {
 WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
   const TensorView& t = checkpoint_->require(name, {rows, cols});
   const size_t row = kernels::row_bytes_checked(dtype, cols, checkpoint_->dir().string() + ": " + name);
+  const size_t align = dtype == DType::kF32 ? 4 : 2;  // the widest scalar the kernels read
+  if (placement_ == WeightPlacement::kMap && t.dtype == dtype && reinterpret_cast<uintptr_t>(t.data) % align == 0)
+    return {dtype, t.data, rows, cols};
   std::byte* dst = allocate(row * static_cast<size_t>(rows));
   if (t.dtype == dtype) {
     std::memcpy(dst, t.data, t.nbytes);
@@ -96,6 +99,7 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = target->checkpoint_;
   w->dtype_ = target->dtype_;
+  w->placement_ = target->placement_;
   w->embed_ = target->embed_;
   w->final_norm_ = target->final_norm_;
   w->lm_head_ = target->lm_head_;
@@ -111,11 +115,12 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                       int64_t num_layers, DType dtype) {
+                                                       int64_t num_layers, DType dtype, WeightPlacement placement) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = std::move(checkpoint);
   w->dtype_ = dtype;
+  w->placement_ = placement;
   const ModelConfig& c = w->config();
   if (num_layers < 0) num_layers = c.num_layers;
   if (num_layers == 0 || num_layers > c.num_layers) {
@@ -124,10 +129,11 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
                     w->checkpoint_->dir().string() + ", which has " + std::to_string(c.num_layers));
   }
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  // The LM head feeds verification: with 4-bit weights it stays at 8 bits (see the header).
-  const DType head_dtype = dtype == DType::kQ4_0 ? DType::kQ8_0 : dtype;
+  // Quantized models keep the embeddings and the LM head in f16 (see the header).
+  const DType head_dtype = is_quantized(dtype) ? DType::kF16 : dtype;
+  const DType embed_dtype = head_dtype;
   const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
-  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? head_dtype : dtype);
+  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? head_dtype : embed_dtype);
   w->final_norm_ = w->vector("model.norm.weight", H);
   w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype);
   w->layers_.resize(static_cast<size_t>(num_layers));

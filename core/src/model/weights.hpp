@@ -3,15 +3,21 @@
 // Projection matrices (and the embedding table and LM head) are kept in one dtype for the
 // whole model (ModelConfig-independent; chosen at load):
 //   f32 / f16 / bf16: the checkpoint's own when it matches, converted otherwise;
-//   q8_0 / q4_0: quantized at load (GGUF block layouts). With q4_0 the LM head (and a tied
-//   embedding table) are q8_0, as llama.cpp keeps its output layer at higher precision: the
-//   logits are what speculative verification compares.
+//   q8_0 / q4_0: the decoder layers' projections are quantized at load (GGUF block layouts);
+//   the token embeddings and the LM head stay in f16. The LM head decides the logits that
+//   verification compares: quantized to 8 bits it alone moves log-probs by 0.01-0.02 nats on
+//   the fixtures, at f16 the whole q8_0 model moves them by < 0.006 (tests/e2e/model/
+//   dtype_test.cpp); llama.cpp likewise keeps its output layer above 4 bits. The embedding
+//   table costs no bandwidth (one row per token) and 4-bit rows were the largest error source.
 // Norm weights and biases are always F32 (a few KB).
 //
-// Storage: every tensor is copied once into owned, 2 MiB-aligned memory with transparent huge
-// pages (kernels/aligned_buffer.hpp). Decoding streams every weight byte per step; with 4 KiB
-// pages of the checkpoint's memory map the page walks, not the DRAM, set the pace (measured in
-// docs/performance.md). Pointers stay valid as long as the LlamaWeights object lives.
+// Placement (model.mmap): by default every tensor is copied once into owned, 2 MiB-aligned
+// memory with transparent huge pages (kernels/aligned_buffer.hpp): decoding streams every
+// weight byte per step, and with the 4 KiB pages of a file mapping the page walks cost a
+// measurable share of the bandwidth (docs/performance.md). With WeightPlacement::kMap a tensor
+// already stored in its compute dtype is used in place in the checkpoint's memory map (fast
+// start, pages shared with the page cache); others are converted into owned memory either way.
+// Pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
 #pragma once
 
 #include <cstddef>
@@ -50,16 +56,20 @@ struct LayerWeights {
 // (kInvalidArgument) naming `what` for any other text.
 DType resolve_weight_dtype(const std::string& requested, const Checkpoint& checkpoint, const std::string& what);
 
+enum class WeightPlacement { kCopy, kMap };
+
 class LlamaWeights {
  public:
   // Loads the first `num_layers` decoder layers (< 0: all) plus embeddings, final norm and LM
   // head, converted to `dtype`. Throws specd::Error naming the tensor and file on a missing
   // tensor or wrong shape, or a matrix whose rows cannot be quantized (not whole blocks of 32).
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                  int64_t num_layers, DType dtype);
+                                                  int64_t num_layers, DType dtype,
+                                                  WeightPlacement placement = WeightPlacement::kCopy);
 
   // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
-  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype; the
+  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype and
+  // placement; the
   // embeddings, final norm and LM head are the target's (kept alive through `target`). Throws
   // specd::Error (kInvalidArgument) for a module the checkpoint does not have, or on a missing
   // tensor.
@@ -83,7 +93,7 @@ class LlamaWeights {
   // projections and norms, the final norm and the LM head (one embedding row is negligible),
   // in the stored dtypes.
   size_t decode_bytes(int64_t num_layers) const;
-  // Bytes held in owned buffers.
+  // Bytes held in owned buffers (the rest is used in place in the checkpoint's map).
   size_t owned_bytes() const { return owned_bytes_; }
 
  private:
@@ -95,6 +105,7 @@ class LlamaWeights {
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   DType dtype_ = DType::kF32;
+  WeightPlacement placement_ = WeightPlacement::kCopy;
   std::vector<kernels::AlignedBuffer> owned_;
   size_t owned_bytes_ = 0;
   std::vector<LayerWeights> layers_;

@@ -137,11 +137,12 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context, std::string kv_dtype)
+                     int64_t max_context, std::string kv_dtype, model::WeightPlacement placement)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
-      kv_dtype_(std::move(kv_dtype)) {}
+      kv_dtype_(std::move(kv_dtype)),
+      placement_(placement) {}
 
 namespace {
 
@@ -158,6 +159,17 @@ model::DType requested_dtype(int32_t dtype, model::DType fallback) {
   }
   throw Error(ErrorCode::kInvalidArgument, "model services load: dtype " + std::to_string(dtype) +
                                                " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
+}
+
+int32_t specd_dtype_of(model::DType d) {
+  switch (d) {
+    case model::DType::kF32: return SPECD_DTYPE_F32;
+    case model::DType::kF16: return SPECD_DTYPE_F16;
+    case model::DType::kBF16: return SPECD_DTYPE_BF16;
+    case model::DType::kQ8_0: return SPECD_DTYPE_Q8_0;
+    case model::DType::kQ4_0: return SPECD_DTYPE_Q4_0;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -187,13 +199,13 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
     const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
     h->weights = dtype == target_weights_->dtype()
                      ? target_weights_
-                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype);
+                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");
   } else {
     std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
     const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
-    h->weights = model::LlamaWeights::load(ckpt, layers, dtype);
+    h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
     h->description = "draft " + path;
   }
   h->own_model = std::make_unique<model::LlamaModel>(h->weights, layers);
@@ -256,6 +268,7 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
   out.max_context = static_cast<int32_t>(max_context_);
   out.num_mtp_modules = m != nullptr && m->weights->is_mtp() ? 0 : static_cast<int32_t>(c.num_mtp_modules);
   out.device = {SPECD_DEVICE_CPU, 0};
+  out.dtype = specd_dtype_of(m != nullptr ? m->weights->dtype() : target_weights_->dtype());
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {

@@ -37,9 +37,10 @@ namespace specd::speculative {
 class ModelHost final : public sched::HostedKv {
  public:
   // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
-  // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype).
+  // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype);
+  // placement: model.mmap, for every model loaded here.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-            std::string kv_dtype);
+            std::string kv_dtype, model::WeightPlacement placement);
   ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -77,6 +78,7 @@ class ModelHost final : public sched::HostedKv {
   int32_t block_size_;
   int64_t max_context_;
   std::string kv_dtype_;
+  model::WeightPlacement placement_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;
   std::unique_ptr<Hosted> target_;  // bind_target()

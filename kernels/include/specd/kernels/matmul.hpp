@@ -1,15 +1,16 @@
 // Dense layers in the checkpoint's layout: c = a · wᵀ + bias, with w in any storage dtype.
 //
 // CPU paths (kernels/cpu/matmul.cpp):
-//  - m <= kGemvMaxRows: a multi-row GEMV that streams every weight byte once for all m rows
-//    (decode steps, speculative scoring of k+1 positions, small batches). Activations are
-//    prepared once per call in the weights' compute format: F32 for f32/f16 weights, BF16 for
-//    bf16 weights, Q8 blocks of 32 (per-block scale) for q8_0/q4_0 weights, whose dot products
-//    use integer instructions (VNNI where present). The result of a row does not depend on m
-//    or on the other rows (same instructions, same order), so scoring k+1 positions gives
-//    bit-identical logits to k+1 single-token decodes.
-//  - m > kGemvMaxRows (prefill): OpenBLAS sgemm; non-f32 weights are widened to F32 a panel
-//    of output features at a time in a per-thread buffer (the widening is amortized over m).
+//  - A multi-row GEMV that streams every weight byte once for up to 64 rows at a time
+//    (decode steps, speculative scoring of k+1 positions, batches, prefill chunks).
+//    Activations are prepared once per call in the weights' compute format: F32 for f32/f16
+//    weights, BF16 for bf16 weights, Q8 blocks of 32 (per-block scale) for q8_0/q4_0 weights,
+//    whose dot products use integer instructions (VNNI where present). The result of a row
+//    does not depend on m or on the other rows (same instructions, same order): scoring k+1
+//    positions gives bit-identical logits to k+1 single-token decodes, whatever the batch, so
+//    greedy speculative output equals plain output exactly in every dtype.
+//  - F32 weights with m > kGemvMaxRows (prefill, large batches): OpenBLAS sgemm, about twice
+//    the GEMV kernels' speed there; its rows differ from the GEMV's by float rounding only.
 // Output features are split over the kernel thread pool in chunks taken dynamically, so a
 // core slowed by another process does not hold the other back.
 #pragma once

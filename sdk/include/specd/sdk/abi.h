@@ -15,12 +15,13 @@
  *    vtable entry that lies past a plugin's struct_size is treated as absent (NULL).
  *  - Minor history:
  *      1.0  first release.
- *      1.1  model services: load takes block-quantized weights (SPECD_DTYPE_Q8_0, Q4_0); a
- *           sequence may appear in several rows of one forward batch (batch expansion); the
- *           engine's target model is reachable through specd_score_batch.target and scorer
- *           plugins are called. Proposers built against 1.1 or later get on_accept /
- *           on_release only when they declare keeps_state (1.0 proposers get them always);
- *           supports_variable_k and the verifier's lossless are honoured.
+ *      1.1  model services: load takes block-quantized weights (SPECD_DTYPE_Q8_0, Q4_0) and
+ *           specd_model_info.dtype reports them; a sequence may appear in several rows of
+ *           one forward batch (batch expansion); the engine's target model is reachable
+ *           through specd_score_batch.target and scorer plugins are called. Proposers built
+ *           against 1.1 or later get on_accept / on_release only when they declare
+ *           keeps_state (1.0 proposers get them always); supports_variable_k and the
+ *           verifier's lossless are honoured.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -177,6 +178,7 @@ typedef struct specd_model_info {
   int32_t max_context;
   int32_t num_mtp_modules; /* MTP heads found with the model; 0 if none */
   specd_device device;
+  int32_t dtype; /* since 1.1: the weights' compute dtype (specd_dtype) */
 } specd_model_info;
 
 typedef struct specd_model_load_options {

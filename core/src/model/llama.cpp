@@ -201,7 +201,11 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
     const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
-    kernels::matmul_multi(kCpu, h, T, H, qkv);
+    if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
+      kernels::matmul_multi(kCpu, h, T, H, qkv);
+    } else {  // a GGUF file with mixed types (model.dtype auto)
+      for (const kernels::MatmulOutput& m : qkv) kernels::matmul(kCpu, h, m.w, m.bias, m.c, T);
+    }
     if (c.qk_rows_interleaved) {
       deinterleave_heads(s_.q.data(), T * nh, hd, s_.head.data());
       deinterleave_heads(s_.k.data(), T * nkv, hd, s_.head.data());
@@ -221,7 +225,17 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
 
     kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
-    kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+    if (w.w_gate.dtype == w.w_up.dtype) {
+      kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+    } else {  // mixed types: the two GEMVs, then silu(gate) * up
+      ensure(s_.up, T * I);
+      kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T);
+      kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T);
+      for (int64_t i = 0; i < T * I; ++i) {
+        const float g = s_.gate[static_cast<size_t>(i)];
+        s_.gate[static_cast<size_t>(i)] = g / (1.0f + std::exp(-g)) * s_.up[static_cast<size_t>(i)];
+      }
+    }
     kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);

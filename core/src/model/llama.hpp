@@ -43,7 +43,7 @@ class LlamaModel {
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, cos, sin, rows, cat, head;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head;
   };
 
   std::shared_ptr<const LlamaWeights> weights_;

@@ -1,5 +1,4 @@
 // tokenizer.* metadata: the vocabulary of a tokenizer.json in llama.cpp's two BPE flavours.
-#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>

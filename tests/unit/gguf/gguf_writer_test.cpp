@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "convert.hpp"
 #include "fixture.hpp"

@@ -17,27 +17,15 @@
 #include <string_view>
 #include <vector>
 
+#include "model/gguf.hpp"
+
 namespace specd::gguf {
 
 inline constexpr uint32_t kVersion = 3;
-inline constexpr uint32_t kDefaultAlignment = 32;
+inline constexpr uint32_t kDefaultAlignment = model::gguf::kDefaultAlignment;
 
-// GGUF metadata value types (gguf_type).
-enum class ValueType : uint32_t {
-  kUint8 = 0,
-  kInt8 = 1,
-  kUint16 = 2,
-  kInt16 = 3,
-  kUint32 = 4,
-  kInt32 = 5,
-  kFloat32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kUint64 = 10,
-  kInt64 = 11,
-  kFloat64 = 12,
-};
+// GGUF metadata value types: the reader's (core/src/model/gguf.hpp).
+using ValueType = model::gguf::ValueType;
 
 // Tensor element types this writer's converter produces (ggml_type values). add_tensor()
 // accepts any ggml type id (cast to TensorType) whose block size model::gguf::type_info knows,

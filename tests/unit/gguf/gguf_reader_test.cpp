@@ -53,7 +53,7 @@ std::string valid_file() { return assemble(3, 2, kValidKeys, valid_metadata(), k
 
 std::shared_ptr<const File> parse(const std::string& bytes, std::vector<std::byte>& storage) {
   storage.resize(bytes.size());
-  std::memcpy(storage.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(storage.data(), bytes.data(), bytes.size());
   return File::parse(storage.data(), storage.size(), kName);
 }
 

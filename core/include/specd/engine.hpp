@@ -57,7 +57,8 @@ struct EngineInfo {
   std::string verifier;
   bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
   std::string scorer;              // "mqa" or a scorer plugin
-  int32_t num_speculative_tokens = 0;
+  int32_t num_speculative_tokens = 0;  // k; with dynamic_k the largest k
+  bool dynamic_k = false;              // speculative.dynamic: the policy picks k per sequence and step
 };
 
 // Live counters, for metrics and health checks.

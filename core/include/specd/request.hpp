@@ -38,6 +38,9 @@ struct SpeculativeOptions {
   // Proposal length k for this request, in [0, 32]; unset = speculative.num_speculative_tokens.
   // 0 is the same as enabled = false.
   std::optional<int32_t> num_speculative_tokens;
+  // Dynamic speculation for this request (the policy picks 0..k drafts every step); unset =
+  // speculative.dynamic. false = exactly k drafts every step (what the proposer finds).
+  std::optional<bool> dynamic;
 };
 
 struct Request {

@@ -14,6 +14,31 @@
 
 namespace specd::spec {
 
+// Dynamic speculation (speculative.dynamic; docs/speculative.md "Dynamic speculation"): what the
+// policy chose and how well its models predicted what happened. Counters and sums; ratios are
+// derived (predicted / observed).
+struct PolicyMetrics {
+  uint64_t steps = 0;              // steps with at least one row the policy planned
+  std::vector<uint64_t> chosen_k;  // [k] rows the policy gave k drafts (0 = plain decoding)
+  uint64_t probes = 0;             // rows given k = 1 to re-measure acceptance after a long pause
+  // Rows the policy planned that drafted: expected accepted drafts (the acceptance model's
+  // prediction for the drafts actually proposed) against the accepted drafts.
+  uint64_t drafts = 0;
+  double predicted_accepted = 0;
+  uint64_t accepted = 0;
+  // Steps the policy planned: the cost model's time for the step as it ran (propose + target
+  // work, at the step's actual token counts) against the measured time, and Σ |difference|.
+  double predicted_seconds = 0;
+  double observed_seconds = 0;
+  double abs_error_seconds = 0;
+  double calibration_seconds = 0;  // the start-up calibration of the target's cost
+
+  void choose(int32_t k);
+  // "chosen k [0:12 3:40 4:7], accepted 101 of 96.4 predicted over 47 drafts, step time 812.0 ms
+  // observed vs 790.3 ms predicted over 59 steps (mean |error| 6.1%)"
+  std::string summary() const;
+};
+
 struct SpecMetrics {
   uint64_t num_steps = 0;        // engine steps that ran the speculative loop
   uint64_t num_drafts = 0;       // (sequence, step) pairs with at least one draft token
@@ -26,6 +51,7 @@ struct SpecMetrics {
   double propose_seconds = 0;
   double score_seconds = 0;
   double verify_seconds = 0;
+  PolicyMetrics policy;
 
   // One sequence's outcome in one step: k = proposal budget, drafted <= k, accepted <=
   // drafted, emitted = tokens appended (accepted + 1 unless a stop condition cut it short).
@@ -36,6 +62,8 @@ struct SpecMetrics {
   double mean_acceptance_length() const;
   double system_efficiency() const;
   double acceptance_at(size_t position) const;
+  // Counters of `this` minus those of an earlier snapshot `before` (for a measured interval).
+  SpecMetrics since(const SpecMetrics& before) const;
 
   // "acceptance 0.734 (2201/2998), mean length 3.20, efficiency 0.61, per position
   // [0.91 0.80 0.70 0.52], propose 12.1 ms score 80.2 ms verify 1.3 ms"

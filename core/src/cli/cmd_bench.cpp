@@ -1,6 +1,6 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
 //             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
-//             [--scorers mqa,batch_expansion]
+//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic]
 // Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
 // tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
 // (weight bytes per step divided by the read bandwidth measured before and after the runs),
@@ -13,7 +13,8 @@
 // Engine::spec_metrics() around the speculative run).
 //
 // With --scorers the speculative runs are repeated once per speculative.scorer instead
-// (bench_scorers.hpp), e.g. the built-in multi-query scorer against the batch_expansion plugin.
+// (bench_scorers.hpp), e.g. the built-in multi-query scorer against the batch_expansion plugin;
+// with --compare-k once per proposal-length arm: plain, static k, dynamic (bench_compare_k.hpp).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -28,7 +29,10 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/bench_compare_k.hpp"
+#include "cli/bench_decode.hpp"
 #include "cli/bench_scorers.hpp"
+#include "cli/policy_json.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "kv/kv_cache.hpp"
@@ -58,87 +62,11 @@ struct BenchOptions {
   int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
   std::vector<std::string> dtypes;  // one engine per weight dtype; empty = the configured one
   std::vector<std::string> scorers;  // --scorers: compare speculative.scorer choices instead
+  std::vector<std::string> compare_k;  // --compare-k: compare plain, static k and dynamic instead
 };
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-struct DecodeResult {
-  int32_t batch = 0;
-  double tokens_per_s = 0;
-  double step_ms = 0;  // mean time of one engine step in the timed region
-  int64_t tokens = 0;  // tokens emitted in the timed region
-  int64_t steps = 0;
-  spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
-};
-
-// after - before, counter by counter.
-spec::SpecMetrics metrics_delta(const spec::SpecMetrics& before, const spec::SpecMetrics& after) {
-  spec::SpecMetrics d = after;
-  d.num_steps -= before.num_steps;
-  d.num_drafts -= before.num_drafts;
-  d.draft_tokens -= before.draft_tokens;
-  d.accepted_tokens -= before.accepted_tokens;
-  d.emitted_tokens -= before.emitted_tokens;
-  d.draft_slots -= before.draft_slots;
-  for (size_t i = 0; i < before.drafted_at.size() && i < d.drafted_at.size(); ++i)
-    d.drafted_at[i] -= before.drafted_at[i];
-  for (size_t i = 0; i < before.accepted_at.size() && i < d.accepted_at.size(); ++i) {
-    d.accepted_at[i] -= before.accepted_at[i];
-  }
-  d.propose_seconds -= before.propose_seconds;
-  d.score_seconds -= before.score_seconds;
-  d.verify_seconds -= before.verify_seconds;
-  return d;
-}
-
-// Runs `batch` requests together; returns decode throughput measured over the steps after
-// every request has its first token (so prefill is excluded). `prompt` non-empty: every request
-// uses it; otherwise synthetic prompts from `salt`. `speculative` sets Request.speculative.enabled.
-DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
-                          const std::vector<int32_t>& prompt, bool speculative) {
-  SamplingParams sp;
-  sp.temperature = 0;
-  sp.max_tokens = gen_tokens;
-  sp.ignore_eos = true;
-  const spec::SpecMetrics before = engine.spec_metrics();
-  for (int32_t b = 0; b < batch; ++b) {
-    Request r;
-    r.prompt_ids = prompt.empty()
-                       ? synthetic_prompt(prompt_tokens, engine.info().vocab_size, salt + static_cast<uint64_t>(b))
-                       : prompt;
-    r.sampling = sp;
-    r.speculative.enabled = speculative;
-    engine.add_request(static_cast<RequestId>(b + 1), r);
-  }
-  int32_t started = 0;
-  int64_t tokens = 0, steps = 0;
-  Clock::time_point t0;
-  while (engine.has_unfinished()) {
-    const bool timing = started == batch;
-    const auto outs = engine.step();
-    for (const RequestOutput& o : outs) {
-      if (o.finish_reason == FinishReason::kError)
-        throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
-      if (timing) tokens += static_cast<int64_t>(o.new_token_ids.size());
-      // The first token always comes alone, from the prompt's last chunk.
-      if (!timing && o.num_generated_tokens == 1) ++started;
-    }
-    if (timing) ++steps;
-    if (!timing && started == batch) t0 = Clock::now();
-  }
-  DecodeResult r;
-  r.batch = batch;
-  const double s = seconds_since(t0);
-  if (steps > 0 && s > 0) {
-    r.tokens_per_s = static_cast<double>(tokens) / s;
-    r.step_ms = s * 1e3 / static_cast<double>(steps);
-  }
-  r.tokens = tokens;
-  r.steps = steps;
-  r.spec = metrics_delta(before, engine.spec_metrics());
-  return r;
 }
 
 // The cost of scoring k+1 new tokens per sequence (a speculative step's target forward) against
@@ -255,6 +183,7 @@ nlohmann::json spec_json(const SpecRow& r) {
   nlohmann::json per_position = nlohmann::json::array();
   for (size_t i = 0; i < m.drafted_at.size(); ++i) per_position.push_back(m.acceptance_at(i));
   return {{"batch", r.plain.batch},
+          {"dynamic", policy_json(m.policy)},
           {"plain", {{"tokens_per_s", r.plain.tokens_per_s}, {"step_ms", r.plain.step_ms}}},
           {"speculative",
            {{"tokens_per_s", r.spec.tokens_per_s},
@@ -307,10 +236,10 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     SpecRow best;
     for (int i = 0; i < std::max(1, o.repeats); ++i) {
       const uint64_t salt = 1000 * static_cast<uint64_t>(i + 1);
-      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, false);
+      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, {.enabled = false});
       if (d.tokens_per_s > best.plain.tokens_per_s) best.plain = d;
       if (speculative) {
-        DecodeResult sd = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, true);
+        DecodeResult sd = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, {});
         if (sd.tokens_per_s > best.spec.tokens_per_s) best.spec = sd;
       }
     }
@@ -367,6 +296,7 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
     j["speculative"] = {{"proposer", info.proposer},
                         {"verifier", info.verifier},
                         {"k", info.num_speculative_tokens},
+                        {"dynamic", info.dynamic_k},
                         {"rows", srows},
                         {"scoring", scoring}};
   }
@@ -396,6 +326,7 @@ void print_spec_row(const SpecRow& row) {
   std::printf("               per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
               m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps,
               pct(m.score_seconds), m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
+  if (m.policy.steps > 0) std::printf("               dynamic k: %s\n", m.policy.summary().c_str());
 }
 
 void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
@@ -406,8 +337,9 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
               floor_ms, 1e3 / floor_ms);
   std::printf("  loaded in %.2f s; peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
   if (speculative) {
-    std::printf("  speculative: proposer %s, verifier %s, k=%d; decode runs plain and speculative on the same prompts\n",
-                info.proposer.c_str(), info.verifier.c_str(), info.num_speculative_tokens);
+    std::printf("  speculative: proposer %s, verifier %s, k=%s%d%s; decode runs plain and speculative on the same prompts\n",
+                info.proposer.c_str(), info.verifier.c_str(), info.dynamic_k ? "0.." : "", info.num_speculative_tokens,
+                info.dynamic_k ? " (dynamic)" : "");
   }
   std::printf("  prefill       %.1f tokens/s (%d-token prompt)\n", r.prefill, o.prompt_tokens);
   for (const auto& row : r.rows) {
@@ -446,6 +378,11 @@ void run_bench(const BenchOptions& o) {
   if (o.score_k < 1 || o.score_k > 32) throw Error(ErrorCode::kInvalidArgument, "--score-k must be in [1, 32]");
   if (!o.prompt.empty() && !o.prompt_file.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
+  }
+  if (!o.compare_k.empty()) {
+    bench_compare_k(load_engine_config(o.model),
+                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
+    return;
   }
   if (!o.scorers.empty()) {
     bench_scorers(load_engine_config(o.model), {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
@@ -525,6 +462,10 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--scorers", o->scorers,
                   "compare speculative scorers (e.g. mqa,batch_expansion) on the same speculative decode runs")
+      ->delimiter(',');
+  cmd->add_option("--compare-k", o->compare_k,
+                  "compare plain decoding, static k and the dynamic policy on one engine, runs interleaved "
+                  "(e.g. plain,2,4,8,dynamic)")
       ->delimiter(',');
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });

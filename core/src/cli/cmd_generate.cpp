@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
+#include "cli/policy_json.hpp"
 #include "specd/engine.hpp"
 #include "specd/error.hpp"
 
@@ -26,6 +27,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::optional<uint64_t> seed;
   std::optional<int32_t> num_speculative_tokens;  // per-request k (0 = plain decoding)
+  std::optional<bool> dynamic;                    // per-request speculative.dynamic
   bool no_speculation = false;
 };
 
@@ -65,7 +67,8 @@ Generated generate(Engine& engine, const Request& req, bool quiet) {
   return g;
 }
 
-void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g, double load_s) {
+void report(const GenerateOptions& o, const EngineInfo& info, const spec::SpecMetrics& metrics, const Generated& g,
+            double load_s) {
   const RequestOutput& last = g.last;  // its speculative counters cover the whole request
   const double decode_s = g.total_s - g.ttft_s;
   const double decode_tps = g.ids.size() > 1 && decode_s > 0 ? static_cast<double>(g.ids.size() - 1) / decode_s : 0.0;
@@ -76,6 +79,7 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
   const double mean_len =
       last.num_spec_steps > 0 ? 1.0 + static_cast<double>(last.num_accepted_tokens) / last.num_spec_steps : 0.0;
   const int32_t k = o.num_speculative_tokens.value_or(info.num_speculative_tokens);
+  const bool dynamic = o.dynamic.value_or(info.dynamic_k);
   if (o.json) {
     nlohmann::json j = {{"text", g.text},
                         {"token_ids", g.ids},
@@ -92,12 +96,14 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
       j["speculative"] = {{"proposer", info.proposer},
                           {"verifier", info.verifier},
                           {"k", k},
+                          {"dynamic", dynamic},
                           {"enabled", !o.no_speculation},
                           {"spec_steps", last.num_spec_steps},
                           {"draft_tokens", last.num_draft_tokens},
                           {"accepted_tokens", last.num_accepted_tokens},
                           {"acceptance_rate", acceptance_rate},
-                          {"mean_acceptance_length", mean_len}};
+                          {"mean_acceptance_length", mean_len},
+                          {"policy", policy_json(metrics.policy)}};
     }
     std::cout << j.dump() << "\n";
     return;
@@ -108,10 +114,11 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
                std::string(finish_reason_name(last.finish_reason)).c_str(), g.ttft_s * 1e3, decode_tps);
   if (speculative) {
     std::fprintf(stderr,
-                 "[specd] speculative (%s, %s, k=%d): accepted %d/%d draft tokens (%.1f%%) over %d steps, "
+                 "[specd] speculative (%s, %s, k=%s%d): accepted %d/%d draft tokens (%.1f%%) over %d steps, "
                  "mean acceptance length %.2f\n",
-                 info.proposer.c_str(), info.verifier.c_str(), k, last.num_accepted_tokens, last.num_draft_tokens,
-                 acceptance_rate * 100.0, last.num_spec_steps, mean_len);
+                 info.proposer.c_str(), info.verifier.c_str(), dynamic ? "0.." : "", k, last.num_accepted_tokens,
+                 last.num_draft_tokens, acceptance_rate * 100.0, last.num_spec_steps, mean_len);
+    if (metrics.policy.steps > 0) std::fprintf(stderr, "[specd] dynamic k: %s\n", metrics.policy.summary().c_str());
   }
 }
 
@@ -126,8 +133,9 @@ void run_generate(GenerateOptions& o) {
   req.sampling.seed = o.seed;
   req.speculative.enabled = !o.no_speculation;
   req.speculative.num_speculative_tokens = o.num_speculative_tokens;
+  req.speculative.dynamic = o.dynamic;
   const Generated g = generate(engine, req, o.json);
-  report(o, engine.info(), g, load_s);
+  report(o, engine.info(), engine.spec_metrics(), g, load_s);
 }
 
 }  // namespace
@@ -150,6 +158,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating past EOS");
   cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
                   "this request's proposal length k in [0, 32] (default: speculative.num_speculative_tokens)");
+  cmd->add_option("--dynamic", o->dynamic,
+                  "true: the policy picks 0..k drafts every step; false: k every step (default: speculative.dynamic)");
   cmd->add_flag("--no-speculation", o->no_speculation, "decode this request without speculation");
   cmd->callback([o] { run_generate(*o); });
 }

@@ -246,12 +246,14 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
 void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   const YAML::Node n = root["speculative"];
   if (!r.section(n, "speculative",
-                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "scorer", "disable_by_batch_size"}))
+                 {"enabled", "num_speculative_tokens", "dynamic", "proposer", "verifier", "scorer",
+                  "disable_by_batch_size"}))
     return;
   auto& s = c.speculative;
   s.enabled = true;
   r.get_bool(n, "speculative", "enabled", s.enabled);
   r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
+  r.get_bool(n, "speculative", "dynamic", s.dynamic);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
   r.component(n, "proposer", "speculative.proposer", s.proposer, true);
   s.verifier.name = "rejection";
@@ -401,7 +403,10 @@ std::string summary(const EngineConfig& c) {
   os << ")\n";
   if (c.speculative.enabled) {
     os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier " << c.speculative.verifier.name
-       << ", scorer " << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens;
+       << ", scorer " << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens
+       << (c.speculative.dynamic ? " (dynamic: 0.." + std::to_string(c.speculative.num_speculative_tokens) +
+                                       " per sequence and step)"
+                                 : " (static)");
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
     os << "\n";
   } else {

@@ -36,7 +36,8 @@ struct ComponentConfig {
 
 struct SpeculativeConfig {
   bool enabled = false;                // true when the `speculative` section is present
-  int32_t num_speculative_tokens = 4;  // k, in [1, 32]
+  int32_t num_speculative_tokens = 4;  // k, in [1, 32]; with dynamic: the largest k
+  bool dynamic = true;                 // the policy picks k in [0, k] per sequence and step
   ComponentConfig proposer;
   ComponentConfig verifier;            // default: rejection
   ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin

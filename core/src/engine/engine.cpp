@@ -86,6 +86,11 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok);
+  if (spec && cfg.speculative.dynamic) {
+    // The policy's cost prior: steps up to every sequence drafting k tokens, within the budget.
+    const int64_t widest = int64_t{cfg.scheduler.max_num_seqs} * (cfg.speculative.num_speculative_tokens + 1);
+    spec->calibrate(*model, *kv, static_cast<int32_t>(std::min<int64_t>(widest, cfg.scheduler.max_num_batched_tokens)));
+  }
 
   eos_ids = mc.eos_token_ids;
   if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
@@ -144,6 +149,7 @@ void Engine::Impl::describe() {
     info.verifier_lossless = spec->verifier_lossless();
     info.scorer = scorer->name();
     info.num_speculative_tokens = spec->default_k();
+    info.dynamic_k = cfg.speculative.dynamic;
   }
   log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
@@ -201,6 +207,7 @@ void Engine::add_request(RequestId id, const Request& request) {
   seq->params = request.sampling;
   if (m.spec && request.speculative.enabled) {
     seq->spec_k = request.speculative.num_speculative_tokens.value_or(m.spec->default_k());
+    seq->dynamic_k = request.speculative.dynamic.value_or(m.cfg.speculative.dynamic);
   }
   seq->seed = request.sampling.seed ? *request.sampling.seed
                                     : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));

@@ -1,11 +1,13 @@
 // Engine::step: one engine step, top to bottom (docs/architecture.md "One engine step").
 //
 //   Scheduler::schedule   → StepBatch rows: prefill chunks and decodes, lookahead reserved
+//   Speculator::plan      → row.lookahead = k_i             (dynamic speculation: the policy)
 //   Speculator::propose   → row.drafts                      (rows that speculate)
 //   Scorer::score         → row.logits, row.hidden          (one target forward)
 //   Speculator::observe   → prefill chunks and plain decodes reach the proposer
 //   Impl::sample          → row.emitted                     (rows without drafts)
 //   Speculator::verify    → row.num_accepted, row.emitted   (rows with drafts)
+//   Speculator::end_step  → the policy's cost model learns the step's times
 //   per row: Scheduler::commit → OutputProcessor::process → Speculator::accept → finish
 #include <chrono>
 
@@ -36,6 +38,8 @@ std::vector<RequestOutput> Engine::step() {
   m.retire_unscheduled(outputs);
   if (batch.rows.empty()) return outputs;
 
+  const auto t_plan = Clock::now();
+  if (m.spec) m.spec->plan(batch);
   const double propose_s = m.spec ? timed([&] { m.spec->propose(batch); }) : 0.0;
   const double score_s = timed([&] { m.scorer->score(batch, m.spec && m.spec->wants_hidden()); });
   if (m.spec) m.spec->observe(batch);
@@ -43,6 +47,7 @@ std::vector<RequestOutput> Engine::step() {
   bool verified = false;
   const double verify_s = m.spec ? timed([&] { verified = m.spec->verify(batch); }) : 0.0;
   if (verified) m.spec->metrics().add_times(propose_s, score_s, verify_s);
+  if (m.spec) m.spec->end_step(batch, propose_s, std::chrono::duration<double>(Clock::now() - t_plan).count());
 
   for (sched::StepRow& row : batch.rows) m.commit(row, outputs);
   return outputs;

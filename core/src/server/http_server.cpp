@@ -128,10 +128,16 @@ struct HttpServer::Impl {
   Family<Gauge>* spec_acceptance_rate = nullptr;
   Family<Gauge>* spec_mean_length = nullptr;
   Family<Gauge>* spec_efficiency = nullptr;
+  // Dynamic speculation (spec::PolicyMetrics), labelled like the counters above.
+  Family<Counter>* policy_chosen_k = nullptr;  // + k
+  Family<Counter>* policy_steps = nullptr;
+  Family<Counter>* policy_accepted = nullptr;  // + source: predicted | observed
+  Family<Counter>* policy_seconds = nullptr;   // + source: predicted | observed | abs_error
   std::string proposer, verifier;  // set once the model is loaded
 
   explicit Impl(const config::EngineConfig& c);
   void register_metrics();
+  void register_policy_metrics();
   void routes();
   std::shared_ptr<Loaded> get_loaded() {
     std::lock_guard lock(mu);
@@ -174,6 +180,7 @@ HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(defau
     }
   }
   register_metrics();
+  register_policy_metrics();
   routes();
 }
 
@@ -250,6 +257,36 @@ void HttpServer::Impl::register_metrics() {
     spec_acceptance_rate->with(a).set(m.acceptance_rate());
     spec_mean_length->with(a).set(m.mean_acceptance_length());
     spec_efficiency->with(a).set(m.system_efficiency());
+  });
+}
+
+void HttpServer::Impl::register_policy_metrics() {
+  policy_chosen_k = &metrics.counter("specd_spec_dynamic_chosen_k_total",
+                                     "Rows the dynamic speculation policy gave k drafts (0 = plain decoding).",
+                                     {"proposer", "verifier", "k"});
+  policy_steps = &metrics.counter("specd_spec_dynamic_steps_total", "Steps the dynamic speculation policy planned.",
+                                  {"proposer", "verifier"});
+  policy_accepted = &metrics.counter(
+      "specd_spec_dynamic_accepted_tokens_total",
+      "Accepted drafts of rows the policy planned: predicted by its acceptance model, and observed.",
+      {"proposer", "verifier", "source"});
+  policy_seconds = &metrics.counter(
+      "specd_spec_dynamic_step_seconds_total",
+      "Time of steps the policy planned (propose through verify): predicted by its cost model, observed, and the "
+      "sum of |predicted - observed|.",
+      {"proposer", "verifier", "source"});
+  metrics.add_collect_hook([this] {
+    std::shared_ptr<Loaded> l = get_loaded();
+    if (!l || proposer.empty()) return;
+    const spec::PolicyMetrics m = l->engine->stats().spec.policy;
+    for (size_t k = 0; k < m.chosen_k.size(); ++k)
+      policy_chosen_k->with({proposer, verifier, std::to_string(k)}).set_total(static_cast<double>(m.chosen_k[k]));
+    policy_steps->with({proposer, verifier}).set_total(static_cast<double>(m.steps));
+    policy_accepted->with({proposer, verifier, "predicted"}).set_total(m.predicted_accepted);
+    policy_accepted->with({proposer, verifier, "observed"}).set_total(static_cast<double>(m.accepted));
+    policy_seconds->with({proposer, verifier, "predicted"}).set_total(m.predicted_seconds);
+    policy_seconds->with({proposer, verifier, "observed"}).set_total(m.observed_seconds);
+    policy_seconds->with({proposer, verifier, "abs_error"}).set_total(m.abs_error_seconds);
   });
 }
 
@@ -367,15 +404,14 @@ void HttpServer::Impl::routes() {
 
 namespace {
 
-// The engine request for a parsed API request. Speculative options are parsed and validated
-// by the API layer; the engine's Request has no per-request speculative fields yet, so they are
-// not forwarded (docs/server.md says so).
+// The engine request for a parsed API request (speculative options validated by the API layer).
 Request to_engine_request(const GenerationRequest& g) {
   Request r;
   r.prompt_ids = g.prompt_ids;
   r.sampling = g.sampling;
   if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
   r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
+  r.speculative.dynamic = g.speculative.dynamic;
   return r;
 }
 

@@ -164,8 +164,10 @@ SpeculativeOptions read_speculative(const json& v) {
       s.enabled = read_bool(value, "speculative.enabled");
     } else if (key == "num_speculative_tokens") {
       s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
+    } else if (key == "dynamic") {
+      s.dynamic = read_bool(value, "speculative.dynamic");
     } else {
-      throw bad_request("unknown field speculative." + key + " (expected enabled, num_speculative_tokens)",
+      throw bad_request("unknown field speculative." + key + " (expected enabled, num_speculative_tokens, dynamic)",
                         "speculative." + key);
     }
   }

@@ -40,6 +40,7 @@ nlohmann::json error_body(const ApiError& e);
 struct SpeculativeOptions {
   std::optional<bool> enabled;
   std::optional<int32_t> num_speculative_tokens;  // [0, 32]; 0 = decode without drafts
+  std::optional<bool> dynamic;                    // the policy picks 0..k drafts per step
 };
 
 // What the server needs to validate a request.

@@ -1,6 +1,9 @@
 #include "speculative/speculator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 
 #include "sampling/sampling.hpp"
 #include "speculative/abi_views.hpp"
@@ -11,6 +14,24 @@ namespace specd::speculative {
 namespace {
 
 log::Logger& spec_log() { return log::get("spec"); }
+
+// Σ_v min(p[v], q[v]) with independent partial sums, so that the loop vectorizes.
+double overlap(const float* p, const float* q, size_t n) {
+  constexpr size_t kLanes = 16;
+  float part[kLanes] = {};
+  size_t v = 0;
+  for (; v + kLanes <= n; v += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) part[l] += std::min(p[v + l], q[v + l]);
+  double sum = 0;
+  for (; v < n; ++v) sum += std::min(p[v], q[v]);
+  for (float x : part) sum += x;
+  return sum;
+}
+
+// Any request may ask for up to this many drafts (Request.speculative.num_speculative_tokens).
+constexpr int32_t kMaxSpeculativeTokens = 32;
+// The start-up calibration of the target's cost stays under a second (cost_model.hpp).
+constexpr double kCalibrationBudgetSeconds = 0.5;
 
 }  // namespace
 
@@ -33,8 +54,21 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
     spec_log().info("verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
                     "distribution exactly",
                     verifier_->name());
-  spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}", proposer_->name(), verifier_->name(),
-                  default_k_);
+  policy_ = std::make_unique<SpeculationPolicy>(kMaxSpeculativeTokens, cfg.scheduler.max_num_batched_tokens,
+                                                caps.supports_variable_k != 0);
+  spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}{}", proposer_->name(), verifier_->name(),
+                  default_k_, cfg.speculative.dynamic ? " (upper bound; dynamic k per sequence and step)" : "");
+}
+
+void Speculator::calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<TargetSample> samples = calibrate_target(model, kv, max_tokens, kCalibrationBudgetSeconds);
+  policy_->cost().set_target_prior(samples);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.policy.calibration_seconds = s;
+  std::string shape;
+  for (const TargetSample& x : samples) shape += fmt::format(" T={}/R={}: {:.2f} ms", x.tokens, x.logit_rows, x.seconds * 1e3);
+  spec_log().info("dynamic speculation: target cost calibrated in {:.0f} ms:{}", s * 1e3, shape);
 }
 
 Speculator::~Speculator() = default;
@@ -280,8 +314,35 @@ bool Speculator::verify(sched::StepBatch& batch) {
   for (size_t i = 0; i < b; ++i) {
     rows_[i]->num_accepted = num_accepted_[i];
     rows_[i]->emitted = {out_tokens_.data() + i * width, static_cast<size_t>(num_accepted_[i]) + 1};
+    observe_acceptance(i, k, with_probs);
   }
   return true;
+}
+
+// Evidence for positions 0..min(a, m-1) (the drafts up to the first rejection): under a lossless
+// verifier the acceptance probability of rejection sampling, Σ_v min(p(v), q(v)) (p(d) for a
+// one-hot q), else the 0/1 outcome.
+void Speculator::observe_acceptance(size_t i, int32_t k_stride, bool with_probs) {
+  const sched::StepRow& row = *rows_[i];
+  const auto m = static_cast<int32_t>(row.drafts.size());
+  const int32_t n = std::min(row.num_accepted + 1, m);
+  const size_t V = static_cast<size_t>(vocab_);
+  const size_t width = static_cast<size_t>(k_stride) + 1;
+  evidence_.resize(static_cast<size_t>(n));
+  for (int32_t j = 0; j < n; ++j) {
+    double x = j < row.num_accepted ? 1.0 : 0.0;
+    if (verifier_lossless()) {
+      const float* p = target_probs_.data() + (i * width + static_cast<size_t>(j)) * V;
+      if (with_probs) {
+        const float* q = verify_q_.data() + (i * static_cast<size_t>(k_stride) + static_cast<size_t>(j)) * V;
+        x = overlap(p, q, V);
+      } else {
+        x = p[static_cast<size_t>(row.drafts[static_cast<size_t>(j)])];
+      }
+    }
+    evidence_[static_cast<size_t>(j)] = x;
+  }
+  policy_->observe_verified(row, evidence_, metrics_.policy);
 }
 
 // ---- after commit -----------------------------------------------------------------------------
@@ -301,6 +362,7 @@ void Speculator::accept(sched::StepRow& row) {
 
 void Speculator::release(RequestId id) {
   seqs_.erase(id);
+  policy_->release(id);
   if (keeps_state_) proposer_->on_release(id);
 }
 

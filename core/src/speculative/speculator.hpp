@@ -1,6 +1,8 @@
 // Speculator: the proposer and verifier stages of an engine step (ARCHITECTURE.md "One engine
 // step"), working on the rows of a sched::StepBatch:
 //
+//   plan(batch)      dynamic speculation: the policy picks k_i for the rows of requests that
+//                    speculate dynamically (policy.hpp; row.lookahead)
 //   propose(batch)   the proposer plugin drafts up to k_i tokens for every row that speculates
 //                    (row.drafts, row.draft_probs)
 //   (scorer)         one target forward scores [last token, d_0 .. d_{m-1}] of every row
@@ -13,6 +15,7 @@
 //    detokenizes and applies stop strings)
 //   accept(row)      a row that speculated and goes on: hidden states of its committed
 //                    positions and on_accept, so the proposer rolls back its own state
+//   end_step(...)    the step's measured times teach the policy's cost model
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
 // registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
@@ -33,6 +36,7 @@
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
 #include "speculative/model_host.hpp"
+#include "speculative/policy.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
 #include "specd/spec_metrics.hpp"
@@ -62,11 +66,20 @@ class Speculator {
   std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
                                       kv::KvCache& kv);
 
+  // Times the target's forward at start-up for the policy's cost model (cost_model.hpp), on a
+  // scratch sequence of `kv`; max_tokens: the largest step worth measuring.
+  void calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens);
+
+  void plan(sched::StepBatch& batch) { policy_->plan(batch, metrics_.policy); }
   void propose(sched::StepBatch& batch);
   void observe(sched::StepBatch& batch);
   // Returns whether any row was verified (the step counts as a speculative step).
   bool verify(sched::StepBatch& batch);
   void accept(sched::StepRow& row);
+  // After verify, before commit: propose_s = the propose call, step_s = plan through verify.
+  void end_step(const sched::StepBatch& batch, double propose_s, double step_s) {
+    policy_->observe_step(batch, propose_s, step_s, metrics_.policy);
+  }
   // The sequence ended or was preempted: the proposer's state for it is freed (its hosted KV is
   // the scheduler's to free).
   void release(RequestId id);
@@ -83,6 +96,8 @@ class Speculator {
   void check_drafts(std::span<sched::StepRow* const> rows) const;
   void prefill(std::span<sched::StepRow* const> rows);
   void add_hidden(const sched::StepRow& row, int32_t n);
+  // The policy's acceptance evidence from verified row i of rows_ (acceptance_model.hpp).
+  void observe_acceptance(size_t i, int32_t k_stride, bool with_probs);
   // Fails the rows a failed call covered: "speculative decoding failed: <what>".
   void fail(std::span<sched::StepRow* const> rows, const char* stage, const Error& e);
   void fail(sched::StepRow& row, const char* stage, const Error& e);
@@ -97,6 +112,7 @@ class Speculator {
   // The proposer gets on_prefill / on_accept / on_release (abi.h, keeps_state).
   bool keeps_state_;
   spec::SpecMetrics metrics_;
+  std::unique_ptr<SpeculationPolicy> policy_;
   std::unordered_map<RequestId, SeqState> seqs_;
 
   // Per-step buffers, reused.
@@ -106,6 +122,7 @@ class Speculator {
   std::vector<float> draft_probs_, target_probs_, hidden_buf_, verify_q_;
   std::vector<uint64_t> seeds_, steps_;
   std::vector<int32_t> verify_drafts_, verify_counts_;
+  std::vector<double> evidence_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step
 };
 

@@ -10,6 +10,8 @@
 //  - propose(k): step 0 feeds the catch-up tokens [D, L) in one go and yields d0; step j >= 1
 //    feeds d_{j-1} and yields d_j. Afterwards the draft holds the L context tokens plus
 //    d0..d_{k-2}: D = L + k - 1.
+//  - draft_p_min: a sequence whose draft j falls below the confidence cut-off stops at j drafts;
+//    the draft holds L + j tokens (d_{j-1} was fed), still <= L + n + 1 after any on_accept.
 //  - on_accept(n): the accepted drafts d0..d_{n-1} equal the sequence's next tokens, the rest
 //    do not, so keep D = min(D, L + n). That drops every rejected draft and is < L + n + 1,
 //    the new sequence length: the next propose catches up on the target's token (and on
@@ -36,6 +38,7 @@ struct Settings {
   std::string model;      // checkpoint directory, or "" for a self-draft
   int32_t layers = 0;     // > 0: the target's first `layers` layers
   float temperature = 0;  // 0 = greedy drafting
+  float draft_p_min = 0;  // stop at the first draft whose confidence is below this (0 = off)
   int32_t dtype = -1;     // specd_dtype or -1 (the checkpoint's own; a self-draft: the target's)
 };
 
@@ -55,6 +58,7 @@ Settings read_settings(sdk::Params& params) {
     params.error("model", "must be a non-empty checkpoint directory");
   }
   s.temperature = specd::proposers::read_temperature(params);
+  s.draft_p_min = specd::proposers::read_draft_p_min(params);
   const std::string dtype = params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"});
   if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
   if (dtype == "f16") s.dtype = SPECD_DTYPE_F16;
@@ -103,7 +107,8 @@ class DraftModelProposer : public sdk::Proposer {
               settings_.model.empty()
                   ? "self-draft from the target's first " + std::to_string(settings_.layers) + " layers"
                   : "draft " + settings_.model,
-              ", temperature ", settings_.temperature);
+              ", temperature ", settings_.temperature,
+              settings_.draft_p_min > 0 ? ", draft_p_min " + std::to_string(settings_.draft_p_min) : std::string());
   }
 
   ~DraftModelProposer() override {
@@ -193,6 +198,13 @@ class DraftModelProposer : public sdk::Proposer {
         if (settings_.temperature > 0) probs = batch.draft_probs(work_[w].index, j);
         drafts_[w * steps + j] =
             specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j, probs);
+        if (settings_.draft_p_min > 0 &&
+            specd::proposers::confidence(logits, settings_.temperature, probs) < settings_.draft_p_min) {
+          // Not confident: draft j is dropped and the sequence stops drafting. The draft model
+          // then holds the context plus d_0..d_{j-1}, which on_accept rolls back like any draft.
+          work_[w].count = j;
+          seqs_[work_[w].id].drafted = j;
+        }
       }
     }
     for (size_t w = 0; w < work_.size(); ++w)

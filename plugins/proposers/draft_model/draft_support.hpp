@@ -64,4 +64,25 @@ inline float read_temperature(sdk::Params& params) {
   return static_cast<float>(params.get_float("temperature", 0.0, 0.0, 1.0e4));
 }
 
+// The `draft_p_min` parameter both proposers share (0 = off): drafting stops at the first
+// position whose confidence is below it (as llama.cpp's --draft-p-min).
+inline float read_draft_p_min(sdk::Params& params) {
+  return static_cast<float>(params.get_float("draft_p_min", 0.0, 0.0, 1.0));
+}
+
+// The draft's confidence at a position: the largest probability of its distribution there,
+// softmax(logits / temperature), with temperature 1 for greedy drafting (`probs`: the row
+// choose_draft filled when temperature > 0). It depends only on the context and the earlier
+// drafts, never on the token drawn at this position, so stopping on it only shortens the draft:
+// rejection sampling stays lossless and greedy verification exact. For greedy drafting, logits
+// more than 16 below the largest are left out of the sum (each adds under 1.2e-7 of it).
+inline float confidence(std::span<const float> logits, float temperature, std::span<const float> probs) {
+  if (temperature > 0 && !probs.empty()) return *std::max_element(probs.begin(), probs.end());
+  const float max = *std::max_element(logits.begin(), logits.end());
+  float sum = 0;
+  for (const float l : logits)
+    if (l > max - 16.0f) sum += std::exp(l - max);
+  return 1.0f / sum;
+}
+
 }  // namespace specd::proposers

@@ -57,12 +57,14 @@ constexpr int64_t kMaxRowsPerForward = 64;
 struct Settings {
   int32_t num_modules = 0;  // 0 = every module the target has
   float temperature = 0;
+  float draft_p_min = 0;  // stop at the first draft whose confidence is below this (0 = off)
 };
 
 Settings read_settings(sdk::Params& params) {
   Settings s;
   s.num_modules = static_cast<int32_t>(params.get_int("num_modules", 0, 1, 1024));
   s.temperature = specd::proposers::read_temperature(params);
+  s.draft_p_min = specd::proposers::read_draft_p_min(params);
   return s;
 }
 
@@ -407,6 +409,11 @@ class MtpProposer : public sdk::Proposer {
         if (settings_.temperature > 0) probs = batch->draft_probs(work_[w].index, j);
         drafts_[w * k_stride_ + static_cast<size_t>(j)] =
             specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j, probs);
+        // Below the confidence cut-off: draft j is dropped and later steps only catch up, as
+        // when a module cannot draft (the modules' entries are settled from num_accepted alone).
+        if (settings_.draft_p_min > 0 &&
+            specd::proposers::confidence(logits, settings_.temperature, probs) < settings_.draft_p_min)
+          work_[w].k = j;
         std::memcpy(last_hidden_.data() + w * static_cast<size_t>(hidden_),
                     out_hidden_.data() + last * static_cast<size_t>(hidden_),
                     sizeof(float) * static_cast<size_t>(hidden_));

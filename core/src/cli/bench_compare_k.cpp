@@ -1,0 +1,156 @@
+#include "cli/bench_compare_k.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_decode.hpp"
+#include "cli/policy_json.hpp"
+#include "specd/error.hpp"
+
+namespace specd::cli {
+namespace {
+
+struct Arm {
+  std::string name;
+  SpeculativeOptions options;
+};
+
+std::vector<Arm> parse_arms(const std::vector<std::string>& names) {
+  std::vector<Arm> arms;
+  for (const std::string& n : names) {
+    Arm a{n, {}};
+    if (n == "plain" || n == "0") {
+      a.options.enabled = false;
+      a.name = "plain";
+    } else if (n == "dynamic") {
+      a.options.dynamic = true;
+    } else {
+      size_t used = 0;
+      int k = 0;
+      try {
+        k = std::stoi(n, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != n.size() || k < 1 || k > 32)
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--compare-k: '" + n + "' is not an arm (expected plain, dynamic or a k in [1, 32])");
+      a.name = "k=" + n;
+      a.options.num_speculative_tokens = k;
+      a.options.dynamic = false;
+    }
+    arms.push_back(a);
+  }
+  if (arms.empty()) throw Error(ErrorCode::kInvalidArgument, "--compare-k needs at least one arm");
+  return arms;
+}
+
+struct Row {
+  int32_t batch = 0;
+  std::vector<DecodeResult> runs;  // per arm: the best of the repeats
+  int dynamic = -1;                // index of the dynamic arm
+  int best_other = -1;             // the fastest arm other than dynamic
+};
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+double tokens_per_step(const DecodeResult& r) {
+  return r.steps > 0 ? static_cast<double>(r.tokens) / static_cast<double>(r.steps) : 0.0;
+}
+
+void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const std::vector<Arm>& arms,
+                const std::vector<Row>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Row& row : rows) {
+    nlohmann::json a = nlohmann::json::array();
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const DecodeResult& r = row.runs[i];
+      a.push_back({{"arm", arms[i].name},
+                   {"tokens_per_s", r.tokens_per_s},
+                   {"step_ms", r.step_ms},
+                   {"tokens_per_step", tokens_per_step(r)},
+                   {"acceptance_rate", r.spec.acceptance_rate()},
+                   {"dynamic", policy_json(r.spec.policy)}});
+    }
+    nlohmann::json j = {{"batch", row.batch}, {"arms", a}};
+    if (row.dynamic >= 0 && row.best_other >= 0) {
+      const double dyn = row.runs[static_cast<size_t>(row.dynamic)].tokens_per_s;
+      j["best_other"] = arms[static_cast<size_t>(row.best_other)].name;
+      j["dynamic_vs_best_other"] = ratio(dyn, row.runs[static_cast<size_t>(row.best_other)].tokens_per_s);
+      for (size_t i = 0; i < arms.size(); ++i)
+        if (arms[i].name == "plain") j["dynamic_vs_plain"] = ratio(dyn, row.runs[i].tokens_per_s);
+    }
+    out.push_back(j);
+  }
+  std::cout << nlohmann::json{{"proposer", cfg.speculative.proposer.name},
+                              {"verifier", cfg.speculative.verifier.name},
+                              {"k_max", cfg.speculative.num_speculative_tokens},
+                              {"prompt_tokens", o.prompt_tokens},
+                              {"gen_tokens", o.gen_tokens},
+                              {"repeats", o.repeats},
+                              {"rows", out}}
+                   .dump(2)
+            << "\n";
+}
+
+void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const std::vector<Arm>& arms,
+                const std::vector<Row>& rows) {
+  std::printf("compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token prompts, %d tokens per request, "
+              "greedy; best of %d interleaved runs\n",
+              cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
+              cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats);
+  std::printf("%-6s %-8s %11s %10s %9s %11s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance");
+  for (const Row& row : rows) {
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const DecodeResult& r = row.runs[i];
+      std::printf("%-6d %-8s %11.2f %10.2f %9.2f %11.3f\n", row.batch, arms[i].name.c_str(), r.tokens_per_s, r.step_ms,
+                  tokens_per_step(r), r.spec.acceptance_rate());
+      if (r.spec.policy.steps > 0) std::printf("%-15s dynamic k: %s\n", "", r.spec.policy.summary().c_str());
+    }
+    if (row.dynamic < 0 || row.best_other < 0) continue;
+    const double dyn = row.runs[static_cast<size_t>(row.dynamic)].tokens_per_s;
+    std::printf("%-6d dynamic / best other (%s) = %.3fx", row.batch, arms[static_cast<size_t>(row.best_other)].name.c_str(),
+                ratio(dyn, row.runs[static_cast<size_t>(row.best_other)].tokens_per_s));
+    for (size_t i = 0; i < arms.size(); ++i)
+      if (arms[i].name == "plain") std::printf(", dynamic / plain = %.3fx", ratio(dyn, row.runs[i].tokens_per_s));
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) {
+  if (!cfg.speculative.enabled)
+    throw Error(ErrorCode::kInvalidArgument, "--compare-k compares proposal lengths: the config needs a `speculative` section");
+  const std::vector<Arm> arms = parse_arms(o.arms);
+  Engine engine(cfg);
+  std::vector<Row> rows;
+  for (int32_t batch : o.batches) {
+    Row row{batch, std::vector<DecodeResult>(arms.size())};
+    for (int rep = 0; rep < std::max(1, o.repeats); ++rep) {
+      const uint64_t salt = 1000 * static_cast<uint64_t>(rep + 1);
+      for (size_t n = 0; n < arms.size(); ++n) {
+        const size_t i = (n + static_cast<size_t>(rep)) % arms.size();
+        DecodeResult r = bench_decode(engine, batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
+        if (r.tokens_per_s > row.runs[i].tokens_per_s) row.runs[i] = std::move(r);
+      }
+    }
+    for (size_t i = 0; i < arms.size(); ++i) {
+      if (arms[i].name == "dynamic") {
+        row.dynamic = static_cast<int>(i);
+      } else if (row.best_other < 0 || row.runs[i].tokens_per_s > row.runs[static_cast<size_t>(row.best_other)].tokens_per_s) {
+        row.best_other = static_cast<int>(i);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  if (o.json) {
+    print_json(cfg, o, arms, rows);
+  } else {
+    print_text(cfg, o, arms, rows);
+  }
+}
+
+}  // namespace specd::cli

@@ -1,0 +1,29 @@
+// `specd bench --compare-k plain,2,4,8,dynamic`: on one engine (a config with a `speculative`
+// section), the decode benchmark once per arm with its runs interleaved (the order rotates every
+// repeat, so noise from other processes spreads over every arm): plain decoding, static k
+// (exactly k drafts every step) or dynamic (the policy picks 0..speculative.num_speculative_tokens
+// per sequence and step). Reports per batch size each arm's tokens/s (the best of the repeats),
+// tokens per step and acceptance, and the ratios of dynamic to plain and to the best other arm.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace specd::cli {
+
+struct CompareKOptions {
+  std::vector<std::string> arms;  // plain | 0 | k in [1, 32] | dynamic
+  std::vector<int32_t> batches;
+  int32_t prompt_tokens = 128;
+  int32_t gen_tokens = 32;
+  int32_t repeats = 2;
+  bool json = false;
+};
+
+// Throws specd::Error when the config has no `speculative` section or an arm is malformed.
+void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& options);
+
+}  // namespace specd::cli

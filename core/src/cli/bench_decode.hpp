@@ -1,0 +1,27 @@
+// The decode run every `specd bench` mode shares: `batch` greedy requests decoded together on
+// one engine, timed once every request has its first token (so prefill is excluded).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "specd/engine.hpp"
+
+namespace specd::cli {
+
+struct DecodeResult {
+  int32_t batch = 0;
+  double tokens_per_s = 0;
+  double step_ms = 0;  // mean time of one engine step in the timed region
+  int64_t tokens = 0;  // tokens emitted in the timed region
+  int64_t steps = 0;
+  spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
+};
+
+// `prompt` non-empty: every request uses it; otherwise synthetic prompts of prompt_tokens from
+// `salt`. `speculative` is every request's Request.speculative. Throws specd::Error when a
+// request fails.
+DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
+                          const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative);
+
+}  // namespace specd::cli

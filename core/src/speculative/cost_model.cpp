@@ -1,0 +1,235 @@
+#include "speculative/cost_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "kv/kv_cache.hpp"
+#include "model/forward.hpp"
+#include "model/llama.hpp"
+
+namespace specd::speculative {
+namespace {
+
+// Target corrections: learning rate per knot, prior weight of the global correction (in
+// observations), the most one observation may move a log-correction (a 2x outlier from a busy
+// machine shifts the estimate by at most kRate * log 2), and the cap on a knot's weight.
+constexpr double kRate = 0.1;
+constexpr double kGlobalRate = 0.05;
+constexpr double kGlobalWeight = 2.0;
+constexpr double kMaxStep = 0.7;
+constexpr double kMaxWeight = 50.0;
+// Propose fit: decay per observation (about the last 20 calls count) and ridge.
+constexpr double kDecay = 0.95;
+constexpr double kRidge = 1e-3;
+constexpr double kMinSeconds = 1e-9;
+
+// Minimises β'Aβ − 2β'b over β >= 0 for the 3-feature ridge system: tries every set of free
+// coefficients (the others fixed at 0) and keeps the best solution that is non-negative.
+std::array<double, 3> nonnegative_solve(const std::array<double, 9>& a, const std::array<double, 3>& b) {
+  std::array<double, 3> best{};
+  double best_obj = 0;  // β = 0
+  for (int mask = 1; mask < 8; ++mask) {
+    int idx[3];
+    int n = 0;
+    for (int i = 0; i < 3; ++i)
+      if (mask & (1 << i)) idx[n++] = i;
+    // Gaussian elimination on the n x n subsystem (n <= 3; the ridge keeps it positive definite).
+    double m[3][4];
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) m[r][c] = a[static_cast<size_t>(idx[r] * 3 + idx[c])];
+      m[r][n] = b[static_cast<size_t>(idx[r])];
+    }
+    bool ok = true;
+    for (int p = 0; p < n && ok; ++p) {
+      if (std::abs(m[p][p]) < 1e-30) {
+        ok = false;
+        break;
+      }
+      for (int r = p + 1; r < n; ++r) {
+        const double f = m[r][p] / m[p][p];
+        for (int c = p; c <= n; ++c) m[r][c] -= f * m[p][c];
+      }
+    }
+    if (!ok) continue;
+    std::array<double, 3> beta{};
+    for (int r = n - 1; r >= 0; --r) {
+      double s = m[r][n];
+      for (int c = r + 1; c < n; ++c) s -= m[r][c] * beta[static_cast<size_t>(idx[c])];
+      beta[static_cast<size_t>(idx[r])] = s / m[r][r];
+    }
+    if (std::any_of(beta.begin(), beta.end(), [](double x) { return x < 0; })) continue;
+    double obj = 0;
+    for (int i = 0; i < 3; ++i) {
+      obj -= 2 * beta[static_cast<size_t>(i)] * b[static_cast<size_t>(i)];
+      for (int j = 0; j < 3; ++j)
+        obj += beta[static_cast<size_t>(i)] * a[static_cast<size_t>(i * 3 + j)] * beta[static_cast<size_t>(j)];
+    }
+    if (obj < best_obj) {
+      best_obj = obj;
+      best = beta;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+CostModel::CostModel(int32_t max_tokens) {
+  // 1, 2, 3, 4, 6, 8, 12, 16, ...: every power of two and 1.5 times it.
+  for (int32_t p = 1;; p *= 2) {
+    knots_.push_back({p});
+    if (p >= max_tokens) break;
+    if (p >= 2) knots_.push_back({p + p / 2});
+    if (p + p / 2 >= max_tokens) break;
+  }
+  for (Knot& k : knots_) k.prior = 1.0;  // no calibration: every T costs the same
+}
+
+void CostModel::set_target_prior(std::span<const TargetSample> samples) {
+  std::vector<TargetSample> full;
+  for (const TargetSample& s : samples)
+    if (s.logit_rows == s.tokens && s.tokens > 0 && s.seconds > 0) full.push_back(s);
+  std::sort(full.begin(), full.end(), [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+  if (full.empty()) return;
+  logit_row_s_ = 0;
+  for (const TargetSample& s : samples) {
+    if (s.logit_rows >= s.tokens || s.logit_rows < 1) continue;
+    for (const TargetSample& f : full)
+      if (f.tokens == s.tokens)
+        logit_row_s_ = std::max(0.0, (f.seconds - s.seconds) / static_cast<double>(s.tokens - s.logit_rows));
+  }
+  auto at = [&](double t) {
+    if (full.size() == 1 || t <= full.front().tokens) return full.front().seconds;
+    size_t i = 1;
+    while (i + 1 < full.size() && full[i].tokens < t) ++i;
+    const TargetSample& lo = full[i - 1];
+    const TargetSample& hi = full[i];
+    const double slope = std::max(0.0, (hi.seconds - lo.seconds) / (hi.tokens - lo.tokens));
+    return std::max(lo.seconds, lo.seconds + slope * (t - lo.tokens));
+  };
+  for (Knot& k : knots_) k = {k.tokens, at(k.tokens), 0, 0};
+  global_log_corr_ = 0;
+}
+
+size_t CostModel::bracket(double tokens, double& lower_weight) const {
+  if (tokens <= knots_.front().tokens) {
+    lower_weight = 1;
+    return 0;
+  }
+  size_t i = 1;
+  while (i + 1 < knots_.size() && knots_[i].tokens < tokens) ++i;
+  const double lo = knots_[i - 1].tokens, hi = knots_[i].tokens;
+  lower_weight = std::clamp((hi - tokens) / (hi - lo), 0.0, 1.0);
+  return i - 1;
+}
+
+double CostModel::prior_at(double tokens) const {
+  const Knot& last = knots_.back();
+  if (tokens > last.tokens) {
+    const Knot& prev = knots_[knots_.size() - 2];
+    const double slope = std::max(0.0, (last.prior - prev.prior) / (last.tokens - prev.tokens));
+    return last.prior + slope * (tokens - last.tokens);
+  }
+  double w = 0;
+  const size_t i = bracket(tokens, w);
+  if (w >= 1) return knots_[i].prior;
+  return w * knots_[i].prior + (1 - w) * knots_[i + 1].prior;
+}
+
+double CostModel::log_correction_at(double tokens) const {
+  auto eff = [&](const Knot& k) {
+    return (k.weight * k.log_corr + kGlobalWeight * global_log_corr_) / (k.weight + kGlobalWeight);
+  };
+  double w = 0;
+  const size_t i = bracket(tokens, w);
+  if (w >= 1 || i + 1 >= knots_.size()) return eff(knots_[i]);
+  return w * eff(knots_[i]) + (1 - w) * eff(knots_[i + 1]);
+}
+
+double CostModel::target_seconds(double tokens, double logit_rows) const {
+  const double base = std::max(kMinSeconds, prior_at(tokens) - logit_row_s_ * (tokens - logit_rows));
+  return std::exp(log_correction_at(tokens)) * base;
+}
+
+void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double seconds) {
+  if (tokens < 1 || seconds <= 0) return;
+  const double base = std::max(kMinSeconds, prior_at(tokens) - logit_row_s_ * (tokens - logit_rows));
+  const double r = std::log(seconds / base);
+  global_log_corr_ += kGlobalRate * std::clamp(r - global_log_corr_, -kMaxStep, kMaxStep);
+  double w = 0;
+  const size_t i = bracket(tokens, w);
+  const double weights[2] = {w, 1 - w};
+  for (size_t j = 0; j < 2 && i + j < knots_.size(); ++j) {
+    Knot& k = knots_[i + j];
+    if (weights[j] <= 0) continue;
+    k.log_corr += kRate * weights[j] * std::clamp(r - k.log_corr, -kMaxStep, kMaxStep);
+    k.weight = std::min(kMaxWeight, k.weight + weights[j]);
+  }
+}
+
+double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens) const {
+  if (draft_steps <= 0 || !propose_seen_) return 0;
+  return beta_[0] + beta_[1] * draft_steps + beta_[2] * draft_tokens;
+}
+
+void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds) {
+  if (draft_steps <= 0 || seconds < 0) return;
+  const double x[3] = {1.0, static_cast<double>(draft_steps), static_cast<double>(draft_tokens)};
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t j = 0; j < 3; ++j) xtx_[i * 3 + j] = kDecay * xtx_[i * 3 + j] + x[i] * x[j];
+    xty_[i] = kDecay * xty_[i] + x[i] * seconds;
+  }
+  std::array<double, 9> a = xtx_;
+  for (size_t i = 0; i < 3; ++i) a[i * 3 + i] += kRidge;
+  beta_ = nonnegative_solve(a, xty_);
+  propose_seen_ = true;
+}
+
+std::vector<TargetSample> calibrate_target(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens,
+                                           double budget_s) {
+  using Clock = std::chrono::steady_clock;
+  constexpr kv::SeqId kSeq = -2;  // request ids are below 2^63 and prompt scoring uses -1
+  std::vector<TargetSample> samples;
+  kv.add_sequence(kSeq);
+  struct Guard {
+    kv::KvCache& kv;
+    ~Guard() { kv.remove_sequence(kSeq); }
+  } guard{kv};
+  const int64_t vocab = model.weights().config().vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_tokens, 1)));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((7 + 131 * i) % static_cast<size_t>(vocab));
+  model::ForwardBatch fb;
+  model::ForwardOutput out;
+  const auto start = Clock::now();
+  // Seconds of one forward of the first n tokens, or a negative value when the cache has no room.
+  auto run = [&](int32_t n, model::LogitsMode mode) {
+    if (!kv.reserve(kSeq, n)) return -1.0;
+    fb.seqs = {{kSeq, std::span<const int32_t>(tokens).first(static_cast<size_t>(n)), mode}};
+    const auto t0 = Clock::now();
+    model.forward(fb, kv, out);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    kv.truncate(kSeq, 0);
+    return s;
+  };
+  if (run(1, model::LogitsMode::kAll) < 0) return samples;  // warm-up: first touch of buffers
+  double last = 0;
+  for (int32_t n = 1; n <= max_tokens; n *= 2) {
+    const double spent = std::chrono::duration<double>(Clock::now() - start).count();
+    // A forward of 2T tokens costs at most about twice one of T: stop before the budget runs out.
+    if (n > 1 && spent + 2 * last > budget_s) break;
+    double t = run(n, model::LogitsMode::kAll);
+    if (t < 0) break;
+    if (n <= 8) t = std::min(t, run(n, model::LogitsMode::kAll));  // cheap: the better of two
+    samples.push_back({n, n, t});
+    last = t;
+  }
+  if (samples.empty()) return samples;
+  const int32_t largest = samples.back().tokens;
+  if (largest > 1) {
+    if (const double t = run(largest, model::LogitsMode::kLast); t > 0) samples.push_back({largest, 1, t});
+  }
+  return samples;
+}
+
+}  // namespace specd::speculative

@@ -1,0 +1,90 @@
+// CostModel: what one engine step costs, learned on the machine and model at hand, for the
+// dynamic speculation policy (policy.hpp; docs/speculative.md "Dynamic speculation").
+//
+//   target_seconds(T, R)    the step's target work: one forward of T tokens of which R need
+//                           logits, plus sampling and verification of those R rows
+//   propose_seconds(L, S)   one propose call that drafts up to L tokens for a sequence (L
+//                           draft steps, the largest k_i) and S tokens in all (Σ k_i)
+//
+// Target: a start-up calibration times real forwards (T = 1, 2, 4, ... with logits for every
+// token, and one with a single logit row) and gives the prior shape P(T) at R = T plus the cost
+// c of one logit row; prediction = m(T) · (P(T) − c · (T − R)), where m(T) is a correction
+// interpolated between knots (T = 1, 2, 3, 4, 6, 8, 12, ...) and learned from the steps that run
+// as an EWMA of log(observed / prior) per knot. A knot with few observations leans on the
+// correction of all observations, so a machine that got slower is seen at every T at once.
+//
+// Propose: seconds = a + b · L + c · S (a per call, b per draft step: a draft model's forward;
+// c per draft token), fitted by exponentially weighted least squares (ridge towards 0), each
+// coefficient kept >= 0. Until the first propose call it predicts 0.
+//
+// All times in seconds. Not thread-safe: the engine's step thread owns it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace specd::model {
+class LlamaModel;
+}
+namespace specd::kv {
+class KvCache;
+}
+
+namespace specd::speculative {
+
+struct TargetSample {
+  int32_t tokens = 0;      // T
+  int32_t logit_rows = 0;  // R
+  double seconds = 0;
+};
+
+class CostModel {
+ public:
+  // Knots cover T up to max_tokens (the scheduler's token budget).
+  explicit CostModel(int32_t max_tokens = 2048);
+
+  // The prior from start-up measurements: samples with R = T give P at their T (interpolated
+  // between them, extrapolated past the last with the slope of the last two), a sample with
+  // R < T gives c. Resets what was learned.
+  void set_target_prior(std::span<const TargetSample> samples);
+
+  double target_seconds(double tokens, double logit_rows) const;
+  double propose_seconds(int32_t draft_steps, int32_t draft_tokens) const;
+
+  void observe_target(int32_t tokens, int32_t logit_rows, double seconds);
+  void observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds);
+
+  double logit_row_seconds() const { return logit_row_s_; }
+
+ private:
+  struct Knot {
+    int32_t tokens = 0;
+    double prior = 0;       // P(T) at this knot, seconds
+    double log_corr = 0;    // EWMA of log(observed / prior)
+    double weight = 0;      // observations (interpolation weights), capped
+  };
+  // The knots around T and the weight of the lower one (1 at or below the first knot).
+  size_t bracket(double tokens, double& lower_weight) const;
+  double prior_at(double tokens) const;
+  double log_correction_at(double tokens) const;
+
+  std::vector<Knot> knots_;
+  double logit_row_s_ = 0;
+  double global_log_corr_ = 0;  // EWMA of log(observed / prior) over every observation
+
+  // Propose: decayed normal equations of y = x·β, x = (1, L, S).
+  std::array<double, 9> xtx_{};
+  std::array<double, 3> xty_{};
+  std::array<double, 3> beta_{};
+  bool propose_seen_ = false;
+};
+
+// Times forwards of the engine's target on a scratch sequence (its KV blocks are freed again)
+// for T = 1, 2, 4, ... up to max_tokens while the total stays within budget_s, plus one
+// forward with a single logit row; returns the samples for CostModel::set_target_prior.
+std::vector<TargetSample> calibrate_target(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens,
+                                           double budget_s);
+
+}  // namespace specd::speculative

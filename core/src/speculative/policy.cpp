@@ -1,0 +1,195 @@
+#include "speculative/policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sched/scheduler.hpp"
+
+namespace specd::speculative {
+
+double expected_tokens(std::span<const double> accept, int32_t k) {
+  double total = 1, run = 1;
+  for (int32_t j = 0; j < k && static_cast<size_t>(j) < accept.size(); ++j) {
+    run *= accept[static_cast<size_t>(j)];
+    total += run;
+  }
+  return total;
+}
+
+Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<const int32_t> k, const CostModel& cost,
+              bool variable_k) {
+  Plan p;
+  p.tokens = base.emitted;
+  int32_t steps = base.draft_steps, drafts = base.draft_tokens, planned = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    p.tokens += expected_tokens(rows[i].accept, k[i]) - 1;  // the row's one plain token is in base
+    steps = std::max(steps, k[i]);
+    drafts += k[i];
+    planned += k[i];
+  }
+  if (!variable_k) {
+    for (size_t i = 1; i < k.size(); ++i)
+      if (k[i] != k[0]) return {};  // not a choice such a proposer can take
+  }
+  p.seconds = cost.propose_seconds(steps, drafts) + cost.target_seconds(base.tokens + planned, base.logit_rows + planned);
+  return p;
+}
+
+SpeculationPolicy::SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k)
+    : cost_(max_tokens), acceptance_(k_max), variable_k_(variable_k) {}
+
+void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k) {
+  gains_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    double run = 1;
+    const int32_t n = std::min(rows[i].cap, max_k);
+    for (int32_t j = 0; j < n; ++j) {
+      run *= rows[i].accept[static_cast<size_t>(j)];
+      gains_.push_back({run, static_cast<int32_t>(i)});
+    }
+  }
+  // A row's increments never grow, so (stable) the first S of them are a prefix per row.
+  std::stable_sort(gains_.begin(), gains_.end(), [](const Gain& a, const Gain& b) { return a.value > b.value; });
+}
+
+Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k) {
+  std::fill(k.begin(), k.end(), 0);
+  Plan best = evaluate(base, rows, k, cost_, true);
+  int32_t cap_max = 0, cap_min = rows.empty() ? 0 : rows.front().cap;
+  for (const PlanRow& r : rows) {
+    cap_max = std::max(cap_max, r.cap);
+    cap_min = std::min(cap_min, r.cap);
+  }
+  if (!variable_k_) {  // one k for every row
+    int32_t best_k = 0;
+    for (int32_t u = 1; u <= cap_min; ++u) {
+      std::fill(k.begin(), k.end(), u);
+      const Plan p = evaluate(base, rows, k, cost_, false);
+      if (p.goodput() > best.goodput()) {
+        best = p;
+        best_k = u;
+      }
+    }
+    std::fill(k.begin(), k.end(), best_k);
+    return best;
+  }
+  int32_t best_l = 0, best_s = 0;
+  for (int32_t l = std::max(1, base.draft_steps); l <= cap_max; ++l) {
+    sort_gains(rows, l);
+    const int32_t steps = std::max(l, base.draft_steps);
+    double tokens = base.emitted;
+    for (size_t s = 1; s <= gains_.size(); ++s) {
+      tokens += gains_[s - 1].value;
+      const auto planned = static_cast<double>(s);
+      const double seconds = cost_.propose_seconds(steps, base.draft_tokens + static_cast<int32_t>(s)) +
+                             cost_.target_seconds(base.tokens + planned, base.logit_rows + planned);
+      if (seconds > 0 && tokens / seconds > best.goodput()) {
+        best = {tokens, seconds};
+        best_l = l;
+        best_s = static_cast<int32_t>(s);
+      }
+    }
+  }
+  if (best_s > 0) {
+    sort_gains(rows, best_l);
+    for (int32_t s = 0; s < best_s; ++s) ++k[static_cast<size_t>(gains_[static_cast<size_t>(s)].row)];
+  }
+  return best;
+}
+
+void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics) {
+  StepBase base;
+  planned_rows_.clear();
+  const auto k_max = static_cast<size_t>(acceptance_.k_max());
+  for (sched::StepRow& row : batch.rows) {
+    if (row.failed()) continue;
+    base.tokens += row.n;
+    if (!row.sample) continue;
+    base.logit_rows += 1;
+    base.emitted += 1;
+    if (row.lookahead <= 0) continue;
+    const RequestId id = row.seq->id;
+    acceptance_.age(id);
+    if (row.seq->dynamic_k) {
+      planned_rows_.push_back(&row);
+      continue;
+    }
+    // A static row drafts its lookahead (if the proposer finds that many).
+    accept_.resize(k_max);
+    acceptance_.predict(id, accept_);
+    base.emitted += expected_tokens(accept_, row.lookahead) - 1;
+    base.tokens += row.lookahead;
+    base.logit_rows += row.lookahead;
+    base.draft_steps = std::max(base.draft_steps, row.lookahead);
+    base.draft_tokens += row.lookahead;
+  }
+  planned_ = !planned_rows_.empty();
+  if (!planned_) {
+    rows_.clear();
+    return;
+  }
+  const size_t n = planned_rows_.size();
+  accept_.resize(n * k_max);
+  rows_.resize(n);
+  k_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const sched::StepRow& row = *planned_rows_[i];
+    const std::span<double> a(accept_.data() + i * k_max, k_max);
+    acceptance_.predict(row.seq->id, a);
+    rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a};
+  }
+  choose_k(base, rows_, k_);
+  const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
+  idle_steps_ = drafting ? 0 : idle_steps_ + 1;
+  if (idle_steps_ >= kProbeInterval) {
+    const size_t i = next_probe_++ % n;
+    if (rows_[i].cap > 0) {
+      k_[i] = 1;
+      ++metrics.probes;
+    }
+    idle_steps_ = 0;
+  }
+  ++metrics.steps;
+  for (size_t i = 0; i < n; ++i) {
+    planned_rows_[i]->lookahead = k_[i];
+    metrics.choose(k_[i]);
+  }
+}
+
+void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<const double> evidence,
+                                         spec::PolicyMetrics& metrics) {
+  // The prediction the plan was made with (rows keep their addresses until the next plan).
+  const auto it = std::find(planned_rows_.begin(), planned_rows_.end(), &row);
+  if (it != planned_rows_.end() && row.drafted()) {
+    const auto i = static_cast<size_t>(it - planned_rows_.begin());
+    ++metrics.drafts;
+    metrics.predicted_accepted += expected_tokens(rows_[i].accept, static_cast<int32_t>(row.drafts.size())) - 1;
+    metrics.accepted += static_cast<uint64_t>(row.num_accepted);
+  }
+  acceptance_.observe(row.seq->id, evidence);
+}
+
+void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propose_s, double step_s,
+                                     spec::PolicyMetrics& metrics) {
+  int32_t tokens = 0, logit_rows = 0, steps = 0, drafts = 0;
+  for (const sched::StepRow& row : batch.rows) {
+    const auto m = static_cast<int32_t>(row.drafts.size());
+    tokens += row.n + m;
+    if (row.sample) logit_rows += 1 + m;
+    if (row.speculates()) {
+      steps = std::max(steps, row.lookahead);
+      drafts += row.lookahead;
+    }
+  }
+  if (planned_) {
+    const double predicted = cost_.propose_seconds(steps, drafts) + cost_.target_seconds(tokens, logit_rows);
+    metrics.predicted_seconds += predicted;
+    metrics.observed_seconds += step_s;
+    metrics.abs_error_seconds += std::abs(predicted - step_s);
+    planned_ = false;
+  }
+  cost_.observe_target(tokens, logit_rows, step_s - propose_s);
+  if (steps > 0) cost_.observe_propose(steps, drafts, propose_s);
+}
+
+}  // namespace specd::speculative

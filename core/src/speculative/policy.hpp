@@ -1,0 +1,108 @@
+// SpeculationPolicy: dynamic speculation, k_i per sequence and per step (docs/speculative.md
+// "Dynamic speculation"). After the scheduler has reserved each decoding row's largest k (its
+// lookahead: the request's k, the proposer's max_k, what max_tokens and the context leave) and
+// before the proposer runs, plan() lowers the lookahead of every row whose request speculates
+// dynamically to the k_i in [0, lookahead] that maximises the step's expected goodput (SmartSpec):
+//
+//   G(k) = (N_0 + Σ_i E_i(k_i)) / (propose_seconds(L, S) + target_seconds(T_0 + S_d, R_0 + S_d))
+//
+//   E_i(k)    expected tokens row i emits with k drafts: 1 + Σ_{j<k} Π_{m<=j} accept_i[m]
+//             (AcceptanceModel)
+//   N_0       expected tokens of the other rows (plain decodes, prefill ends, static k)
+//   S_d       Σ k_i over the planned rows; S adds the static rows' k; L = max k over all rows
+//   T_0, R_0  tokens and logit rows of the step with every planned k_i = 0 (CostModel)
+//
+// k_i = 0 is plain decoding for that row. Exact under the model: for a fixed L and S the time is
+// fixed and, E_i being concave in k (its increments are products of probabilities), the best
+// split of S drafts takes the S largest increments with at most min(cap_i, L) per row; the
+// policy enumerates L and S and keeps the best (ties: the smaller S). choose_k() is that search,
+// exposed for tests together with evaluate() (the objective for any k).
+//
+// A proposer without variable k gets one k for every planned row. When no row has drafted for
+// kProbeInterval planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
+// being measured. Not thread-safe: the engine's step thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sched/step_batch.hpp"
+#include "speculative/acceptance_model.hpp"
+#include "speculative/cost_model.hpp"
+#include "specd/spec_metrics.hpp"
+
+namespace specd::speculative {
+
+// The part of a step the policy does not choose.
+struct StepBase {
+  double tokens = 0;         // T_0: tokens through the target with every planned k_i = 0
+  double logit_rows = 0;     // R_0
+  double emitted = 0;        // N_0 plus the one token every planned row emits
+  int32_t draft_steps = 0;   // the largest static k
+  int32_t draft_tokens = 0;  // Σ static k
+};
+
+// A row the policy plans: k_i in [0, cap]; accept[j] for j < cap.
+struct PlanRow {
+  int32_t cap = 0;
+  std::span<const double> accept;
+};
+
+struct Plan {
+  double tokens = 0;   // expected tokens emitted by the step
+  double seconds = 0;  // predicted propose + target time
+  double goodput() const { return seconds > 0 ? tokens / seconds : 0; }
+};
+
+// 1 + Σ_{j<k} Π_{m<=j} accept[m].
+double expected_tokens(std::span<const double> accept, int32_t k);
+// The objective for the choice k (k.size() == rows.size()).
+Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<const int32_t> k, const CostModel& cost,
+              bool variable_k);
+
+class SpeculationPolicy {
+ public:
+  static constexpr int32_t kProbeInterval = 64;
+
+  // k_max: the largest k any request may get; max_tokens: the scheduler's token budget.
+  SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k);
+
+  CostModel& cost() { return cost_; }
+  AcceptanceModel& acceptance() { return acceptance_; }
+
+  // The search: fills k (size rows.size()) with the best choice and returns its objective.
+  Plan choose_k(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k);
+
+  // Lowers row.lookahead of the rows whose sequence has dynamic_k set (see the file comment).
+  void plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics);
+  // A verified row: `evidence` per verified position (acceptance_model.hpp).
+  void observe_verified(const sched::StepRow& row, std::span<const double> evidence, spec::PolicyMetrics& metrics);
+  // The step's measured times (propose call; propose through verify): the cost model learns
+  // them; a planned step also records predicted against observed time.
+  void observe_step(const sched::StepBatch& batch, double propose_s, double step_s, spec::PolicyMetrics& metrics);
+  void release(RequestId id) { acceptance_.release(id); }
+
+ private:
+  struct Gain {
+    double value;
+    int32_t row;
+  };
+  // The S largest increments for a largest k of L, in order, in gains_.
+  void sort_gains(std::span<const PlanRow> rows, int32_t max_k);
+
+  CostModel cost_;
+  AcceptanceModel acceptance_;
+  bool variable_k_;
+  bool planned_ = false;     // this step had planned rows
+  int32_t idle_steps_ = 0;   // planned steps in a row without any draft
+  uint32_t next_probe_ = 0;
+  // Per-step buffers, reused.
+  std::vector<Gain> gains_;
+  std::vector<PlanRow> rows_;
+  std::vector<sched::StepRow*> planned_rows_;
+  std::vector<double> accept_;  // [planned rows, k_max]
+  std::vector<int32_t> k_;
+};
+
+}  // namespace specd::speculative

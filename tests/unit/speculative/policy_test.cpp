@@ -1,0 +1,289 @@
+// The dynamic speculation policy on synthetic cost and acceptance models: all-accept drafts get
+// k_max, never-accepted ones 0, a compute-bound batch a smaller k than a memory-bound one, and the
+// chosen k is the best under the objective (brute force over every choice). Plus the cost and
+// acceptance models it is built from, and plan() on a real StepBatch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "sched/scheduler.hpp"
+#include "speculative/acceptance_model.hpp"
+#include "speculative/cost_model.hpp"
+#include "speculative/policy.hpp"
+
+namespace specd::speculative {
+namespace {
+
+// A target that costs fixed + per_token * T seconds (R = T), measured at T = 1, 2, 4, ..., 1024.
+std::vector<TargetSample> linear_target(double fixed, double per_token, double per_logit_row = 0) {
+  std::vector<TargetSample> s;
+  for (int32_t t = 1; t <= 1024; t *= 2) s.push_back({t, t, fixed + (per_token + per_logit_row) * t});
+  s.push_back({1024, 1, fixed + per_token * 1024 + per_logit_row});
+  return s;
+}
+
+// Teaches the propose fit seconds = a + b * L + c * S from varied calls.
+void teach_propose(SpeculationPolicy& p, double a, double b, double c) {
+  for (int i = 0; i < 60; ++i) {
+    const int32_t steps = 1 + i % 8, drafts = steps * (1 + (i * 7) % 5);
+    p.cost().observe_propose(steps, drafts, a + b * steps + c * drafts);
+  }
+}
+
+struct Instance {
+  StepBase base;
+  std::vector<int32_t> caps;
+  std::vector<std::vector<double>> accept;
+  std::vector<PlanRow> rows;  // spans into accept, rebuilt by add()
+  void add(int32_t cap, std::vector<double> a) {
+    caps.push_back(cap);
+    accept.push_back(std::move(a));
+    rows.clear();
+    for (size_t i = 0; i < caps.size(); ++i) rows.push_back({caps[i], accept[i]});
+  }
+};
+
+Instance uniform(int batch, int32_t cap, double accept) {
+  Instance in;
+  in.base.tokens = batch;
+  in.base.logit_rows = batch;
+  in.base.emitted = batch;
+  for (int i = 0; i < batch; ++i) in.add(cap, std::vector<double>(static_cast<size_t>(cap), accept));
+  return in;
+}
+
+std::vector<int32_t> choose(SpeculationPolicy& p, const Instance& in) {
+  std::vector<int32_t> k(in.rows.size());
+  p.choose_k(in.base, in.rows, k);
+  return k;
+}
+
+TEST(SpeculationPolicy, AllAcceptedDraftsGetKMax) {
+  SpeculationPolicy p(8, 1024, true);
+  p.cost().set_target_prior(linear_target(0.050, 0.0001));  // memory-bound: T barely matters
+  teach_propose(p, 0.0005, 0.001, 0.00001);
+  for (int batch : {1, 4}) {
+    for (int32_t k : choose(p, uniform(batch, 8, 1.0))) EXPECT_EQ(k, 8) << "batch " << batch;
+  }
+}
+
+TEST(SpeculationPolicy, NeverAcceptedDraftsGetZero) {
+  SpeculationPolicy p(8, 1024, true);
+  p.cost().set_target_prior(linear_target(0.050, 0.0001));
+  teach_propose(p, 0.0005, 0.001, 0.00001);
+  for (int batch : {1, 8}) {
+    for (int32_t k : choose(p, uniform(batch, 8, 0.0))) EXPECT_EQ(k, 0) << "batch " << batch;
+  }
+  // Even with free proposals and a free target: drafts that are never accepted buy nothing.
+  SpeculationPolicy free(8, 1024, true);
+  free.cost().set_target_prior(linear_target(0.010, 0.0));
+  for (int32_t k : choose(free, uniform(4, 8, 0.0))) EXPECT_EQ(k, 0);
+}
+
+TEST(SpeculationPolicy, ComputeBoundBatchGetsSmallerK) {
+  SpeculationPolicy p(8, 1024, true);
+  // 10 ms to read the weights plus 1 ms of compute per token: one sequence is memory-bound, 32
+  // are compute-bound.
+  p.cost().set_target_prior(linear_target(0.010, 0.001));
+  const std::vector<int32_t> alone = choose(p, uniform(1, 8, 0.8));
+  const std::vector<int32_t> crowd = choose(p, uniform(32, 8, 0.8));
+  EXPECT_GE(alone[0], 4) << "memory-bound: speculation is nearly free";
+  for (int32_t k : crowd) EXPECT_LT(k, alone[0]);
+  for (int32_t k : crowd) EXPECT_LE(k, 1);
+  // Fully compute-bound (no fixed cost): every draft costs a whole token, so none pays.
+  SpeculationPolicy c(8, 1024, true);
+  c.cost().set_target_prior(linear_target(0.0, 0.001));
+  for (int32_t k : choose(c, uniform(8, 8, 0.9))) EXPECT_EQ(k, 0);
+}
+
+TEST(SpeculationPolicy, ObjectiveMatchesHandComputation) {
+  SpeculationPolicy p(4, 1024, true);
+  p.cost().set_target_prior(linear_target(0.010, 0.001));
+  teach_propose(p, 0.002, 0.001, 0.0);
+  Instance in = uniform(1, 4, 0.5);
+  const std::vector<int32_t> k = {2};
+  const Plan plan = evaluate(in.base, in.rows, k, p.cost(), true);
+  EXPECT_NEAR(plan.tokens, 1 + 0.5 + 0.25, 1e-12);
+  EXPECT_NEAR(plan.seconds, (0.002 + 0.001 * 2) + (0.010 + 0.001 * 3), 1e-6);
+  EXPECT_NEAR(expected_tokens(in.accept[0], 4), 1 + 0.5 + 0.25 + 0.125 + 0.0625, 1e-12);
+}
+
+// Every choice k in [0, cap_i] per row, by recursion.
+void for_each_choice(const std::vector<int32_t>& caps, std::vector<int32_t>& k, size_t i,
+                     const std::function<void()>& fn) {
+  if (i == caps.size()) {
+    fn();
+    return;
+  }
+  for (k[i] = 0; k[i] <= caps[i]; ++k[i]) for_each_choice(caps, k, i + 1, fn);
+}
+
+TEST(SpeculationPolicy, ChosenKMaximisesTheObjectiveAgainstBruteForce) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const bool variable_k = trial % 4 != 3;
+    SpeculationPolicy p(6, 1024, variable_k);
+    // A target with a random convex-then-linear shape and a random propose cost.
+    std::vector<TargetSample> s;
+    double t = 0.002 + 0.02 * u(rng);
+    for (int32_t tokens = 1; tokens <= 64; tokens *= 2) {
+      s.push_back({tokens, tokens, t});
+      t += tokens * 0.001 * u(rng) * u(rng);
+    }
+    s.push_back({64, 1, s.back().seconds * (0.7 + 0.3 * u(rng))});
+    p.cost().set_target_prior(s);
+    if (trial % 5 != 0) teach_propose(p, 0.002 * u(rng), 0.003 * u(rng), 0.0005 * u(rng));
+    Instance in;
+    const int batch = 1 + static_cast<int>(rng() % 4);
+    in.base.tokens = batch + static_cast<double>(rng() % 20);  // prefill tokens ride along
+    in.base.logit_rows = batch;
+    in.base.emitted = batch + static_cast<double>(rng() % 3);
+    if (trial % 3 == 0) {  // a static row drafting 2
+      in.base.draft_steps = 2;
+      in.base.draft_tokens = 2;
+      in.base.tokens += 3;
+      in.base.logit_rows += 3;
+    }
+    for (int i = 0; i < batch; ++i) {
+      std::vector<double> a(6);
+      for (double& x : a) x = trial % 7 == 0 ? 1.0 : u(rng);  // sometimes ties everywhere
+      in.add(static_cast<int32_t>(rng() % 6), a);
+    }
+    std::vector<int32_t> k(in.rows.size());
+    const Plan chosen = p.choose_k(in.base, in.rows, k);
+    const Plan again = evaluate(in.base, in.rows, k, p.cost(), variable_k);
+    EXPECT_NEAR(chosen.goodput(), again.goodput(), 1e-9 * again.goodput()) << "trial " << trial;
+    double best = 0;
+    std::vector<int32_t> any(in.rows.size());
+    for_each_choice(in.caps, any, 0,
+                    [&] { best = std::max(best, evaluate(in.base, in.rows, any, p.cost(), variable_k).goodput()); });
+    EXPECT_GE(again.goodput(), best * (1 - 1e-12)) << "trial " << trial;
+    for (size_t i = 0; i < k.size(); ++i) EXPECT_LE(k[i], in.caps[i]);
+  }
+}
+
+TEST(CostModel, PriorInterpolatesAndExtrapolates) {
+  CostModel c(2048);
+  c.set_target_prior(std::vector<TargetSample>{{1, 1, 0.010}, {4, 4, 0.010}, {16, 16, 0.022}, {16, 1, 0.019}});
+  EXPECT_NEAR(c.logit_row_seconds(), 0.003 / 15, 1e-12);
+  EXPECT_NEAR(c.target_seconds(1, 1), 0.010, 1e-12);
+  EXPECT_NEAR(c.target_seconds(16, 16), 0.022, 1e-12);
+  EXPECT_NEAR(c.target_seconds(10, 10), 0.016, 1e-12);                  // halfway between 4 and 16
+  EXPECT_NEAR(c.target_seconds(64, 64), 0.022 + 48 * 0.001, 1e-12);     // the last slope goes on
+  EXPECT_NEAR(c.target_seconds(16, 1), 0.022 - 15 * (0.003 / 15), 1e-12);  // fewer logit rows
+}
+
+TEST(CostModel, LearnsFromObservedStepsAndSpreadsTheLevel) {
+  CostModel c(2048);
+  c.set_target_prior(linear_target(0.010, 0.0005));
+  const double prior_32 = c.target_seconds(32, 32), prior_512 = c.target_seconds(512, 512);
+  for (int i = 0; i < 100; ++i) c.observe_target(32, 32, 2 * prior_32);
+  EXPECT_NEAR(c.target_seconds(32, 32), 2 * prior_32, 0.02 * prior_32);
+  // Never observed: follows the machine-wide level part of the way.
+  EXPECT_GT(c.target_seconds(512, 512), 1.3 * prior_512);
+  // One 10x outlier moves the estimate by a bounded amount.
+  c.observe_target(32, 32, 20 * prior_32);
+  EXPECT_LT(c.target_seconds(32, 32), 2.2 * prior_32);
+}
+
+TEST(CostModel, ProposeFitIsNonNegativeLeastSquares) {
+  CostModel c;
+  EXPECT_EQ(c.propose_seconds(4, 4), 0.0) << "nothing measured yet";
+  for (int i = 0; i < 50; ++i) {
+    const int32_t steps = 1 + i % 8, drafts = steps * (1 + i % 3);
+    c.observe_propose(steps, drafts, 0.001 + 0.002 * steps + 0.0001 * drafts);
+  }
+  EXPECT_NEAR(c.propose_seconds(6, 30), 0.001 + 0.012 + 0.003, 1e-5);
+  EXPECT_EQ(c.propose_seconds(0, 0), 0.0);
+  CostModel d;
+  // Time that falls with S would need a negative coefficient: clamped to 0, the rest refitted.
+  for (int i = 0; i < 50; ++i) {
+    const int32_t steps = 1 + i % 8, drafts = steps * (1 + i % 3);
+    d.observe_propose(steps, drafts, std::max(0.0, 0.004 * steps - 0.0001 * drafts));
+  }
+  for (int32_t s = 1; s <= 8; ++s) EXPECT_GE(d.propose_seconds(s, 8 * s), 0.0);
+}
+
+TEST(AcceptanceModel, SequencesLearnAroundAProposerWidePrior) {
+  AcceptanceModel m(6);
+  std::vector<double> a(6);
+  m.predict(1, a);
+  for (double x : a) EXPECT_DOUBLE_EQ(x, 0.5);
+  const std::vector<double> yes = {1, 1, 1, 1};
+  for (int i = 0; i < 40; ++i) {
+    m.age(1);
+    m.observe(1, yes);
+  }
+  m.predict(1, a);
+  for (int j = 0; j < 4; ++j) EXPECT_GT(a[static_cast<size_t>(j)], 0.9);
+  EXPECT_GT(a[5], 0.8) << "an unmeasured position leans on the one before it";
+  const std::vector<double> no = {0};
+  for (int i = 0; i < 40; ++i) {
+    m.age(2);
+    m.observe(2, no);
+  }
+  m.predict(2, a);
+  EXPECT_LT(a[0], 0.25);
+  EXPECT_GT(m.prior(0), 0.3);
+  EXPECT_LT(m.prior(0), 0.7);
+  // A sequence that stops drafting drifts back to the prior.
+  for (int i = 0; i < 100; ++i) m.age(2);
+  m.predict(2, a);
+  EXPECT_NEAR(a[0], m.prior(0), 1e-3);
+}
+
+// plan() on a StepBatch: dynamic rows get the policy's k, static rows and prefill chunks keep
+// theirs, and a long run without drafts probes one row with k = 1.
+TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
+  SpeculationPolicy p(4, 1024, true);
+  p.cost().set_target_prior(linear_target(0.010, 0.0));
+  std::vector<std::unique_ptr<sched::Sequence>> seqs;
+  for (int i = 0; i < 3; ++i) {
+    auto s = std::make_unique<sched::Sequence>();
+    s->id = static_cast<RequestId>(i + 1);
+    s->tokens = {1, 2, 3};
+    s->num_prompt = 2;
+    s->spec_k = 4;
+    s->dynamic_k = i != 1;
+    seqs.push_back(std::move(s));
+  }
+  sched::StepBatch batch;
+  auto fill = [&] {
+    batch.clear();
+    for (auto& s : seqs) batch.rows.push_back({s.get(), 2, 1, true, 4});
+  };
+  spec::PolicyMetrics m;
+  fill();
+  p.plan(batch, m);
+  EXPECT_EQ(batch.rows[0].lookahead, 4) << "unseen: prior 0.5 and free drafts";
+  EXPECT_EQ(batch.rows[1].lookahead, 4) << "a static row keeps its k";
+  EXPECT_EQ(m.steps, 1u);
+  ASSERT_EQ(m.chosen_k.size(), 5u);
+  EXPECT_EQ(m.chosen_k[4], 2u);
+  // Rows 0 and 2 never get a draft accepted, row 1 goes plain: after kProbeInterval planned
+  // steps without any draft, one row is probed with k = 1.
+  seqs[1]->dynamic_k = true;
+  for (int i = 0; i < 200; ++i) {
+    for (auto& s : seqs) {
+      p.acceptance().age(s->id);
+      p.acceptance().observe(s->id, std::vector<double>{0.0});
+    }
+  }
+  spec::PolicyMetrics idle;
+  int probed = 0;
+  for (int step = 0; step < SpeculationPolicy::kProbeInterval; ++step) {
+    fill();
+    p.plan(batch, idle);
+    for (const auto& row : batch.rows) probed += row.lookahead;
+  }
+  EXPECT_EQ(probed, 1);
+  EXPECT_EQ(idle.probes, 1u);
+}
+
+}  // namespace
+}  // namespace specd::speculative

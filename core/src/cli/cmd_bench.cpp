@@ -236,7 +236,9 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     SpecRow best;
     for (int i = 0; i < std::max(1, o.repeats); ++i) {
       const uint64_t salt = 1000 * static_cast<uint64_t>(i + 1);
-      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, {.enabled = false});
+      SpeculativeOptions plain;
+      plain.enabled = false;
+      DecodeResult d = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, plain);
       if (d.tokens_per_s > best.plain.tokens_per_s) best.plain = d;
       if (speculative) {
         DecodeResult sd = bench_decode(engine, b, o.prompt_tokens, o.gen_tokens, salt, prompt, {});

@@ -93,6 +93,52 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
   EXPECT_LT(homogeneity_p_value(plain, greedy), 1e-6);
 }
 
+// Dynamic speculation only chooses how many drafts each step verifies, so sampled output still
+// follows the target's distribution, for every proposer that drafts at temperature 1 (n-gram
+// drafts are one-hot).
+TEST(SpecSampling, DynamicSpeculationIsLossless) {
+  const int n = 2000;
+  for (const std::string proposer : {"ngram", "draft_model", "mtp"}) {
+    SCOPED_TRACE(proposer);
+    const fs::path target = specd::spec_test::target_fixture(proposer == "mtp", 0.02);
+    const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1);
+    specd::config::Overrides extra{{"speculative.dynamic", "true"}};
+    if (proposer != "ngram") extra.push_back({"speculative.proposer.temperature", "1.0"});
+    specd::spec::SpecMetrics m;
+    const auto spec =
+        tokens_2_and_3(specd::spec_test::spec_config(target, proposer, "rejection", 2, extra), n, 300001, &m);
+    EXPECT_GT(m.policy.steps, 0u) << m.summary();
+    const double p = homogeneity_p_value(plain, spec);
+    RecordProperty("p_value_" + proposer, std::to_string(p));
+    EXPECT_GT(p, 1e-3) << "dynamic speculative sampling does not match the target's distribution: " << m.summary();
+  }
+}
+
+// draft_p_min only shortens drafts: greedy output is unchanged and fewer tokens are drafted.
+TEST(SpecControls, DraftConfidenceCutOffShortensDraftsLosslessly) {
+  for (const std::string proposer : {"draft_model", "mtp"}) {
+    SCOPED_TRACE(proposer);
+    const fs::path target = specd::spec_test::target_fixture(proposer == "mtp", 0.02);
+    const auto reqs = specd::spec_test::mixed_requests(6, 55);
+    const auto plain = run_engine(specd::config::for_model_dir(target.string()), reqs);
+    specd::spec::SpecMetrics full, cut;
+    const auto a = run_engine(specd::spec_test::spec_config(target, proposer, "greedy", 4), reqs, &full);
+    const auto b = run_engine(
+        specd::spec_test::spec_config(target, proposer, "greedy", 4, {{"speculative.proposer.draft_p_min", "0.9"}}),
+        reqs, &cut);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(a[i].tokens, plain[i].tokens) << "request " << i;
+      EXPECT_EQ(b[i].tokens, plain[i].tokens) << "request " << i;
+      EXPECT_TRUE(b[i].error.empty()) << b[i].error;
+    }
+    const auto per_draft = [](const specd::spec::SpecMetrics& m) {
+      return m.num_drafts == 0 ? 0.0 : static_cast<double>(m.draft_tokens) / static_cast<double>(m.num_drafts);
+    };
+    EXPECT_GT(full.draft_tokens, 0u);
+    EXPECT_LT(per_draft(cut), per_draft(full)) << full.summary() << "\n" << cut.summary();
+  }
+}
+
 TEST(SpecAcceptance, DraftIdenticalToTargetIsAlwaysAccepted) {
   const fs::path target = specd::spec_test::target_fixture(false, 0.02);
   const auto requests = specd::spec_test::mixed_requests(6, 77);

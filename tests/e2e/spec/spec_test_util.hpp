@@ -83,13 +83,15 @@ inline std::vector<Request> mixed_requests(int count, uint64_t seed) {
 // so lookup also proposes drafts the target rejects.
 inline void plant_continuations(std::vector<Request>& requests, const fs::path& target, uint64_t seed);
 
-// Target + speculative section for one proposer/verifier/k.
+// Target + speculative section for one proposer/verifier/k: static k (exactly k drafts every
+// step, what the proposer finds) unless `extra` sets speculative.dynamic.
 inline config::EngineConfig spec_config(const fs::path& target, const std::string& proposer,
                                         const std::string& verifier, int k,
                                         const config::Overrides& extra = {}) {
   config::Overrides o{{"speculative.num_speculative_tokens", std::to_string(k)},
                       {"speculative.proposer.name", proposer},
                       {"speculative.verifier.name", verifier},
+                      {"speculative.dynamic", "false"},
                       {"kv_cache.memory_mib", "64"}};
   const bool own_draft = std::any_of(extra.begin(), extra.end(), [](const auto& kv) {
     return kv.first == "speculative.proposer.model" || kv.first == "speculative.proposer.layers";

@@ -228,6 +228,8 @@ TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
       {"top_p zero", "{" + m + ",\"prompt\":\"x\",\"top_p\":0}", 400, "top_p must be in (0"},
       {"bad speculative", "{" + m + ",\"prompt\":\"x\",\"speculative\":{\"num_speculative_tokens\":99}}", 400,
        "speculative.num_speculative_tokens must be in [0, 32]"},
+      {"bad speculative dynamic", "{" + m + ",\"prompt\":\"x\",\"speculative\":{\"dynamic\":\"yes\"}}", 400,
+       "speculative.dynamic"},
       {"invalid utf-8", "{" + m + ",\"prompt\":\"\xff\xfe\"}", 400, "not valid UTF-8"},
       {"lone surrogate", "{" + m + ",\"prompt\":\"\\ud800\"}", 400, "not valid UTF-8"},
       {"prompt over context", "{" + m + ",\"prompt\":\"" + long_prompt + "\"}", 400, "more than the limit of 255"},
@@ -251,7 +253,7 @@ TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
   ok["user"] = "someone";
   ok["logit_bias"] = json::object();
   ok["presence_penalty"] = 0;
-  ok["speculative"] = {{"enabled", true}, {"num_speculative_tokens", 4}};
+  ok["speculative"] = {{"enabled", true}, {"num_speculative_tokens", 4}, {"dynamic", false}};
   ok["seed"] = 7;
   EXPECT_EQ(post("/v1/completions", ok).status, 200);
   json chat_bad = {{"model", kModel}, {"messages", json::array()}};

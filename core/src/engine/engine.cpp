@@ -86,8 +86,9 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok);
-  if (spec && cfg.speculative.dynamic) {
-    // The policy's cost prior: steps up to every sequence drafting k tokens, within the budget.
+  if (spec) {
+    // The policy's cost prior (any request may ask for dynamic speculation): steps up to every
+    // sequence drafting k tokens, within the token budget.
     const int64_t widest = int64_t{cfg.scheduler.max_num_seqs} * (cfg.speculative.num_speculative_tokens + 1);
     spec->calibrate(*model, *kv, static_cast<int32_t>(std::min<int64_t>(widest, cfg.scheduler.max_num_batched_tokens)));
   }

@@ -74,7 +74,9 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     return best;
   }
   int32_t best_l = 0, best_s = 0;
-  for (int32_t l = std::max(1, base.draft_steps); l <= cap_max; ++l) {
+  // L below the static rows' largest k costs the same as L = that k with tighter caps: skip it,
+  // but never past cap_max (planned rows that may draft less than the static rows still count).
+  for (int32_t l = std::max(1, std::min(base.draft_steps, cap_max)); l <= cap_max; ++l) {
     sort_gains(rows, l);
     const int32_t steps = std::max(l, base.draft_steps);
     double tokens = base.emitted;

@@ -53,6 +53,7 @@ model:
   max_model_len: 4096
 speculative:
   num_speculative_tokens: 5
+  dynamic: false
   disable_by_batch_size: 16
   proposer:
     name: ngram
@@ -72,6 +73,9 @@ logging: {level: debug}
   EXPECT_TRUE(c.speculative.enabled);
   EXPECT_EQ(c.speculative.num_speculative_tokens, 5);
   EXPECT_EQ(c.speculative.disable_by_batch_size, 16);
+  EXPECT_FALSE(c.speculative.dynamic);
+  EXPECT_TRUE(specd::config::load_string("speculative: {proposer: ngram}\n", "y.yaml").speculative.dynamic)
+      << "dynamic speculation is the default";
   EXPECT_EQ(c.speculative.proposer.name, "ngram");
   EXPECT_EQ(c.speculative.verifier.name, "typical_acceptance");
   EXPECT_EQ(c.scheduler.max_num_seqs, 8);

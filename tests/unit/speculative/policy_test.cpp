@@ -255,7 +255,15 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
   sched::StepBatch batch;
   auto fill = [&] {
     batch.clear();
-    for (auto& s : seqs) batch.rows.push_back({s.get(), 2, 1, true, 4});
+    for (auto& s : seqs) {
+      sched::StepRow row;  // the decode of token 2 with 4 draft slots reserved
+      row.seq = s.get();
+      row.start = 2;
+      row.n = 1;
+      row.sample = true;
+      row.lookahead = 4;
+      batch.rows.push_back(row);
+    }
   };
   spec::PolicyMetrics m;
   fill();
@@ -268,6 +276,7 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
   // Rows 0 and 2 never get a draft accepted, row 1 goes plain: after kProbeInterval planned
   // steps without any draft, one row is probed with k = 1.
   seqs[1]->dynamic_k = true;
+  p.cost().set_target_prior(linear_target(0.010, 0.001));  // drafts now cost 10% of a step each
   for (int i = 0; i < 200; ++i) {
     for (auto& s : seqs) {
       p.acceptance().age(s->id);

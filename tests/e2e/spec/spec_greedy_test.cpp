@@ -85,6 +85,7 @@ TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
     // The policy planned the steps; what it chose depends on the measured costs, so the test
     // holds for any choice (the policy tests check the choice itself).
     EXPECT_GT(metrics.policy.steps, 0u) << metrics.summary();
+    RecordProperty("policy", metrics.policy.summary());
   } else {
     // Speculation really happened, with both accepted and rejected drafts along the way.
     EXPECT_GT(metrics.draft_tokens, 0u);

@@ -35,7 +35,7 @@ for std in $LAYER_STDS; do
     esac
     name="$OUT/$proposer-ls$std"
     echo "== $proposer, layer-std $std (batches $BATCHES; arms $ARMS)"
-    "$BUILD/bin/specd" bench --config "$config" --set "model.path=$PWD/$model" \
+    "$BUILD/bin/specd" bench --config "$config" --set "model.path=$(realpath "$model")" \
       --set speculative.num_speculative_tokens=8 --set "scheduler.max_num_seqs=$max_batch" \
       --set kv_cache.memory_mib=512 --set logging.level=warn \
       --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --repeats "$REPEATS" --batch "$BATCHES" \

@@ -15,7 +15,7 @@ namespace {
 // observations), the most one observation may move a log-correction (a 2x outlier from a busy
 // machine shifts the estimate by at most kRate * log 2), and the cap on a knot's weight.
 constexpr double kRate = 0.1;
-constexpr double kGlobalRate = 0.05;
+constexpr double kGlobalRate = 0.2;  // fast: a shared machine's load changes within seconds
 constexpr double kGlobalWeight = 2.0;
 constexpr double kMaxStep = 0.7;
 constexpr double kMaxWeight = 50.0;

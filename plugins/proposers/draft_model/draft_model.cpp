@@ -188,6 +188,7 @@ class DraftModelProposer : public sdk::Proposer {
         }
         rows_.push_back(w);
       }
+      if (rows_.empty()) break;  // every sequence stopped at the confidence cut-off
       run_forward();
       for (size_t r = 0; r < rows_.size(); ++r) {
         const size_t w = rows_[r];

@@ -97,7 +97,7 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
 // follows the target's distribution, for every proposer that drafts at temperature 1 (n-gram
 // drafts are one-hot).
 TEST(SpecSampling, DynamicSpeculationIsLossless) {
-  const int n = 2000;
+  const int n = 1500;
   for (const std::string proposer : {"ngram", "draft_model", "mtp"}) {
     SCOPED_TRACE(proposer);
     const fs::path target = specd::spec_test::target_fixture(proposer == "mtp", 0.02);

@@ -436,7 +436,9 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   const std::string m0 = http_call(s.port(), "GET", "/metrics").body;
   EXPECT_EQ(metric_value(m0, "specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
       << "a request with speculative.enabled = false must not draft";
-  const HttpResponse r_on = http_call(s.port(), "POST", "/v1/completions", completion("The speculative switch", 12).dump());
+  json on = completion("The speculative switch", 12);
+  on["speculative"] = {{"dynamic", false}};  // static k: drafts every step
+  const HttpResponse r_on = http_call(s.port(), "POST", "/v1/completions", on.dump());
   ASSERT_EQ(r_on.status, 200) << r_on.body;
   // Greedy: the same text with and without speculation.
   EXPECT_EQ(json::parse(r_on.body)["choices"][0]["text"], json::parse(r_off.body)["choices"][0]["text"]);
@@ -446,6 +448,18 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   EXPECT_NE(m1.find("specd_spec_accepted_at_position_total{proposer=\"draft_model\",verifier=\"rejection\",position=\"0\"}"),
             std::string::npos);
   EXPECT_NE(m1.find("specd_spec_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",phase=\"score\"}"),
+            std::string::npos);
+  EXPECT_EQ(metric_value(m1, "specd_spec_dynamic_steps_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
+      << "static requests are not planned";
+  // Dynamic speculation (the config's default): the policy plans its steps, same text.
+  const HttpResponse r_dyn =
+      http_call(s.port(), "POST", "/v1/completions", completion("The speculative switch", 12).dump());
+  ASSERT_EQ(r_dyn.status, 200) << r_dyn.body;
+  EXPECT_EQ(json::parse(r_dyn.body)["choices"][0]["text"], json::parse(r_off.body)["choices"][0]["text"]);
+  const std::string m2 = http_call(s.port(), "GET", "/metrics").body;
+  EXPECT_GT(metric_value(m2, "specd_spec_dynamic_steps_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
+      << m2;
+  EXPECT_NE(m2.find("specd_spec_dynamic_step_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",source=\"predicted\"}"),
             std::string::npos);
   // The engine snapshot is taken right after the step that delivered the response: poll briefly.
   double used = -1;

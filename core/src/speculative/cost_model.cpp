@@ -137,10 +137,12 @@ double CostModel::prior_at(double tokens) const {
   return w * knots_[i].prior + (1 - w) * knots_[i + 1].prior;
 }
 
+double CostModel::effective_log_correction(const Knot& k) const {
+  return (k.weight * k.log_corr + kGlobalWeight * global_log_corr_) / (k.weight + kGlobalWeight);
+}
+
 double CostModel::log_correction_at(double tokens) const {
-  auto eff = [&](const Knot& k) {
-    return (k.weight * k.log_corr + kGlobalWeight * global_log_corr_) / (k.weight + kGlobalWeight);
-  };
+  auto eff = [&](const Knot& k) { return effective_log_correction(k); };
   double w = 0;
   const size_t i = bracket(tokens, w);
   if (w >= 1 || i + 1 >= knots_.size()) return eff(knots_[i]);
@@ -148,8 +150,18 @@ double CostModel::log_correction_at(double tokens) const {
 }
 
 double CostModel::target_seconds(double tokens, double logit_rows) const {
-  const double base = std::max(kMinSeconds, prior_at(tokens) - logit_row_s_ * (tokens - logit_rows));
-  return std::exp(log_correction_at(tokens)) * base;
+  const double logit_less = tokens - logit_rows;
+  const double base = std::max(kMinSeconds, prior_at(tokens) - logit_row_s_ * logit_less);
+  double seconds = std::exp(log_correction_at(tokens)) * base;
+  // More tokens never cost less: every knot at or below T, at its own correction, is a floor.
+  // (Corrections are learned where steps ran; a well-measured small T must not look dearer than
+  // a barely measured larger one, or the policy takes the extra tokens for free.)
+  for (const Knot& k : knots_) {
+    if (k.tokens > tokens) break;
+    const double knot_base = std::max(kMinSeconds, k.prior - logit_row_s_ * std::max(0.0, k.tokens - logit_rows));
+    seconds = std::max(seconds, std::exp(effective_log_correction(k)) * knot_base);
+  }
+  return seconds;
 }
 
 void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double seconds) {

@@ -11,7 +11,8 @@
 // c of one logit row; prediction = m(T) · (P(T) − c · (T − R)), where m(T) is a correction
 // interpolated between knots (T = 1, 2, 3, 4, 6, 8, 12, ...) and learned from the steps that run
 // as an EWMA of log(observed / prior) per knot. A knot with few observations leans on the
-// correction of all observations, so a machine that got slower is seen at every T at once.
+// correction of all observations, so a machine that got slower is seen at every T at once. The
+// prediction never falls below that of any knot at or below T (cost grows with T).
 //
 // Propose: seconds = a + b · L + c · S (a per call, b per draft step: a draft model's forward;
 // c per draft token), fitted by exponentially weighted least squares (ridge towards 0), each
@@ -68,6 +69,8 @@ class CostModel {
   // The knots around T and the weight of the lower one (1 at or below the first knot).
   size_t bracket(double tokens, double& lower_weight) const;
   double prior_at(double tokens) const;
+  // A knot's correction, leaning on the machine-wide one while it has few observations.
+  double effective_log_correction(const Knot& k) const;
   double log_correction_at(double tokens) const;
 
   std::vector<Knot> knots_;

@@ -191,6 +191,18 @@ TEST(CostModel, LearnsFromObservedStepsAndSpreadsTheLevel) {
   EXPECT_LT(c.target_seconds(32, 32), 2.2 * prior_32);
 }
 
+// A batch of many short sequences can cost several times what the single-sequence calibration
+// measured. Learned at T = 8 only, the cost at T = 13 (between knots nobody observed) must not
+// fall below it: the policy would take the extra tokens for free.
+TEST(CostModel, MoreTokensNeverCostLessThanALearnedSmallerStep) {
+  CostModel c(2048);
+  c.set_target_prior(linear_target(0.010, 0.0005));
+  for (int i = 0; i < 100; ++i) c.observe_target(8, 8, 3 * (0.010 + 0.0005 * 8));
+  for (int i = 0; i < 100; ++i) c.observe_target(512, 512, 1.0 * (0.010 + 0.0005 * 512));
+  const double at8 = c.target_seconds(8, 8);
+  for (double t : {9.0, 12.0, 13.0, 16.0, 24.0, 100.0}) EXPECT_GE(c.target_seconds(t, t), at8) << "T = " << t;
+}
+
 TEST(CostModel, ProposeFitIsNonNegativeLeastSquares) {
   CostModel c;
   EXPECT_EQ(c.propose_seconds(4, 4), 0.0) << "nothing measured yet";

@@ -451,9 +451,10 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
             std::string::npos);
   EXPECT_EQ(metric_value(m1, "specd_spec_dynamic_steps_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
       << "static requests are not planned";
-  // Dynamic speculation (the config's default): the policy plans its steps, same text.
-  const HttpResponse r_dyn =
-      http_call(s.port(), "POST", "/v1/completions", completion("The speculative switch", 12).dump());
+  // Dynamic speculation asked for by the request: the policy plans its steps, same text.
+  json dyn = completion("The speculative switch", 12);
+  dyn["speculative"] = {{"dynamic", true}};
+  const HttpResponse r_dyn = http_call(s.port(), "POST", "/v1/completions", dyn.dump());
   ASSERT_EQ(r_dyn.status, 200) << r_dyn.body;
   EXPECT_EQ(json::parse(r_dyn.body)["choices"][0]["text"], json::parse(r_off.body)["choices"][0]["text"]);
   const std::string m2 = http_call(s.port(), "GET", "/metrics").body;

@@ -251,7 +251,8 @@ TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
       target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
                         {"speculative.proposer.name", "test_repeat"},
                         {"speculative.proposer.fail_on_propose", "true"},
-                        {"speculative.verifier.name", "greedy"}});
+                        {"speculative.verifier.name", "greedy"},
+                        {"speculative.dynamic", "false"}});  // every step calls the proposer
   specd::Engine e(cfg);
   auto reqs = specd::spec_test::mixed_requests(3, 4);
   reqs[2].speculative.enabled = false;  // never reaches the proposer
@@ -289,7 +290,8 @@ std::map<specd::RequestId, Generation> run_failing_on_accept(const fs::path& tar
                         {"speculative.proposer.name", "test_repeat"},
                         {"speculative.proposer.fail_on_accept_seq", "102"},
                         {"speculative.proposer.keeps_state", keeps_state ? "true" : "false"},
-                        {"speculative.verifier.name", "greedy"}});
+                        {"speculative.verifier.name", "greedy"},
+                        {"speculative.dynamic", "false"}});
   specd::Engine e(cfg);
   for (specd::RequestId id = 101; id <= 103; ++id) e.add_request(id, reqs[id - 101]);
   std::map<specd::RequestId, Generation> done;

@@ -37,19 +37,22 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 // model.safetensors.index.json -> tensor name -> shard file name (relative to the directory).
 std::map<std::string, std::string> read_weight_map(const std::filesystem::path& index_path) {
-  json doc = read_json_file(index_path);
+  json doc = read_json_file(index_path, kMaxIndexJsonBytes);
   if (!doc.contains("weight_map") || !doc["weight_map"].is_object()) {
     fail(ErrorCode::kModelFormat, index_path, "missing object 'weight_map'");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [name, shard] : doc["weight_map"].items()) {
-    if (!shard.is_string()) fail(ErrorCode::kModelFormat, index_path, "weight_map['" + name + "'] is not a string");
+    if (!shard.is_string()) {
+      fail(ErrorCode::kModelFormat, index_path, "weight_map['" + clip(name) + "'] is not a string");
+    }
     const std::string file = shard.get<std::string>();
     const std::filesystem::path rel(file);
     // Shards live beside the index; refuse paths that leave the model directory.
     if (file.empty() || rel.is_absolute() || rel.has_parent_path() || file == "." || file == "..") {
       fail(ErrorCode::kModelFormat, index_path,
-           "weight_map['" + name + "'] names shard '" + file + "', which is not a file name in the model directory");
+           "weight_map['" + clip(name) + "'] names shard '" + clip(file) +
+               "', which is not a file name in the model directory");
     }
     weight_map.emplace(name, file);
   }
@@ -133,6 +136,17 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& model_
     }
     ckpt->config_.num_mtp_modules = count;
   }
+  // Sizes from config.json that nothing else checks against the weights before allocating:
+  // the layer count (the loader sizes its layer table from it).
+  const int64_t last_layer = ckpt->config_.num_layers - 1;
+  const std::string last_prefix = "model.layers." + std::to_string(last_layer) + ".";
+  const auto last = ckpt->tensors_.lower_bound(last_prefix);
+  if (last == ckpt->tensors_.end() || last->first.rfind(last_prefix, 0) != 0) {
+    fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
+         "num_hidden_layers is " + std::to_string(ckpt->config_.num_layers) + " but the weights in " +
+             model_dir.string() + " hold no tensor " + last_prefix + "*");
+  }
+
   return ckpt;
 }
 

@@ -1,11 +1,10 @@
 // config.json (+ generation_config.json) -> ModelConfig, for the Llama family.
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "model/checkpoint.hpp"
+#include "common/untrusted.hpp"
 #include "model/json_file.hpp"
 #include "specd/error.hpp"
 
@@ -111,9 +110,16 @@ class Fields {
     return static_cast<int32_t>(id);
   }
   [[noreturn]] void bad_type(const char* key, const char* expected) const {
-    std::string shown = doc_.at(key).dump();
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    fail(ErrorCode::kModelFormat, file_, std::string("field '") + key + "' must be " + expected + ", got " + shown);
+    fail(ErrorCode::kModelFormat, file_,
+         std::string("field '") + key + "' must be " + expected + ", got " + describe(doc_.at(key)));
+  }
+
+  // A scalar as written (numbers and short strings), anything else by its type: never a dump of
+  // an untrusted tree.
+  static std::string describe(const json& v) {
+    if (v.is_number() || v.is_boolean()) return v.dump();
+    if (v.is_string()) return "\"" + clip(v.get_ref<const std::string&>(), 40) + "\"";
+    return std::string("an ") + json_type_name(v);
   }
 
   const json& doc_;
@@ -197,24 +203,23 @@ RopeScaling parse_rope_scaling(const Fields& config) {
        "rope_scaling type '" + type + "' is not supported (specd implements llama3 and linear)");
 }
 
+// Dimensions and counts: positive and within int32, so products of two never overflow int64 and
+// kernels may index with int32.
 void require_positive(const Fields& f, const char* key, int64_t value) {
-  if (value <= 0) {
+  if (value <= 0 || value > INT32_MAX) {
     fail(ErrorCode::kModelFormat, f.file(),
-         std::string("field '") + key + "' must be positive, got " + std::to_string(value));
+         std::string("field '") + key + "' must be in [1, " + std::to_string(INT32_MAX) + "], got " +
+             std::to_string(value));
   }
 }
 
 }  // namespace
 
-json read_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, file, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+json read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
   json doc;
   try {
-    doc = json::parse(text.str());
-  } catch (const json::exception& e) {
+    doc = parse_json(read_file_limited(file, max_bytes, file.filename().string()));
+  } catch (const JsonError& e) {
     fail(ErrorCode::kModelFormat, file, std::string("invalid JSON: ") + e.what());
   }
   if (!doc.is_object()) fail(ErrorCode::kModelFormat, file, "top level is not a JSON object");
@@ -310,7 +315,11 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   }
 
   c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);
-  if (c.num_mtp_modules < 0) fail(ErrorCode::kModelFormat, path, "field 'num_nextn_predict_layers' must be >= 0");
+  if (c.num_mtp_modules < 0 || c.num_mtp_modules > INT32_MAX) {
+    fail(ErrorCode::kModelFormat, path,
+         "field 'num_nextn_predict_layers' must be in [0, " + std::to_string(INT32_MAX) + "], got " +
+             std::to_string(c.num_mtp_modules));
+  }
   c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", ""));
   if (const std::vector<int32_t> bos = f.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.int_list("eos_token_id");

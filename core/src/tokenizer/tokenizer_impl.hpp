@@ -107,5 +107,8 @@ struct Tokenizer::Impl {
 
 // Reads tokenizer.json (+ tokenizer_config.json) into an Impl (load.cpp).
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path);
+// The same from the files' text; `file` and `config_name` name them in error messages.
+std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                                     const std::string& file, const std::string& config_name);
 
 }  // namespace specd::tokenizer

@@ -228,7 +228,8 @@ json read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
 
 ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "config.json";
-  if (!std::filesystem::is_regular_file(path)) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {  // anything else that is there is read (and refused) below
     throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
   }
   const json doc = read_json_file(path);
@@ -325,7 +326,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   c.eos_token_ids = f.int_list("eos_token_id");
 
   const std::filesystem::path gen_path = model_dir / "generation_config.json";
-  if (std::filesystem::is_regular_file(gen_path)) {
+  if (std::filesystem::exists(gen_path, ec)) {
     const json gen_doc = read_json_file(gen_path);
     const Fields gen(gen_doc, gen_path);
     if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();

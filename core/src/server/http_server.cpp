@@ -357,8 +357,8 @@ Request to_engine_request(const GenerationRequest& g) {
 // every stream ends (stop() aborts).
 std::optional<RequestOutput> next_output(sched::RequestStream& stream, const http::Exchange& ex) {
   for (;;) {
-    if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
     if (ex.client_gone()) return std::nullopt;
+    if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
   }
 }
 
@@ -386,7 +386,7 @@ struct CancelGuard {
 }  // namespace
 
 void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, bool chat) {
-  if (req.path.rfind("/v1/", 0) == 0) check_auth(req);
+  check_auth(req);
   std::shared_ptr<Loaded> l = get_loaded();
   if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");

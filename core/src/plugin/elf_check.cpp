@@ -71,6 +71,19 @@ std::string truncated(const std::string& what, uint64_t offset, uint64_t length,
          ") is not within the " + std::to_string(size) + "-byte file";
 }
 
+// Reads the `count` entries of a header table at `offset` once they are known to lie within the
+// file. Returns "" or the reason.
+template <typename T>
+std::string read_table(const File& file, uint64_t offset, uint64_t count, uint64_t size, const char* what,
+                       std::vector<T>& out) {
+  if (!within(offset, count, sizeof(T), size)) {
+    return truncated(std::string("the ") + what + " table", offset, count * sizeof(T), size);
+  }
+  out.resize(count);
+  if (!file.read_at(offset, out.data(), out.size() * sizeof(T))) return std::string("cannot read the ") + what + " table";
+  return "";
+}
+
 std::string check_header(const Elf64_Ehdr& h) {
   if (std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
   if (h.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
@@ -110,11 +123,8 @@ std::string check_elf_shared_object(const std::filesystem::path& path) {
   }
   if (std::string bad = check_header(h); !bad.empty()) return bad;
 
-  if (!within(h.e_phoff, h.e_phnum, sizeof(Elf64_Phdr), size)) {
-    return truncated("the program header table", h.e_phoff, uint64_t{h.e_phnum} * sizeof(Elf64_Phdr), size);
-  }
-  std::vector<Elf64_Phdr> segments(h.e_phnum);
-  if (!file.read_at(h.e_phoff, segments.data(), segments.size() * sizeof(Elf64_Phdr))) return "cannot read the program headers";
+  std::vector<Elf64_Phdr> segments;
+  if (std::string bad = read_table(file, h.e_phoff, h.e_phnum, size, "program header", segments); !bad.empty()) return bad;
   for (size_t i = 0; i < segments.size(); ++i) {
     const Elf64_Phdr& p = segments[i];
     if ((p.p_type == PT_LOAD || p.p_type == PT_DYNAMIC) && !within(p.p_offset, 1, p.p_filesz, size)) {
@@ -124,11 +134,8 @@ std::string check_elf_shared_object(const std::filesystem::path& path) {
   }
 
   if (h.e_shnum == 0) return "";
-  if (!within(h.e_shoff, h.e_shnum, sizeof(Elf64_Shdr), size)) {
-    return truncated("the section header table", h.e_shoff, uint64_t{h.e_shnum} * sizeof(Elf64_Shdr), size);
-  }
-  std::vector<Elf64_Shdr> sections(h.e_shnum);
-  if (!file.read_at(h.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr))) return "cannot read the section headers";
+  std::vector<Elf64_Shdr> sections;
+  if (std::string bad = read_table(file, h.e_shoff, h.e_shnum, size, "section header", sections); !bad.empty()) return bad;
   for (size_t i = 0; i < sections.size(); ++i) {
     const Elf64_Shdr& s = sections[i];
     if (s.sh_type != SHT_NOBITS && s.sh_type != SHT_NULL && !within(s.sh_offset, 1, s.sh_size, size)) {

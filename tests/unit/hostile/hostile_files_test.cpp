@@ -16,6 +16,7 @@
 #include "fixture.hpp"
 #include "model/checkpoint.hpp"
 #include "model/safetensors.hpp"
+#include "hostile_util.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -24,14 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-fs::path scratch() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "hostile" / (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
@@ -47,11 +40,6 @@ std::string error_of(Fn&& fn) {
   }
   ADD_FAILURE() << "expected a specd::Error";
   return {};
-}
-
-void expect_has(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "\"" << message << "\" lacks \"" << p << "\"";
-  EXPECT_LT(message.size(), 600u) << "the message echoes the input";
 }
 
 // A working tiny checkpoint to corrupt one file of.

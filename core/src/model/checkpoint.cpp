@@ -9,6 +9,7 @@
 #include "model/mapped_file.hpp"
 #include "model/safetensors.hpp"
 #include "model/json_file.hpp"
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 
 namespace specd::model {
@@ -103,7 +104,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& model_
       auto it = ckpt->tensors_.find(name);
       if (it == ckpt->tensors_.end() || it->second.file.filename() != shard) {
         fail(ErrorCode::kModelFormat, index,
-             "weight_map puts tensor '" + name + "' in " + shard + ", which does not contain it");
+             "weight_map puts tensor '" + clip(name) + "' in " + clip(shard) + ", which does not contain it");
       }
     }
   } else {
@@ -118,7 +119,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& model_
     const size_t dot = name.find('.', 4);
     const std::string digits = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
     if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) {
-      fail(ErrorCode::kModelFormat, view.file, "tensor '" + name + "' is not named mtp.<index>.<...>");
+      fail(ErrorCode::kModelFormat, view.file, "tensor '" + clip(name) + "' is not named mtp.<index>.<...>");
     }
     mtp.insert(std::stoll(digits));
   }

@@ -151,7 +151,7 @@ Architecture parse_architecture(const Fields& f) {
       }
       Architecture arch{};
       if (from_class(item.get<std::string>(), &arch)) return arch;
-      names += (names.empty() ? "'" : ", '") + item.get<std::string>() + "'";
+      names += (names.empty() ? "'" : ", '") + clip(item.get<std::string>()) + "'";
     }
     fail(ErrorCode::kUnsupported, f.file(),
          "unsupported architecture " + names + " (specd runs " + std::string(kSupportedArchitectures) + ")");
@@ -163,7 +163,7 @@ Architecture parse_architecture(const Fields& f) {
   if (model_type == "mistral") return Architecture::kMistral;
   if (model_type == "qwen2") return Architecture::kQwen2;
   fail(ErrorCode::kUnsupported, f.file(),
-       "unsupported model_type '" + model_type + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
+       "unsupported model_type '" + clip(model_type) + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
 
 RopeScaling parse_rope_scaling(const Fields& config) {
@@ -200,7 +200,7 @@ RopeScaling parse_rope_scaling(const Fields& config) {
     return scaling;
   }
   fail(ErrorCode::kUnsupported, config.file(),
-       "rope_scaling type '" + type + "' is not supported (specd implements llama3 and linear)");
+       "rope_scaling type '" + clip(type) + "' is not supported (specd implements llama3 and linear)");
 }
 
 // Dimensions and counts: positive and within int32, so products of two never overflow int64 and
@@ -241,7 +241,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
 
   const std::string act = f.string_or("hidden_act", "silu");
   if (act != "silu") {
-    fail(ErrorCode::kUnsupported, path, "hidden_act '" + act + "' is not supported (specd implements silu)");
+    fail(ErrorCode::kUnsupported, path, "hidden_act '" + clip(act) + "' is not supported (specd implements silu)");
   }
 
   c.vocab_size = f.require_int("vocab_size");

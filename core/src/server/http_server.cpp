@@ -44,8 +44,8 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-void send_json(http::Exchange& ex, int status, const json& body, http::Headers headers = {}) {
-  ex.reply(http::Response{status, "application/json", dump(body), std::move(headers)});
+void send_json(http::Exchange& ex, int status, const json& body) {
+  ex.reply(http::Response{status, "application/json", dump(body), {}});
 }
 
 http::Response error_response(const ApiError& e) {

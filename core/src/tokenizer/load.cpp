@@ -98,16 +98,16 @@ class Loader {
       if (const auto it = specials->find(name); it != specials->end()) {
         const auto ids = it->find("ids");
         if (ids == it->end() || !ids->is_array())
-          throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has no 'ids'");
+          throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has no 'ids'");
         std::vector<int32_t> out;
         for (const auto& id : *ids) {
-          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has a non-integer id");
+          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has a non-integer id");
           out.push_back(id.get<int32_t>());
         }
         return out;
       }
     }
-    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + name + "' missing from 'special_tokens'");
+    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + clip(name) + "' missing from 'special_tokens'");
   }
 
   std::vector<detail::TemplateItem> template_items(const json& config, const std::string& where) {
@@ -306,7 +306,7 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
     const auto content = token_content(*it);
     if (!content) return std::nullopt;
     const auto id = lookup(*impl, *content);
-    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + *content + "' is not a token of " + file);
+    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + clip(*content) + "' is not a token of " + file);
     return id;
   };
   impl->bos = resolve("bos_token");

@@ -90,7 +90,7 @@ Behavior parse_behavior(const nlohmann::json& config, const std::string& where) 
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  throw Error(ErrorCode::kUnsupported, where + ": unsupported split behavior '" + b + "'");
+  throw Error(ErrorCode::kUnsupported, where + ": unsupported split behavior '" + clip(b) + "'");
 }
 
 class Split final : public PreTokenizer {
@@ -271,7 +271,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, c
       if (scheme == "always") prepend = Metaspace::Prepend::kAlways;
       else if (scheme == "first") prepend = Metaspace::Prepend::kFirst;
       else if (scheme == "never") prepend = Metaspace::Prepend::kNever;
-      else throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + scheme + "'");
+      else throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + clip(scheme) + "'");
     } else if (const auto legacy = config.find("add_prefix_space"); legacy != config.end() && legacy->is_boolean()) {
       prepend = legacy->get<bool>() ? Metaspace::Prepend::kAlways : Metaspace::Prepend::kNever;
     }

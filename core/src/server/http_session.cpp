@@ -293,10 +293,11 @@ void Session::close() {
 // ---- Exchange ----------------------------------------------------------------------------------
 
 Exchange::State::~State() {
-  if (!responded) {
+  if (!responded && !gone) {
     session->post([s = session] { s->abandoned(); });
-  } else if (streaming && !ended) {
-    session->post([s = session] { s->close(); });  // a stream cannot be completed by anyone else
+  } else if (!responded || (streaming && !ended)) {
+    // The client left, or a stream was left unfinished (nobody else can complete it): close.
+    session->post([s = session] { s->close(); });
   }
 }
 

@@ -1,6 +1,7 @@
 #include "specd/kernels/attention.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -8,7 +9,7 @@
 
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
-#include "vec.hpp"
+#include "isa_kernels.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -25,6 +26,12 @@ void validate(const PagedAttentionParams& p) {
   if (p.num_seqs < 0 || p.block_size <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
       p.head_dim <= 0 || p.num_blocks <= 0) {
     invalid("non-positive shape argument");
+  }
+  if (p.kv_dtype != DType::kF32 && p.kv_dtype != DType::kF16 && p.kv_dtype != DType::kBF16) {
+    invalid("KV cache dtype " + std::string(dtype_name(p.kv_dtype)) + " is not supported (f32, f16, bf16)");
+  }
+  if (p.head_dim > cpu::kMaxHeadDim) {
+    invalid("head_dim " + std::to_string(p.head_dim) + " exceeds " + std::to_string(cpu::kMaxHeadDim));
   }
   if (p.num_heads % p.num_kv_heads != 0) {
     invalid("num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_kv_heads " +
@@ -62,6 +69,15 @@ inline int64_t cache_offset(const PagedAttentionParams& p, int32_t s, int32_t po
          p.head_dim;
 }
 
+// One cached row (head_dim elements at element offset `off`), exactly widened to F32.
+std::vector<float> reference_row(const PagedAttentionParams& p, const void* cache, int64_t off) {
+  std::vector<float> out(static_cast<size_t>(p.head_dim));
+  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  cpu::kScalarKernels.to_f32[static_cast<int>(p.kv_dtype)](static_cast<const uint8_t*>(cache) + static_cast<size_t>(off) * elem,
+                                                          out.data(), p.head_dim);
+  return out;
+}
+
 }  // namespace
 
 void paged_attention(Device device, const PagedAttentionParams& p) {
@@ -81,6 +97,14 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   const int32_t* tok_seq = token_seq.data();
 
   const int64_t items = static_cast<int64_t>(num_tokens) * p.num_kv_heads;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  const auto kv = static_cast<int>(p.kv_dtype);
+  const cpu::AttnScoresFn scores_fn = isa.attn_scores[kv];
+  const cpu::AttnValuesFn values_fn = isa.attn_values[kv];
+  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  const int64_t stride = static_cast<int64_t>(p.num_kv_heads) * hd;  // elements between rows of a block
+  const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
+  const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;  // [group, context]
     for (int64_t item = begin; item < end; ++item) {
@@ -88,39 +112,73 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
       const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
       const int32_t s = tok_seq[t];
       const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
-      const int32_t pos = p.context_lens[s] - n_new + (t - p.query_start[s]);
-      const int32_t len = pos + 1;
+      const int32_t len = p.context_lens[s] - n_new + (t - p.query_start[s]) + 1;  // causal: up to its position
       if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
       const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
-
-      // Scores: one pass over the keys, every query head of the group per key.
-      for (int32_t j = 0; j < len; ++j) {
-        const float* k = p.k_cache + cache_offset(p, s, j, g);
-        for (int32_t h = 0; h < group; ++h) {
-          scores[static_cast<size_t>(h) * len + j] = cpu::dot(q0 + h * hd, k, hd) * p.scale;
-        }
+      const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.block_table_stride;
+      // Scores: one pass over the keys, block by block, every query head of the group per key.
+      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
+        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+        scores_fn(q0, group, hd, k_base + static_cast<size_t>(off) * elem, stride, std::min(p.block_size, len - j0),
+                  p.scale, scores.data() + j0, len);
       }
       for (int32_t h = 0; h < group; ++h) {
         float* sc = scores.data() + static_cast<size_t>(h) * len;
         float m = -std::numeric_limits<float>::infinity();
         for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
-        double sum = 0.0;
-        for (int32_t j = 0; j < len; ++j) {
-          sc[j] = std::exp(sc[j] - m);
-          sum += sc[j];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
+        const float inv = 1.0f / isa.exp_sum(sc, len, m);
         for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
         std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
       }
       // Weighted values: one pass over the values.
-      for (int32_t j = 0; j < len; ++j) {
-        const float* v = p.v_cache + cache_offset(p, s, j, g);
-        for (int32_t h = 0; h < group; ++h) {
-          cpu::axpy(scores[static_cast<size_t>(h) * len + j], v, o0 + h * hd, hd);
-        }
+      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
+        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+        values_fn(scores.data() + j0, len, group, hd, v_base + static_cast<size_t>(off) * elem, stride,
+                  std::min(p.block_size, len - j0), o0);
       }
+    }
+  });
+}
+
+void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,
+              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache,
+              void* v_cache) {
+  detail::require_cpu(device, "write_kv");
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16 && kv_dtype != DType::kBF16)
+    invalid("KV cache dtype " + std::string(dtype_name(kv_dtype)) + " is not supported (f32, f16, bf16)");
+  if ((cos == nullptr) != (sin == nullptr) || head_dim % 2 != 0) invalid("write_kv: bad rotary tables or head_dim");
+  const int64_t row = num_kv_heads * head_dim, half = head_dim / 2;
+  const size_t row_bytes = static_cast<size_t>(row) * (kv_dtype == DType::kF32 ? 4 : 2);
+  const cpu::NarrowFn narrow = cpu::active_kernels().narrow[static_cast<int>(kv_dtype)];
+  auto store = [&](const float* src, uint8_t* dst) {
+    if (kv_dtype == DType::kF32) {
+      std::memcpy(dst, src, row_bytes);
+    } else {
+      narrow(src, reinterpret_cast<uint16_t*>(dst), row);
+    }
+  };
+  parallel_for(n, std::max<int64_t>(1, 8192 / row), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> rotated;
+    if (rotated.size() < static_cast<size_t>(row)) rotated.resize(static_cast<size_t>(row));
+    for (int64_t t = b; t < e; ++t) {
+      const float* kt = k + t * row;
+      if (cos != nullptr) {
+        const float* c = cos + t * half;
+        const float* s = sin + t * half;
+        for (int64_t h = 0; h < num_kv_heads; ++h) {
+          const float* x = kt + h * head_dim;
+          float* y = rotated.data() + h * head_dim;
+          for (int64_t j = 0; j < half; ++j) {
+            y[j] = x[j] * c[j] - x[j + half] * s[j];
+            y[j + half] = x[j + half] * c[j] + x[j] * s[j];
+          }
+        }
+        kt = rotated.data();
+      }
+      const auto slot = static_cast<size_t>(slots[t]);
+      store(kt, static_cast<uint8_t*>(k_cache) + slot * row_bytes);
+      store(v + t * row, static_cast<uint8_t*>(v_cache) + slot * row_bytes);
     }
   });
 }
@@ -141,9 +199,9 @@ void paged_attention(const PagedAttentionParams& p) {
         std::vector<double> sc(static_cast<size_t>(pos) + 1);
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= pos; ++j) {
-          const float* k = p.k_cache + cache_offset(p, s, j, g);
+          const std::vector<float> k = reference_row(p, p.k_cache, cache_offset(p, s, j, g));
           double d = 0.0;
-          for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[e];
+          for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[static_cast<size_t>(e)];
           sc[static_cast<size_t>(j)] = d * p.scale;
           m = std::max(m, sc[static_cast<size_t>(j)]);
         }
@@ -153,13 +211,12 @@ void paged_attention(const PagedAttentionParams& p) {
           sum += x;
         }
         float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
-        for (int64_t e = 0; e < hd; ++e) {
-          double acc = 0.0;
-          for (int32_t j = 0; j <= pos; ++j) {
-            acc += sc[static_cast<size_t>(j)] * p.v_cache[cache_offset(p, s, j, g) + e];
-          }
-          o[e] = static_cast<float>(acc / sum);
+        std::vector<double> acc(static_cast<size_t>(hd), 0.0);
+        for (int32_t j = 0; j <= pos; ++j) {
+          const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, j, g));
+          for (int64_t e = 0; e < hd; ++e) acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];
         }
+        for (int64_t e = 0; e < hd; ++e) o[e] = static_cast<float>(acc[static_cast<size_t>(e)] / sum);
       }
     }
   }

@@ -3,48 +3,190 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "isa_kernels.hpp"
+#include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
+namespace {
 
-void matmul(Device device, const float* a, const float* w, const float* bias, float* c, int64_t m,
-            int64_t n, int64_t k) {
-  detail::require_cpu(device, "matmul");
-  if (m <= 0 || n <= 0) return;
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
-  // Start from the bias (beta = 1) so the add is free inside BLAS.
+constexpr int64_t kGemvTask = 16;  // output features per GEMV task
+constexpr int64_t kGemmTask = 64;  // output features per sgemm task
+// Activation rows per pass over the weights on the GEMV path: their prepared form stays in
+// the L2 cache while the weights stream by (prefill re-reads the weights m / 64 times).
+constexpr int64_t kRowChunk = 64;
+
+[[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "matmul: " + what); }
+
+void validate(const WeightView& w, int64_t k, int64_t m) {
+  if (w.data == nullptr || w.rows <= 0 || w.cols <= 0) invalid("empty weight");
+  if (w.cols != k) invalid("weight has " + std::to_string(w.cols) + " input features, activations " + std::to_string(k));
+  if (m < 0) invalid("negative row count");
+  row_bytes_checked(w.dtype, w.cols, "matmul");
+}
+
+// Activations prepared for one weight dtype, in a per-thread buffer reused across calls.
+struct Prepared {
+  const uint8_t* data;
+  size_t stride;
+};
+
+Prepared prepare(const cpu::IsaKernels& isa, DType dt, const float* a, int64_t m, int64_t k) {
+  if (isa.prep[static_cast<int>(dt)] == nullptr)
+    return {reinterpret_cast<const uint8_t*>(a), static_cast<size_t>(k) * sizeof(float)};
+  thread_local std::vector<uint8_t> buf;
+  const auto stride = static_cast<size_t>(cpu::act_row_bytes(dt, k) + 63) / 64 * 64;
+  if (buf.size() < stride * static_cast<size_t>(m)) buf.resize(stride * static_cast<size_t>(m));
+  uint8_t* out = buf.data();
+  const cpu::PrepFn prep = isa.prep[static_cast<int>(dt)];
+  parallel_for(m, std::max<int64_t>(1, 16384 / k), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) prep(a + r * k, out + static_cast<size_t>(r) * stride, k);
+  });
+  return {out, stride};
+}
+
+// c[r * ldc + j] (+ bias[j]) for features [j0, j1) of w, rows [0, m), on the GEMV path.
+void gemv_range(const cpu::IsaKernels& isa, const Prepared& x, int64_t m, const WeightView& w, const float* bias,
+                float* c, int64_t ldc, int64_t j0, int64_t j1) {
+  const size_t stride = row_bytes(w.dtype, w.cols);
+  cpu::GemvArgs args;
+  args.act = x.data;
+  args.act_stride = x.stride;
+  args.m = m;
+  args.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(j0) * stride;
+  args.w_stride = stride;
+  args.k = w.cols;
+  args.c = c + j0;
+  args.ldc = ldc;
+  isa.gemv[static_cast<int>(w.dtype)](args, 0, j1 - j0);
+  if (bias != nullptr)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = j0; j < j1; ++j) c[r * ldc + j] += bias[j];
+}
+
+// c[:, j0:j1] = a · w[j0:j1]ᵀ (+ bias) through OpenBLAS sgemm (F32 weights only).
+void gemm_range(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc, int64_t j0,
+                int64_t j1) {
+  const auto M = static_cast<blasint>(m), K = static_cast<blasint>(w.cols), LDC = static_cast<blasint>(ldc);
   float beta = 0.0f;
   if (bias != nullptr) {
-    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * n, bias, static_cast<size_t>(n) * sizeof(float));
+    for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc + j0, bias + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
     beta = 1.0f;
   }
-  // The output features are split across the kernel thread pool and each slice runs
-  // single-threaded OpenBLAS: one threading system for every op, and no BLAS worker threads
-  // spinning between calls while the pool runs attention.
-  const int64_t grain = std::max<int64_t>(16, (n / (4 * num_threads()) + 15) / 16 * 16);
-  parallel_for(n, grain, [&](int64_t begin, int64_t end) {
-    const auto cols = static_cast<blasint>(end - begin);
-    const float* w_slice = w + begin * k;
-    if (m == 1) {
-      // One row: y = W · x, a memory-bound GEMV over the weights.
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, cols, K, 1.0f, w_slice, K, a, 1, beta, c + begin, 1);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, cols, K, 1.0f, a, K, w_slice, K, beta,
-                  c + begin, N);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<blasint>(j1 - j0), K, 1.0f, a, K,
+              static_cast<const float*>(w.data) + j0 * w.cols, K, beta, c + j0, LDC);
+}
+
+// F32 weights with more than kGemvMaxRows rows go through sgemm; everything else through the
+// GEMV kernels, kRowChunk rows per pass over the weights.
+bool use_gemm(DType dt, int64_t m) { return dt == DType::kF32 && m > kGemvMaxRows; }
+
+// Features of several outputs as one task space: task t covers features
+// [(t - first[o]) * unit, ...) of output o, where first[o] is the first task of output o.
+template <class Fn>
+void for_each_task(std::span<const MatmulOutput> outs, int64_t unit, Fn&& fn) {
+  int64_t first[8];
+  int64_t total = 0;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    first[o] = total;
+    total += (outs[o].w.rows + unit - 1) / unit;
+  }
+  parallel_for(total, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      size_t o = 0;
+      while (o + 1 < outs.size() && t >= first[o + 1]) ++o;
+      const int64_t j0 = (t - first[o]) * unit;
+      fn(outs[o], j0, std::min(outs[o].w.rows, j0 + unit));
     }
   });
 }
 
+}  // namespace
+
+void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span<const MatmulOutput> outs) {
+  detail::require_cpu(device, "matmul");
+  if (outs.size() > 8) invalid("more than 8 outputs in one call");
+  for (const MatmulOutput& o : outs) validate(o.w, k, m);
+  if (m == 0 || outs.empty()) return;
+  const DType dt = outs[0].w.dtype;
+  for (const MatmulOutput& o : outs)
+    if (o.w.dtype != dt) invalid("outputs of one call must share a dtype");
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  if (use_gemm(dt, m)) {
+    for_each_task(outs, kGemmTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
+      gemm_range(a, m, o.w, o.bias, o.c, o.w.rows, j0, j1);
+    });
+    return;
+  }
+  for (int64_t r0 = 0; r0 < m; r0 += kRowChunk) {
+    const int64_t mc = std::min(kRowChunk, m - r0);
+    const Prepared x = prepare(isa, dt, a + r0 * k, mc, k);
+    for_each_task(outs, kGemvTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
+      gemv_range(isa, x, mc, o.w, o.bias, o.c + r0 * o.w.rows, o.w.rows, j0, j1);
+    });
+  }
+}
+
+void matmul(Device device, const float* a, const WeightView& w, const float* bias, float* c, int64_t m) {
+  const MatmulOutput out{w, bias, c};
+  matmul_multi(device, a, m, w.cols, {&out, 1});
+}
+
+void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out,
+                   int64_t m) {
+  detail::require_cpu(device, "matmul_swiglu");
+  validate(gate, gate.cols, m);
+  validate(up, gate.cols, m);
+  if (gate.rows != up.rows || gate.dtype != up.dtype) invalid("gate and up projections differ in shape or dtype");
+  if (m == 0) return;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  const int64_t n = gate.rows, k = gate.cols;
+  const bool gemm = use_gemm(gate.dtype, m);
+  const int64_t unit = gemm ? kGemmTask : kGemvTask;
+  for (int64_t r0 = 0; r0 < m; r0 += gemm ? m : kRowChunk) {
+    const int64_t mc = gemm ? m : std::min(kRowChunk, m - r0);
+    const Prepared x = gemm ? Prepared{nullptr, 0} : prepare(isa, gate.dtype, a + r0 * k, mc, k);
+    float* o_chunk = out + r0 * n;
+    parallel_for((n + unit - 1) / unit, 1, [&](int64_t b, int64_t e) {
+      thread_local std::vector<float> up_tile;  // [mc, unit]: the up projection of this task
+      if (up_tile.size() < static_cast<size_t>(mc * unit)) up_tile.resize(static_cast<size_t>(mc * unit));
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t j0 = t * unit, j1 = std::min(n, j0 + unit), w = j1 - j0;
+        // up into the tile (features shifted to start at 0), gate straight into the output.
+        const WeightView up_part{up.dtype, static_cast<const uint8_t*>(up.data) + row_bytes(up.dtype, k) * j0, w, k};
+        if (gemm) {
+          gemm_range(a, mc, gate, nullptr, o_chunk, n, j0, j1);
+          gemm_range(a, mc, up_part, nullptr, up_tile.data(), w, 0, w);
+        } else {
+          gemv_range(isa, x, mc, gate, nullptr, o_chunk, n, j0, j1);
+          gemv_range(isa, x, mc, up_part, nullptr, up_tile.data(), w, 0, w);
+        }
+        for (int64_t r = 0; r < mc; ++r) {
+          float* o = o_chunk + r * n + j0;
+          const float* u = up_tile.data() + r * w;
+          for (int64_t j = 0; j < w; ++j) o[j] = o[j] / (1.0f + std::exp(-o[j])) * u[j];
+        }
+      }
+    });
+  }
+}
+
 namespace reference {
-void matmul(const float* a, const float* w, const float* bias, float* c, int64_t m, int64_t n,
-            int64_t k) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
+void matmul(const float* a, const WeightView& w, const float* bias, float* c, int64_t m) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  const size_t stride = row_bytes(w.dtype, w.cols);
+  for (int64_t j = 0; j < w.rows; ++j) {
+    cpu::kScalarKernels.to_f32[static_cast<int>(w.dtype)](static_cast<const uint8_t*>(w.data) + static_cast<size_t>(j) * stride,
+                                                           row.data(), w.cols);
+    for (int64_t i = 0; i < m; ++i) {
       double acc = bias != nullptr ? bias[j] : 0.0;
-      for (int64_t l = 0; l < k; ++l) acc += static_cast<double>(a[i * k + l]) * w[j * k + l];
-      c[i * n + j] = static_cast<float>(acc);
+      for (int64_t l = 0; l < w.cols; ++l) acc += static_cast<double>(a[i * w.cols + l]) * row[static_cast<size_t>(l)];
+      c[i * w.rows + j] = static_cast<float>(acc);
     }
   }
 }

@@ -1,20 +1,44 @@
 #include "specd/kernels/parallel.hpp"
 
 #include <cblas.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPECD_CPU_RELAX() _mm_pause()
+#else
+#define SPECD_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace specd::kernels {
 namespace {
 
-// Workers sleep on a condition variable between jobs; the calling thread takes chunk 0 and
-// waits for the others. One job at a time (see the header's threading contract).
+// How long a worker spins for the next job before it sleeps. Steps of a model run their ops
+// back to back (gaps of microseconds); between steps the engine does its bookkeeping (tens of
+// microseconds to a millisecond); a longer gap means the engine is idle.
+constexpr auto kSpin = std::chrono::microseconds(300);
+// Chunks per thread: enough to rebalance when a core is slow, few enough to keep the atomic
+// counter cheap.
+constexpr int64_t kChunksPerThread = 8;
+
+// ctrl_ packs the job generation (high 32 bits), an "open" flag (bit 31) and the number of
+// workers inside the job (low 31 bits). Workers join an open job with a CAS; the caller closes
+// it once every chunk is taken and waits until the count is back to zero, so no worker ever
+// touches a finished job.
+constexpr uint64_t kOpen = uint64_t{1} << 31;
+constexpr uint64_t kCountMask = kOpen - 1;
+constexpr uint64_t generation(uint64_t c) { return c >> 32; }
+
+thread_local bool t_inside = false;  // this thread is running a chunk (nested calls run inline)
+
 class ThreadPool {
  public:
   ~ThreadPool() { resize(1); }
@@ -23,103 +47,127 @@ class ThreadPool {
 
   void resize(int n) {
     n = std::max(1, n);
+    std::lock_guard lock(mu_);
     if (n == size()) return;
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-      ++generation_;
-    }
-    cv_.notify_all();
+    stop_.store(true);
+    ctrl_.fetch_add(uint64_t{1} << 32);  // a new generation wakes everyone up to see stop_
+    wake_.fetch_add(1);
+    wake_.notify_all();
     for (auto& t : workers_) t.join();
     workers_.clear();
-    stop_ = false;
-    // Workers start from the current generation: a job published before a new worker first
-    // takes the lock must still count as new for it.
-    const uint64_t start = generation_;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, start] { worker_loop(i, start); });
+    stop_.store(false);
+    for (int i = 1; i < n; ++i) {
+      workers_.emplace_back([this] { worker_loop(); });
+      pthread_setname_np(workers_.back().native_handle(), "specd-kernels");
+    }
   }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
-    const int chunks = static_cast<int>(std::min<int64_t>(size(), max_chunks));
-    if (chunks <= 1 || in_worker_) {
-      body(0, n);
-      return;
+  // Returns false when the pool is busy (the caller then runs the work inline).
+  bool run(int64_t n, int64_t grain, detail::RangeBody body) {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    const int64_t threads = size();
+    const int64_t chunk = std::max(grain, (n + threads * kChunksPerThread - 1) / (threads * kChunksPerThread));
+    body_ = body;
+    n_ = n;
+    chunk_ = chunk;
+    num_chunks_ = (n + chunk - 1) / chunk;
+    next_.store(0, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    error_ = nullptr;
+    const uint64_t gen = generation(ctrl_.load()) + 1;
+    ctrl_.store(gen << 32 | kOpen);  // seq_cst: pairs with the sleepers_ check in worker_loop
+    if (sleepers_.load() > 0) {
+      wake_.fetch_add(1);
+      wake_.notify_all();
     }
-    {
-      std::lock_guard lock(mu_);
-      body_ = &body;
-      n_ = n;
-      chunks_ = chunks;
-      pending_ = chunks - 1;
-      error_ = nullptr;
-      ++generation_;
+
+    work();
+    // Close the job, then wait for the workers inside it.
+    uint64_t c = ctrl_.load();
+    while (!ctrl_.compare_exchange_weak(c, c & ~kOpen)) {
     }
-    cv_.notify_all();
-    std::exception_ptr mine;
-    try {
-      run_chunk(0);
-    } catch (...) {
-      mine = std::current_exception();
-    }
-    std::unique_lock lock(mu_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
-    body_ = nullptr;
-    if (mine) std::rethrow_exception(mine);
+    while ((ctrl_.load(std::memory_order_acquire) & kCountMask) != 0) SPECD_CPU_RELAX();
     if (error_) std::rethrow_exception(error_);
+    return true;
   }
 
  private:
-  void run_chunk(int c) {
-    const int64_t begin = n_ * c / chunks_;
-    const int64_t end = n_ * (c + 1) / chunks_;
-    if (begin < end) (*body_)(begin, end);
+  void work() {
+    t_inside = true;
+    for (;;) {
+      const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+      if (i >= num_chunks_ || failed_.load(std::memory_order_relaxed)) break;
+      const int64_t b = i * chunk_;
+      try {
+        body_.call(body_.ctx, b, std::min(n_, b + chunk_));
+      } catch (...) {
+        std::lock_guard g(error_mu_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+    t_inside = false;
   }
 
-  void worker_loop(int index, uint64_t seen) {
-    in_worker_ = true;
+  void worker_loop() {
+    uint64_t seen = generation(ctrl_.load());
     for (;;) {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
-      if (stop_) return;
-      if (index >= chunks_) continue;
-      lock.unlock();
-      std::exception_ptr err;
-      try {
-        run_chunk(index);
-      } catch (...) {
-        err = std::current_exception();
+      uint64_t c = wait_for_new_generation(seen);
+      if (stop_.load()) return;
+      seen = generation(c);
+      // Join the job if it is still open.
+      while ((c & kOpen) != 0 && generation(c) == seen) {
+        if (ctrl_.compare_exchange_weak(c, c + 1, std::memory_order_acquire)) {
+          work();
+          ctrl_.fetch_sub(1, std::memory_order_release);
+          break;
+        }
       }
-      lock.lock();
-      if (err && !error_) error_ = err;
-      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+
+  uint64_t wait_for_new_generation(uint64_t seen) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    for (int spins = 0;; ++spins) {
+      const uint64_t c = ctrl_.load(std::memory_order_acquire);
+      if (generation(c) != seen || stop_.load(std::memory_order_relaxed)) return c;
+      SPECD_CPU_RELAX();
+      if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline) break;
+    }
+    for (;;) {
+      const uint32_t epoch = wake_.load();
+      sleepers_.fetch_add(1);  // seq_cst: pairs with the publish in run()
+      const uint64_t c = ctrl_.load();
+      if (generation(c) != seen || stop_.load()) {
+        sleepers_.fetch_sub(1);
+        return c;
+      }
+      wake_.wait(epoch);  // a futex on a 32-bit word: sleeps until run() bumps it
+      sleepers_.fetch_sub(1);
     }
   }
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable done_cv_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
-  int64_t n_ = 0;
-  int chunks_ = 0;
-  int pending_ = 0;
+  std::mutex mu_;  // one job at a time
+  std::atomic<uint64_t> ctrl_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped to wake sleeping workers
+  std::atomic<bool> stop_{false};
+  detail::RangeBody body_{};
+  int64_t n_ = 0, chunk_ = 1, num_chunks_ = 0;
+  std::atomic<int64_t> next_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex error_mu_;
   std::exception_ptr error_;
-  static thread_local bool in_worker_;
 };
-
-thread_local bool ThreadPool::in_worker_ = false;
 
 std::mutex g_config_mu;
 
 ThreadPool& pool() {
   static ThreadPool* p = [] {
     auto* tp = new ThreadPool();  // leaked on purpose: workers must outlive static dtors
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    tp->resize(hw);
+    tp->resize(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
     openblas_set_num_threads(1);  // matmul splits its work over this pool instead
     return tp;
   }();
@@ -137,9 +185,22 @@ void set_num_threads(int n) {
 
 int num_threads() { return pool().size(); }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+namespace detail {
+void parallel_for(int64_t n, int64_t grain, RangeBody body) {
   if (n <= 0) return;
-  pool().run(n, grain, body);
+  grain = std::max<int64_t>(1, grain);
+  if (n <= grain || t_inside || pool().size() == 1 || !pool().run(n, grain, body)) {
+    const bool outer = !t_inside;
+    t_inside = true;
+    try {
+      body.call(body.ctx, 0, n);
+    } catch (...) {
+      if (outer) t_inside = false;
+      throw;
+    }
+    if (outer) t_inside = false;
+  }
 }
+}  // namespace detail
 
 }  // namespace specd::kernels

@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "specd/kernels/parallel.hpp"
-#include "vec.hpp"
+#include "isa_kernels.hpp"
 
 namespace specd::kernels {
 namespace {
 
 void norm_row(const float* x, const float* w, float* out, int64_t dim, float eps) {
-  const double ss = cpu::sum_squares(x, dim);
+  const double ss = cpu::active_kernels().sum_squares(x, dim);
   const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
   for (int64_t i = 0; i < dim; ++i) out[i] = w[i] * (x[i] * inv);
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "specd/error.hpp"
+#include "isa_kernels.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
@@ -23,17 +24,14 @@ float row_max(const float* x, int64_t cols) {
 
 void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
   detail::require_cpu(device, "softmax");
+  const cpu::IsaKernels& isa = cpu::active_kernels();
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
       float* o = out + r * cols;
       const float m = row_max(xr, cols);
-      double sum = 0.0;
-      for (int64_t i = 0; i < cols; ++i) {
-        o[i] = std::exp(xr[i] - m);
-        sum += o[i];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
+      if (o != xr) std::copy(xr, xr + cols, o);
+      const float inv = 1.0f / isa.exp_sum(o, cols, m);
       for (int64_t i = 0; i < cols; ++i) o[i] *= inv;
     }
   });

@@ -11,11 +11,25 @@
 #include <string>
 #include <vector>
 
+#include "specd/kernels/cpu_isa.hpp"
 #include "specd/kernels/device.hpp"
+#include "specd/kernels/dtype.hpp"
 
 namespace specd::kernels {
 // Readable test parameters in gtest and ctest output.
 inline void PrintTo(Device device, std::ostream* os) { *os << device_name(device); }
+inline void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
+
+// Where an op with per-ISA CPU variants runs: the device, and on the CPU the instruction-set
+// level (every level is tested on every machine that can run it).
+struct Backend {
+  Device device = Device::kCpu;
+  CpuIsa isa = CpuIsa::kScalar;
+};
+inline void PrintTo(const Backend& b, std::ostream* os) {
+  *os << device_name(b.device);
+  if (b.device == Device::kCpu) *os << "_" << cpu_isa_name(b.isa);
+}
 }  // namespace specd::kernels
 
 namespace specd::kernels::testing {
@@ -26,12 +40,61 @@ inline std::string device_param_name(const ::testing::TestParamInfo<Device>& inf
   return std::string(device_name(info.param));
 }
 
+inline std::vector<Backend> all_backends() {
+  return {{Device::kCpu, CpuIsa::kScalar}, {Device::kCpu, CpuIsa::kAvx2}, {Device::kCpu, CpuIsa::kAvx512},
+          {Device::kCuda, CpuIsa::kScalar}};
+}
+
+inline std::string backend_name(const Backend& b) {
+  std::string name(device_name(b.device));
+  if (b.device == Device::kCpu) {
+    name += '_';
+    name += cpu_isa_name(b.isa);
+  }
+  return name;
+}
+
+// Selects the backend's ISA level for the test and restores the previous one afterwards;
+// skips (with the reason) where the device or level is not available here.
+class BackendTest {
+ public:
+  static bool usable(const Backend& b, std::string* why) {
+    if (!device_available(b.device)) {
+      *why = std::string(device_name(b.device)) + " kernels are not built in this configuration (or no device present)";
+      return false;
+    }
+    if (b.device == Device::kCpu && static_cast<int>(b.isa) > static_cast<int>(detected_cpu_isa())) {
+      *why = "this CPU cannot run the " + std::string(cpu_isa_name(b.isa)) + " kernels (best: " +
+             std::string(cpu_isa_name(detected_cpu_isa())) + ")";
+      return false;
+    }
+    return true;
+  }
+};
+
+class IsaGuard {
+ public:
+  explicit IsaGuard(CpuIsa isa) : saved_(active_cpu_isa()) { set_cpu_isa(isa); }
+  ~IsaGuard() { set_cpu_isa(saved_); }
+  IsaGuard(const IsaGuard&) = delete;
+  IsaGuard& operator=(const IsaGuard&) = delete;
+
+ private:
+  CpuIsa saved_;
+};
+
 #define SPECD_SKIP_IF_UNAVAILABLE(device)                                                    \
   do {                                                                                       \
     if (!::specd::kernels::device_available(device))                                         \
       GTEST_SKIP() << ::specd::kernels::device_name(device)                                  \
                    << " kernels are not built in this configuration (or no device present)"; \
   } while (0)
+
+#define SPECD_USE_BACKEND(backend)                         \
+  std::string specd_skip_reason_;                          \
+  if (!::specd::kernels::testing::BackendTest::usable(backend, &specd_skip_reason_)) \
+    GTEST_SKIP() << specd_skip_reason_;                    \
+  ::specd::kernels::testing::IsaGuard specd_isa_guard_((backend).isa)
 
 inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);

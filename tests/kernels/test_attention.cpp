@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "kernel_test_util.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/attention.hpp"
+#include "specd/kernels/convert.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -140,6 +142,70 @@ TEST_P(PagedAttentionTest, RejectsBadBlockIds) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, PagedAttentionTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
+
+// 16-bit caches on every ISA level: the reference widens the same stored values exactly, so
+// only the summation order differs.
+using KvParam = std::tuple<Backend, DType>;
+class PagedAttentionKvTest : public ::testing::TestWithParam<KvParam> {};
+
+TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
+  const auto [backend, dt] = GetParam();
+  SPECD_USE_BACKEND(backend);
+  for (auto [nh, nkv] : {std::pair{8, 2}, std::pair{4, 4}}) {
+    const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, 32, 81);
+    std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);
+    from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
+    from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+    std::vector<float> got(b.out_size()), want(b.out_size());
+    PagedAttentionParams p = b.params(got.data());
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.kv_dtype = dt;
+    paged_attention(backend.device, p);
+    p.out = want.data();
+    reference::paged_attention(p);
+    EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv;
+  }
+}
+
+TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
+  const auto [backend, dt] = GetParam();
+  SPECD_USE_BACKEND(backend);
+  const int64_t n = 3, nkv = 2, hd = 8, half = hd / 2, row = nkv * hd;
+  const auto k = random_vector(static_cast<size_t>(n * row), 91), v = random_vector(static_cast<size_t>(n * row), 92);
+  const auto cos = random_vector(static_cast<size_t>(n * half), 93), sin = random_vector(static_cast<size_t>(n * half), 94);
+  const std::vector<int64_t> slots = {5, 0, 2};
+  const size_t elem = dt == DType::kF32 ? 4 : 2;
+  std::vector<uint8_t> kc(6 * row * elem), vc(6 * row * elem);
+  write_kv(backend.device, k.data(), v.data(), n, nkv, hd, cos.data(), sin.data(), slots.data(), dt, kc.data(), vc.data());
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<float> want_k(static_cast<size_t>(row)), got_k(static_cast<size_t>(row)), got_v(static_cast<size_t>(row));
+    for (int64_t h = 0; h < nkv; ++h)
+      for (int64_t j = 0; j < half; ++j) {
+        const float x0 = k[t * row + h * hd + j], x1 = k[t * row + h * hd + j + half];
+        want_k[h * hd + j] = x0 * cos[t * half + j] - x1 * sin[t * half + j];
+        want_k[h * hd + j + half] = x1 * cos[t * half + j] + x0 * sin[t * half + j];
+      }
+    const size_t off = static_cast<size_t>(slots[static_cast<size_t>(t)]) * row * elem;
+    to_f32(Device::kCpu, dt, kc.data() + off, got_k.data(), row);
+    to_f32(Device::kCpu, dt, vc.data() + off, got_v.data(), row);
+    const double tol = dt == DType::kF32 ? 1e-6 : (dt == DType::kF16 ? 1e-3 : 8e-3);
+    for (int64_t i = 0; i < row; ++i) {
+      EXPECT_NEAR(got_k[i], want_k[i], tol * (1 + std::abs(want_k[i]))) << dtype_name(dt) << " t=" << t << " i=" << i;
+      EXPECT_NEAR(got_v[i], v[t * row + i], tol * (1 + std::abs(v[t * row + i]))) << dtype_name(dt);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PagedAttentionKvTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::all_backends()),
+                                            ::testing::Values(DType::kF32, DType::kF16, DType::kBF16)),
+                         [](const ::testing::TestParamInfo<KvParam>& info) {
+                           std::string name = testing::backend_name(std::get<0>(info.param));
+                           name += '_';
+                           name += dtype_name(std::get<1>(info.param));
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace specd::kernels

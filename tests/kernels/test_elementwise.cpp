@@ -1,4 +1,4 @@
-// embedding gather, silu_mul, argmax.
+// embedding gather, argmax.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,8 +7,8 @@
 #include "kernel_test_util.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/argmax.hpp"
+#include "specd/kernels/convert.hpp"
 #include "specd/kernels/embedding.hpp"
-#include "specd/kernels/silu_mul.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -22,9 +22,26 @@ TEST_P(EmbeddingTest, GathersRows) {
   const auto table = random_vector(vocab * dim, 1);
   const std::vector<int32_t> ids = {3, 0, 10, 3};
   std::vector<float> out(ids.size() * dim);
-  embedding(GetParam(), table.data(), vocab, dim, ids.data(), 4, out.data());
+  embedding(GetParam(), {DType::kF32, table.data(), vocab, dim}, ids.data(), 4, out.data());
   for (size_t i = 0; i < ids.size(); ++i) {
     for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(out[i * dim + j], table[ids[i] * dim + j]);
+  }
+}
+
+TEST_P(EmbeddingTest, WidensQuantizedRows) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const int64_t vocab = 5, dim = 64;
+  const auto f = random_vector(vocab * dim, 4);
+  for (DType dt : {DType::kBF16, DType::kQ4_0}) {
+    std::vector<uint8_t> table(row_bytes(dt, dim) * vocab);
+    from_f32(Device::kCpu, f.data(), dt, table.data(), vocab * dim);
+    std::vector<float> all(static_cast<size_t>(vocab * dim));
+    to_f32(Device::kCpu, dt, table.data(), all.data(), vocab * dim);
+    const std::vector<int32_t> ids = {4, 1};
+    std::vector<float> out(ids.size() * dim);
+    embedding(GetParam(), {dt, table.data(), vocab, dim}, ids.data(), 2, out.data());
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(out[i * dim + j], all[ids[i] * dim + j]) << dtype_name(dt);
   }
 }
 
@@ -34,25 +51,10 @@ TEST_P(EmbeddingTest, RejectsOutOfRangeId) {
   const std::vector<int32_t> ids = {1, 4};
   std::vector<float> out(4);
   try {
-    embedding(GetParam(), table.data(), 4, 2, ids.data(), 2, out.data());
+    embedding(GetParam(), {DType::kF32, table.data(), 4, 2}, ids.data(), 2, out.data());
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token id 4"), std::string::npos) << e.what();
-  }
-}
-
-class SiluMulTest : public ::testing::TestWithParam<Device> {};
-
-TEST_P(SiluMulTest, MatchesFormula) {
-  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  const int64_t n = 70000;  // large enough to be split across threads
-  const auto gate = random_vector(n, 2, -8, 8), up = random_vector(n, 3);
-  std::vector<float> out(n);
-  silu_mul(GetParam(), gate.data(), up.data(), out.data(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    const double want = g / (1.0 + std::exp(-g)) * up[i];
-    ASSERT_NEAR(out[i], want, 1e-6 * (1.0 + std::abs(want))) << "at " << i;
   }
 }
 
@@ -70,8 +72,6 @@ TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EmbeddingTest, ::testing::ValuesIn(testing::all_devices()),
-                         testing::device_param_name);
-INSTANTIATE_TEST_SUITE_P(Devices, SiluMulTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 INSTANTIATE_TEST_SUITE_P(Devices, ArgmaxTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);

@@ -1,8 +1,20 @@
+// matmul / matmul_multi / matmul_swiglu on every backend (CPU ISA level) x weight dtype
+// against the double-precision reference over the exactly widened weights.
+//
+// Tolerances (max |got - want| / max |want|), by what the dtype's GEMV path rounds:
+//   f32, f16: nothing (F32 activations, weights widened exactly)       1e-5
+//   bf16:     activations rounded to bf16 (relative 2^-9 per element)  1e-2
+//   q8_0, q4_0: activations quantized to Q8 per block of 32            2e-2
+// f32 weights with m > 16 take OpenBLAS sgemm: 1e-5 as well.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "kernel_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
 #include "specd/kernels/matmul.hpp"
 
 namespace specd::kernels {
@@ -10,36 +22,144 @@ namespace {
 using testing::max_rel_error;
 using testing::random_vector;
 
-class MatmulTest : public ::testing::TestWithParam<Device> {};
+double gemv_tolerance(DType d) {
+  switch (d) {
+    case DType::kF32:
+    case DType::kF16: return 1e-5;
+    case DType::kBF16: return 1e-2;
+    default: return 2e-2;
+  }
+}
 
-TEST_P(MatmulTest, MatchesReferenceWithAndWithoutBias) {
-  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  // m == 1 takes the GEMV path, the others the GEMM path.
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 64}, {1, 512, 300},
-                         {3, 5, 7}, {17, 96, 128}, {64, 130, 33}}) {
-    const auto a = random_vector(m * k, 11), w = random_vector(n * k, 12), b = random_vector(n, 13);
+// Random weights [n, k] stored as `dtype`.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+  Weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
+    const auto f = random_vector(static_cast<size_t>(n * k), seed);
+    bytes.resize(row_bytes(dtype, k) * static_cast<size_t>(n));
+    from_f32(Device::kCpu, f.data(), dtype, bytes.data(), n * k);
+    view = {dtype, bytes.data(), n, k};
+  }
+};
+
+using Param = std::tuple<Backend, DType>;
+
+class MatmulTest : public ::testing::TestWithParam<Param> {
+ protected:
+  Backend backend() const { return std::get<0>(GetParam()); }
+  DType dtype() const { return std::get<1>(GetParam()); }
+  bool quantized() const { return is_quantized(dtype()); }
+};
+
+TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
+  SPECD_USE_BACKEND(backend());
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64}, {1, 130, 96},  {2, 5, 32},
+                                                                {5, 64, 256}, {16, 21, 128}, {17, 96, 128},
+                                                                {40, 70, 64}};
+  if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
+  for (auto [m, n, k] : shapes) {
+    const Weights w(dtype(), n, k, 12);
+    const auto a = random_vector(static_cast<size_t>(m * k), 11), b = random_vector(static_cast<size_t>(n), 13);
     for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
-      std::vector<float> got(m * n, -7.0f), want(m * n);
-      matmul(GetParam(), a.data(), w.data(), bias, got.data(), m, n, k);
-      reference::matmul(a.data(), w.data(), bias, want.data(), m, n, k);
-      EXPECT_LT(max_rel_error(got, want), 1e-5)
-          << "m=" << m << " n=" << n << " k=" << k << " bias=" << (bias != nullptr);
+      std::vector<float> got(static_cast<size_t>(m * n), -7.0f), want(static_cast<size_t>(m * n));
+      matmul(backend().device, a.data(), w.view, bias, got.data(), m);
+      reference::matmul(a.data(), w.view, bias, want.data(), m);
+      const double tol = gemv_tolerance(dtype());
+      EXPECT_LT(max_rel_error(got, want), tol) << "m=" << m << " n=" << n << " k=" << k << " bias=" << (bias != nullptr);
     }
   }
 }
 
-TEST_P(MatmulTest, KnownProduct) {
-  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+// Speculative scoring of k+1 positions must give the same logits as k+1 single-token steps:
+// a row's result is bit-identical whatever the other rows of the call (any number of rows,
+// except f32 above kGemvMaxRows, which takes sgemm).
+TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
+  SPECD_USE_BACKEND(backend());
+  const int64_t n = 37, k = 192;
+  const int64_t rows = dtype() == DType::kF32 ? kGemvMaxRows : 150;  // 150: three row chunks
+  const Weights w(dtype(), n, k, 21);
+  const auto a = random_vector(static_cast<size_t>(rows * k), 22);
+  std::vector<float> all(static_cast<size_t>(rows * n));
+  matmul(backend().device, a.data(), w.view, nullptr, all.data(), rows);
+  for (int64_t m : {1, 3, 5, 16}) {
+    for (int64_t r0 = 0; r0 + m <= rows; r0 += 7) {
+      std::vector<float> part(static_cast<size_t>(m * n));
+      matmul(backend().device, a.data() + r0 * k, w.view, nullptr, part.data(), m);
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_EQ(part[static_cast<size_t>(i)], all[static_cast<size_t>(r0 * n + i)]) << "m=" << m << " r0=" << r0;
+    }
+  }
+}
+
+TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
+  SPECD_USE_BACKEND(backend());
+  const int64_t k = 64;
+  const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
+  const auto bias = random_vector(48, 34);
+  for (int64_t m : {1, 4, 20}) {
+    const auto a = random_vector(static_cast<size_t>(m * k), 35);
+    std::vector<float> c0(static_cast<size_t>(m * 48)), c1(static_cast<size_t>(m * 16)), c2(static_cast<size_t>(m * 16));
+    const MatmulOutput outs[] = {{q.view, bias.data(), c0.data()}, {kk.view, nullptr, c1.data()}, {v.view, nullptr, c2.data()}};
+    matmul_multi(backend().device, a.data(), m, k, outs);
+    std::vector<float> s0(c0.size()), s1(c1.size()), s2(c2.size());
+    matmul(backend().device, a.data(), q.view, bias.data(), s0.data(), m);
+    matmul(backend().device, a.data(), kk.view, nullptr, s1.data(), m);
+    matmul(backend().device, a.data(), v.view, nullptr, s2.data(), m);
+    EXPECT_EQ(c0, s0) << "m=" << m;
+    EXPECT_EQ(c1, s1) << "m=" << m;
+    EXPECT_EQ(c2, s2) << "m=" << m;
+  }
+}
+
+TEST_P(MatmulTest, SwigluMatchesReference) {
+  SPECD_USE_BACKEND(backend());
+  const int64_t n = 45, k = 96;
+  const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
+  for (int64_t m : {1, 5, 19}) {
+    const auto a = random_vector(static_cast<size_t>(m * k), 43);
+    std::vector<float> got(static_cast<size_t>(m * n)), g(got.size()), u(got.size()), want(got.size());
+    matmul_swiglu(backend().device, a.data(), gate.view, up.view, got.data(), m);
+    reference::matmul(a.data(), gate.view, nullptr, g.data(), m);
+    reference::matmul(a.data(), up.view, nullptr, u.data(), m);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    EXPECT_LT(max_rel_error(got, want), 2 * gemv_tolerance(dtype())) << "m=" << m;
+  }
+}
+
+TEST_P(MatmulTest, RefusesMismatchedShapes) {
+  SPECD_USE_BACKEND(backend());
+  const Weights w(dtype(), 4, 64, 51);
+  const auto a = random_vector(64, 52);
+  std::vector<float> c(4);
+  const MatmulOutput out{w.view, nullptr, c.data()};
+  EXPECT_THROW(matmul_multi(backend().device, a.data(), 1, 32, {&out, 1}), Error);  // k 32 vs 64 columns
+  if (quantized()) {
+    WeightView partial = w.view;
+    partial.cols = 48;  // not a whole number of blocks
+    EXPECT_THROW(matmul(backend().device, a.data(), partial, nullptr, c.data(), 1), Error);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, MatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::all_backends()),
+                                            ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                                                              DType::kQ4_0)),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           std::string name = testing::backend_name(std::get<0>(info.param));
+                           name += '_';
+                           name += dtype_name(std::get<1>(info.param));
+                           return name;
+                         });
+
+TEST(MatmulKnown, SmallProduct) {
   const std::vector<float> a = {1, 2, 3, 4};        // [2, 2]
   const std::vector<float> w = {1, 0, 0, 1, 1, 1};  // [3, 2]
   const std::vector<float> bias = {10, 20, 30};
   std::vector<float> c(6);
-  matmul(GetParam(), a.data(), w.data(), bias.data(), c.data(), 2, 3, 2);
+  matmul(Device::kCpu, a.data(), {DType::kF32, w.data(), 3, 2}, bias.data(), c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{11, 22, 33, 13, 24, 37}));
 }
-
-INSTANTIATE_TEST_SUITE_P(Devices, MatmulTest, ::testing::ValuesIn(testing::all_devices()),
-                         testing::device_param_name);
 
 }  // namespace
 }  // namespace specd::kernels

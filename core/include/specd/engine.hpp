@@ -40,7 +40,10 @@ struct EngineInfo {
   int32_t kv_block_size = 0;
   int32_t kv_num_blocks = 0;
   size_t kv_bytes = 0;           // KV storage reserved (touched as used)
-  size_t decode_weight_bytes = 0;  // weight bytes read per decode step
+  size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes
+  std::string weight_dtype;        // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
+  std::string kv_dtype;            // f32 | f16 | bf16
+  std::string cpu_isa;             // CPU kernel level: scalar | avx2 | avx512
   int32_t num_threads = 0;
   // Speculative decoding; empty proposer = off.
   std::string proposer;

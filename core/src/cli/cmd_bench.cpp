@@ -1,18 +1,20 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
-//             [--prompt TEXT | --prompt-file FILE] [--score-k K]
-// Throughput of the engine on synthetic prompts: prefill tokens/s, decode tokens/s per batch
-// size, peak RSS, and the memory-bandwidth floor of decoding (weight bytes per step divided
-// by a measured read bandwidth) to show how far decode is from the hardware limit.
+//             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
+// Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
+// tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
+// (weight bytes per step divided by the read bandwidth measured before and after the runs),
+// the cost of scoring k+1 new tokens per sequence relative to a one-token decode step (timed
+// on the target model directly), and peak RSS.
 //
 // With a `speculative` config section every decode run is done twice on the same prompts and
 // the same engine: plain (Request.speculative.enabled = false) and speculative, and the report
 // adds the speedup, the acceptance metrics and the propose/score/verify time split (deltas of
-// Engine::spec_metrics() around the speculative run), plus the cost of scoring k+1 new tokens
-// per sequence relative to a one-token decode step, timed on the target model directly.
+// Engine::spec_metrics() around the speculative run).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +33,7 @@
 #include "model/weights.hpp"
 #include "specd/engine.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/bandwidth.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::cli {
@@ -48,6 +51,7 @@ struct BenchOptions {
   std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
   std::string prompt_file;  // same, read from a file
   int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
+  std::vector<std::string> dtypes;  // one engine per weight dtype; empty = the configured one
 };
 
 double seconds_since(Clock::time_point t) {
@@ -64,38 +68,6 @@ std::vector<int32_t> synthetic_prompt(int32_t n, int64_t vocab, uint64_t salt) {
     ids.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
   }
   return ids;
-}
-
-// Best-of-5 read bandwidth over a buffer far larger than the caches, all kernel threads.
-double measure_read_bandwidth_gbs() {
-  const size_t n = size_t{256} << 20;  // 1 GiB of floats
-  std::unique_ptr<float[]> buf(new float[n]);
-  kernels::parallel_for(static_cast<int64_t>(n), 1 << 20, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i & 7);
-  });
-  const int threads = kernels::num_threads();
-  std::vector<float> partial(static_cast<size_t>(threads) * 16);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = Clock::now();
-    kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const size_t lo = n * static_cast<size_t>(t) / static_cast<size_t>(threads);
-        const size_t hi = n * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-        float acc[8] = {};
-        for (size_t i = lo; i + 8 <= hi; i += 8) {
-          for (int j = 0; j < 8; ++j) acc[j] += buf[i + static_cast<size_t>(j)];
-        }
-        float s = 0;
-        for (float a : acc) s += a;
-        partial[static_cast<size_t>(t) * 16] = s;
-      }
-    });
-    best = std::min(best, seconds_since(t0));
-  }
-  volatile float sink = 0;
-  for (float p : partial) sink = sink + p;
-  return static_cast<double>(n * sizeof(float)) / best / 1e9;
 }
 
 struct DecodeResult {
@@ -192,8 +164,8 @@ struct ScoringResult {
 std::vector<ScoringResult> measure_scoring(const EngineInfo& info, int32_t k, int32_t context,
                                            const std::vector<int32_t>& batches, int reps) {
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
-  model::LlamaModel m(model::LlamaWeights::load(ckpt));
-  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size);
+  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::parse_dtype(info.weight_dtype)));
+  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size, model::parse_dtype(info.kv_dtype));
   const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
   kv::KvCache kv(shape, max_batch * per_seq);
@@ -317,27 +289,27 @@ nlohmann::json spec_json(const SpecRow& r) {
             {"verify_fraction", total > 0 ? m.verify_seconds / total : 0.0}}}};
 }
 
-void run_bench(const BenchOptions& o) {
-  if (o.prompt_tokens < 1 || o.gen_tokens < 2) {
-    throw Error(ErrorCode::kInvalidArgument, "--prompt-tokens must be >= 1 and --gen-tokens >= 2");
-  }
-  if (o.score_k < 1 || o.score_k > 32) throw Error(ErrorCode::kInvalidArgument, "--score-k must be in [1, 32]");
-  if (!o.prompt.empty() && !o.prompt_file.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
-  }
-  const config::EngineConfig cfg = load_engine_config(o.model);
+// Everything measured for one weight dtype (one engine).
+struct RunResult {
+  EngineInfo info;
+  double load_s = 0;
+  double prefill = 0;  // tokens/s
+  std::vector<SpecRow> rows;
+  std::vector<ScoringResult> scoring;
+  double peak_rss_mib = 0;
+};
+
+RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
+  RunResult res;
   const auto t_load = Clock::now();
   Engine engine(cfg);
-  const double load_s = seconds_since(t_load);
-  const EngineInfo& info = engine.info();
-  const bool speculative = !info.proposer.empty();
+  res.load_s = seconds_since(t_load);
+  res.info = engine.info();
+  const bool speculative = !res.info.proposer.empty();
   const std::vector<int32_t> prompt = bench_prompt_ids(o, engine);
   const int32_t decode_prompt_tokens = prompt.empty() ? o.prompt_tokens : static_cast<int32_t>(prompt.size());
-
-  double prefill = 0;
   for (int i = 0; i < std::max(1, o.repeats); ++i)
-    prefill = std::max(prefill, bench_prefill(engine, o.prompt_tokens, 100 + static_cast<uint64_t>(i)));
-  std::vector<SpecRow> rows;
+    res.prefill = std::max(res.prefill, bench_prefill(engine, o.prompt_tokens, 100 + static_cast<uint64_t>(i)));
   for (int32_t b : o.batches) {
     SpecRow best;
     for (int i = 0; i < std::max(1, o.repeats); ++i) {
@@ -349,107 +321,190 @@ void run_bench(const BenchOptions& o) {
         if (sd.tokens_per_s > best.spec.tokens_per_s) best.spec = sd;
       }
     }
-    rows.push_back(best);
+    res.rows.push_back(best);
   }
-  std::vector<ScoringResult> scoring;
-  if (speculative) scoring = measure_scoring(info, o.score_k, decode_prompt_tokens, o.batches, 5);
-  // Peak RSS of the engine runs, before the bandwidth probe allocates its own buffer.
+  res.scoring = measure_scoring(res.info, o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  const double peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
-  const double bw = measure_read_bandwidth_gbs();
-  const double floor_ms = static_cast<double>(info.decode_weight_bytes) / (bw * 1e9) * 1e3;
+  res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  return res;
+}
+
+nlohmann::json bandwidth_json(const kernels::ReadBandwidth& b) {
+  return {{"median_gb_s", b.median_gbs}, {"min_gb_s", b.min_gbs},   {"max_gb_s", b.max_gbs},
+          {"long_read_gb_s", b.long_read_gbs}, {"passes", b.passes}, {"buffer_bytes", b.bytes}};
+}
+
+nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_ms) {
+  const EngineInfo& info = r.info;
+  nlohmann::json d = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    const DecodeResult& p = row.plain;
+    d.push_back({{"batch", p.batch},
+                 {"tokens_per_s", p.tokens_per_s},
+                 {"step_ms", p.step_ms},
+                 {"step_over_floor", floor_ms > 0 ? p.step_ms / floor_ms : 0.0}});
+  }
+  nlohmann::json sc = nlohmann::json::array();
+  for (const auto& s : r.scoring) {
+    sc.push_back({{"batch", s.batch},
+                  {"decode_ms", s.decode_ms},
+                  {"score_ms", s.score_ms},
+                  {"ratio", s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0}});
+  }
+  const nlohmann::json scoring = {{"k", o.score_k}, {"rows", sc}};
+  nlohmann::json j = {{"model", info.model_dir},
+                      {"architecture", info.architecture},
+                      {"dtype", info.weight_dtype},
+                      {"kv_dtype", info.kv_dtype},
+                      {"cpu_isa", info.cpu_isa},
+                      {"threads", info.num_threads},
+                      {"load_s", r.load_s},
+                      {"prompt_tokens", o.prompt_tokens},
+                      {"gen_tokens", o.gen_tokens},
+                      {"prefill_tokens_per_s", r.prefill},
+                      {"decode", d},
+                      {"scoring", scoring},
+                      {"peak_rss_mib", r.peak_rss_mib},
+                      {"decode_weight_bytes", info.decode_weight_bytes},
+                      {"decode_floor_ms_per_step", floor_ms}};
+  if (!info.proposer.empty()) {
+    nlohmann::json srows = nlohmann::json::array();
+    for (const auto& row : r.rows) srows.push_back(spec_json(row));
+    j["speculative"] = {{"proposer", info.proposer},
+                        {"verifier", info.verifier},
+                        {"k", info.num_speculative_tokens},
+                        {"rows", srows},
+                        {"scoring", scoring}};
+  }
+  return j;
+}
+
+void print_spec_row(const SpecRow& row) {
+  const DecodeResult& r = row.plain;
+  const DecodeResult& s = row.spec;
+  const spec::SpecMetrics& m = s.spec;
+  const double steps = static_cast<double>(std::max<uint64_t>(m.num_steps, 1));
+  std::printf("  spec   b=%-3d %.2f tokens/s, %.2f ms/step, %.2f tokens/step -> speedup %.2fx\n", s.batch,
+              s.tokens_per_s, s.step_ms, s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
+              r.tokens_per_s > 0 ? s.tokens_per_s / r.tokens_per_s : 0.0);
+  std::string per_position;
+  for (size_t i = 0; i < m.drafted_at.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.2f", i == 0 ? "" : " ", m.acceptance_at(i));
+    per_position += buf;
+  }
+  std::printf("               acceptance %.3f (%llu/%llu), mean length %.2f, efficiency %.2f, per position [%s]\n",
+              m.acceptance_rate(), static_cast<unsigned long long>(m.accepted_tokens),
+              static_cast<unsigned long long>(m.draft_tokens), m.mean_acceptance_length(), m.system_efficiency(),
+              per_position.c_str());
+  const double total = m.propose_seconds + m.score_seconds + m.verify_seconds;
+  auto pct = [&](double x) { return total > 0 ? 100.0 * x / total : 0.0; };
+  std::printf("               per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
+              m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps,
+              pct(m.score_seconds), m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
+}
+
+void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
+  const EngineInfo& info = r.info;
+  const bool speculative = !info.proposer.empty();
+  std::printf("dtype %s (KV %s): %.1f MiB of weights per decode step -> floor %.2f ms/step (%.1f tokens/s at batch 1)\n",
+              info.weight_dtype.c_str(), info.kv_dtype.c_str(), static_cast<double>(info.decode_weight_bytes) / (1 << 20),
+              floor_ms, 1e3 / floor_ms);
+  std::printf("  loaded in %.2f s; peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
+  if (speculative) {
+    std::printf("  speculative: proposer %s, verifier %s, k=%d; decode runs plain and speculative on the same prompts\n",
+                info.proposer.c_str(), info.verifier.c_str(), info.num_speculative_tokens);
+  }
+  std::printf("  prefill       %.1f tokens/s (%d-token prompt)\n", r.prefill, o.prompt_tokens);
+  for (const auto& row : r.rows) {
+    const DecodeResult& p = row.plain;
+    std::printf("  decode b=%-3d %.2f tokens/s, %.2f ms/step (%.2fx the bandwidth floor)%s\n", p.batch, p.tokens_per_s,
+                p.step_ms, floor_ms > 0 ? p.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
+    if (speculative) print_spec_row(row);
+  }
+  for (const auto& s : r.scoring) {
+    std::printf("  scoring b=%-2d %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = %.2fx\n", s.batch,
+                o.score_k + 1, s.score_ms, s.decode_ms, o.score_k + 1, s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0);
+  }
+}
+
+void print_summary(const BenchOptions& o, const std::vector<RunResult>& runs, const std::vector<double>& floors) {
+  std::printf("\n| dtype | prefill-%d tok/s |", o.prompt_tokens);
+  for (int32_t b : o.batches) std::printf(" decode b=%d tok/s (x floor) |", b);
+  for (int32_t b : o.batches) std::printf(" score(%d)/decode(1) b=%d |", o.score_k + 1, b);
+  std::printf("\n|---|---|");
+  for (size_t i = 0; i < 2 * o.batches.size(); ++i) std::printf("---|");
+  std::printf("\n");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunResult& r = runs[i];
+    std::printf("| %s | %.1f |", r.info.weight_dtype.c_str(), r.prefill);
+    for (const auto& row : r.rows)
+      std::printf(" %.2f (%.2fx) |", row.plain.tokens_per_s, floors[i] > 0 ? row.plain.step_ms / floors[i] : 0.0);
+    for (const auto& s : r.scoring) std::printf(" %.2fx |", s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0);
+    std::printf("\n");
+  }
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.prompt_tokens < 1 || o.gen_tokens < 2) {
+    throw Error(ErrorCode::kInvalidArgument, "--prompt-tokens must be >= 1 and --gen-tokens >= 2");
+  }
+  if (o.score_k < 1 || o.score_k > 32) throw Error(ErrorCode::kInvalidArgument, "--score-k must be in [1, 32]");
+  if (!o.prompt.empty() && !o.prompt_file.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
+  }
+  // One engine per dtype; without --dtype, the configured one.
+  std::vector<config::EngineConfig> configs;
+  if (o.dtypes.empty()) {
+    configs.push_back(load_engine_config(o.model));
+  } else {
+    for (const std::string& dt : o.dtypes) {
+      if (dt != "auto" && dt != "f32" && dt != "f16" && dt != "bf16" && dt != "q8_0" && dt != "q4_0")
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--dtype " + dt + ": expected a list of auto, f32, f16, bf16, q8_0, q4_0");
+      ModelFlags flags = o.model;
+      flags.sets.push_back("model.dtype=" + dt);
+      configs.push_back(load_engine_config(flags));
+    }
+  }
+  kernels::set_num_threads(configs.front().model.num_threads);
+  // The yardstick, before and after the runs: the floor uses the mean of the two medians.
+  const kernels::ReadBandwidth bw_before = kernels::measure_read_bandwidth();
+  std::vector<RunResult> runs;
+  for (const config::EngineConfig& cfg : configs) runs.push_back(run_one(o, cfg));
+  const kernels::ReadBandwidth bw_after = kernels::measure_read_bandwidth();
+  const double bw = 0.5 * (bw_before.median_gbs + bw_after.median_gbs);
+  std::vector<double> floors;
+  for (const RunResult& r : runs) floors.push_back(static_cast<double>(r.info.decode_weight_bytes) / (bw * 1e9) * 1e3);
 
   if (o.json) {
-    nlohmann::json d = nlohmann::json::array();
-    for (const auto& row : rows) {
-      const DecodeResult& r = row.plain;
-      d.push_back({{"batch", r.batch},
-                   {"tokens_per_s", r.tokens_per_s},
-                   {"step_ms", r.step_ms},
-                   {"step_over_floor", floor_ms > 0 ? r.step_ms / floor_ms : 0.0}});
-    }
-    nlohmann::json j = {{"model", info.model_dir},
-                        {"architecture", info.architecture},
-                        {"threads", info.num_threads},
-                        {"load_s", load_s},
-                        {"prompt_tokens", o.prompt_tokens},
-                        {"decode_prompt_tokens", decode_prompt_tokens},
-                        {"gen_tokens", o.gen_tokens},
-                        {"prefill_tokens_per_s", prefill},
-                        {"decode", d},
-                        {"peak_rss_mib", peak_rss_mib},
-                        {"read_bandwidth_gb_s", bw},
-                        {"decode_weight_bytes", info.decode_weight_bytes},
-                        {"decode_floor_ms_per_step", floor_ms}};
-    if (speculative) {
-      nlohmann::json srows = nlohmann::json::array();
-      for (const auto& row : rows) srows.push_back(spec_json(row));
-      nlohmann::json sc = nlohmann::json::array();
-      for (const auto& r : scoring) {
-        sc.push_back({{"batch", r.batch},
-                      {"decode_ms", r.decode_ms},
-                      {"score_ms", r.score_ms},
-                      {"ratio", r.decode_ms > 0 ? r.score_ms / r.decode_ms : 0.0}});
-      }
-      j["speculative"] = {{"proposer", info.proposer},
-                          {"verifier", info.verifier},
-                          {"k", info.num_speculative_tokens},
-                          {"rows", srows},
-                          {"scoring", {{"k", o.score_k}, {"context_tokens", decode_prompt_tokens}, {"rows", sc}}}};
+    nlohmann::json bandwidth = {{"gb_s", bw}, {"before", bandwidth_json(bw_before)}, {"after", bandwidth_json(bw_after)}};
+    nlohmann::json j;
+    if (runs.size() == 1) {
+      j = run_json(o, runs[0], floors[0]);
+      j["read_bandwidth_gb_s"] = bw;
+      j["read_bandwidth"] = bandwidth;
+    } else {
+      j["read_bandwidth"] = bandwidth;
+      j["runs"] = nlohmann::json::array();
+      for (size_t i = 0; i < runs.size(); ++i) j["runs"].push_back(run_json(o, runs[i], floors[i]));
     }
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::printf("model       %s (%s, %lld layers), %d threads, loaded in %.2f s\n", info.model_dir.c_str(),
-              info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads, load_s);
-  if (speculative) {
-    std::printf(
-        "speculative proposer %s, verifier %s, k=%d; decode runs plain and speculative on the same "
-        "%d-token prompts\n",
-        info.proposer.c_str(), info.verifier.c_str(), info.num_speculative_tokens, decode_prompt_tokens);
-  }
-  std::printf("prefill     %.1f tokens/s (%d-token prompt)\n", prefill, o.prompt_tokens);
-  for (const auto& row : rows) {
-    const DecodeResult& r = row.plain;
-    std::printf("decode b=%-3d %.2f tokens/s, %.2f ms/step (%.2fx the bandwidth floor)%s\n", r.batch, r.tokens_per_s,
-                r.step_ms, floor_ms > 0 ? r.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
-    if (!speculative) continue;
-    const DecodeResult& s = row.spec;
-    const spec::SpecMetrics& m = s.spec;
-    const double steps = static_cast<double>(std::max<uint64_t>(m.num_steps, 1));
-    std::printf("spec   b=%-3d %.2f tokens/s, %.2f ms/step, %.2f tokens/step -> speedup %.2fx\n", s.batch,
-                s.tokens_per_s, s.step_ms, s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0,
-                r.tokens_per_s > 0 ? s.tokens_per_s / r.tokens_per_s : 0.0);
-    std::string per_position;
-    for (size_t i = 0; i < m.drafted_at.size(); ++i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%s%.2f", i == 0 ? "" : " ", m.acceptance_at(i));
-      per_position += buf;
-    }
-    std::printf("             acceptance %.3f (%llu/%llu), mean length %.2f, efficiency %.2f, per position [%s]\n",
-                m.acceptance_rate(), static_cast<unsigned long long>(m.accepted_tokens),
-                static_cast<unsigned long long>(m.draft_tokens), m.mean_acceptance_length(), m.system_efficiency(),
-                per_position.c_str());
-    const double total = m.propose_seconds + m.score_seconds + m.verify_seconds;
-    auto pct = [&](double x) { return total > 0 ? 100.0 * x / total : 0.0; };
-    std::printf(
-        "             per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
-        m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps, pct(m.score_seconds),
-        m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
-  }
-  for (const auto& r : scoring) {
-    std::printf(
-        "scoring b=%-2d forward of %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = "
-        "%.2fx (context %d)\n",
-        r.batch, o.score_k + 1, r.score_ms, r.decode_ms, o.score_k + 1,
-        r.decode_ms > 0 ? r.score_ms / r.decode_ms : 0.0, decode_prompt_tokens);
-  }
+  const EngineInfo& info = runs[0].info;
+  std::printf("model       %s (%s, %lld layers), %d threads, %s kernels\n", info.model_dir.c_str(),
+              info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads, info.cpu_isa.c_str());
   std::printf(
-      "memory      read bandwidth %.1f GB/s; %.1f MiB of weights per decode step -> floor %.2f ms/step "
-      "(%.1f tokens/s at batch 1)\n",
-      bw, static_cast<double>(info.decode_weight_bytes) / (1 << 20), floor_ms, 1e3 / floor_ms);
-  std::printf("peak RSS    %.1f MiB\n", peak_rss_mib);
+      "memory      read bandwidth %.1f GB/s: median of %d passes over %zu MiB %.1f before the runs (range %.1f-%.1f, "
+      "one long read %.1f), %.1f after (range %.1f-%.1f)\n",
+      bw, bw_before.passes, bw_before.bytes >> 20, bw_before.median_gbs, bw_before.min_gbs, bw_before.max_gbs,
+      bw_before.long_read_gbs, bw_after.median_gbs, bw_after.min_gbs, bw_after.max_gbs);
+  if (std::abs(bw_before.median_gbs - bw_after.median_gbs) > 0.15 * bw)
+    std::printf("            (the two medians differ by more than 15%%: the machine is busy; ratios are noisy)\n");
+  for (size_t i = 0; i < runs.size(); ++i) print_run(o, runs[i], floors[i]);
+  if (runs.size() > 1) print_summary(o, runs, floors);
 }
 
 }  // namespace
@@ -468,6 +523,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "like --prompt, read from a file")->check(CLI::ExistingFile);
   cmd->add_option("--score-k", o->score_k, "k of the score(k+1)/decode(1) cost ratio (speculative configs)")
       ->capture_default_str();
+  cmd->add_option("--dtype", o->dtypes,
+                  "weight dtypes to measure, one engine each, e.g. --dtype f32,bf16,q8_0 (default: model.dtype)")
+      ->delimiter(',');
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -227,11 +227,12 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.errors().push_back(r.file() + ": model: required section is missing");
     return;
   }
-  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed"})) return;
+  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap"}))
+    return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
   r.get_path(n, "model", "tokenizer", c.model.tokenizer);
-  r.get_choice(n, "model", "dtype", {"auto", "f32", "f16", "bf16"}, c.model.dtype);
+  r.get_choice(n, "model", "dtype", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"}, c.model.dtype);
   r.get_string(n, "model", "device", c.model.device);
   const std::string& d = c.model.device;
   bool device_ok = d == "cpu" || d == "cuda";
@@ -241,6 +242,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (!device_ok) r.error(n["device"], "model.device", "expected cpu, cuda or cuda:N, got \"" + d + "\"");
   r.get_int(n, "model", "max_model_len", 0, int64_t{1} << 24, c.model.max_model_len);
   r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
+  r.get_bool(n, "model", "mmap", c.model.mmap);
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
 }
 
@@ -268,11 +270,13 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_bool(n, "scheduler", "chunked_prefill", c.scheduler.chunked_prefill);
     r.get_int(n, "scheduler", "max_queue", 1, 1 << 20, c.scheduler.max_queue);
   }
-  if (YAML::Node n = root["kv_cache"]; r.section(n, "kv_cache", {"block_size", "memory_mib", "gpu_memory_fraction"})) {
+  if (YAML::Node n = root["kv_cache"];
+      r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "gpu_memory_fraction"})) {
     r.get_int(n, "kv_cache", "block_size", 1, 256, c.kv_cache.block_size);
     const int32_t b = c.kv_cache.block_size;
     if ((b & (b - 1)) != 0) r.error(n["block_size"], "kv_cache.block_size", "expected a power of two, got " + std::to_string(b));
     r.get_int(n, "kv_cache", "memory_mib", 0, int64_t{1} << 22, c.kv_cache.memory_mib);
+    r.get_choice(n, "kv_cache", "dtype", {"auto", "f32", "f16", "bf16"}, c.kv_cache.dtype);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
   }
   if (YAML::Node n = root["server"];
@@ -407,7 +411,7 @@ std::string summary(const EngineConfig& c) {
   os << "  scheduler:    max_num_seqs " << c.scheduler.max_num_seqs << ", max_num_batched_tokens "
      << c.scheduler.max_num_batched_tokens << ", chunked_prefill " << (c.scheduler.chunked_prefill ? "on" : "off")
      << "\n";
-  os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", memory "
+  os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", dtype " << c.kv_cache.dtype << ", memory "
      << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
   os << "  server:       " << c.server.host << ":" << c.server.port << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)")
      << "\n";

@@ -20,10 +20,11 @@ namespace specd::config {
 struct ModelConfig {
   std::string path;            // model directory (HF layout); required
   std::string tokenizer;       // tokenizer.json or directory; "" = model path
-  std::string dtype = "auto";  // auto | f32 | f16 | bf16: the weights' storage dtype after load
+  std::string dtype = "auto";  // auto | f32 | f16 | bf16 | q8_0 | q4_0: the weights' compute dtype
   std::string device = "cpu";  // cpu | cuda | cuda:N
   int64_t max_model_len = 0;   // 0 = the checkpoint's max_position_embeddings
   int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
+  bool mmap = false;           // use tensors in place in the file map where possible (docs)
   int32_t seed = 0;            // default seed for requests that set none
 };
 
@@ -51,6 +52,7 @@ struct SchedulerConfig {
 struct KvCacheConfig {
   int32_t block_size = 16;          // tokens per block; power of two in [1, 256]
   int64_t memory_mib = 0;           // CPU budget for all KV caches; 0 = auto (see docs)
+  std::string dtype = "auto";       // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
   double gpu_memory_fraction = 0.9; // CUDA: fraction of free device memory for KV
 };
 

@@ -6,8 +6,21 @@
 
 namespace specd::kv {
 
+namespace {
+size_t element_bytes(kernels::DType d) { return d == kernels::DType::kF32 ? 4 : 2; }
+}  // namespace
+
+kernels::DType resolve_kv_dtype(const std::string& requested, kernels::DType weight_dtype) {
+  if (requested == "auto") return weight_dtype == kernels::DType::kF32 ? kernels::DType::kF32 : kernels::DType::kF16;
+  if (requested == "f32") return kernels::DType::kF32;
+  if (requested == "f16") return kernels::DType::kF16;
+  if (requested == "bf16") return kernels::DType::kBF16;
+  throw Error(ErrorCode::kInvalidArgument,
+              "kv_cache.dtype: expected auto, f32, f16 or bf16, got \"" + requested + "\"");
+}
+
 size_t bytes_per_block(const KvCacheShape& s) {
-  return 2 * sizeof(float) * static_cast<size_t>(s.num_layers) * static_cast<size_t>(s.block_size) *
+  return 2 * element_bytes(s.dtype) * static_cast<size_t>(s.num_layers) * static_cast<size_t>(s.block_size) *
          static_cast<size_t>(s.num_kv_heads) * static_cast<size_t>(s.head_dim);
 }
 
@@ -28,11 +41,16 @@ KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
                     std::to_string(shape.head_dim) + ", block_size " +
                     std::to_string(shape.block_size) + "; block_size must be a power of two)");
   }
-  const size_t floats = static_cast<size_t>(num_blocks) * static_cast<size_t>(shape.block_size) *
-                        static_cast<size_t>(row_floats());
+  if (shape.dtype != kernels::DType::kF32 && shape.dtype != kernels::DType::kF16 &&
+      shape.dtype != kernels::DType::kBF16) {
+    throw Error(ErrorCode::kInvalidArgument, "KV cache: dtype " + std::string(kernels::dtype_name(shape.dtype)) +
+                                                 " is not supported (f32, f16, bf16)");
+  }
+  const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(shape.block_size) *
+                       static_cast<size_t>(row_elems()) * element_bytes(shape.dtype);
   for (int32_t l = 0; l < shape.num_layers; ++l) {
-    k_.emplace_back(new float[floats]);
-    v_.emplace_back(new float[floats]);
+    k_.emplace_back(new std::byte[bytes]);  // default-initialized: untouched until written
+    v_.emplace_back(new std::byte[bytes]);
   }
 }
 

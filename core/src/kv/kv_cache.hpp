@@ -1,6 +1,6 @@
 // Paged KV cache: a pool of fixed-size blocks shared by all sequences, one block table per
-// sequence, F32 storage per layer laid out [num_blocks, block_size, num_kv_heads, head_dim]
-// (the layout kernels::paged_attention reads).
+// sequence, storage per layer in the cache dtype (f32, f16 or bf16) laid out
+// [num_blocks, block_size, num_kv_heads, head_dim] (the layout kernels::paged_attention reads).
 //
 // Lifecycle of a step for sequence s that adds n tokens:
 //   reserve(s, n)   – false = out of blocks; the scheduler decides (wait, preempt, fail)
@@ -14,10 +14,12 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_allocator.hpp"
+#include "specd/kernels/dtype.hpp"
 
 namespace specd::kv {
 
@@ -28,17 +30,24 @@ struct KvCacheShape {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 16;
+  kernels::DType dtype = kernels::DType::kF32;  // f32, f16 or bf16
 };
 
-// Bytes of K and V for one block across all layers (F32).
+// The cache dtype for `requested` (config kv_cache.dtype: auto | f32 | f16 | bf16) and a model
+// computing with `weight_dtype` weights: auto = f32 for f32 weights, f16 otherwise (16-bit
+// and quantized models halve their attention traffic). Throws kInvalidArgument on other text.
+kernels::DType resolve_kv_dtype(const std::string& requested, kernels::DType weight_dtype);
+
+// Bytes of K and V for one block across all layers, in the cache dtype.
 size_t bytes_per_block(const KvCacheShape& shape);
 // How many blocks fit in `budget_bytes` (0 when not even one does).
 int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes);
 
 class KvCache {
  public:
-  // Throws specd::Error(kInvalidArgument) on a non-positive shape or a block size that is not
-  // a power of two. Storage is allocated up front but not touched, so RSS grows with use.
+  // Throws specd::Error(kInvalidArgument) on a non-positive shape, a block size that is not a
+  // power of two, or a dtype other than f32/f16/bf16. Storage is allocated up front but not
+  // touched, so RSS grows with use.
   KvCache(const KvCacheShape& shape, int32_t num_blocks);
 
   const KvCacheShape& shape() const { return shape_; }
@@ -70,10 +79,11 @@ class KvCache {
   // Row index (block * block_size + offset) of token position `pos` of `seq`.
   int64_t slot(SeqId seq, int32_t pos) const;
 
-  float* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].get(); }
-  float* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].get(); }
-  // Floats per cache row (num_kv_heads * head_dim).
-  int64_t row_floats() const { return static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim; }
+  kernels::DType dtype() const { return shape_.dtype; }
+  void* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].get(); }
+  void* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].get(); }
+  // Elements per cache row (num_kv_heads * head_dim).
+  int64_t row_elems() const { return static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim; }
 
  private:
   struct BlockTable {
@@ -86,7 +96,7 @@ class KvCache {
   KvCacheShape shape_;
   BlockAllocator allocator_;
   std::unordered_map<SeqId, BlockTable> seqs_;
-  std::vector<std::unique_ptr<float[]>> k_, v_;
+  std::vector<std::unique_ptr<std::byte[]>> k_, v_;
 };
 
 }  // namespace specd::kv

@@ -11,6 +11,7 @@
 #include "model/json_file.hpp"
 #include "common/untrusted.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
 
 namespace specd::model {
 
@@ -176,22 +177,7 @@ std::vector<std::string> Checkpoint::tensor_names() const {
 }
 
 void Checkpoint::to_f32(const TensorView& t, float* out) {
-  const size_t n = static_cast<size_t>(t.numel());
-  switch (t.dtype) {
-    case DType::kF32:
-      std::memcpy(out, t.data, n * sizeof(float));
-      return;
-    case DType::kF16:
-    case DType::kBF16: {
-      const bool bf16 = t.dtype == DType::kBF16;
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t bits;
-        std::memcpy(&bits, t.data + 2 * i, sizeof(bits));
-        out[i] = bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-      }
-      return;
-    }
-  }
+  kernels::to_f32(kernels::Device::kCpu, t.dtype, t.data, out, t.numel());
 }
 
 }  // namespace specd::model

@@ -13,20 +13,21 @@
 #include <string_view>
 #include <vector>
 
+#include "specd/kernels/dtype.hpp"
+
 namespace specd::model {
 
-enum class DType { kF32, kF16, kBF16 };
-std::string_view dtype_name(DType dtype);
+// Element types and conversions live with the kernels (specd/kernels/dtype.hpp); checkpoint
+// tensors use the same enum so that quantized tensors can be used in place.
+using kernels::DType;
+using kernels::bf16_to_f32;
+using kernels::dtype_name;
+using kernels::f16_to_f32;
+using kernels::f32_to_bf16;
+using kernels::f32_to_f16;
+using kernels::parse_dtype;
+// Bytes of one element of an unquantized dtype (f32, f16, bf16); throws kInternal otherwise.
 size_t dtype_size(DType dtype);
-// "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16"; throws specd::Error otherwise.
-DType parse_dtype(std::string_view text);
-
-// Bit-level conversions between F32 and the 16-bit formats. Widening is exact; narrowing
-// rounds to nearest even (F16: subnormals kept, overflow to infinity; NaN stays NaN).
-float f16_to_f32(uint16_t bits);
-float bf16_to_f32(uint16_t bits);
-uint16_t f32_to_f16(float value);
-uint16_t f32_to_bf16(float value);
 
 enum class Architecture { kLlama, kMistral, kQwen2 };
 std::string_view architecture_name(Architecture arch);  // the HF class name

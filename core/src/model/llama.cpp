@@ -11,7 +11,6 @@
 #include "specd/kernels/matmul.hpp"
 #include "specd/kernels/rmsnorm.hpp"
 #include "specd/kernels/rope.hpp"
-#include "specd/kernels/silu_mul.hpp"
 
 namespace specd::model {
 namespace {
@@ -52,10 +51,10 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
   inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
 }
 
-kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size) const {
+kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const {
   const ModelConfig& c = config();
   return {static_cast<int32_t>(num_layers_), static_cast<int32_t>(c.num_kv_heads),
-          static_cast<int32_t>(c.head_dim), block_size};
+          static_cast<int32_t>(c.head_dim), block_size, kv_dtype};
 }
 
 void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
@@ -135,7 +134,6 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ensure(s_.k, T * kv_dim);
   ensure(s_.v, T * kv_dim);
   ensure(s_.gate, T * I);
-  ensure(s_.up, T * I);
   ensure(s_.cos, T * half);
   ensure(s_.sin, T * half);
   float* x = s_.x.data();
@@ -143,7 +141,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   float* o = s_.o.data();
 
   // Validates every token id before anything is written to the cache.
-  kernels::embedding(kCpu, weights_->embed(), V, H, s_.tokens.data(), T, x);
+  kernels::embedding(kCpu, weights_->embed(), s_.tokens.data(), T, x);
   if (mtp) {
     // x = eh_proj · concat(enorm(embed(token)), hnorm(h_prev)), row by row.
     ensure(s_.cat, T * 2 * H);
@@ -153,7 +151,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
       std::memcpy(s_.cat.data() + t * 2 * H, h + t * H, static_cast<size_t>(H) * sizeof(float));
       std::memcpy(s_.cat.data() + t * 2 * H + H, o + t * H, static_cast<size_t>(H) * sizeof(float));
     }
-    kernels::matmul(kCpu, s_.cat.data(), weights_->mtp_eh_proj(), nullptr, x, T, H, 2 * H);
+    kernels::matmul(kCpu, s_.cat.data(), weights_->mtp_eh_proj(), nullptr, x, T);
   }
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(),
                         s_.sin.data());
@@ -161,6 +159,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   kernels::PagedAttentionParams ap;
   ap.q = s_.q.data();
   ap.out = s_.attn.data();
+  ap.kv_dtype = kv.dtype();
   ap.num_seqs = S;
   ap.query_start = s_.query_start.data();
   ap.context_lens = s_.context_lens.data();
@@ -181,29 +180,21 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     } else {
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
-    kernels::matmul(kCpu, h, w.wq, w.bq, s_.q.data(), T, q_dim, H);
-    kernels::matmul(kCpu, h, w.wk, w.bk, s_.k.data(), T, kv_dim, H);
-    kernels::matmul(kCpu, h, w.wv, w.bv, s_.v.data(), T, kv_dim, H);
+    const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
+    kernels::matmul_multi(kCpu, h, T, H, qkv);
     kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
-    kernels::rope_apply(kCpu, s_.k.data(), T, nkv, hd, s_.cos.data(), s_.sin.data());
-
-    float* k_cache = kv.k_layer(static_cast<int32_t>(l));
-    float* v_cache = kv.v_layer(static_cast<int32_t>(l));
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t slot = s_.slots[static_cast<size_t>(t)];
-      std::memcpy(k_cache + slot * kv_dim, s_.k.data() + t * kv_dim, static_cast<size_t>(kv_dim) * sizeof(float));
-      std::memcpy(v_cache + slot * kv_dim, s_.v.data() + t * kv_dim, static_cast<size_t>(kv_dim) * sizeof(float));
-    }
+    void* k_cache = kv.k_layer(static_cast<int32_t>(l));
+    void* v_cache = kv.v_layer(static_cast<int32_t>(l));
+    kernels::write_kv(kCpu, s_.k.data(), s_.v.data(), T, nkv, hd, s_.cos.data(), s_.sin.data(), s_.slots.data(),
+                      kv.dtype(), k_cache, v_cache);
     ap.k_cache = k_cache;
     ap.v_cache = v_cache;
     kernels::paged_attention(kCpu, ap);
 
-    kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T, H, q_dim);
+    kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
-    kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T, I, H);
-    kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T, I, H);
-    kernels::silu_mul(kCpu, s_.gate.data(), s_.up.data(), s_.gate.data(), T * I);
-    kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T, H, I);
+    kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+    kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
 
@@ -214,7 +205,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
                 static_cast<size_t>(H) * sizeof(float));
   }
   out.logits.resize(static_cast<size_t>(R * V));
-  if (R > 0) kernels::matmul(kCpu, s_.rows.data(), weights_->lm_head(), nullptr, out.logits.data(), R, V, H);
+  if (R > 0) kernels::matmul(kCpu, s_.rows.data(), weights_->lm_head(), nullptr, out.logits.data(), R);
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {
     out.hidden.assign(h, h + T * H);

@@ -1,5 +1,6 @@
 // The Llama-family decoder (Llama 2/3, TinyLlama, Mistral, Qwen2): pre-norm blocks of GQA
-// attention with rotary embeddings and a SwiGLU MLP, on the CPU kernels in F32.
+// attention with rotary embeddings and a SwiGLU MLP, on the CPU kernels. Weights are in
+// their compute dtype (weights.hpp), activations in F32, the KV cache in its own dtype.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@ class LlamaModel {
   const LlamaWeights& weights() const { return *weights_; }
   int64_t num_layers() const { return num_layers_; }
   int64_t vocab_size() const { return config().vocab_size; }
-  // The KV cache shape this model needs for a given block size.
-  kv::KvCacheShape kv_shape(int32_t block_size) const;
+  // The KV cache shape this model needs for a given block size and cache dtype.
+  kv::KvCacheShape kv_shape(int32_t block_size, DType kv_dtype) const;
   // Weight bytes read per decode step (the memory-bandwidth floor's numerator).
   size_t decode_bytes() const { return weights_->decode_bytes(num_layers_); }
 
@@ -41,7 +42,7 @@ class LlamaModel {
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat;
+    std::vector<float> x, h, q, k, v, attn, o, gate, cos, sin, rows, cat;
   };
 
   std::shared_ptr<const LlamaWeights> weights_;

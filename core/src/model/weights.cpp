@@ -1,42 +1,89 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
 
 namespace specd::model {
+namespace {
 
-const float* LlamaWeights::f32(const std::string& name, const std::vector<int64_t>& shape) {
-  const TensorView& t = checkpoint_->require(name, shape);
-  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0;
-  if (t.dtype == DType::kF32 && aligned) return reinterpret_cast<const float*>(t.data);
-  std::unique_ptr<float[]> buf(new float[static_cast<size_t>(t.numel())]);
-  Checkpoint::to_f32(t, buf.get());
-  owned_bytes_ += static_cast<size_t>(t.numel()) * sizeof(float);
-  owned_.push_back(std::move(buf));
+constexpr kernels::Device kCpu = kernels::Device::kCpu;
+constexpr int64_t kConvertChunk = int64_t{1} << 20;  // elements widened at a time while converting
+
+}  // namespace
+
+DType resolve_weight_dtype(const std::string& requested, const Checkpoint& checkpoint, const std::string& what) {
+  if (requested == "auto") {
+    const TensorView* embed = checkpoint.find("model.embed_tokens.weight");
+    return embed != nullptr ? embed->dtype : DType::kF32;
+  }
+  try {
+    return kernels::parse_dtype(requested);
+  } catch (const Error&) {
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": unknown dtype \"" + requested + "\" (expected auto, f32, f16, bf16, q8_0 or q4_0)");
+  }
+}
+
+std::byte* LlamaWeights::allocate(size_t bytes) {
+  owned_.push_back(kernels::allocate_aligned(bytes));
+  owned_bytes_ += bytes;
   return owned_.back().get();
+}
+
+WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype) {
+  const TensorView& t = checkpoint_->require(name, {rows, cols});
+  const size_t row = kernels::row_bytes_checked(dtype, cols, checkpoint_->dir().string() + ": " + name);
+  const size_t align = dtype == DType::kF32 ? 4 : 2;  // the widest scalar the kernels read
+  if (placement_ == WeightPlacement::kMap && t.dtype == dtype && reinterpret_cast<uintptr_t>(t.data) % align == 0)
+    return {dtype, t.data, rows, cols};
+  std::byte* dst = allocate(row * static_cast<size_t>(rows));
+  if (t.dtype == dtype) {
+    std::memcpy(dst, t.data, t.nbytes);
+  } else {
+    // Widen to F32 and narrow/quantize, a chunk of whole rows at a time.
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kConvertChunk / cols);
+    std::vector<float> tmp(static_cast<size_t>(std::min(rows, rows_per_chunk) * cols));
+    const size_t src_row = t.nbytes / static_cast<size_t>(rows);
+    for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
+      const int64_t nr = std::min(rows_per_chunk, rows - r0);
+      kernels::to_f32(kCpu, t.dtype, t.data + static_cast<size_t>(r0) * src_row, tmp.data(), nr * cols);
+      kernels::from_f32(kCpu, tmp.data(), dtype, dst + static_cast<size_t>(r0) * row, nr * cols);
+    }
+  }
+  return {dtype, dst, rows, cols};
+}
+
+const float* LlamaWeights::vector(const std::string& name, int64_t n) {
+  const TensorView& t = checkpoint_->require(name, {n});
+  auto* dst = reinterpret_cast<float*>(allocate(static_cast<size_t>(n) * sizeof(float)));
+  Checkpoint::to_f32(t, dst);
+  return dst;
 }
 
 void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
   const ModelConfig& c = config();
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
-  l.attn_norm = f32(p + "input_layernorm.weight", {H});
-  l.wq = f32(p + "self_attn.q_proj.weight", {q_out, H});
-  l.wk = f32(p + "self_attn.k_proj.weight", {kv_out, H});
-  l.wv = f32(p + "self_attn.v_proj.weight", {kv_out, H});
+  l.attn_norm = vector(p + "input_layernorm.weight", H);
+  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, dtype_);
+  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, dtype_);
+  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, dtype_);
   if (c.attention_bias) {
-    l.bq = f32(p + "self_attn.q_proj.bias", {q_out});
-    l.bk = f32(p + "self_attn.k_proj.bias", {kv_out});
-    l.bv = f32(p + "self_attn.v_proj.bias", {kv_out});
+    l.bq = vector(p + "self_attn.q_proj.bias", q_out);
+    l.bk = vector(p + "self_attn.k_proj.bias", kv_out);
+    l.bv = vector(p + "self_attn.v_proj.bias", kv_out);
   }
-  l.wo = f32(p + "self_attn.o_proj.weight", {H, q_out});
-  if (c.attention_out_bias) l.bo = f32(p + "self_attn.o_proj.bias", {H});
-  l.mlp_norm = f32(p + "post_attention_layernorm.weight", {H});
-  l.w_gate = f32(p + "mlp.gate_proj.weight", {I, H});
-  l.w_up = f32(p + "mlp.up_proj.weight", {I, H});
-  l.w_down = f32(p + "mlp.down_proj.weight", {H, I});
+  l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, dtype_);
+  if (c.attention_out_bias) l.bo = vector(p + "self_attn.o_proj.bias", H);
+  l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
+  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, dtype_);
+  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, dtype_);
+  l.w_down = matrix(p + "mlp.down_proj.weight", H, I, dtype_);
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target,
@@ -51,14 +98,16 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
   }
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = target->checkpoint_;
+  w->dtype_ = target->dtype_;
+  w->placement_ = target->placement_;
   w->embed_ = target->embed_;
   w->final_norm_ = target->final_norm_;
   w->lm_head_ = target->lm_head_;
   const int64_t H = c.hidden_size;
   const std::string p = "mtp." + std::to_string(module) + ".";
-  w->enorm_ = w->f32(p + "enorm.weight", {H});
-  w->hnorm_ = w->f32(p + "hnorm.weight", {H});
-  w->eh_proj_ = w->f32(p + "eh_proj.weight", {H, 2 * H});
+  w->enorm_ = w->vector(p + "enorm.weight", H);
+  w->hnorm_ = w->vector(p + "hnorm.weight", H);
+  w->eh_proj_ = w->matrix(p + "eh_proj.weight", H, 2 * H, w->dtype_);
   w->layers_.resize(1);
   w->load_layer(p + "block.", w->layers_[0]);
   w->base_ = std::move(target);
@@ -66,10 +115,12 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                       int64_t num_layers) {
+                                                       int64_t num_layers, DType dtype, WeightPlacement placement) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = std::move(checkpoint);
+  w->dtype_ = dtype;
+  w->placement_ = placement;
   const ModelConfig& c = w->config();
   if (num_layers < 0) num_layers = c.num_layers;
   if (num_layers == 0 || num_layers > c.num_layers) {
@@ -78,13 +129,13 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
                     w->checkpoint_->dir().string() + ", which has " + std::to_string(c.num_layers));
   }
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  w->embed_ = w->f32("model.embed_tokens.weight", {V, H});
-  w->final_norm_ = w->f32("model.norm.weight", {H});
-  if (c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr) {
-    w->lm_head_ = w->embed_;
-  } else {
-    w->lm_head_ = w->f32("lm_head.weight", {V, H});
-  }
+  // Quantized models keep the embeddings and the LM head in f16 (see the header).
+  const DType head_dtype = is_quantized(dtype) ? DType::kF16 : dtype;
+  const DType embed_dtype = head_dtype;
+  const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
+  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? head_dtype : embed_dtype);
+  w->final_norm_ = w->vector("model.norm.weight", H);
+  w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype);
   w->layers_.resize(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i)
     w->load_layer("model.layers." + std::to_string(i) + ".", w->layers_[static_cast<size_t>(i)]);
@@ -93,15 +144,20 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
 
 size_t LlamaWeights::decode_bytes(int64_t num_layers) const {
   const ModelConfig& c = config();
-  const size_t H = static_cast<size_t>(c.hidden_size), I = static_cast<size_t>(c.intermediate_size);
+  const size_t H = static_cast<size_t>(c.hidden_size);
   const size_t q_out = static_cast<size_t>(c.num_heads * c.head_dim);
   const size_t kv_out = static_cast<size_t>(c.num_kv_heads * c.head_dim);
-  size_t per_layer = 2 * H + q_out * H + 2 * kv_out * H + H * q_out + 3 * I * H;
-  if (c.attention_bias) per_layer += q_out + 2 * kv_out;
-  if (c.attention_out_bias) per_layer += H;
-  size_t floats = per_layer * static_cast<size_t>(num_layers) + H + static_cast<size_t>(c.vocab_size) * H;
-  if (is_mtp()) floats += 2 * H + 2 * H * H;  // enorm, hnorm, eh_proj
-  return floats * sizeof(float);
+  size_t bytes = 0;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const LayerWeights& l = layer(i);
+    bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() + l.w_up.bytes() +
+             l.w_down.bytes() + 2 * H * sizeof(float);
+    if (c.attention_bias) bytes += (q_out + 2 * kv_out) * sizeof(float);
+    if (c.attention_out_bias) bytes += H * sizeof(float);
+  }
+  bytes += H * sizeof(float) + lm_head_.bytes();
+  if (is_mtp()) bytes += 2 * H * sizeof(float) + eh_proj_.bytes();
+  return bytes;
 }
 
 }  // namespace specd::model

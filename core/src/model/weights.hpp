@@ -1,8 +1,23 @@
-// The Llama-family weights as F32 arrays, ready for the CPU kernels.
+// The Llama-family weights in their compute dtype, ready for the CPU kernels.
 //
-// F32 tensors are used in place in the checkpoint's memory map (no copy; pages are shared with
-// the page cache); F16/BF16 tensors are widened into owned buffers at load. Either way the
-// pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
+// Projection matrices (and the embedding table and LM head) are kept in one dtype for the
+// whole model (ModelConfig-independent; chosen at load):
+//   f32 / f16 / bf16: the checkpoint's own when it matches, converted otherwise;
+//   q8_0 / q4_0: the decoder layers' projections are quantized at load (GGUF block layouts);
+//   the token embeddings and the LM head stay in f16. The LM head decides the logits that
+//   verification compares: quantized to 8 bits it alone moves log-probs by 0.01-0.02 nats on
+//   the fixtures, at f16 the whole q8_0 model moves them by < 0.006 (tests/e2e/model/
+//   dtype_test.cpp); llama.cpp likewise keeps its output layer above 4 bits. The embedding
+//   table costs no bandwidth (one row per token) and 4-bit rows were the largest error source.
+// Norm weights and biases are always F32 (a few KB).
+//
+// Placement (model.mmap): by default every tensor is copied once into owned, 2 MiB-aligned
+// memory with transparent huge pages (kernels/aligned_buffer.hpp): decoding streams every
+// weight byte per step, and with the 4 KiB pages of a file mapping the page walks cost a
+// measurable share of the bandwidth (docs/performance.md). With WeightPlacement::kMap a tensor
+// already stored in its compute dtype is used in place in the checkpoint's memory map (fast
+// start, pages shared with the page cache); others are converted into owned memory either way.
+// Pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
 #pragma once
 
 #include <cstddef>
@@ -11,74 +26,96 @@
 #include <vector>
 
 #include "model/checkpoint.hpp"
+#include "specd/kernels/aligned_buffer.hpp"
+#include "specd/kernels/matmul.hpp"
 
 namespace specd::model {
+
+using kernels::WeightView;
 
 // One decoder layer. Shapes follow the checkpoint ([out, in] for projections); the biases are
 // null unless the architecture has them (Qwen2).
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [hidden]
-  const float* wq = nullptr;         // [num_heads * head_dim, hidden]
-  const float* wk = nullptr;         // [num_kv_heads * head_dim, hidden]
-  const float* wv = nullptr;         // [num_kv_heads * head_dim, hidden]
+  WeightView wq;                     // [num_heads * head_dim, hidden]
+  WeightView wk;                     // [num_kv_heads * head_dim, hidden]
+  WeightView wv;                     // [num_kv_heads * head_dim, hidden]
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
-  const float* wo = nullptr;        // [hidden, num_heads * head_dim]
+  WeightView wo;                    // [hidden, num_heads * head_dim]
   const float* bo = nullptr;        // [hidden]; Llama with attention_bias (not Qwen2)
   const float* mlp_norm = nullptr;  // [hidden]
-  const float* w_gate = nullptr;    // [intermediate, hidden]
-  const float* w_up = nullptr;      // [intermediate, hidden]
-  const float* w_down = nullptr;    // [hidden, intermediate]
+  WeightView w_gate;                // [intermediate, hidden]
+  WeightView w_up;                  // [intermediate, hidden]
+  WeightView w_down;                // [hidden, intermediate]
 };
+
+// The dtype the projections are computed in: "auto" = the checkpoint's (the dtype of its
+// embedding table), else f32 | f16 | bf16 | q8_0 | q4_0. Throws specd::Error
+// (kInvalidArgument) naming `what` for any other text.
+DType resolve_weight_dtype(const std::string& requested, const Checkpoint& checkpoint, const std::string& what);
+
+enum class WeightPlacement { kCopy, kMap };
 
 class LlamaWeights {
  public:
   // Loads the first `num_layers` decoder layers (< 0: all) plus embeddings, final norm and LM
-  // head. Throws specd::Error naming the tensor and file on a missing tensor or wrong shape.
+  // head, converted to `dtype`. Throws specd::Error naming the tensor and file on a missing
+  // tensor or wrong shape, or a matrix whose rows cannot be quantized (not whole blocks of 32).
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                  int64_t num_layers = -1);
+                                                  int64_t num_layers, DType dtype,
+                                                  WeightPlacement placement = WeightPlacement::kCopy);
 
   // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
-  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj; the embeddings, final norm
-  // and LM head are the target's (kept alive through `target`). Throws specd::Error
-  // (kInvalidArgument) for a module the checkpoint does not have, or on a missing tensor.
+  // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype and
+  // placement; the
+  // embeddings, final norm and LM head are the target's (kept alive through `target`). Throws
+  // specd::Error (kInvalidArgument) for a module the checkpoint does not have, or on a missing
+  // tensor.
   static std::shared_ptr<const LlamaWeights> load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module);
 
   const ModelConfig& config() const { return checkpoint_->config(); }
-  bool is_mtp() const { return eh_proj_ != nullptr; }
-  const float* mtp_enorm() const { return enorm_; }      // [hidden]
-  const float* mtp_hnorm() const { return hnorm_; }      // [hidden]
-  const float* mtp_eh_proj() const { return eh_proj_; }  // [hidden, 2 * hidden]
+  DType dtype() const { return dtype_; }
+  bool is_mtp() const { return eh_proj_.data != nullptr; }
+  const float* mtp_enorm() const { return enorm_; }           // [hidden]
+  const float* mtp_hnorm() const { return hnorm_; }           // [hidden]
+  const WeightView& mtp_eh_proj() const { return eh_proj_; }  // [hidden, 2 * hidden]
   const Checkpoint& checkpoint() const { return *checkpoint_; }
+  const std::shared_ptr<const Checkpoint>& checkpoint_ptr() const { return checkpoint_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
-  const float* embed() const { return embed_; }       // [vocab, hidden]
+  const WeightView& embed() const { return embed_; }       // [vocab, hidden]
   const float* final_norm() const { return final_norm_; }  // [hidden]
-  const float* lm_head() const { return lm_head_; }   // [vocab, hidden]; == embed() when tied
+  const WeightView& lm_head() const { return lm_head_; }   // [vocab, hidden]; == embed() when tied
 
   // Bytes of weights a decode step with `num_layers` layers reads once per step: every layer's
-  // projections and norms, the final norm and the LM head (one embedding row is negligible).
+  // projections and norms, the final norm and the LM head (one embedding row is negligible),
+  // in the stored dtypes.
   size_t decode_bytes(int64_t num_layers) const;
-  // Bytes copied into owned buffers (0 for an F32 checkpoint with aligned tensors).
+  // Bytes held in owned buffers (the rest is used in place in the checkpoint's map).
   size_t owned_bytes() const { return owned_bytes_; }
 
  private:
   LlamaWeights() = default;
-  const float* f32(const std::string& name, const std::vector<int64_t>& shape);
+  WeightView matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
+  const float* vector(const std::string& name, int64_t n);
   void load_layer(const std::string& prefix, LayerWeights& l);
+  std::byte* allocate(size_t bytes);
 
   std::shared_ptr<const Checkpoint> checkpoint_;
-  std::vector<std::unique_ptr<float[]>> owned_;
+  DType dtype_ = DType::kF32;
+  WeightPlacement placement_ = WeightPlacement::kCopy;
+  std::vector<kernels::AlignedBuffer> owned_;
   size_t owned_bytes_ = 0;
   std::vector<LayerWeights> layers_;
-  const float* embed_ = nullptr;
+  WeightView embed_;
   const float* final_norm_ = nullptr;
-  const float* lm_head_ = nullptr;
+  WeightView lm_head_;
   std::shared_ptr<const LlamaWeights> base_;  // MTP: the target whose shared tensors are used
   const float* enorm_ = nullptr;
   const float* hnorm_ = nullptr;
-  const float* eh_proj_ = nullptr;
+  WeightView eh_proj_;
 };
 
 }  // namespace specd::model

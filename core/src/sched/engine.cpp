@@ -17,6 +17,7 @@
 #include "sched/scheduler.hpp"
 #include "spec/speculator.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/cpu_isa.hpp"
 #include "specd/kernels/parallel.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -92,13 +93,8 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + cfg.model.device +
                                              "\" is not supported yet; this build runs models on the cpu");
   }
-  if (cfg.model.dtype != "auto" && cfg.model.dtype != "f32") {
-    throw Error(ErrorCode::kUnsupported,
-                "model.dtype: \"" + cfg.model.dtype +
-                    "\" is not supported on the cpu, which computes in f32 (use auto or f32; "
-                    "f16/bf16 checkpoints are widened to f32 at load)");
-  }
   kernels::set_num_threads(cfg.model.num_threads);
+  log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
   const model::ModelConfig& mc = checkpoint->config();
@@ -122,9 +118,13 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                     (checkpoint->dir() / "config.json").string() + ")");
   }
 
-  std::shared_ptr<const model::LlamaWeights> weights = model::LlamaWeights::load(checkpoint);
+  const model::DType weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, *checkpoint, "model.dtype");
+  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  std::shared_ptr<const model::LlamaWeights> weights =
+      model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
   model = std::make_unique<model::LlamaModel>(weights);
-  const kv::KvCacheShape shape = model->kv_shape(cfg.kv_cache.block_size);
+  const kv::KvCacheShape shape =
+      model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weight_dtype));
   // The proposer may load draft models: create it first so the KV budget covers them.
   if (cfg.speculative.enabled) {
     spec = std::make_unique<spec::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);
@@ -176,15 +176,18 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.kv_num_blocks = blocks;
   info.kv_bytes = kv::bytes_per_block(shape) * static_cast<size_t>(blocks);
   info.decode_weight_bytes = model->decode_bytes();
+  info.weight_dtype = std::string(kernels::dtype_name(weight_dtype));
+  info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
+  info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
   info.num_threads = kernels::num_threads();
   if (spec) {
     info.proposer = spec->proposer_name();
     info.verifier = spec->verifier_name();
     info.num_speculative_tokens = spec->default_k();
   }
-  log.info("loaded {} ({}, {} layers, vocab {}); KV cache {} blocks x {} tokens ({} MiB); {} threads",
-           info.model_dir, info.architecture, info.num_layers, info.vocab_size, blocks,
-           shape.block_size, info.kv_bytes >> 20, info.num_threads);
+  log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
+           info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
+           shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
 }
 
 RequestOutput Engine::Impl::fail_output(RequestId id, const std::string& message, int32_t num_prompt) {

@@ -130,30 +130,73 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context)
-    : target_weights_(std::move(target_weights)), block_size_(block_size), max_context_(max_context) {}
+                     int64_t max_context, std::string kv_dtype, model::WeightPlacement placement)
+    : target_weights_(std::move(target_weights)),
+      block_size_(block_size),
+      max_context_(max_context),
+      kv_dtype_(std::move(kv_dtype)),
+      placement_(placement) {}
+
+namespace {
+
+// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback`.
+model::DType requested_dtype(int32_t dtype, model::DType fallback) {
+  switch (dtype) {
+    case -1: return fallback;
+    case SPECD_DTYPE_F32: return model::DType::kF32;
+    case SPECD_DTYPE_F16: return model::DType::kF16;
+    case SPECD_DTYPE_BF16: return model::DType::kBF16;
+    case SPECD_DTYPE_Q8_0: return model::DType::kQ8_0;
+    case SPECD_DTYPE_Q4_0: return model::DType::kQ4_0;
+    default: break;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "model services load: dtype " + std::to_string(dtype) +
+                                               " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
+}
+
+int32_t specd_dtype_of(model::DType d) {
+  switch (d) {
+    case model::DType::kF32: return SPECD_DTYPE_F32;
+    case model::DType::kF16: return SPECD_DTYPE_F16;
+    case model::DType::kBF16: return SPECD_DTYPE_BF16;
+    case model::DType::kQ8_0: return SPECD_DTYPE_Q8_0;
+    case model::DType::kQ4_0: return SPECD_DTYPE_Q4_0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
+  return h.model->kv_shape(block_size_, kv::resolve_kv_dtype(kv_dtype_, h.weights->dtype()));
+}
 
 ModelHost::~ModelHost() = default;
 
 ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   const std::string path = options.path != nullptr ? options.path : "";
   auto h = std::make_unique<Hosted>();
+  const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
   if (path.empty()) {
-    // The target's own weights: a self-draft of its first num_layers layers, or all of them.
-    const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
-    h->weights = target_weights_;
-    h->model = std::make_unique<model::LlamaModel>(target_weights_, layers);
+    // The target's own weights: a self-draft of its first num_layers layers, or all of them;
+    // shared with the target unless another dtype is asked for.
+    const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
+    h->weights = dtype == target_weights_->dtype()
+                     ? target_weights_
+                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
+    h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");
   } else {
     std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
-    const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
-    h->weights = model::LlamaWeights::load(ckpt, layers);
+    const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
+    h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
     h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
     h->description = "draft " + path;
   }
-  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(h->model->kv_shape(block_size_), num_blocks_);
-  log::get("spec").info("model services: loaded {} ({} layers)", h->description, h->model->num_layers());
+  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(kv_shape(*h), num_blocks_);
+  log::get("spec").info("model services: loaded {} ({} layers, {} weights)", h->description, h->model->num_layers(),
+                        kernels::dtype_name(h->weights->dtype()));
   models_.push_back(std::move(h));
   return *models_.back();
 }
@@ -167,7 +210,7 @@ ModelHost::Hosted& ModelHost::load_mtp(Hosted* target, int32_t module) {
   h->weights = model::LlamaWeights::load_mtp(weights, module);
   h->model = std::make_unique<model::LlamaModel>(h->weights);
   h->description = "MTP module " + std::to_string(module) + " of " + of;
-  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(h->model->kv_shape(block_size_), num_blocks_);
+  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(kv_shape(*h), num_blocks_);
   log::get("spec").info("model services: loaded {}", h->description);
   models_.push_back(std::move(h));
   return *models_.back();
@@ -179,13 +222,13 @@ void ModelHost::release(Hosted* m) {
 
 size_t ModelHost::hosted_bytes_per_block() const {
   size_t total = 0;
-  for (const auto& m : models_) total += kv::bytes_per_block(m->model->kv_shape(block_size_));
+  for (const auto& m : models_) total += kv::bytes_per_block(kv_shape(*m));
   return total;
 }
 
 void ModelHost::allocate_kv(int32_t num_blocks) {
   num_blocks_ = num_blocks;
-  for (auto& m : models_) m->kv = std::make_unique<kv::KvCache>(m->model->kv_shape(block_size_), num_blocks);
+  for (auto& m : models_) m->kv = std::make_unique<kv::KvCache>(kv_shape(*m), num_blocks);
 }
 
 void ModelHost::drop_sequence_everywhere(kv::SeqId seq) {
@@ -202,6 +245,7 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
   out.max_context = static_cast<int32_t>(max_context_);
   out.num_mtp_modules = m != nullptr && m->weights->is_mtp() ? 0 : static_cast<int32_t>(c.num_mtp_modules);
   out.device = {SPECD_DEVICE_CPU, 0};
+  out.dtype = specd_dtype_of(m != nullptr ? m->weights->dtype() : target_weights_->dtype());
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {

@@ -31,8 +31,11 @@ namespace specd::spec {
 
 class ModelHost {
  public:
-  // target: the engine's model; its weights are shared by self-drafts (layers: N).
-  ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context);
+  // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
+  // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype);
+  // placement: model.mmap, for every model loaded here.
+  ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
+            std::string kv_dtype, model::WeightPlacement placement);
   ~ModelHost();
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -59,11 +62,14 @@ class ModelHost {
   void release(Hosted* m);
   void forward(Hosted& m, const specd_forward_batch& batch);
   void fill_info(const Hosted* m, specd_model_info& out) const;
+  kv::KvCacheShape kv_shape(const Hosted& h) const;
   static int32_t call(specd_error* err, const std::function<void()>& fn);
 
   std::shared_ptr<const model::LlamaWeights> target_weights_;
   int32_t block_size_;
   int64_t max_context_;
+  std::string kv_dtype_;
+  model::WeightPlacement placement_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;
 };

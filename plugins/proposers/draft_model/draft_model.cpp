@@ -35,7 +35,7 @@ struct Settings {
   std::string model;      // checkpoint directory, or "" for a self-draft
   int32_t layers = 0;     // > 0: the target's first `layers` layers
   float temperature = 0;  // 0 = greedy drafting
-  int32_t dtype = -1;     // specd_dtype or -1 (the checkpoint's own)
+  int32_t dtype = -1;     // specd_dtype or -1 (the checkpoint's own; a self-draft: the target's)
 };
 
 Settings read_settings(sdk::Params& params) {
@@ -54,10 +54,12 @@ Settings read_settings(sdk::Params& params) {
     params.error("model", "must be a non-empty checkpoint directory");
   }
   s.temperature = specd::proposers::read_temperature(params);
-  const std::string dtype = params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16"});
+  const std::string dtype = params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"});
   if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
   if (dtype == "f16") s.dtype = SPECD_DTYPE_F16;
   if (dtype == "bf16") s.dtype = SPECD_DTYPE_BF16;
+  if (dtype == "q8_0") s.dtype = SPECD_DTYPE_Q8_0;
+  if (dtype == "q4_0") s.dtype = SPECD_DTYPE_Q4_0;
   return s;
 }
 

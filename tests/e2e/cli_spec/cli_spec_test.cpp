@@ -158,5 +158,45 @@ TEST(CliSpec, ShippedConfigsValidate) {
   }
 }
 
+// `--dtype a,b`: one engine per weight dtype, each with its floor, decode rows and the
+// scoring ratio, plus the bandwidth yardstick measured before and after.
+TEST(CliBench, DtypeListReportsOneRunPerDtype) {
+  const CliRun r = run("bench --model '" + tiny().string() +
+                       "' --dtype f32,q8_0 --prompt-tokens 8 --gen-tokens 4 --batch 1 --repeats 1 --score-k 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const auto& bw = j.at("read_bandwidth");
+  EXPECT_GT(bw.at("gb_s").get<double>(), 0.0);
+  for (const char* when : {"before", "after"}) {
+    const auto& b = bw.at(when);
+    EXPECT_LE(b.at("min_gb_s").get<double>(), b.at("median_gb_s").get<double>()) << when;
+    EXPECT_LE(b.at("median_gb_s").get<double>(), b.at("max_gb_s").get<double>()) << when;
+    EXPECT_GT(b.at("long_read_gb_s").get<double>(), 0.0) << when;
+  }
+  const auto& runs = j.at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].at("dtype"), "f32");
+  EXPECT_EQ(runs[0].at("kv_dtype"), "f32");
+  EXPECT_EQ(runs[1].at("dtype"), "q8_0");
+  EXPECT_EQ(runs[1].at("kv_dtype"), "f16");
+  // The quantized run reads fewer weight bytes per step (its layers are 8.5 bits a weight).
+  EXPECT_LT(runs[1].at("decode_weight_bytes").get<uint64_t>(), runs[0].at("decode_weight_bytes").get<uint64_t>());
+  for (const auto& run : runs) {
+    EXPECT_GT(run.at("decode_floor_ms_per_step").get<double>(), 0.0);
+    ASSERT_EQ(run.at("decode").size(), 1u);
+    EXPECT_GT(run.at("decode")[0].at("step_over_floor").get<double>(), 0.0);
+    const auto& sc = run.at("scoring");
+    EXPECT_EQ(sc.at("k"), 2);
+    EXPECT_GT(sc.at("rows")[0].at("ratio").get<double>(), 0.0);
+  }
+}
+
+TEST(CliBench, UnknownDtypeIsAClearError) {
+  const CliRun r = run("bench --model '" + tiny().string() + "' --dtype q3_k --json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("q3_k"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace specd::cli::test

@@ -26,8 +26,9 @@ inline std::filesystem::path fixture(const std::string& preset, uint64_t seed = 
                                (preset + "-" + std::to_string(seed)));
 }
 
-inline std::shared_ptr<const LlamaWeights> load_weights(const std::filesystem::path& dir, int64_t layers = -1) {
-  return LlamaWeights::load(std::shared_ptr<const Checkpoint>(Checkpoint::open(dir)), layers);
+inline std::shared_ptr<const LlamaWeights> load_weights(const std::filesystem::path& dir, int64_t layers = -1,
+                                                        DType dtype = DType::kF32) {
+  return LlamaWeights::load(std::shared_ptr<const Checkpoint>(Checkpoint::open(dir)), layers, dtype);
 }
 
 // A model plus a KV cache of its own.
@@ -37,9 +38,9 @@ struct Runner {
   ForwardOutput out;
 
   Runner(std::shared_ptr<const LlamaWeights> w, int32_t block_size = 16, int32_t blocks = 256,
-         int64_t layers = -1)
+         int64_t layers = -1, DType kv_dtype = DType::kF32)
       : model(std::make_unique<LlamaModel>(std::move(w), layers)),
-        kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size), blocks)) {}
+        kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size, kv_dtype), blocks)) {}
 
   // Appends tokens to `seq` (created on first use) and returns the requested logits rows.
   std::vector<std::vector<float>> append(kv::SeqId seq, const std::vector<int32_t>& tokens,

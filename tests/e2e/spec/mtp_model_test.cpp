@@ -18,7 +18,7 @@ using namespace specd;
 
 struct Fx {
   std::shared_ptr<const model::LlamaWeights> target = model::LlamaWeights::load(
-      model::Checkpoint::open(spec_test::target_fixture(/*with_mtp=*/true)));
+      model::Checkpoint::open(spec_test::target_fixture(/*with_mtp=*/true)), -1, model::DType::kF32);
 };
 
 float max_abs_diff(std::span<const float> a, std::span<const float> b) {
@@ -33,7 +33,7 @@ TEST(MtpModel, HiddenAllMatchesAllLogitsRows) {
   const std::vector<int32_t> toks = {5, 17, 300, 42, 9, 1000, 77};
   std::vector<float> all_rows;
   for (bool hidden_all : {false, true}) {
-    kv::KvCache kv(m.kv_shape(16), 8);
+    kv::KvCache kv(m.kv_shape(16, model::DType::kF32), 8);
     kv.add_sequence(1);
     ASSERT_TRUE(kv.reserve(1, static_cast<int32_t>(toks.size())));
     model::ForwardBatch b;
@@ -74,7 +74,7 @@ TEST(MtpModel, ModuleBatchedEqualsIncrementalAndUsesBothInputs) {
       ASSERT_TRUE(kv.reserve(1, static_cast<int32_t>(t.size())));
       m.forward(b, kv, out);
     };
-    kv::KvCache kv_a(m.kv_shape(16), 8), kv_b(m.kv_shape(16), 8);
+    kv::KvCache kv_a(m.kv_shape(16, model::DType::kF32), 8), kv_b(m.kv_shape(16, model::DType::kF32), 8);
     kv_a.add_sequence(1);
     kv_b.add_sequence(1);
     model::ForwardOutput batched, step;
@@ -87,7 +87,7 @@ TEST(MtpModel, ModuleBatchedEqualsIncrementalAndUsesBothInputs) {
     // The hidden half of eh_proj is used: other input hidden states give other outputs.
     std::vector<float> in2(in);
     for (float& x : in2) x = -x;
-    kv::KvCache kv_c(m.kv_shape(16), 8);
+    kv::KvCache kv_c(m.kv_shape(16, model::DType::kF32), 8);
     kv_c.add_sequence(1);
     model::ForwardOutput other;
     run(toks, in2.data(), kv_c, other);
@@ -99,7 +99,7 @@ TEST(MtpModel, ModuleBatchedEqualsIncrementalAndUsesBothInputs) {
     EXPECT_THROW(m.forward(bad, kv_c, other), Error);
   }
   model::LlamaModel plain(fx.target);
-  kv::KvCache kv(plain.kv_shape(16), 8);
+  kv::KvCache kv(plain.kv_shape(16, model::DType::kF32), 8);
   kv.add_sequence(1);
   ASSERT_TRUE(kv.reserve(1, 1));
   const std::vector<int32_t> one = {5};

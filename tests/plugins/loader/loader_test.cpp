@@ -260,7 +260,7 @@ TEST(PluginsListCli, JsonListsPluginsComponentsAndRefusals) {
     if (p["name"] != "test_good") continue;
     found = true;
     EXPECT_EQ(p["version"], "2.3.4");
-    EXPECT_EQ(p["abi"], "1.0");
+    EXPECT_EQ(p["abi"], std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR));
     EXPECT_NE(p["path"].get<std::string>().find("test_good.so"), std::string::npos);
     ASSERT_EQ(p["components"].size(), 1u);
     EXPECT_EQ(p["components"][0]["kind"], "proposer");
@@ -277,7 +277,8 @@ TEST(PluginsListCli, HumanOutputShowsNameVersionAbiAndPath) {
                                           (kPlugins / "good").string() + " 2>/dev/null",
                                       &status);
   ASSERT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("test_good 2.3.4  (ABI 1.0)"), std::string::npos) << out;
+  const std::string abi = "(ABI " + std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) + ")";
+  EXPECT_NE(out.find("test_good 2.3.4  " + abi), std::string::npos) << out;
   EXPECT_NE(out.find("proposer test_repeat — Repeats the last token"), std::string::npos) << out;
   EXPECT_NE(out.find((kPlugins / "good" / "test_good.so").string()), std::string::npos) << out;
 }

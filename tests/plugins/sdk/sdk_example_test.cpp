@@ -94,7 +94,8 @@ TEST(SdkExample, SpecdPluginsListShowsIt) {
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
   EXPECT_EQ(pclose(pipe), 0) << out;
-  EXPECT_NE(out.find("onegram 1.0.0  (ABI 1.0)"), std::string::npos) << out;
+  const std::string abi = "(ABI " + std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) + ")";
+  EXPECT_NE(out.find("onegram 1.0.0  " + abi), std::string::npos) << out;
   EXPECT_NE(out.find("proposer onegram"), std::string::npos) << out;
 }
 

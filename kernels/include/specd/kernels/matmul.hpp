@@ -1,22 +1,65 @@
-// Dense layer in the checkpoint's layout: c = a · wᵀ + bias.
+// Dense layers in the checkpoint's layout: c = a · wᵀ + bias, with w in any storage dtype.
+//
+// CPU paths (kernels/cpu/matmul.cpp):
+//  - A multi-row GEMV that streams every weight byte once for up to 64 rows at a time
+//    (decode steps, speculative scoring of k+1 positions, batches, prefill chunks).
+//    Activations are prepared once per call in the weights' compute format: F32 for f32/f16
+//    weights, BF16 for bf16 weights, Q8 blocks of 32 (per-block scale) for q8_0/q4_0 weights,
+//    whose dot products use integer instructions (VNNI where present). The result of a row
+//    does not depend on m or on the other rows (same instructions, same order): scoring k+1
+//    positions gives bit-identical logits to k+1 single-token decodes, whatever the batch, so
+//    greedy speculative output equals plain output exactly in every dtype.
+//  - F32 weights with m > kGemvMaxRows (prefill, large batches): OpenBLAS sgemm, about twice
+//    the GEMV kernels' speed there; its rows differ from the GEMV's by float rounding only.
+// Output features are split over the kernel thread pool in chunks taken dynamically, so a
+// core slowed by another process does not hold the other back.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "specd/kernels/device.hpp"
+#include "specd/kernels/dtype.hpp"
 
 namespace specd::kernels {
 
-// a [m, k], w [n, k] (row-major, as Hugging Face stores Linear weights), bias [n] or null,
-// c [m, n]. CPU: OpenBLAS sgemm (sgemv when m == 1) per slice of output features, slices
-// spread over the kernel thread pool.
-void matmul(Device device, const float* a, const float* w, const float* bias, float* c, int64_t m,
-            int64_t n, int64_t k);
+inline constexpr int64_t kGemvMaxRows = 16;
+
+// A weight matrix [rows, cols] (rows = output features), row-major, each row
+// row_bytes(dtype, cols) bytes. The memory is borrowed.
+struct WeightView {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t bytes() const { return row_bytes(dtype, cols) * static_cast<size_t>(rows); }
+};
+
+// One output of matmul_multi: c [m, w.rows] = a · wᵀ + bias (bias [w.rows] or null).
+struct MatmulOutput {
+  WeightView w;
+  const float* bias = nullptr;
+  float* c = nullptr;
+};
+
+// a [m, k], w [n, k] with k == w.cols, bias [n] or null, c [m, n]. Throws
+// specd::Error(kInvalidArgument) on a shape mismatch or a quantized w whose k is not a
+// multiple of 32.
+void matmul(Device device, const float* a, const WeightView& w, const float* bias, float* c, int64_t m);
+
+// Several layers over the same input (Q, K and V): the input is prepared once and all
+// outputs are computed in one parallel region. Every w must have cols == k.
+void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span<const MatmulOutput> outs);
+
+// The SwiGLU MLP's first half in one pass: out [m, n] = silu(a · gateᵀ) * (a · upᵀ), with
+// gate and up [n, k] of the same dtype.
+void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out,
+                   int64_t m);
 
 namespace reference {
-// Naive triple loop with double accumulation; the ground truth for tests.
-void matmul(const float* a, const float* w, const float* bias, float* c, int64_t m, int64_t n,
-            int64_t k);
+// Naive triple loop with double accumulation over F32 activations and the exactly widened
+// (dequantized) weights: the ground truth for tests.
+void matmul(const float* a, const WeightView& w, const float* bias, float* c, int64_t m);
 }  // namespace reference
 
 }  // namespace specd::kernels

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 0
+#define SPECD_ABI_MINOR 1
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -65,7 +65,10 @@ typedef enum specd_dtype {
   SPECD_DTYPE_F16 = 1,
   SPECD_DTYPE_BF16 = 2,
   SPECD_DTYPE_I32 = 3,
-  SPECD_DTYPE_I64 = 4
+  SPECD_DTYPE_I64 = 4,
+  /* Since 1.1: block-quantized weights (GGUF layouts; model services `load` only). */
+  SPECD_DTYPE_Q8_0 = 5,
+  SPECD_DTYPE_Q4_0 = 6
 } specd_dtype;
 
 typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;
@@ -165,13 +168,15 @@ typedef struct specd_model_info {
   int32_t max_context;
   int32_t num_mtp_modules; /* MTP heads found with the model; 0 if none */
   specd_device device;
+  int32_t dtype; /* since 1.1: the weights' compute dtype (specd_dtype) */
 } specd_model_info;
 
 typedef struct specd_model_load_options {
   uint32_t struct_size;
   const char* path;   /* model directory; NULL or "" = the engine's target model */
   int32_t num_layers; /* > 0: use only the first num_layers decoder layers (self-draft) */
-  int32_t dtype;      /* specd_dtype or -1 for the checkpoint's own */
+  int32_t dtype;      /* weights' compute dtype: F32, F16, BF16, Q8_0 (1.1), Q4_0 (1.1), or -1 for
+                         the checkpoint's own (a self-draft: the target's) */
 } specd_model_load_options;
 
 /* One batched forward over new tokens of several sequences. Sequence KV lives in the host's

@@ -1,0 +1,120 @@
+#include "specd/kernels/cpu_isa.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "isa_kernels.hpp"
+#include "specd/error.hpp"
+
+namespace specd::kernels {
+namespace {
+
+const cpu::IsaKernels& table_of(CpuIsa isa) {
+  switch (isa) {
+#if SPECD_X86_ISA_LEVELS
+    case CpuIsa::kAvx512: return cpu::kAvx512Kernels;
+    case CpuIsa::kAvx2: return cpu::kAvx2Kernels;
+#else
+    case CpuIsa::kAvx512:
+    case CpuIsa::kAvx2: break;
+#endif
+    case CpuIsa::kScalar: break;
+  }
+  return cpu::kScalarKernels;
+}
+
+CpuIsa detect() noexcept {
+#if SPECD_X86_ISA_LEVELS
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the vector state (XGETBV).
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+  if (avx512) return CpuIsa::kAvx512;
+  if (avx2) return CpuIsa::kAvx2;
+#endif
+  return CpuIsa::kScalar;
+}
+
+std::atomic<const cpu::IsaKernels*> g_active{nullptr};
+std::once_flag g_init;
+
+void check_supported(CpuIsa isa, const std::string& source) {
+  if (static_cast<int>(isa) > static_cast<int>(detected_cpu_isa())) {
+    throw Error(ErrorCode::kUnsupported, source + " asks for the " + std::string(cpu_isa_name(isa)) +
+                                             " kernels, but this CPU supports at most " +
+                                             std::string(cpu_isa_name(detected_cpu_isa())));
+  }
+}
+
+void init_from_env() {
+  CpuIsa isa = detected_cpu_isa();
+  if (const char* env = std::getenv("SPECD_CPU_ISA"); env != nullptr && *env != '\0') {
+    isa = parse_cpu_isa(env);
+    check_supported(isa, "SPECD_CPU_ISA=" + std::string(env));
+  }
+  g_active.store(&table_of(isa));
+}
+
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) noexcept {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+CpuIsa parse_cpu_isa(std::string_view text) {
+  if (text == "scalar") return CpuIsa::kScalar;
+  if (text == "avx2") return CpuIsa::kAvx2;
+  if (text == "avx512") return CpuIsa::kAvx512;
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown CPU instruction-set level '" + std::string(text) + "' (expected scalar, avx2 or avx512)");
+}
+
+CpuIsa detected_cpu_isa() noexcept {
+  static const CpuIsa isa = detect();
+  return isa;
+}
+
+std::vector<CpuIsa> supported_cpu_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (static_cast<int>(isa) <= static_cast<int>(detected_cpu_isa())) out.push_back(isa);
+  return out;
+}
+
+CpuIsa active_cpu_isa() { return cpu::active_kernels().isa; }
+
+void set_cpu_isa(CpuIsa isa) {
+  check_supported(isa, "set_cpu_isa");
+  std::call_once(g_init, [] {});  // an explicit choice wins over SPECD_CPU_ISA
+  g_active.store(&table_of(isa));
+}
+
+namespace cpu {
+const IsaKernels& active_kernels() {
+  std::call_once(g_init, init_from_env);
+  return *g_active.load(std::memory_order_relaxed);
+}
+
+int64_t act_row_bytes(DType w, int64_t k) {
+  switch (w) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return k * 4;  // F32, or bf16-rounded F32 / bf16 pairs
+    case DType::kQ8_0:
+    case DType::kQ4_0: return q8_act_bytes(k);
+  }
+  return 0;
+}
+}  // namespace cpu
+
+}  // namespace specd::kernels

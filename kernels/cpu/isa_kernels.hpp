@@ -1,0 +1,94 @@
+// The per-ISA kernel table (private to kernels/cpu). Each instruction-set level provides one
+// table in its own file, compiled with that level's flags:
+//   isa_scalar.cpp  (no extra flags)      isa_avx2.cpp  (-mavx2 -mfma -mf16c)
+//   isa_avx512.cpp  (AVX-512 F/BW/VL/DQ/VNNI/BF16)
+// The front ends (matmul.cpp, attention.cpp, ...) validate shapes, split work over the thread
+// pool and call through active_kernels().
+//
+// Rule for the ISA files: they define only functions with internal linkage plus their table,
+// and use no inline functions or templates from library headers (std::min, std::vector, ...).
+// An inline function instantiated there would be compiled with that file's flags, and the
+// linker could pick that copy for the whole program: an illegal instruction on an older CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "specd/kernels/cpu_isa.hpp"
+#include "specd/kernels/dtype.hpp"
+
+namespace specd::kernels::cpu {
+
+// Prepared activations for quantized weights ("Q8 activations"): each row of k elements
+// (k a multiple of 32) is quantized per block of 32 to int8 with a float scale,
+// d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row:
+//   float d[nb]         (nb = k / 32 padded to a multiple of 4; padding blocks are zero)
+//   byte  q[nb * 32]    (order and signedness are the ISA's own, see its prep functions)
+//   word  aux[nb * 16]  (32-bit words the ISA precomputes per block: lane scales, sums)
+// act_row_bytes() gives the row size for every weight dtype.
+inline int64_t q8_blocks_padded(int64_t k) { return (k / 32 + 3) / 4 * 4; }
+inline int64_t q8_act_bytes(int64_t k) { return q8_blocks_padded(k) * (4 + 32 + 64); }
+
+// One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
+//   c[r * ldc + j] = Σ_i act_r[i] · w_j[i]
+// The instructions and summation order for one (r, j) do not depend on m, j0 or j1.
+struct GemvArgs {
+  const uint8_t* act = nullptr;  // prepared activations, m rows of act_stride bytes
+  size_t act_stride = 0;
+  int64_t m = 0;
+  const uint8_t* w = nullptr;  // weight rows, w_stride bytes apart
+  size_t w_stride = 0;
+  int64_t k = 0;
+  float* c = nullptr;
+  int64_t ldc = 0;
+};
+
+using GemvFn = void (*)(const GemvArgs& args, int64_t j0, int64_t j1);
+// Prepares one row of k activations (F32) for weights of the table's dtype into `out`.
+using PrepFn = void (*)(const float* x, uint8_t* out, int64_t k);
+// Widens / dequantizes n elements (n a multiple of 32 for quantized types) to F32.
+using ToF32Fn = void (*)(const void* src, float* dst, int64_t n);
+// Narrows n F32 values to f16 / bf16 (round to nearest even).
+using NarrowFn = void (*)(const float* src, uint16_t* dst, int64_t n);
+// Attention over n cached rows of one block (head_dim <= kMaxHeadDim elements of the KV dtype,
+// row j at rows + j * stride elements), for the `group` query heads that share them:
+//   scores: scores[h * ld + j] = scale * (q[h * head_dim ...] . row_j)
+//   values: out[h * head_dim + e] += sum_j p[h * ld + j] * row_j[e]
+inline constexpr int64_t kMaxHeadDim = 256;
+using AttnScoresFn = void (*)(const float* q, int64_t group, int64_t head_dim, const void* rows, int64_t stride,
+                              int64_t n, float scale, float* scores, int64_t ld);
+using AttnValuesFn = void (*)(const float* p, int64_t ld, int64_t group, int64_t head_dim, const void* rows,
+                              int64_t stride, int64_t n, float* out);
+
+struct IsaKernels {
+  CpuIsa isa;
+  GemvFn gemv[kNumDTypes];
+  PrepFn prep[kNumDTypes];  // null: the weights take F32 activations as they are
+  ToF32Fn to_f32[kNumDTypes];
+  NarrowFn narrow[kNumDTypes];  // set for kF16 and kBF16 only
+  AttnScoresFn attn_scores[3];  // indexed by KV dtype: kF32, kF16, kBF16
+  AttnValuesFn attn_values[3];
+  double (*sum_squares)(const float* x, int64_t n);
+  // x[i] = exp(x[i] - shift) in place (exactly 0 below exp's float range, e.g. for -inf),
+  // returns the sum. shift >= every x[i]: the softmax's max. Relative error ~2e-7 per element.
+  float (*exp_sum)(float* x, int64_t n, float shift);
+  // Sums n floats (n a multiple of 64, p 64-byte aligned): the read-bandwidth probe.
+  float (*read_sum)(const float* p, int64_t n);
+};
+
+extern const IsaKernels kScalarKernels;
+// Scalar entries the vector levels share where they have nothing faster.
+namespace scalar {
+void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded, kept as F32
+void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
+}  // namespace scalar
+extern const IsaKernels kAvx2Kernels;    // defined only where the compiler targets x86-64
+extern const IsaKernels kAvx512Kernels;  // likewise
+
+// The table of the active level (cpu_isa.hpp).
+const IsaKernels& active_kernels();
+
+// Bytes of one prepared activation row of k elements for weights of dtype `w` on any level.
+int64_t act_row_bytes(DType w, int64_t k);
+
+}  // namespace specd::kernels::cpu

@@ -1,0 +1,218 @@
+// The portable level: plain C++ for every entry of the kernel table. It runs on any CPU and
+// is the reference the vector levels are tested against (after the F32 reference ops).
+#include <cmath>
+#include <cstring>
+
+#include "isa_kernels.hpp"
+
+namespace specd::kernels::cpu {
+namespace {
+
+constexpr int64_t kChunk = 256;  // weights widened per step (f16/bf16)
+
+void store_results(const GemvArgs& a, int64_t j, const float* acc) {
+  for (int64_t r = 0; r < a.m; ++r) a.c[r * a.ldc + j] = acc[r];
+}
+
+float dot8(const float* x, const float* y, int64_t n) {
+  float lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += x[i + l] * y[i + l];
+  float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+void gemv_f32(const GemvArgs& a, int64_t j0, int64_t j1) {
+  float acc[64];
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* w = reinterpret_cast<const float*>(a.w + static_cast<size_t>(j) * a.w_stride);
+    for (int64_t r = 0; r < a.m; ++r)
+      acc[r] = dot8(reinterpret_cast<const float*>(a.act + static_cast<size_t>(r) * a.act_stride), w, a.k);
+    store_results(a, j, acc);
+  }
+}
+
+// f16 / bf16 weights: widen a chunk of the row once, use it for every activation row.
+template <bool kBf16>
+void gemv_half(const GemvArgs& a, int64_t j0, int64_t j1) {
+  float acc[64];
+  float wf[kChunk];
+  for (int64_t j = j0; j < j1; ++j) {
+    const auto* w = reinterpret_cast<const uint16_t*>(a.w + static_cast<size_t>(j) * a.w_stride);
+    for (int64_t r = 0; r < a.m; ++r) acc[r] = 0.0f;
+    for (int64_t i0 = 0; i0 < a.k; i0 += kChunk) {
+      const int64_t n = a.k - i0 < kChunk ? a.k - i0 : kChunk;
+      for (int64_t i = 0; i < n; ++i) wf[i] = kBf16 ? bf16_to_f32(w[i0 + i]) : f16_to_f32(w[i0 + i]);
+      for (int64_t r = 0; r < a.m; ++r) {
+        const auto* x = reinterpret_cast<const float*>(a.act + static_cast<size_t>(r) * a.act_stride);
+        acc[r] += dot8(x + i0, wf, n);
+      }
+    }
+    store_results(a, j, acc);
+  }
+}
+
+// Q8 activations (scalar layout): d[nbp] then signed q in natural order; no aux.
+void prep_q8(const float* x, uint8_t* out, int64_t k) {
+  const int64_t nb = k / 32, nbp = q8_blocks_padded(k);
+  auto* d = reinterpret_cast<float*>(out);
+  auto* q = reinterpret_cast<int8_t*>(out + nbp * 4);
+  for (int64_t b = 0; b < nbp; ++b) {
+    float amax = 0.0f;
+    if (b < nb)
+      for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[b * 32 + i]));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    d[b] = db;
+    for (int i = 0; i < 32; ++i)
+      q[b * 32 + i] = b < nb ? static_cast<int8_t>(std::nearbyint(x[b * 32 + i] * id)) : 0;
+  }
+}
+
+template <DType kW>
+void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const int64_t nb = a.k / 32, nbp = q8_blocks_padded(a.k);
+  float acc[64];
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
+    for (int64_t r = 0; r < a.m; ++r) {
+      const uint8_t* row = a.act + static_cast<size_t>(r) * a.act_stride;
+      const auto* dx = reinterpret_cast<const float*>(row);
+      const auto* qx = reinterpret_cast<const int8_t*>(row + nbp * 4);
+      float s = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t dot = 0;
+        uint16_t dbits;
+        if constexpr (kW == DType::kQ8_0) {
+          const auto* blk = reinterpret_cast<const BlockQ8_0*>(w) + b;
+          for (int i = 0; i < 32; ++i) dot += blk->q[i] * qx[b * 32 + i];
+          dbits = blk->d;
+        } else {
+          const auto* blk = reinterpret_cast<const BlockQ4_0*>(w) + b;
+          for (int i = 0; i < 16; ++i) {
+            dot += ((blk->q[i] & 15) - 8) * qx[b * 32 + i];
+            dot += ((blk->q[i] >> 4) - 8) * qx[b * 32 + 16 + i];
+          }
+          dbits = blk->d;
+        }
+        s += (f16_to_f32(dbits) * dx[b]) * static_cast<float>(dot);
+      }
+      acc[r] = s;
+    }
+    store_results(a, j, acc);
+  }
+}
+
+void f32_to_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
+void f16_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+}
+void bf16_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+void q8_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ8_0*>(src);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = f16_to_f32(blk[b].d);
+    for (int i = 0; i < 32; ++i) dst[b * 32 + i] = static_cast<float>(blk[b].q[i]) * d;
+  }
+}
+void q4_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ4_0*>(src);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = f16_to_f32(blk[b].d);
+    for (int i = 0; i < 16; ++i) {
+      dst[b * 32 + i] = static_cast<float>((blk[b].q[i] & 15) - 8) * d;
+      dst[b * 32 + 16 + i] = static_cast<float>((blk[b].q[i] >> 4) - 8) * d;
+    }
+  }
+}
+
+void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+template <int kKv>  // 0 f32, 1 f16, 2 bf16
+float kv_at(const void* rows, int64_t i) {
+  if constexpr (kKv == 0) return static_cast<const float*>(rows)[i];
+  const uint16_t h = static_cast<const uint16_t*>(rows)[i];
+  if constexpr (kKv == 1) return f16_to_f32(h);
+  return bf16_to_f32(h);
+}
+
+template <int kKv>
+void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
+                 float* scores, int64_t ld) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t h = 0; h < group; ++h) {
+      float s = 0.0f;
+      for (int64_t e = 0; e < hd; ++e) s += q[h * hd + e] * kv_at<kKv>(rows, j * stride + e);
+      scores[h * ld + j] = s * scale;
+    }
+}
+
+template <int kKv>
+void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
+                 float* out) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t h = 0; h < group; ++h) {
+      const float pj = p[h * ld + j];
+      for (int64_t e = 0; e < hd; ++e) out[h * hd + e] += pj * kv_at<kKv>(rows, j * stride + e);
+    }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+float exp_sum(float* x, int64_t n, float shift) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+float read_sum(const float* p, int64_t n) {
+  float lane[16] = {};
+  for (int64_t i = 0; i < n; i += 16)
+    for (int l = 0; l < 16; ++l) lane[l] += p[i + l];
+  float s = 0.0f;
+  for (float v : lane) s += v;
+  return s;
+}
+
+}  // namespace
+
+namespace scalar {
+// bf16 weights take activations rounded to bf16; this form keeps them widened as F32.
+void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k) {
+  auto* o = reinterpret_cast<float*>(out);
+  for (int64_t i = 0; i < k; ++i) o[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+void narrow_bf16(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+}  // namespace scalar
+
+const IsaKernels kScalarKernels = {
+    CpuIsa::kScalar,
+    {gemv_f32, gemv_half<false>, gemv_half<true>, gemv_quant<DType::kQ8_0>, gemv_quant<DType::kQ4_0>},
+    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
+    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
+    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
+    {attn_scores<0>, attn_scores<1>, attn_scores<2>},
+    {attn_values<0>, attn_values<1>, attn_values<2>},
+    sum_squares,
+    exp_sum,
+    read_sum,
+};
+
+}  // namespace specd::kernels::cpu

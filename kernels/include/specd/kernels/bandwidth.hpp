@@ -1,0 +1,23 @@
+// The memory-bandwidth yardstick: decode reads every weight once per step, so
+// weight bytes / read bandwidth is the floor of a decode step's time.
+#pragma once
+
+#include <cstddef>
+
+namespace specd::kernels {
+
+struct ReadBandwidth {
+  double median_gbs = 0;  // median over the timed passes (GB/s = 1e9 bytes/s)
+  double min_gbs = 0;
+  double max_gbs = 0;
+  double long_read_gbs = 0;  // one timed loop over all passes back to back: a cross-check
+  int passes = 0;
+  size_t bytes = 0;  // buffer size
+};
+
+// Reads a buffer of `bytes` (far larger than the last-level cache; huge pages where the
+// kernel allows them, as for the weights) with every kernel thread, `passes` times, with the
+// active ISA level's widest loads and no writes. Takes well under a second for 1 GiB.
+ReadBandwidth measure_read_bandwidth(size_t bytes = size_t{1} << 30, int passes = 9);
+
+}  // namespace specd::kernels

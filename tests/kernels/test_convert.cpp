@@ -1,0 +1,123 @@
+// to_f32 / from_f32: GGUF block layouts byte for byte, exact widening on every ISA level,
+// round-trip error bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
+
+namespace specd::kernels {
+namespace {
+using testing::random_vector;
+
+std::vector<uint8_t> store(DType dt, const std::vector<float>& x) {
+  std::vector<uint8_t> out(row_bytes(dt, static_cast<int64_t>(x.size())));
+  from_f32(Device::kCpu, x.data(), dt, out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
+
+TEST(Quantize, Q8_0BlockIsGgufLayout) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i - 16);
+  const auto bytes = store(DType::kQ8_0, x);
+  ASSERT_EQ(bytes.size(), 34u);
+  BlockQ8_0 b;
+  std::memcpy(&b, bytes.data(), sizeof(b));
+  EXPECT_EQ(b.d, f32_to_f16(16.0f / 127.0f));
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(b.q[i], static_cast<int8_t>(std::round((i - 16) * (127.0f / 16.0f)))) << i;
+  EXPECT_EQ(b.q[0], -127);
+}
+
+TEST(Quantize, Q4_0NibbleOrderIsGguf) {
+  // Elements 0..15 -> nibbles 0..15 (low halves), elements 16..31 -> 15..0 (high halves).
+  const float s = 0.25f;
+  std::vector<float> x(32);
+  for (int j = 0; j < 16; ++j) {
+    x[static_cast<size_t>(j)] = static_cast<float>(j - 8) * s;
+    x[static_cast<size_t>(16 + j)] = static_cast<float>(7 - j) * s;
+  }
+  const auto bytes = store(DType::kQ4_0, x);
+  ASSERT_EQ(bytes.size(), 18u);
+  BlockQ4_0 b;
+  std::memcpy(&b, bytes.data(), sizeof(b));
+  EXPECT_EQ(f16_to_f32(b.d), s);
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(b.q[j], static_cast<uint8_t>(j | ((15 - j) << 4))) << j;
+  std::vector<float> back(32);
+  to_f32(Device::kCpu, DType::kQ4_0, bytes.data(), back.data(), 32);
+  EXPECT_EQ(back, x);  // every value is representable: exact
+}
+
+TEST(Quantize, ZeroBlockHasZeroScale) {
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0}) {
+    const std::vector<float> x(64, 0.0f);
+    std::vector<float> back(64, 1.0f);
+    to_f32(Device::kCpu, dt, store(dt, x).data(), back.data(), 64);
+    EXPECT_EQ(back, x) << dtype_name(dt);
+  }
+}
+
+TEST(Quantize, RefusesPartialBlocks) {
+  const std::vector<float> x(40, 1.0f);
+  std::vector<uint8_t> out(64);
+  EXPECT_THROW(from_f32(Device::kCpu, x.data(), DType::kQ8_0, out.data(), 40), Error);
+  std::vector<float> back(40);
+  EXPECT_THROW(to_f32(Device::kCpu, DType::kQ4_0, out.data(), back.data(), 40), Error);
+}
+
+class ConvertTest : public ::testing::TestWithParam<Backend> {};
+
+// Round trip error per element, relative to the block's (or the element's) magnitude:
+// f16 2^-11, bf16 2^-8 of the value; q8_0 half a step of max|x|/127; q4_0 one step of max|x|/8.
+TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
+  SPECD_USE_BACKEND(GetParam());
+  const int64_t n = 32 * 200 + 0;
+  const auto x = random_vector(static_cast<size_t>(n), 7, -3.0f, 3.0f);
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    const auto bytes = store(dt, x);
+    std::vector<float> back(static_cast<size_t>(n));
+    to_f32(GetParam().device, dt, bytes.data(), back.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[static_cast<size_t>(b * 32 + i)]));
+      for (int i = 0; i < 32; ++i) {
+        const auto idx = static_cast<size_t>(b * 32 + i);
+        const double err = std::abs(static_cast<double>(back[idx]) - x[idx]);
+        double bound = 0;
+        switch (dt) {
+          case DType::kF32: bound = 0; break;
+          case DType::kF16: bound = std::abs(x[idx]) * 0x1p-11 + 1e-7; break;
+          case DType::kBF16: bound = std::abs(x[idx]) * 0x1p-8; break;
+          case DType::kQ8_0: bound = amax / 127.0 * 0.5 * 1.002 + amax * 1e-3; break;  // + fp16 rounding of d
+          case DType::kQ4_0: bound = amax / 8.0 * 1.002 + amax * 1e-3; break;
+        }
+        ASSERT_LE(err, bound) << dtype_name(dt) << " element " << idx;
+      }
+    }
+  }
+}
+
+TEST_P(ConvertTest, WideningIsExactAndEqualOnEveryLevel) {
+  SPECD_USE_BACKEND(GetParam());
+  const int64_t n = 32 * 37;
+  const auto x = random_vector(static_cast<size_t>(n), 9, -5.0f, 5.0f);
+  for (DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    const auto bytes = store(dt, x);
+    std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    to_f32(GetParam().device, dt, bytes.data(), got.data(), n);
+    {
+      testing::IsaGuard scalar(CpuIsa::kScalar);
+      to_f32(Device::kCpu, dt, bytes.data(), want.data(), n);
+    }
+    EXPECT_EQ(got, want) << dtype_name(dt);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ConvertTest, ::testing::ValuesIn(testing::all_backends()),
+                         [](const ::testing::TestParamInfo<Backend>& i) { return testing::backend_name(i.param); });
+
+}  // namespace
+}  // namespace specd::kernels

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "config/config.hpp"
-#include "sched/async_engine.hpp"
+#include "engine/async_engine.hpp"
 #include "server/http_transport.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
@@ -21,7 +21,6 @@
 namespace specd::server {
 
 using nlohmann::json;
-using sched::Clock;
 
 namespace {
 
@@ -75,8 +74,8 @@ constexpr auto kFlushTime = std::chrono::seconds(1);
 
 // What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
 struct Loaded {
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<sched::AsyncEngine> engine;
+  const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
+  std::unique_ptr<AsyncEngine> engine;
   ChatTemplateKind chat_template = ChatTemplateKind::kChatML;
   ApiLimits limits;
 };
@@ -139,8 +138,8 @@ struct HttpServer::Impl {
   void check_auth(const http::Request& req) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
   void stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
-                       sched::RequestStream& stream, RequestOutput first);
-  void on_finished(const sched::RequestTrace& t);
+                       RequestStream& stream, RequestOutput first);
+  void on_finished(const RequestTrace& t);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
@@ -214,7 +213,7 @@ void HttpServer::Impl::register_metrics() {
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
-    const sched::AsyncEngineStats s = l->engine->stats();
+    const AsyncEngineStats s = l->engine->stats();
     queue_depth->set(static_cast<double>(s.num_waiting));
     running->set(static_cast<double>(s.num_running));
     ready->set(draining ? 0.0 : 1.0);
@@ -243,7 +242,7 @@ void HttpServer::Impl::register_metrics() {
   });
 }
 
-void HttpServer::Impl::on_finished(const sched::RequestTrace& t) {
+void HttpServer::Impl::on_finished(const RequestTrace& t) {
   requests_total->with({std::string(finish_reason_name(t.finish_reason))}).inc();
   prompt_tokens->inc(t.num_prompt_tokens);
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
@@ -355,7 +354,7 @@ Request to_engine_request(const GenerationRequest& g) {
 
 // Waits for the next output; nullopt once the client has gone away. The AsyncEngine guarantees
 // every stream ends (stop() aborts).
-std::optional<RequestOutput> next_output(sched::RequestStream& stream, const http::Exchange& ex) {
+std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exchange& ex) {
   for (;;) {
     if (ex.client_gone()) return std::nullopt;
     if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
@@ -375,7 +374,7 @@ bool finished_ok(const RequestOutput& out) {
 
 // Leaving generate() without a finished output cancels the request.
 struct CancelGuard {
-  sched::AsyncEngine& engine;
+  AsyncEngine& engine;
   RequestId id;
   bool armed = true;
   ~CancelGuard() {
@@ -395,13 +394,13 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
                              : parse_completion_request(body, l->limits, *l->tok);
 
-  sched::Submission sub = l->engine->submit(to_engine_request(g));
-  if (sub.status == sched::SubmitStatus::kQueueFull) {
+  Submission sub = l->engine->submit(to_engine_request(g));
+  if (sub.status == SubmitStatus::kQueueFull) {
     throw ApiError(429, "the server is busy: the request queue is full (scheduler.max_queue = " +
                             std::to_string(cfg.scheduler.max_queue) + "); retry later",
                    "rate_limit_error", "", "queue_full");
   }
-  if (sub.status == sched::SubmitStatus::kStopped) {
+  if (sub.status == SubmitStatus::kStopped) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
   CancelGuard guard{*l->engine, sub.id};
@@ -437,7 +436,7 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
 // Server-sent events: one `data:` event per batch of new text, the finish reason, the usage
 // chunk when asked for, then [DONE]. Returns when the stream ended or the client went away.
 void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
-                                       sched::RequestStream& stream, RequestOutput first) {
+                                       RequestStream& stream, RequestOutput first) {
   if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) return;
   const bool chat = g.chat;
   std::vector<RequestOutput> outs;
@@ -501,8 +500,7 @@ void HttpServer::start() {
 void HttpServer::load(std::unique_ptr<Engine> engine) {
   Impl& m = *impl_;
   auto l = std::make_shared<Loaded>();
-  const std::string tok_path = m.cfg.model.tokenizer.empty() ? m.cfg.model.path : m.cfg.model.tokenizer;
-  l->tok = tokenizer::Tokenizer::load(tok_path);
+  l->tok = &engine->tokenizer();
   l->chat_template = resolve_chat_template(m.cfg.server.chat_template, *l->tok);
   const EngineInfo& info = engine->info();
   l->limits.model_name = m.model_name;
@@ -520,15 +518,15 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
     m.verifier = info.verifier;
   }
 
-  sched::AsyncEngineOptions opts;
+  AsyncEngineOptions opts;
   opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));
   opts.max_running = static_cast<size_t>(std::max(1, m.cfg.scheduler.max_num_seqs));
-  opts.on_finished = [&m](const sched::RequestTrace& t) { m.on_finished(t); };
+  opts.on_finished = [&m](const RequestTrace& t) { m.on_finished(t); };
   opts.on_step = [&m](size_t new_tokens) {
     m.engine_steps->inc();
     m.generation_tokens->inc(static_cast<double>(new_tokens));
   };
-  l->engine = std::make_unique<sched::AsyncEngine>(std::move(engine), std::move(opts));
+  l->engine = std::make_unique<AsyncEngine>(std::move(engine), std::move(opts));
   m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
              chat_template_name(l->chat_template), l->limits.max_model_len, l->limits.max_prompt_tokens);
   std::lock_guard lock(m.mu);

@@ -11,6 +11,7 @@
 #include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "model/gguf.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace specd::tokenizer {
@@ -26,7 +27,6 @@ json parse_file_json(std::string_view text, const std::string& name) {
   } catch (const JsonError& e) {
     throw Error(ErrorCode::kModelFormat, name + ": not valid JSON: " + e.what());
   }
-  if (!j.is_object()) throw Error(ErrorCode::kModelFormat, name + ": the top level is not an object");
   return j;
 }
 
@@ -162,33 +162,48 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& co
   return std::nullopt;
 }
 
-std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::string& file,
-                                            const std::string& config_name);
+std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+                                                const std::string& config_name);
 
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
+  if (model::gguf::is_gguf_file(path)) {
+    const TokenizerDocuments docs = gguf_tokenizer_documents(*model::gguf::File::open(path));
+    return build_impl(docs.tokenizer, docs.config, path, path.string());
+  }
   std::error_code ec;
   std::filesystem::path tokenizer_file = path;
   if (std::filesystem::is_directory(path, ec)) tokenizer_file = path / "tokenizer.json";
   if (!std::filesystem::exists(tokenizer_file, ec))
     throw Error(ErrorCode::kNotFound, "tokenizer not found: " + tokenizer_file.string() +
-                                          " (expected a model directory with tokenizer.json, or a tokenizer.json file)");
+                                          " (expected a model directory with tokenizer.json, a tokenizer.json file or "
+                                          "a GGUF file)");
   const std::filesystem::path config_file = tokenizer_file.parent_path() / "tokenizer_config.json";
   const std::string text = read_file_limited(tokenizer_file, kMaxTokenizerJsonBytes, "tokenizer.json");
   const std::string config_text = std::filesystem::exists(config_file, ec)
                                       ? read_file_limited(config_file, kMaxSmallJsonBytes, "tokenizer_config.json")
                                       : std::string("{}");
-  auto impl = load_impl_from_text(text, config_text, tokenizer_file.string(), config_file.string());
-  impl->source = tokenizer_file;
-  return impl;
+  return load_impl_from_text(text, config_text, tokenizer_file, config_file.string());
 }
 
 std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_json, std::string_view config_json,
-                                                     const std::string& file, const std::string& config_name) {
+                                                     const std::filesystem::path& source,
+                                                     const std::string& config_name) {
+  const std::string file = source.string();
+  return build_impl(parse_file_json(tokenizer_json, file), parse_file_json(config_json, config_name), source,
+                    config_name);
+}
+
+std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::filesystem::path& source,
+                                            const std::string& config_name) {
+  const std::string file = source.string();
+  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
+  if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_name + ": the top level is not an object");
   try {
-    return build_impl(parse_file_json(tokenizer_json, file), parse_file_json(config_json, config_name), file,
-                      config_name);
+    auto impl = build_pipeline(root, config, file, config_name);
+    impl->source = source;
+    return impl;
   } catch (const json::exception& e) {
     // A value of the wrong type where a component reads it with json::value / get.
     throw Error(ErrorCode::kModelFormat, file + ": " + e.what());
@@ -197,8 +212,8 @@ std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_
 
 namespace {
 
-std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::string& file,
-                                            const std::string& config_name) {
+std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+                                                const std::string& config_name) {
   auto impl = std::make_unique<Tokenizer::Impl>();
   auto member = [&](const char* key) -> const json& {
     static const json null_value;
@@ -298,8 +313,10 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
     impl->added_content[id] = added_contents.count(impl->tokens[id]) ? 1 : 0;
   }
 
-  // Decode options and BOS/EOS from tokenizer_config.json.
+  // Decode options, the chat template and BOS/EOS from tokenizer_config.json.
   impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
+  if (const auto it = config.find("chat_template"); it != config.end() && it->is_string())
+    impl->chat_template = it->get<std::string>();
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     const auto it = config.find(key);
     if (it == config.end()) return std::nullopt;

@@ -227,9 +227,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path) {
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                                                 const std::string& name) {
-  auto impl = load_impl_from_text(tokenizer_json, tokenizer_config_json, name, "tokenizer_config.json");
-  impl->source = name;
-  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+  return std::unique_ptr<Tokenizer>(
+      new Tokenizer(load_impl_from_text(tokenizer_json, tokenizer_config_json, name, "tokenizer_config.json")));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& opts) const {
@@ -262,5 +261,7 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
+
+const std::optional<std::string>& Tokenizer::chat_template() const { return impl_->chat_template; }
 
 }  // namespace specd::tokenizer

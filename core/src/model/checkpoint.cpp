@@ -152,16 +152,20 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
   }
   // Sizes from config.json that nothing else checks against the weights before allocating:
   // the layer count (the loader sizes its layer table from it).
-  const int64_t last_layer = ckpt->config_.num_layers - 1;
-  const std::string last_prefix = "model.layers." + std::to_string(last_layer) + ".";
-  const auto last = ckpt->tensors_.lower_bound(last_prefix);
-  if (last == ckpt->tensors_.end() || last->first.rfind(last_prefix, 0) != 0) {
+  if (!ckpt->holds_last_layer()) {
     fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
          "num_hidden_layers is " + std::to_string(ckpt->config_.num_layers) + " but the weights in " +
-             model_dir.string() + " hold no tensor " + last_prefix + "*");
+             model_dir.string() + " hold no tensor model.layers." + std::to_string(ckpt->config_.num_layers - 1) +
+             ".*");
   }
 
   return ckpt;
+}
+
+bool Checkpoint::holds_last_layer() const {
+  const std::string prefix = "model.layers." + std::to_string(config_.num_layers - 1) + ".";
+  const auto it = tensors_.lower_bound(prefix);
+  return it != tensors_.end() && it->first.rfind(prefix, 0) == 0;
 }
 
 const TensorView* Checkpoint::find(std::string_view name) const {

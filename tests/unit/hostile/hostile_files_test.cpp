@@ -30,18 +30,6 @@ void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::i
 
 std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
-// The message of the specd::Error `fn` throws; fails the test when it throws nothing else.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a specd::Error";
-  return {};
-}
-
 // A working tiny checkpoint to corrupt one file of.
 fs::path tiny_copy(const fs::path& dir) {
   static const fs::path tiny = fixture::write(fixture::Options{}, fs::path(SPECD_TEST_WORK_DIR) / "hostile" / "tiny");

@@ -25,17 +25,6 @@ using gguf::test::kArr;
 using gguf::test::kStr;
 using gguf::test::kU8;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a specd::Error";
-  return {};
-}
-
 fs::path write(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
   return p;

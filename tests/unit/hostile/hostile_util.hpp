@@ -7,6 +7,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "specd/error.hpp"
+
 namespace specd::test {
 
 // A fresh directory for the running test.
@@ -17,6 +19,18 @@ inline std::filesystem::path scratch() {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The message of the specd::Error `fn` throws; fails the test when it throws nothing else.
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const specd::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a specd::Error";
+  return {};
 }
 
 // The message holds every part and is short: a refusal names what was wrong, it does not echo

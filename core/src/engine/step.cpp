@@ -136,6 +136,9 @@ void Engine::Impl::launch() {
 // the request's and the engine's speculative counters.
 void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
   for (StepResult& r : outbox.rows) {
+    // Aborted after its step was collected (prompt_logprobs collects a step in flight): its
+    // output is already final.
+    if (!output->contains(r.id)) continue;
     if (!r.committed) {
       outputs.push_back(output->fail(r.id, r.error));
       continue;

@@ -97,6 +97,7 @@ void Scheduler::schedule(StepBatch& batch) {
 
 // A sub-step: one decode row per sequence of the multi-step, on the KV reserved up front.
 void Scheduler::schedule_substep(StepBatch& batch) {
+  int32_t budget = limits_.max_num_batched_tokens;  // lookahead counts against it as in a full schedule
   for (const std::unique_ptr<Sequence>& s : running_) {
     Sequence& seq = *s;
     if (seq.kv_reserved == 0) continue;
@@ -107,9 +108,12 @@ void Scheduler::schedule_substep(StepBatch& batch) {
     row.start = seq.num_computed;
     row.n = 1;
     row.sample = true;
-    // The reservation covers k_i + 1 tokens per sub-step (start_multi_step), so the cap never
-    // binds; it keeps the forward inside the reserved blocks whatever happens.
-    row.lookahead = std::max(0, std::min(lookahead(seq, running_.size()), seq.kv_reserved - seq.num_computed - 1));
+    // The same k_i a full schedule would give (so acceptance does not depend on the mode). The
+    // reservation covers k_i + 1 tokens per sub-step (start_multi_step), so its cap never binds;
+    // it keeps the forward inside the reserved blocks whatever happens.
+    row.lookahead = std::max(0, std::min({lookahead(seq, running_.size()), budget - 1,
+                                          seq.kv_reserved - seq.num_computed - 1}));
+    budget -= 1 + row.lookahead;
   }
 }
 

@@ -50,7 +50,7 @@ struct Stream {
   int events = 0;  // outputs received, the final one included
 };
 
-struct Run {
+struct Outcome {
   std::vector<Stream> streams;
   specd::spec::SpecMetrics metrics;
   uint64_t preemptions = 0;
@@ -58,7 +58,7 @@ struct Run {
 };
 
 // Runs the requests to completion; `abort_at` (step index → request index) aborts mid-run.
-Run run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
+Outcome run_requests(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
         const std::map<int, size_t>& abort_at = {}) {
   Engine engine(cfg);
   std::vector<RequestId> ids;
@@ -67,7 +67,7 @@ Run run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requ
     ids.push_back(add_request(engine, requests[i]));
     index[ids.back()] = i;
   }
-  Run r;
+  Outcome r;
   r.streams.resize(requests.size());
   for (int step = 0; engine.has_unfinished(); ++step) {
     if (auto a = abort_at.find(step); a != abort_at.end()) engine.abort(ids[a->second]);
@@ -93,7 +93,7 @@ Run run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requ
   return r;
 }
 
-void expect_same(const Run& a, const Run& b, const std::string& what, bool counts = true) {
+void expect_same(const Outcome& a, const Outcome& b, const std::string& what, bool counts = true) {
   ASSERT_EQ(a.streams.size(), b.streams.size());
   for (size_t i = 0; i < a.streams.size(); ++i) {
     const Stream &x = a.streams[i], &y = b.streams[i];
@@ -159,14 +159,18 @@ class SchedulingParity : public testing::TestWithParam<Case> {
 };
 
 TEST_P(SchedulingParity, SameTokensAndAcceptanceInEveryMode) {
-  const Run base = run(config(kModes[0]), requests_);
-  EXPECT_GT(base.metrics.draft_tokens, 0u) << "speculation must happen";
+  const Outcome base = run_requests(config(kModes[0]), requests_);
+  const Case& c = GetParam();
+  // Sampled text at temperature 1 rarely repeats itself: one request gives prompt lookup nothing.
+  if (!(c.proposer == "ngram" && c.verifier == "rejection" && c.batch == 1)) {
+    EXPECT_GT(base.metrics.draft_tokens, 0u) << "speculation must happen";
+  }
   if (GetParam().verifier == "greedy") {
-    Run plain = run(specd::config::for_model_dir(target_.string()), requests_);
+    Outcome plain = run_requests(specd::config::for_model_dir(target_.string()), requests_);
     expect_same(plain, base, "target alone vs speculative", /*counts=*/false);
   }
   for (const Mode m : kModes) {
-    const Run r = run(config(m), requests_);
+    const Outcome r = run_requests(config(m), requests_);
     expect_same(base, r, mode_name(m));
     EXPECT_EQ(r.kv_free, r.kv_total) << mode_name(m) << ": KV blocks leaked";
   }
@@ -174,51 +178,63 @@ TEST_P(SchedulingParity, SameTokensAndAcceptanceInEveryMode) {
 
 TEST_P(SchedulingParity, SameUnderPreemption) {
   if (GetParam().batch == 1) GTEST_SKIP() << "preemption needs more than one sequence";
-  // 1 MiB holds 2048 tokens of the tiny model: eight ~240-token prompts plus their output and
-  // drafts do not fit, so sequences are preempted and re-prefilled.
-  std::vector<Request> requests = requests_;
-  for (Request& r : requests) {
+  // 1 MiB holds 2048 tokens of the tiny model (fewer with a draft's cache): eight 400-token
+  // prompts and their output do not fit, so sequences are preempted and re-prefilled.
+  for (Request& r : requests_) {
     const std::vector<int32_t> p = r.prompt_ids;
-    while (r.prompt_ids.size() < 240) r.prompt_ids.insert(r.prompt_ids.end(), p.begin() + 1, p.end());
-    r.sampling.max_tokens = 40;
+    while (r.prompt_ids.size() < 400) r.prompt_ids.insert(r.prompt_ids.end(), p.begin() + 1, p.end());
+    r.prompt_ids.resize(400);
+    r.sampling.max_tokens = 80;
   }
-  requests_ = requests;
-  const Run base = run(config(kModes[0]), requests_);
+  const specd::config::Overrides tight = {{"kv_cache.memory_mib", "1"}};
+  // Async scheduling makes the same scheduling decisions, so under the same KV pressure it
+  // matches sync exactly. A multi-step's up-front reservation changes what else fits (how many
+  // drafts a tight step can afford), so multi-step runs are compared with each other, and under
+  // greedy decoding every run emits the target's tokens.
+  const Outcome sync1 = run_requests(config(kModes[0], tight), requests_);
+  const Outcome sync4 = run_requests(config(kModes[2], tight), requests_);
+  const Outcome roomy = run_requests(config(kModes[0]), requests_);
+  const bool greedy = GetParam().verifier == "greedy";
   for (const Mode m : kModes) {
-    const Run r = run(config(m, {{"kv_cache.memory_mib", "1"}}), requests_);
+    const Outcome r = run_requests(config(m, tight), requests_);
     EXPECT_GT(r.preemptions, 0u) << mode_name(m) << ": the KV budget must force preemption";
-    expect_same(base, r, mode_name(m) + " under preemption");
+    expect_same(m.steps == 1 ? sync1 : sync4, r, mode_name(m) + " under preemption");
+    if (greedy) expect_same(roomy, r, mode_name(m) + " under preemption vs no pressure", /*counts=*/false);
     EXPECT_EQ(r.kv_free, r.kv_total) << mode_name(m);
   }
 }
 
 TEST_P(SchedulingParity, AbortsMidRunLeaveTheOthersUnchanged) {
-  const Run full = run(config(kModes[0]), requests_);
-  // Request 0 is aborted after 3 steps; with a batch, request 1 right after its first token.
-  std::map<int, size_t> aborts = {{3, 0}};
+  const Outcome full = run_requests(config(kModes[0]), requests_);
+  // Request 0 is aborted before the third step() call; with a batch, request 1 before the second
+  // (with async scheduling its first step is then in flight).
+  std::map<int, size_t> aborts = {{2, 0}};
   if (requests_.size() > 1) aborts[1] = 1;
   for (const Mode m : kModes) {
-    const Run r = run(config(m), requests_, aborts);
+    const Outcome r = run_requests(config(m), requests_, aborts);
+    int aborted = 0;
     for (size_t i = 0; i < r.streams.size(); ++i) {
       const Stream& s = r.streams[i];
+      const std::vector<int32_t>& want = full.streams[i].tokens;
       const std::string what = mode_name(m) + ", request " + std::to_string(i);
-      if (i < aborts.size()) {
-        EXPECT_EQ(s.finish, FinishReason::kAbort) << what;
-        ASSERT_LE(s.tokens.size(), full.streams[i].tokens.size()) << what;
-        EXPECT_EQ(s.tokens, std::vector<int32_t>(full.streams[i].tokens.begin(),
-                                                 full.streams[i].tokens.begin() + static_cast<long>(s.tokens.size())))
+      if (s.finish == FinishReason::kAbort) {
+        ++aborted;
+        EXPECT_LT(i, aborts.size()) << what << ": only the aborted requests end so";
+        ASSERT_LE(s.tokens.size(), want.size()) << what;
+        EXPECT_EQ(s.tokens, std::vector<int32_t>(want.begin(), want.begin() + static_cast<long>(s.tokens.size())))
             << what << ": an aborted stream is a prefix of the full one";
-      } else {
-        EXPECT_EQ(s.tokens, full.streams[i].tokens) << what;
+      } else {  // not aborted, or finished before its abort
+        EXPECT_EQ(s.tokens, want) << what;
         EXPECT_EQ(s.finish, full.streams[i].finish) << what;
       }
     }
+    EXPECT_GT(aborted, 0) << mode_name(m) << ": no abort happened mid-run";
     EXPECT_EQ(r.kv_free, r.kv_total) << mode_name(m) << ": KV blocks leaked";
   }
 }
 
 TEST_P(SchedulingParity, StopStringsCutTheOutputAtTheSamePlace) {
-  const Run full = run(config(kModes[0]), requests_);
+  const Outcome full = run_requests(config(kModes[0]), requests_);
   // Each request stops at a string taken from the middle of its own text.
   std::vector<Request> requests = requests_;
   int armed = 0;
@@ -230,14 +246,14 @@ TEST_P(SchedulingParity, StopStringsCutTheOutputAtTheSamePlace) {
   }
   ASSERT_GT(armed, 0) << "the fixture generated too little text";
   requests_ = requests;
-  const Run base = run(config(kModes[0]), requests_);
+  const Outcome base = run_requests(config(kModes[0]), requests_);
   for (size_t i = 0; i < requests.size(); ++i) {
     if (requests[i].sampling.stop.empty()) continue;
     EXPECT_EQ(base.streams[i].finish, FinishReason::kStop) << i;
     EXPECT_LT(base.streams[i].text.size(), full.streams[i].text.size()) << i;
   }
   for (const Mode m : kModes) {
-    const Run r = run(config(m), requests_);
+    const Outcome r = run_requests(config(m), requests_);
     expect_same(base, r, mode_name(m) + " with stop strings");
     EXPECT_EQ(r.kv_free, r.kv_total) << mode_name(m) << ": the tokens run past a stop string were not rolled back";
   }
@@ -281,7 +297,7 @@ TEST(MultiStepStreaming, OneEventPerStepNotBursts) {
 TEST(MultiStepStreaming, StopTokenInTheFirstSubStepEndsTheStream) {
   const fs::path target = specd::spec_test::target_fixture();
   const std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701};
-  const Run plain = run(specd::config::for_model_dir(target.string()), {greedy_request(prompt, 12)});
+  const Outcome plain = run_requests(specd::config::for_model_dir(target.string()), {greedy_request(prompt, 12)});
   const std::vector<int32_t>& full = plain.streams[0].tokens;
   ASSERT_EQ(full.size(), 12u);
   ASSERT_NE(full[0], full[1]) << "pick a prompt whose first two tokens differ";
@@ -310,7 +326,9 @@ TEST(MultiStepStreaming, StopTokenInTheFirstSubStepEndsTheStream) {
         EXPECT_FALSE(finished) << mode_name(m) << ": an event after the stop";
         got.insert(got.end(), o.new_token_ids.begin(), o.new_token_ids.end());
         finished = o.finished;
-        if (finished) EXPECT_EQ(o.finish_reason, FinishReason::kStop);
+        if (finished) {
+          EXPECT_EQ(o.finish_reason, FinishReason::kStop);
+        }
       }
       if (was_finished && step < free_alone.size()) {
         EXPECT_EQ(engine.stats().kv_blocks_free, free_alone[step])

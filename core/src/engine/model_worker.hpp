@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -39,6 +40,9 @@ class ModelWorker {
 
  private:
   enum State : uint32_t { kIdle, kRun, kDone, kExit };
+  // How long either side yields before it sleeps on the futex: a step of a small model.
+  static constexpr std::chrono::microseconds kSpin{2000};
+  uint32_t await(uint32_t want, std::chrono::steady_clock::time_point deadline);
   void loop();
 
   std::function<void(sched::StepBatch&)> execute_;

@@ -178,12 +178,12 @@ TEST_P(SchedulingParity, SameTokensAndAcceptanceInEveryMode) {
 
 TEST_P(SchedulingParity, SameUnderPreemption) {
   if (GetParam().batch == 1) GTEST_SKIP() << "preemption needs more than one sequence";
-  // 1 MiB holds 2048 tokens of the tiny model (fewer with a draft's cache): eight 400-token
+  // 1 MiB holds 2048 tokens of the tiny model (fewer with a draft's cache): eight 300-token
   // prompts and their output do not fit, so sequences are preempted and re-prefilled.
   for (Request& r : requests_) {
     const std::vector<int32_t> p = r.prompt_ids;
-    while (r.prompt_ids.size() < 400) r.prompt_ids.insert(r.prompt_ids.end(), p.begin() + 1, p.end());
-    r.prompt_ids.resize(400);
+    while (r.prompt_ids.size() < 300) r.prompt_ids.insert(r.prompt_ids.end(), p.begin() + 1, p.end());
+    r.prompt_ids.resize(300);
     r.sampling.max_tokens = 80;
   }
   const specd::config::Overrides tight = {{"kv_cache.memory_mib", "1"}};

@@ -9,6 +9,27 @@ namespace specd::cli {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// after - before, field by field.
+StepStats step_delta(const StepStats& before, const StepStats& after) {
+  StepStats d;
+  d.steps = after.steps - before.steps;
+  d.wall = after.wall - before.wall;
+  d.forward = after.forward - before.forward;
+  d.propose = after.propose - before.propose;
+  d.verify = after.verify - before.verify;
+  d.commit = after.commit - before.commit;
+  d.schedule = after.schedule - before.schedule;
+  d.output = after.output - before.output;
+  d.in_flight = after.in_flight - before.in_flight;
+  d.overlap = after.overlap - before.overlap;
+  d.wait = after.wait - before.wait;
+  return d;
+}
+
+}  // namespace
+
 DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
                           const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative) {
   SamplingParams sp;
@@ -16,6 +37,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
   const spec::SpecMetrics before = engine.spec_metrics();
+  const StepStats timing_before = engine.step_stats();
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt_ids = prompt.empty()
@@ -51,6 +73,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   r.tokens = tokens;
   r.steps = steps;
   r.spec = engine.spec_metrics().since(before);
+  r.timing = step_delta(timing_before, engine.step_stats());
   return r;
 }
 

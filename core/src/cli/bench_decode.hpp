@@ -16,6 +16,7 @@ struct DecodeResult {
   int64_t tokens = 0;  // tokens emitted in the timed region
   int64_t steps = 0;
   spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
+  StepStats timing;        // Engine::step_stats() delta over the whole run
 };
 
 // `prompt` non-empty: every request uses it; otherwise synthetic prompts of prompt_tokens from

@@ -171,8 +171,9 @@ void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<co
   acceptance_.observe(row.seq->id, evidence);
 }
 
-void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propose_s, double step_s,
+void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propose_s, double target_s,
                                      spec::PolicyMetrics& metrics) {
+  const double step_s = propose_s + target_s;
   int32_t tokens = 0, logit_rows = 0, steps = 0, drafts = 0;
   for (const sched::StepRow& row : batch.rows) {
     const auto m = static_cast<int32_t>(row.drafts.size());
@@ -190,7 +191,7 @@ void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propo
     metrics.abs_error_seconds += std::abs(predicted - step_s);
     planned_ = false;
   }
-  cost_.observe_target(tokens, logit_rows, step_s - propose_s);
+  cost_.observe_target(tokens, logit_rows, target_s);
   if (steps > 0) cost_.observe_propose(steps, drafts, propose_s);
 }
 

@@ -78,9 +78,9 @@ class SpeculationPolicy {
   void plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics);
   // A verified row: `evidence` per verified position (acceptance_model.hpp).
   void observe_verified(const sched::StepRow& row, std::span<const double> evidence, spec::PolicyMetrics& metrics);
-  // The step's measured times (propose call; propose through verify): the cost model learns
-  // them; a planned step also records predicted against observed time.
-  void observe_step(const sched::StepBatch& batch, double propose_s, double step_s, spec::PolicyMetrics& metrics);
+  // The step's measured times (the propose call; the target's forward through verification):
+  // the cost model learns them; a planned step also records predicted against observed time.
+  void observe_step(const sched::StepBatch& batch, double propose_s, double target_s, spec::PolicyMetrics& metrics);
   void release(RequestId id) { acceptance_.release(id); }
 
  private:

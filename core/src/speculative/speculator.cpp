@@ -65,7 +65,7 @@ void Speculator::calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t ma
   const std::vector<TargetSample> samples = calibrate_target(model, kv, max_tokens, kCalibrationBudgetSeconds);
   policy_->cost().set_target_prior(samples);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  metrics_.policy.calibration_seconds = s;
+  policy_metrics_.calibration_seconds = s;
   std::string shape;
   for (const TargetSample& x : samples) shape += fmt::format(" T={}/R={}: {:.2f} ms", x.tokens, x.logit_rows, x.seconds * 1e3);
   spec_log().info("dynamic speculation: target cost calibrated in {:.0f} ms:{}", s * 1e3, shape);
@@ -233,7 +233,10 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   for (const sched::StepRow* row : rows) {
     SeqState& st = seqs_[row->seq->id];
     st.next_pos = row->start + row->n;
-    if (row->sample) st.prefilled = true;
+    // The chunk that ends the prompt, or the one that ends a preempted sequence's re-prefill
+    // (all but its last token: the scheduler leaves that one to the next decode).
+    const auto len = static_cast<int64_t>(row->seq->tokens.size());
+    if (row->sample || (row->seq->num_generated() > 0 && st.next_pos == len - 1)) st.prefilled = true;
   }
 }
 
@@ -342,7 +345,7 @@ void Speculator::observe_acceptance(size_t i, int32_t k_stride, bool with_probs)
     }
     evidence_[static_cast<size_t>(j)] = x;
   }
-  policy_->observe_verified(row, evidence_, metrics_.policy);
+  policy_->observe_verified(row, evidence_, policy_metrics_);
 }
 
 // ---- after commit -----------------------------------------------------------------------------

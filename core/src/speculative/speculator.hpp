@@ -19,7 +19,10 @@
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
 // registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
-// reusable batch buffers. Used from the engine's step thread only.
+// reusable batch buffers. Used by one thread at a time: propose / observe / verify / accept run
+// where the step executes (the model worker with async scheduling), and so do plan / end_step;
+// release between steps. The engine keeps the acceptance metrics (they are recorded with the
+// outputs) and copies the policy's counters when it collects a step.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +42,6 @@
 #include "speculative/policy.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
-#include "specd/spec_metrics.hpp"
 
 namespace specd::speculative {
 
@@ -70,21 +72,22 @@ class Speculator {
   // scratch sequence of `kv`; max_tokens: the largest step worth measuring.
   void calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens);
 
-  void plan(sched::StepBatch& batch) { policy_->plan(batch, metrics_.policy); }
+  void plan(sched::StepBatch& batch) { policy_->plan(batch, policy_metrics_); }
   void propose(sched::StepBatch& batch);
   void observe(sched::StepBatch& batch);
   // Returns whether any row was verified (the step counts as a speculative step).
   bool verify(sched::StepBatch& batch);
   void accept(sched::StepRow& row);
-  // After verify, before commit: propose_s = the propose call, step_s = plan through verify.
-  void end_step(const sched::StepBatch& batch, double propose_s, double step_s) {
-    policy_->observe_step(batch, propose_s, step_s, metrics_.policy);
+  // After verify, before commit, where the step executes: propose_s = the propose call,
+  // target_s = the target's forward through verification.
+  void end_step(const sched::StepBatch& batch, double propose_s, double target_s) {
+    policy_->observe_step(batch, propose_s, target_s, policy_metrics_);
   }
+  // The policy's counters (spec_metrics.hpp); read only while no step executes.
+  const spec::PolicyMetrics& policy_metrics() const { return policy_metrics_; }
   // The sequence ended or was preempted: the proposer's state for it is freed (its hosted KV is
   // the scheduler's to free).
   void release(RequestId id);
-
-  spec::SpecMetrics& metrics() { return metrics_; }
 
  private:
   struct SeqState {
@@ -111,8 +114,8 @@ class Speculator {
   int64_t hidden_size_;
   // The proposer gets on_prefill / on_accept / on_release (abi.h, keeps_state).
   bool keeps_state_;
-  spec::SpecMetrics metrics_;
   std::unique_ptr<SpeculationPolicy> policy_;
+  spec::PolicyMetrics policy_metrics_;  // the engine copies them when it collects a step
   std::unordered_map<RequestId, SeqState> seqs_;
 
   // Per-step buffers, reused.

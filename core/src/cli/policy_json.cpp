@@ -12,6 +12,8 @@ nlohmann::json policy_json(const spec::PolicyMetrics& m) {
           {"predicted_step_s", m.predicted_seconds},
           {"observed_step_s", m.observed_seconds},
           {"step_abs_error_s", m.abs_error_seconds},
+          {"predicted_propose_s", m.predicted_propose_seconds},
+          {"observed_propose_s", m.observed_propose_seconds},
           {"calibration_s", m.calibration_seconds}};
 }
 

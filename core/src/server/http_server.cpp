@@ -131,7 +131,7 @@ struct HttpServer::Impl {
   Family<Counter>* policy_chosen_k = nullptr;  // + k
   Family<Counter>* policy_steps = nullptr;
   Family<Counter>* policy_accepted = nullptr;  // + source: predicted | observed
-  Family<Counter>* policy_seconds = nullptr;   // + source: predicted | observed | abs_error
+  Family<Counter>* policy_seconds = nullptr;   // + source: predicted | observed | abs_error | *_propose
   std::string proposer, verifier;  // set once the model is loaded
 
   explicit Impl(const config::EngineConfig& c);
@@ -270,7 +270,7 @@ void HttpServer::Impl::register_policy_metrics() {
   policy_seconds = &metrics.counter(
       "specd_spec_dynamic_step_seconds_total",
       "Time of steps the policy planned (propose through verify): predicted by its cost model, observed, and the "
-      "sum of |predicted - observed|.",
+      "sum of |predicted - observed|; predicted_propose and observed_propose: the propose call's part.",
       {"proposer", "verifier", "source"});
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
@@ -284,6 +284,8 @@ void HttpServer::Impl::register_policy_metrics() {
     policy_seconds->with({proposer, verifier, "predicted"}).set_total(m.predicted_seconds);
     policy_seconds->with({proposer, verifier, "observed"}).set_total(m.observed_seconds);
     policy_seconds->with({proposer, verifier, "abs_error"}).set_total(m.abs_error_seconds);
+    policy_seconds->with({proposer, verifier, "predicted_propose"}).set_total(m.predicted_propose_seconds);
+    policy_seconds->with({proposer, verifier, "observed_propose"}).set_total(m.observed_propose_seconds);
   });
 }
 

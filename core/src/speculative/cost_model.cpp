@@ -24,46 +24,46 @@ constexpr double kDecay = 0.95;
 constexpr double kRidge = 1e-3;
 constexpr double kMinSeconds = 1e-9;
 
-// Minimises β'Aβ − 2β'b over β >= 0 for the 3-feature ridge system: tries every set of free
+// Minimises β'Aβ − 2β'b over β >= 0 for the small ridge system: tries every set of free
 // coefficients (the others fixed at 0) and keeps the best solution that is non-negative.
-std::array<double, 3> nonnegative_solve(const std::array<double, 9>& a, const std::array<double, 3>& b) {
-  std::array<double, 3> best{};
+template <size_t N>
+std::array<double, N> nonnegative_solve(const std::array<double, N * N>& a, const std::array<double, N>& b) {
+  std::array<double, N> best{};
   double best_obj = 0;  // β = 0
-  for (int mask = 1; mask < 8; ++mask) {
-    int idx[3];
-    int n = 0;
-    for (int i = 0; i < 3; ++i)
-      if (mask & (1 << i)) idx[n++] = i;
-    // Gaussian elimination on the n x n subsystem (n <= 3; the ridge keeps it positive definite).
-    double m[3][4];
-    for (int r = 0; r < n; ++r) {
-      for (int c = 0; c < n; ++c) m[r][c] = a[static_cast<size_t>(idx[r] * 3 + idx[c])];
-      m[r][n] = b[static_cast<size_t>(idx[r])];
+  for (unsigned mask = 1; mask < (1u << N); ++mask) {
+    size_t idx[N];
+    size_t n = 0;
+    for (size_t i = 0; i < N; ++i)
+      if (mask & (1u << i)) idx[n++] = i;
+    // Gaussian elimination on the n x n subsystem (the ridge keeps it positive definite).
+    double m[N][N + 1];
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t c = 0; c < n; ++c) m[r][c] = a[idx[r] * N + idx[c]];
+      m[r][n] = b[idx[r]];
     }
     bool ok = true;
-    for (int p = 0; p < n && ok; ++p) {
+    for (size_t p = 0; p < n && ok; ++p) {
       if (std::abs(m[p][p]) < 1e-30) {
         ok = false;
         break;
       }
-      for (int r = p + 1; r < n; ++r) {
+      for (size_t r = p + 1; r < n; ++r) {
         const double f = m[r][p] / m[p][p];
-        for (int c = p; c <= n; ++c) m[r][c] -= f * m[p][c];
+        for (size_t c = p; c <= n; ++c) m[r][c] -= f * m[p][c];
       }
     }
     if (!ok) continue;
-    std::array<double, 3> beta{};
-    for (int r = n - 1; r >= 0; --r) {
+    std::array<double, N> beta{};
+    for (size_t r = n; r-- > 0;) {
       double s = m[r][n];
-      for (int c = r + 1; c < n; ++c) s -= m[r][c] * beta[static_cast<size_t>(idx[c])];
-      beta[static_cast<size_t>(idx[r])] = s / m[r][r];
+      for (size_t c = r + 1; c < n; ++c) s -= m[r][c] * beta[idx[c]];
+      beta[idx[r]] = s / m[r][r];
     }
     if (std::any_of(beta.begin(), beta.end(), [](double x) { return x < 0; })) continue;
     double obj = 0;
-    for (int i = 0; i < 3; ++i) {
-      obj -= 2 * beta[static_cast<size_t>(i)] * b[static_cast<size_t>(i)];
-      for (int j = 0; j < 3; ++j)
-        obj += beta[static_cast<size_t>(i)] * a[static_cast<size_t>(i * 3 + j)] * beta[static_cast<size_t>(j)];
+    for (size_t i = 0; i < N; ++i) {
+      obj -= 2 * beta[i] * b[i];
+      for (size_t j = 0; j < N; ++j) obj += beta[i] * a[i * N + j] * beta[j];
     }
     if (obj < best_obj) {
       best_obj = obj;
@@ -180,21 +180,23 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
   }
 }
 
-double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens) const {
+double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, int32_t catch_up) const {
   if (draft_steps <= 0 || !propose_seen_) return 0;
-  return beta_[0] + beta_[1] * draft_steps + beta_[2] * draft_tokens;
+  return beta_[0] + beta_[1] * draft_steps + beta_[2] * draft_tokens + beta_[3] * catch_up;
 }
 
-void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds) {
+void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds, int32_t catch_up) {
   if (draft_steps <= 0 || seconds < 0) return;
-  const double x[3] = {1.0, static_cast<double>(draft_steps), static_cast<double>(draft_tokens)};
-  for (size_t i = 0; i < 3; ++i) {
-    for (size_t j = 0; j < 3; ++j) xtx_[i * 3 + j] = kDecay * xtx_[i * 3 + j] + x[i] * x[j];
+  constexpr size_t N = kProposeFeatures;
+  const double x[N] = {1.0, static_cast<double>(draft_steps), static_cast<double>(draft_tokens),
+                       static_cast<double>(catch_up)};
+  for (size_t i = 0; i < N; ++i) {
+    for (size_t j = 0; j < N; ++j) xtx_[i * N + j] = kDecay * xtx_[i * N + j] + x[i] * x[j];
     xty_[i] = kDecay * xty_[i] + x[i] * seconds;
   }
-  std::array<double, 9> a = xtx_;
-  for (size_t i = 0; i < 3; ++i) a[i * 3 + i] += kRidge;
-  beta_ = nonnegative_solve(a, xty_);
+  std::array<double, N * N> a = xtx_;
+  for (size_t i = 0; i < N; ++i) a[i * N + i] += kRidge;
+  beta_ = nonnegative_solve<N>(a, xty_);
   propose_seen_ = true;
 }
 

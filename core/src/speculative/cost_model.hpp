@@ -3,8 +3,10 @@
 //
 //   target_seconds(T, R)    the step's target work: one forward of T tokens of which R need
 //                           logits, plus sampling and verification of those R rows
-//   propose_seconds(L, S)   one propose call that drafts up to L tokens for a sequence (L
-//                           draft steps, the largest k_i) and S tokens in all (Σ k_i)
+//   propose_seconds(L, S, C)  one propose call that drafts up to L tokens for a sequence (L
+//                           draft steps, the largest k_i) and S tokens in all (Σ k_i), for rows
+//                           that went C steps in all without drafting since they last drafted
+//                           (catch-up: a draft model feeds the tokens it has not seen first)
 //
 // Target: a start-up calibration times real forwards (T = 1, 2, 4, ... with logits for every
 // token, and one with a single logit row) and gives the prior shape P(T) at R = T plus the cost
@@ -14,9 +16,12 @@
 // correction of all observations, so a machine that got slower is seen at every T at once. The
 // prediction never falls below that of any knot at or below T (cost grows with T).
 //
-// Propose: seconds = a + b · L + c · S (a per call, b per draft step: a draft model's forward;
-// c per draft token), fitted by exponentially weighted least squares (ridge towards 0), each
-// coefficient kept >= 0. Until the first propose call it predicts 0.
+// Propose: seconds = a + b · L + c · S + d · C (a per call, b per draft step: a draft model's
+// forward; c per draft token; d per catch-up token), fitted by exponentially weighted least
+// squares (ridge towards 0), each coefficient kept >= 0. Without C a row that resumes drafting
+// after many plain steps (a probe) makes one call look expensive, and the fit charges that to
+// a, b and c: every later prediction is too high and the policy keeps k = 0. Until the first
+// propose call it predicts 0.
 //
 // All times in seconds. Not thread-safe: the engine's step thread owns it.
 #pragma once
@@ -52,10 +57,10 @@ class CostModel {
   void set_target_prior(std::span<const TargetSample> samples);
 
   double target_seconds(double tokens, double logit_rows) const;
-  double propose_seconds(int32_t draft_steps, int32_t draft_tokens) const;
+  double propose_seconds(int32_t draft_steps, int32_t draft_tokens, int32_t catch_up = 0) const;
 
   void observe_target(int32_t tokens, int32_t logit_rows, double seconds);
-  void observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds);
+  void observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds, int32_t catch_up = 0);
 
   double logit_row_seconds() const { return logit_row_s_; }
 
@@ -77,10 +82,11 @@ class CostModel {
   double logit_row_s_ = 0;
   double global_log_corr_ = 0;  // EWMA of log(observed / prior) over every observation
 
-  // Propose: decayed normal equations of y = x·β, x = (1, L, S).
-  std::array<double, 9> xtx_{};
-  std::array<double, 3> xty_{};
-  std::array<double, 3> beta_{};
+  // Propose: decayed normal equations of y = x·β, x = (1, L, S, C).
+  static constexpr size_t kProposeFeatures = 4;
+  std::array<double, kProposeFeatures * kProposeFeatures> xtx_{};
+  std::array<double, kProposeFeatures> xty_{};
+  std::array<double, kProposeFeatures> beta_{};
   bool propose_seen_ = false;
 };
 

@@ -74,6 +74,8 @@ SpecMetrics SpecMetrics::since(const SpecMetrics& before) const {
   p.predicted_seconds -= b.predicted_seconds;
   p.observed_seconds -= b.observed_seconds;
   p.abs_error_seconds -= b.abs_error_seconds;
+  p.predicted_propose_seconds -= b.predicted_propose_seconds;
+  p.observed_propose_seconds -= b.observed_propose_seconds;
   return d;
 }
 
@@ -113,9 +115,10 @@ std::string PolicyMetrics::summary() const {
     if (chosen_k[k] > 0) hist += fmt::format("{}{}:{}", hist.empty() ? "" : " ", k, chosen_k[k]);
   return fmt::format(
       "chosen k [{}], accepted {} of {:.1f} predicted over {} drafts, step time {:.1f} ms observed vs {:.1f} ms "
-      "predicted over {} steps (mean |error| {:.1f}%)",
+      "predicted over {} steps (mean |error| {:.1f}%; propose {:.1f} ms observed vs {:.1f} ms predicted)",
       hist, accepted, predicted_accepted, drafts, observed_seconds * 1e3, predicted_seconds * 1e3, steps,
-      observed_seconds > 0 ? 100.0 * abs_error_seconds / observed_seconds : 0.0);
+      observed_seconds > 0 ? 100.0 * abs_error_seconds / observed_seconds : 0.0, observed_propose_seconds * 1e3,
+      predicted_propose_seconds * 1e3);
 }
 
 }  // namespace specd::spec

@@ -173,26 +173,32 @@ void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<co
 
 void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propose_s, double target_s,
                                      spec::PolicyMetrics& metrics) {
-  const double step_s = propose_s + target_s;
-  int32_t tokens = 0, logit_rows = 0, steps = 0, drafts = 0;
+  int32_t tokens = 0, logit_rows = 0, steps = 0, drafts = 0, catch_up = 0;
   for (const sched::StepRow& row : batch.rows) {
     const auto m = static_cast<int32_t>(row.drafts.size());
     tokens += row.n + m;
-    if (row.sample) logit_rows += 1 + m;
-    if (row.speculates()) {
-      steps = std::max(steps, row.lookahead);
-      drafts += row.lookahead;
-    }
+    if (!row.sample || row.failed()) continue;
+    logit_rows += 1 + m;
+    const auto len = static_cast<int64_t>(row.seq->tokens.size());
+    const auto [it, first] = drafted_len_.try_emplace(row.seq->id, len);
+    if (!row.speculates()) continue;
+    steps = std::max(steps, row.lookahead);
+    drafts += row.lookahead;
+    if (!first) catch_up += static_cast<int32_t>(len - it->second);
+    it->second = len + row.num_accepted + 1;  // its length once committed
   }
   if (planned_) {
-    const double predicted = cost_.propose_seconds(steps, drafts) + cost_.target_seconds(tokens, logit_rows);
+    const double predicted_propose = cost_.propose_seconds(steps, drafts, catch_up);
+    const double predicted = predicted_propose + cost_.target_seconds(tokens, logit_rows);
     metrics.predicted_seconds += predicted;
-    metrics.observed_seconds += step_s;
-    metrics.abs_error_seconds += std::abs(predicted - step_s);
+    metrics.observed_seconds += propose_s + target_s;
+    metrics.abs_error_seconds += std::abs(predicted - propose_s - target_s);
+    metrics.predicted_propose_seconds += predicted_propose;
+    metrics.observed_propose_seconds += propose_s;
     planned_ = false;
   }
   cost_.observe_target(tokens, logit_rows, target_s);
-  if (steps > 0) cost_.observe_propose(steps, drafts, propose_s);
+  if (steps > 0) cost_.observe_propose(steps, drafts, propose_s, catch_up);
 }
 
 }  // namespace specd::speculative

@@ -18,6 +18,11 @@
 // policy enumerates L and S and keeps the best (ties: the smaller S). choose_k() is that search,
 // exposed for tests together with evaluate() (the objective for any k).
 //
+// The objective leaves out the catch-up of rows that resume drafting (cost_model.hpp): a row
+// pays it whenever it drafts again, and charging it to one step would make a row that has been
+// idle long ever less likely to draft. The cost model still learns it, so that the predicted
+// step time (PolicyMetrics) matches the observed one and the other coefficients stay unbiased.
+//
 // A proposer without variable k gets one k for every planned row. When no row has drafted for
 // kProbeInterval planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
 // being measured. Not thread-safe: the engine's step thread owns it.
@@ -25,6 +30,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sched/step_batch.hpp"
@@ -81,7 +87,10 @@ class SpeculationPolicy {
   // The step's measured times (the propose call; the target's forward through verification):
   // the cost model learns them; a planned step also records predicted against observed time.
   void observe_step(const sched::StepBatch& batch, double propose_s, double target_s, spec::PolicyMetrics& metrics);
-  void release(RequestId id) { acceptance_.release(id); }
+  void release(RequestId id) {
+    acceptance_.release(id);
+    drafted_len_.erase(id);
+  }
 
  private:
   struct Gain {
@@ -103,6 +112,9 @@ class SpeculationPolicy {
   std::vector<sched::StepRow*> planned_rows_;
   std::vector<double> accept_;  // [planned rows, k_max]
   std::vector<int32_t> k_;
+  // Per sequence: its length after the last step it drafted in (or when first seen), so that
+  // a drafting row's catch-up (cost_model.hpp) is its length now minus this.
+  std::unordered_map<RequestId, int64_t> drafted_len_;
 };
 
 }  // namespace specd::speculative

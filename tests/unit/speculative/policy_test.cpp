@@ -221,6 +221,24 @@ TEST(CostModel, ProposeFitIsNonNegativeLeastSquares) {
   for (int32_t s = 1; s <= 8; ++s) EXPECT_GE(d.propose_seconds(s, 8 * s), 0.0);
 }
 
+// A draft model feeds the tokens a row appended while it did not draft before it drafts again
+// (a probe after many plain steps): without the catch-up term that one expensive call is
+// charged to the per-step and per-draft coefficients, every later call is predicted too dear
+// and the policy keeps k = 0.
+TEST(CostModel, CatchUpTokensAreChargedToTheirOwnTerm) {
+  CostModel c;
+  auto truth = [](int32_t steps, int32_t drafts, int32_t catch_up) {
+    return 0.001 + 0.002 * steps + 0.0001 * drafts + 0.0004 * catch_up;
+  };
+  for (int i = 0; i < 60; ++i) {
+    const int32_t steps = 1 + i % 8, drafts = steps * (1 + i % 3);
+    const int32_t catch_up = i % 10 == 9 ? 64 : 0;  // a probe now and then
+    c.observe_propose(steps, drafts, truth(steps, drafts, catch_up), catch_up);
+  }
+  EXPECT_NEAR(c.propose_seconds(4, 32), truth(4, 32, 0), 1e-5) << "steady drafting, no catch-up";
+  EXPECT_NEAR(c.propose_seconds(1, 1, 64), truth(1, 1, 64), 1e-5) << "a probe after 64 plain steps";
+}
+
 TEST(AcceptanceModel, SequencesLearnAroundAProposerWidePrior) {
   AcceptanceModel m(6);
   std::vector<double> a(6);

@@ -182,14 +182,13 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
 
 double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, int32_t catch_up) const {
   if (draft_steps <= 0 || !propose_seen_) return 0;
-  return beta_[0] + beta_[1] * draft_steps + beta_[2] * draft_tokens + beta_[3] * catch_up;
+  return beta_[0] + beta_[1] * draft_steps + beta_[2] * (draft_tokens + catch_up);
 }
 
 void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds, int32_t catch_up) {
   if (draft_steps <= 0 || seconds < 0) return;
   constexpr size_t N = kProposeFeatures;
-  const double x[N] = {1.0, static_cast<double>(draft_steps), static_cast<double>(draft_tokens),
-                       static_cast<double>(catch_up)};
+  const double x[N] = {1.0, static_cast<double>(draft_steps), static_cast<double>(draft_tokens + catch_up)};
   for (size_t i = 0; i < N; ++i) {
     for (size_t j = 0; j < N; ++j) xtx_[i * N + j] = kDecay * xtx_[i * N + j] + x[i] * x[j];
     xty_[i] = kDecay * xty_[i] + x[i] * seconds;

@@ -16,12 +16,14 @@
 // correction of all observations, so a machine that got slower is seen at every T at once. The
 // prediction never falls below that of any knot at or below T (cost grows with T).
 //
-// Propose: seconds = a + b · L + c · S + d · C (a per call, b per draft step: a draft model's
-// forward; c per draft token; d per catch-up token), fitted by exponentially weighted least
-// squares (ridge towards 0), each coefficient kept >= 0. Without C a row that resumes drafting
-// after many plain steps (a probe) makes one call look expensive, and the fit charges that to
-// a, b and c: every later prediction is too high and the policy keeps k = 0. Until the first
-// propose call it predicts 0.
+// Propose: seconds = a + b · L + c · (S + C) (a per call, b per draft step: a draft model's
+// forward; c per token through the draft: a draft, or a catch-up token fed before the first
+// draft), fitted by exponentially weighted least squares (ridge towards 0), each coefficient
+// kept >= 0. Without C a row that resumes drafting after many plain steps (a probe) makes one
+// call look expensive, and the fit charges that to a, b and c: every later prediction is too
+// high and the policy keeps k = 0. C shares c rather than getting its own coefficient: it is
+// rarely non-zero, and a free coefficient fitted on those few calls (the first of a run, on a
+// busy machine) came out 5x too dear. Until the first propose call it predicts 0.
 //
 // All times in seconds. Not thread-safe: the engine's step thread owns it.
 #pragma once
@@ -82,8 +84,8 @@ class CostModel {
   double logit_row_s_ = 0;
   double global_log_corr_ = 0;  // EWMA of log(observed / prior) over every observation
 
-  // Propose: decayed normal equations of y = x·β, x = (1, L, S, C).
-  static constexpr size_t kProposeFeatures = 4;
+  // Propose: decayed normal equations of y = x·β, x = (1, L, S + C).
+  static constexpr size_t kProposeFeatures = 3;
   std::array<double, kProposeFeatures * kProposeFeatures> xtx_{};
   std::array<double, kProposeFeatures> xty_{};
   std::array<double, kProposeFeatures> beta_{};

@@ -225,10 +225,10 @@ TEST(CostModel, ProposeFitIsNonNegativeLeastSquares) {
 // (a probe after many plain steps): without the catch-up term that one expensive call is
 // charged to the per-step and per-draft coefficients, every later call is predicted too dear
 // and the policy keeps k = 0.
-TEST(CostModel, CatchUpTokensAreChargedToTheirOwnTerm) {
+TEST(CostModel, CatchUpTokensAreChargedAsTokensThroughTheDraft) {
   CostModel c;
   auto truth = [](int32_t steps, int32_t drafts, int32_t catch_up) {
-    return 0.001 + 0.002 * steps + 0.0001 * drafts + 0.0004 * catch_up;
+    return 0.001 + 0.002 * steps + 0.0004 * (drafts + catch_up);
   };
   for (int i = 0; i < 60; ++i) {
     const int32_t steps = 1 + i % 8, drafts = steps * (1 + i % 3);

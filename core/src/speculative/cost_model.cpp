@@ -19,6 +19,7 @@ constexpr double kGlobalRate = 0.2;  // fast: a shared machine's load changes wi
 constexpr double kGlobalWeight = 2.0;
 constexpr double kMaxStep = 0.7;
 constexpr double kMaxWeight = 50.0;
+constexpr double kWarmWeight = 3.0;
 // Propose fit: decay per observation (about the last 20 calls count) and ridge.
 constexpr double kDecay = 0.95;
 constexpr double kRidge = 1e-3;
@@ -175,7 +176,13 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
   for (size_t j = 0; j < 2 && i + j < knots_.size(); ++j) {
     Knot& k = knots_[i + j];
     if (weights[j] <= 0) continue;
-    k.log_corr += kRate * weights[j] * std::clamp(r - k.log_corr, -kMaxStep, kMaxStep);
+    // A knot's first observations are averaged (the policy sees a new step shape at once); once
+    // it has kWarmWeight of them, an EWMA with bounded steps.
+    if (k.weight < kWarmWeight) {
+      k.log_corr += weights[j] / (k.weight + weights[j]) * (r - k.log_corr);
+    } else {
+      k.log_corr += kRate * weights[j] * std::clamp(r - k.log_corr, -kMaxStep, kMaxStep);
+    }
     k.weight = std::min(kMaxWeight, k.weight + weights[j]);
   }
 }

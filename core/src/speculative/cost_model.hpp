@@ -12,7 +12,9 @@
 // token, and one with a single logit row) and gives the prior shape P(T) at R = T plus the cost
 // c of one logit row; prediction = m(T) · (P(T) − c · (T − R)), where m(T) is a correction
 // interpolated between knots (T = 1, 2, 3, 4, 6, 8, 12, ...) and learned from the steps that run
-// as an EWMA of log(observed / prior) per knot. A knot with few observations leans on the
+// as log(observed / prior) per knot: the mean of its first 3 observations, then an EWMA with
+// bounded steps (a step shape the policy just tried, e.g. the first with drafts at a batch
+// size, is learned within a few steps rather than ~20). A knot with few observations leans on the
 // correction of all observations, so a machine that got slower is seen at every T at once. The
 // prediction never falls below that of any knot at or below T (cost grows with T).
 //

@@ -191,6 +191,17 @@ TEST(CostModel, LearnsFromObservedStepsAndSpreadsTheLevel) {
   EXPECT_LT(c.target_seconds(32, 32), 2.2 * prior_32);
 }
 
+// The policy tries a step shape it never ran (the first drafts at a batch size): a few steps
+// there must teach the model, or it goes on under- or over-predicting it for ~20 steps.
+TEST(CostModel, ANewStepShapeIsLearnedWithinAFewSteps) {
+  CostModel c(2048);
+  c.set_target_prior(linear_target(0.010, 0.0005));
+  for (int i = 0; i < 100; ++i) c.observe_target(32, 32, c.target_seconds(32, 32));  // the prior was right at 32
+  const double truth = 2.5 * (0.010 + 0.0005 * 288);  // but 288 tokens cost 2.5x what it says
+  for (int i = 0; i < 3; ++i) c.observe_target(288, 288, truth);
+  EXPECT_NEAR(c.target_seconds(288, 288), truth, 0.25 * truth);
+}
+
 // A batch of many short sequences can cost several times what the single-sequence calibration
 // measured. Learned at T = 8 only, the cost at T = 13 (between knots nobody observed) must not
 // fall below it: the policy would take the extra tokens for free.

@@ -4,7 +4,8 @@
 // emits — including runs that end by max_tokens or by a stop token inside an accepted run. The
 // same holds with the batch_expansion scorer plugin in place of the built-in multi-query scorer,
 // and with dynamic speculation (speculative.dynamic: the policy picks k in [0, k] per sequence
-// and per step, so a sequence moves between plain decoding and drafts of varying length).
+// and per step, so a sequence moves between plain decoding and drafts of varying length), also
+// under async multi-step scheduling (the policy plans and learns on the model worker).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,12 +33,13 @@ struct Case {
   int batch;
   std::string scorer = "mqa";  // mqa | batch_expansion
   bool dynamic = false;        // speculative.dynamic: k is the policy's upper bound
+  bool async = false;          // scheduler.async_scheduling with 2 scheduler steps
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return c.proposer + "_" + c.verifier + "_k" + std::to_string(c.k) + "_b" + std::to_string(c.batch) +
-         (c.scorer == "mqa" ? "" : "_" + c.scorer) + (c.dynamic ? "_dynamic" : "");
+         (c.scorer == "mqa" ? "" : "_" + c.scorer) + (c.dynamic ? "_dynamic" : "") + (c.async ? "_async" : "");
 }
 
 std::vector<Case> all_cases() {
@@ -62,6 +64,7 @@ std::vector<Case> dynamic_cases() {
   for (const char* p : {"ngram", "draft_model", "mtp"})
     for (const char* v : {"greedy", "rejection"})
       for (int b : {1, 16}) cases.push_back({p, v, 6, b, "mqa", true});
+  for (const char* p : {"ngram", "draft_model", "mtp"}) cases.push_back({p, "rejection", 6, 16, "mqa", true, true});
   return cases;
 }
 
@@ -79,7 +82,9 @@ TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
   const std::vector<Generation> spec =
       run_engine(specd::spec_test::spec_config(target, c.proposer, c.verifier, c.k,
                                                {{"speculative.scorer", c.scorer},
-                                                {"speculative.dynamic", c.dynamic ? "true" : "false"}}),
+                                                {"speculative.dynamic", c.dynamic ? "true" : "false"},
+                                                {"scheduler.async_scheduling", c.async ? "true" : "false"},
+                                                {"scheduler.num_scheduler_steps", c.async ? "2" : "1"}}),
                  requests, &metrics);
   if (c.dynamic) {
     // The policy planned the steps; what it chose depends on the measured costs, so the test

@@ -16,9 +16,9 @@ for training uses the official implementation (encode.mjs), never this approxima
 """
 
 import collections
-import os
 import heapq
 import json
+import os
 import re
 
 # The pattern written into tokenizer.json (Oniguruma syntax, as Llama 3 ships it).
@@ -146,8 +146,10 @@ def tokenizer_json(tokens, merges):
     """The tokenizer.json object (HF `tokenizers` format) for the trained vocabulary."""
     b2u = bytes_to_unicode()
     text = ["".join(b2u[b] for b in t) for t in tokens]
-    vocab = {s: i for i, s in enumerate(text)}
     bos_id, eos_id = len(tokens), len(tokens) + 1
+    # The special tokens are in the model's vocabulary too (as in Llama 2's tokenizer.json), so a
+    # tokenizer without its added tokens still maps them to ids; no merge ever produces them.
+    vocab = {s: i for i, s in enumerate(text + [BOS, EOS])}
 
     def special(i, content):
         return {"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,

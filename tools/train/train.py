@@ -118,7 +118,9 @@ def prepare_data(cfg, work):
     log(f"corpus: {info['groups']}, sha256 {info['sha256'][:16]}; "
         f"validation: {len(val_docs['code'])} code + {len(val_docs['docs'])} docs files")
     bpe_docs = [d for k in ("code", "docs") for d in train_docs[k]][::cfg["tokenizer_sample"]]
-    tok_dir = os.path.join(work, "tokenizer-" + digest(info["sha256"], VOCAB, [d.path for d in bpe_docs]))
+    with open(bpe.__file__) as f:  # a change to the trainer or the file format makes a new tokenizer
+        bpe_source = f.read()
+    tok_dir = os.path.join(work, "tokenizer-" + digest(info["sha256"], VOCAB, [d.path for d in bpe_docs], bpe_source))
     if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
         texts = [d.text for d in bpe_docs]
         tokens, merges = bpe.train(texts, VOCAB, progress=log)

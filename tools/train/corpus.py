@@ -1,6 +1,7 @@
 """The training corpus and the held-out evaluation text.
 
-Training text is exactly two things, both shipped by Debian 12 under the PSF licence:
+Training text is exactly two things, both shipped by Debian 12 under the PSF licence (a few
+standard library modules under other permissive licences, listed in the package's copyright file):
   code: the .py files of the Python 3.11 standard library, as installed by the packages
         libpython3.11-stdlib and libpython3.11-minimal under /usr/lib/python3.11
         (the files `dpkg -L` lists for them, nothing else that happens to sit there);
@@ -66,28 +67,20 @@ def read_text(path):
         raise SystemExit(f"corpus: {path} is not UTF-8 ({e})")
 
 
-def code_paths():
+def installed_files(packages, root, suffix):
+    """The regular files under `root` ending in `suffix` that dpkg lists for `packages`, sorted."""
     paths = set()
-    for p in CODE_PACKAGES:
+    for p in packages:
         for f in package_files(p):
-            if f.startswith(CODE_ROOT) and f.endswith(".py") and os.path.isfile(f):
-                paths.add(f)
-    return sorted(paths)
-
-
-def doc_paths():
-    paths = set()
-    for p in DOC_PACKAGES:
-        for f in package_files(p):
-            if f.startswith(DOC_ROOT) and f.endswith(".rst.txt") and os.path.isfile(f):
+            if f.startswith(root) and f.endswith(suffix) and os.path.isfile(f):
                 paths.add(f)
     return sorted(paths)
 
 
 def load_corpus():
     """All training documents, code first, each group sorted by path."""
-    docs = [Document(p, "code", read_text(p)) for p in code_paths()]
-    docs += [Document(p, "docs", read_text(p)) for p in doc_paths()]
+    docs = [Document(p, "code", read_text(p)) for p in installed_files(CODE_PACKAGES, CODE_ROOT, ".py")]
+    docs += [Document(p, "docs", read_text(p)) for p in installed_files(DOC_PACKAGES, DOC_ROOT, ".rst.txt")]
     if not any(d.kind == "code" for d in docs) or not any(d.kind == "docs" for d in docs):
         raise SystemExit("corpus: no code or no documentation found (are the packages installed?)")
     return docs

@@ -49,14 +49,14 @@ FULL = {
     "target": Shape(VOCAB, 256, 4, 4, 4, 768, CONTEXT, mtp_modules=2),
     "draft": Shape(VOCAB, 128, 1, 2, 2, 384, CONTEXT),
     "target_steps": 800, "draft_steps": 300, "mtp_steps": 300,
-    "batch": 16, "code_fraction": 0.75, "tokenizer_sample": 1, "doc_sample": 1,
+    "batch": 16, "code_fraction": 0.75, "doc_sample": 1,
 }
 # A pipeline check in a few minutes: a twentieth of the documents, tiny models, a few steps.
 QUICK = {
     "target": Shape(VOCAB, 64, 2, 2, 2, 128, 128, mtp_modules=2),
     "draft": Shape(VOCAB, 32, 1, 1, 1, 64, 128),
     "target_steps": 30, "draft_steps": 10, "mtp_steps": 10,
-    "batch": 4, "code_fraction": 0.75, "tokenizer_sample": 1, "doc_sample": 20,
+    "batch": 4, "code_fraction": 0.75, "doc_sample": 20,
 }
 
 
@@ -117,7 +117,7 @@ def prepare_data(cfg, work):
     train_docs, val_docs = split_documents(docs, cfg["doc_sample"])
     log(f"corpus: {info['groups']}, sha256 {info['sha256'][:16]}; "
         f"validation: {len(val_docs['code'])} code + {len(val_docs['docs'])} docs files")
-    bpe_docs = [d for k in ("code", "docs") for d in train_docs[k]][::cfg["tokenizer_sample"]]
+    bpe_docs = train_docs["code"] + train_docs["docs"]
     with open(bpe.__file__) as f:  # a change to the trainer or the file format makes a new tokenizer
         bpe_source = f.read()
     tok_dir = os.path.join(work, "tokenizer-" + digest(info["sha256"], VOCAB, [d.path for d in bpe_docs], bpe_source))

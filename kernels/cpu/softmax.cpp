@@ -22,16 +22,27 @@ float row_max(const float* x, int64_t cols) {
 
 }  // namespace
 
-void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
+void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols, float temperature) {
   detail::require_cpu(device, "softmax");
+  if (!(temperature > 0.0f)) {
+    throw Error(ErrorCode::kInvalidArgument, "softmax: temperature must be > 0");
+  }
+  const float inv_t = 1.0f / temperature;
   const cpu::IsaKernels& isa = cpu::active_kernels();
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x + r * cols;
       float* o = out + r * cols;
       const float m = row_max(xr, cols);
-      if (o != xr) std::copy(xr, xr + cols, o);
-      const float inv = 1.0f / isa.exp_sum(o, cols, m);
+      float shift = m;
+      if (temperature == 1.0f) {
+        if (o != xr) std::copy(xr, xr + cols, o);
+      } else {
+        // (x - max) / T: the subtraction first, so a small T does not magnify rounding of x / T.
+        for (int64_t i = 0; i < cols; ++i) o[i] = (xr[i] - m) * inv_t;
+        shift = 0.0f;
+      }
+      const float inv = 1.0f / isa.exp_sum(o, cols, shift);
       for (int64_t i = 0; i < cols; ++i) o[i] *= inv;
     }
   });

@@ -34,15 +34,26 @@ inline void PrintTo(const Backend& b, std::ostream* os) {
 
 namespace specd::kernels::testing {
 
-inline std::vector<Device> all_devices() { return {Device::kCpu, Device::kCuda}; }
+// CUDA instances exist only in CUDA builds; there they skip, with the reason, without a device.
+inline std::vector<Device> all_devices() {
+#ifdef SPECD_WITH_CUDA
+  return {Device::kCpu, Device::kCuda};
+#else
+  return {Device::kCpu};
+#endif
+}
 
 inline std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
   return std::string(device_name(info.param));
 }
 
 inline std::vector<Backend> all_backends() {
-  return {{Device::kCpu, CpuIsa::kScalar}, {Device::kCpu, CpuIsa::kAvx2}, {Device::kCpu, CpuIsa::kAvx512},
-          {Device::kCuda, CpuIsa::kScalar}};
+  std::vector<Backend> out = {
+      {Device::kCpu, CpuIsa::kScalar}, {Device::kCpu, CpuIsa::kAvx2}, {Device::kCpu, CpuIsa::kAvx512}};
+#ifdef SPECD_WITH_CUDA
+  out.push_back({Device::kCuda, CpuIsa::kScalar});  // CUDA instances only in CUDA builds
+#endif
+  return out;
 }
 
 inline std::string backend_name(const Backend& b) {

@@ -41,6 +41,21 @@ TEST_P(SoftmaxTest, HandlesMinusInfinityAndLargeValues) {
   EXPECT_THROW(softmax(GetParam().device, all_masked.data(), all_masked.data(), 1, 2), Error);
 }
 
+TEST_P(SoftmaxTest, TemperatureDividesTheLogits) {
+  SPECD_USE_BACKEND(GetParam());
+  const int64_t rows = 2, cols = 300;
+  const auto x = random_vector(rows * cols, 11, -8, 8);
+  for (float t : {0.25f, 0.7f, 3.0f}) {
+    std::vector<float> scaled(x), got(rows * cols), want(rows * cols);
+    for (float& v : scaled) v /= t;
+    softmax(GetParam().device, x.data(), got.data(), rows, cols, t);
+    reference::softmax(scaled.data(), want.data(), rows, cols);
+    EXPECT_LT(max_rel_error(got, want), 1e-5) << "temperature " << t;
+  }
+  std::vector<float> row = {1.0f, 2.0f};
+  EXPECT_THROW(softmax(GetParam().device, row.data(), row.data(), 1, 2, 0.0f), Error);
+}
+
 TEST_P(SoftmaxTest, LogSoftmaxIsLogOfSoftmax) {
   SPECD_USE_BACKEND(GetParam());
   const int64_t rows = 3, cols = 50;

@@ -1,14 +1,18 @@
 // The embedding API: an engine that loads a model and serves requests step by step.
 //
 //   specd::Engine engine(specd::config::for_model_dir("models/tiny"));
-//   auto id = engine.add_request({.prompt = "Once upon a time", .sampling = {.max_tokens = 32}});
+//   engine.add_request(1, {.prompt = "Once upon a time", .sampling = {.max_tokens = 32}});
 //   while (engine.has_unfinished())
 //     for (const specd::RequestOutput& out : engine.step()) std::cout << out.text_delta;
 //
 // Each step() runs one batched forward over every scheduled sequence (prefill chunks and
-// decodes together, continuous batching) and returns what each request gained. Per-request
-// failures (prompt too long, bad sampling parameters, KV cache exhausted) finish that request
-// with FinishReason::kError and a message; they never throw out of step().
+// decodes together, continuous batching) and returns what each request gained; the step's
+// stages are described in docs/architecture.md. Per-request failures (prompt too long, bad
+// sampling parameters, KV cache exhausted, a failing plugin) finish that request with
+// FinishReason::kError and a message; they never throw out of step().
+//
+// Request ids belong to the caller (the server, the CLI, a test): outputs carry the id the
+// request was added with.
 //
 // Threading: an Engine is used from one thread at a time.
 #pragma once
@@ -27,6 +31,9 @@
 namespace specd {
 namespace config {
 struct EngineConfig;
+}
+namespace tokenizer {
+class Tokenizer;
 }
 
 // What the engine loaded, for logs, `specd bench` and tests.
@@ -48,6 +55,8 @@ struct EngineInfo {
   // Speculative decoding; empty proposer = off.
   std::string proposer;
   std::string verifier;
+  bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
+  std::string scorer;              // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;
 };
 
@@ -70,9 +79,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request. Never throws for bad request content: an invalid request is reported as
-  // a finished output with FinishReason::kError by the next step().
-  RequestId add_request(const Request& request);
+  // Queues a request under the caller's id. Never throws for bad request content: an invalid
+  // request is reported as a finished output with FinishReason::kError by the next step().
+  // Throws specd::Error(kInvalidArgument) for an id that is still in use (added and not yet
+  // finished) or not below 2^63.
+  void add_request(RequestId id, const Request& request);
   // Finishes a request with FinishReason::kAbort (reported by the next step()); unknown ids
   // are ignored.
   void abort(RequestId id);
@@ -88,6 +99,9 @@ class Engine {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = true) const;
+  // The tokenizer the engine encodes prompts and decodes outputs with. Its const methods may be
+  // called from any thread, concurrently with step().
+  const tokenizer::Tokenizer& tokenizer() const;
 
   const EngineInfo& info() const;
   // Engine-wide speculative-decoding counters since construction (all zero when off).

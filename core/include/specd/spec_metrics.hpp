@@ -31,7 +31,6 @@ struct SpecMetrics {
   // drafted, emitted = tokens appended (accepted + 1 unless a stop condition cut it short).
   void record(int32_t k, int32_t drafted, int32_t accepted, int32_t emitted);
   void add_times(double propose_s, double score_s, double verify_s);
-  void merge(const SpecMetrics& other);
 
   double acceptance_rate() const;
   double mean_acceptance_length() const;

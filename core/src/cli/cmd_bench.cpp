@@ -1,5 +1,6 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
 //             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
+//             [--scorers mqa,batch_expansion]
 // Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
 // tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
 // (weight bytes per step divided by the read bandwidth measured before and after the runs),
@@ -10,6 +11,9 @@
 // the same engine: plain (Request.speculative.enabled = false) and speculative, and the report
 // adds the speedup, the acceptance metrics and the propose/score/verify time split (deltas of
 // Engine::spec_metrics() around the speculative run).
+//
+// With --scorers the speculative runs are repeated once per speculative.scorer instead
+// (bench_scorers.hpp), e.g. the built-in multi-query scorer against the batch_expansion plugin.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +28,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/bench_scorers.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "kv/kv_cache.hpp"
@@ -52,22 +57,11 @@ struct BenchOptions {
   std::string prompt_file;  // same, read from a file
   int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
   std::vector<std::string> dtypes;  // one engine per weight dtype; empty = the configured one
+  std::vector<std::string> scorers;  // --scorers: compare speculative.scorer choices instead
 };
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::vector<int32_t> synthetic_prompt(int32_t n, int64_t vocab, uint64_t salt) {
-  std::vector<int32_t> ids;
-  uint64_t x = 0x9E3779B97F4A7C15ull * (salt + 1);
-  for (int32_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    ids.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
-  }
-  return ids;
 }
 
 struct DecodeResult {
@@ -109,7 +103,6 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
   const spec::SpecMetrics before = engine.spec_metrics();
-  std::vector<RequestId> ids;
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt_ids = prompt.empty()
@@ -117,7 +110,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
                        : prompt;
     r.sampling = sp;
     r.speculative.enabled = speculative;
-    ids.push_back(engine.add_request(r));
+    engine.add_request(static_cast<RequestId>(b + 1), r);
   }
   int32_t started = 0;
   int64_t tokens = 0, steps = 0;
@@ -161,10 +154,10 @@ struct ScoringResult {
   double score_ms = 0;   // forward of k+1 new tokens per sequence, logits for all of them
 };
 
-std::vector<ScoringResult> measure_scoring(const EngineInfo& info, int32_t k, int32_t context,
-                                           const std::vector<int32_t>& batches, int reps) {
+std::vector<ScoringResult> measure_scoring(const EngineInfo& info, const std::string& dtype_setting, int32_t k,
+                                           int32_t context, const std::vector<int32_t>& batches, int reps) {
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
-  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::parse_dtype(info.weight_dtype)));
+  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::resolve_weight_dtype(dtype_setting, "--dtype")));
   const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size, model::parse_dtype(info.kv_dtype));
   const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
@@ -244,7 +237,7 @@ double bench_prefill(Engine& engine, int32_t prompt_tokens, uint64_t salt) {
   r.sampling.temperature = 0;
   r.sampling.max_tokens = 1;
   r.sampling.ignore_eos = true;
-  engine.add_request(r);
+  engine.add_request(1, r);
   const auto t0 = Clock::now();
   while (engine.has_unfinished()) {
     for (const RequestOutput& o : engine.step()) {
@@ -323,7 +316,7 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     }
     res.rows.push_back(best);
   }
-  res.scoring = measure_scoring(res.info, o.score_k, decode_prompt_tokens, o.batches, 5);
+  res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
@@ -454,6 +447,10 @@ void run_bench(const BenchOptions& o) {
   if (!o.prompt.empty() && !o.prompt_file.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
   }
+  if (!o.scorers.empty()) {
+    bench_scorers(load_engine_config(o.model), {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
+    return;
+  }
   // One engine per dtype; without --dtype, the configured one.
   std::vector<config::EngineConfig> configs;
   if (o.dtypes.empty()) {
@@ -525,6 +522,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtypes,
                   "weight dtypes to measure, one engine each, e.g. --dtype f32,bf16,q8_0 (default: model.dtype)")
+      ->delimiter(',');
+  cmd->add_option("--scorers", o->scorers,
+                  "compare speculative scorers (e.g. mqa,batch_expansion) on the same speculative decode runs")
       ->delimiter(',');
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });

@@ -29,95 +29,105 @@ struct GenerateOptions {
   bool no_speculation = false;
 };
 
-void run_generate(GenerateOptions& o) {
-  using Clock = std::chrono::steady_clock;
-  const config::EngineConfig cfg = load_engine_config(o.model);
-  const auto t_load = Clock::now();
-  Engine engine(cfg);
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+using Clock = std::chrono::steady_clock;
 
-  SamplingParams sp = o.sampling;
-  sp.seed = o.seed;
-  Request req;
-  req.prompt = o.prompt;
-  req.sampling = sp;
-  req.speculative.enabled = !o.no_speculation;
-  req.speculative.num_speculative_tokens = o.num_speculative_tokens;
-  const auto t0 = Clock::now();
-  const RequestId id = engine.add_request(req);
+struct Generated {
   std::string text;
   std::vector<int32_t> ids;
-  RequestOutput last;
-  // Speculative counters are cumulative per request but only filled in by steps that verified
-  // a draft; keep the largest seen (a final plain step reports zeros).
-  int32_t draft_tokens = 0, accepted_tokens = 0, spec_steps = 0;
+  RequestOutput last;  // the finished output: finish reason and the request's counters
+  double ttft_s = 0;   // time to the first token
+  double total_s = 0;
+};
+
+// Runs the one request to the end, streaming text to stdout unless `quiet`.
+Generated generate(Engine& engine, const Request& req, bool quiet) {
+  Generated g;
+  const auto t0 = Clock::now();
+  const RequestId id = 1;
+  engine.add_request(id, req);
   std::optional<Clock::time_point> t_first;
   while (engine.has_unfinished()) {
     for (RequestOutput& out : engine.step()) {
       if (out.id != id) continue;
       if (!out.new_token_ids.empty() && !t_first) t_first = Clock::now();
-      ids.insert(ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-      text += out.text_delta;
-      draft_tokens = std::max(draft_tokens, out.num_draft_tokens);
-      accepted_tokens = std::max(accepted_tokens, out.num_accepted_tokens);
-      spec_steps = std::max(spec_steps, out.num_spec_steps);
-      if (!o.json && !out.text_delta.empty()) {
+      g.ids.insert(g.ids.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+      g.text += out.text_delta;
+      if (!quiet && !out.text_delta.empty()) {
         std::fwrite(out.text_delta.data(), 1, out.text_delta.size(), stdout);
         std::fflush(stdout);
       }
-      last = std::move(out);
+      g.last = std::move(out);
     }
   }
-  const auto t_end = Clock::now();
-  if (last.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInvalidArgument, last.error);
+  g.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  g.ttft_s = t_first ? std::chrono::duration<double>(*t_first - t0).count() : g.total_s;
+  if (g.last.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInvalidArgument, g.last.error);
+  return g;
+}
 
-  const double total_s = std::chrono::duration<double>(t_end - t0).count();
-  const double ttft_s = t_first ? std::chrono::duration<double>(*t_first - t0).count() : total_s;
-  const double decode_s = total_s - ttft_s;
-  const double decode_tps = ids.size() > 1 && decode_s > 0 ? static_cast<double>(ids.size() - 1) / decode_s : 0.0;
-  const EngineInfo& info = engine.info();
+void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g, double load_s) {
+  const RequestOutput& last = g.last;  // its speculative counters cover the whole request
+  const double decode_s = g.total_s - g.ttft_s;
+  const double decode_tps = g.ids.size() > 1 && decode_s > 0 ? static_cast<double>(g.ids.size() - 1) / decode_s : 0.0;
   const bool speculative = !info.proposer.empty();
-  const double acceptance_rate = draft_tokens > 0 ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0;
+  const double acceptance_rate =
+      last.num_draft_tokens > 0 ? static_cast<double>(last.num_accepted_tokens) / last.num_draft_tokens : 0.0;
   // Tokens per target forward over the steps that verified a draft (1 + accepted / drafts).
-  const double mean_len = spec_steps > 0 ? 1.0 + static_cast<double>(accepted_tokens) / spec_steps : 0.0;
+  const double mean_len =
+      last.num_spec_steps > 0 ? 1.0 + static_cast<double>(last.num_accepted_tokens) / last.num_spec_steps : 0.0;
+  const int32_t k = o.num_speculative_tokens.value_or(info.num_speculative_tokens);
   if (o.json) {
-    nlohmann::json j = {{"text", text},
-                        {"token_ids", ids},
+    nlohmann::json j = {{"text", g.text},
+                        {"token_ids", g.ids},
                         {"finish_reason", finish_reason_name(last.finish_reason)},
                         {"num_prompt_tokens", last.num_prompt_tokens},
                         {"num_generated_tokens", last.num_generated_tokens},
                         {"timings",
                          {{"load_s", load_s},
-                          {"time_to_first_token_s", ttft_s},
-                          {"total_s", total_s},
+                          {"time_to_first_token_s", g.ttft_s},
+                          {"total_s", g.total_s},
                           {"decode_tokens_per_s", decode_tps},
-                          {"prompt_tokens_per_s", ttft_s > 0 ? last.num_prompt_tokens / ttft_s : 0.0}}}};
+                          {"prompt_tokens_per_s", g.ttft_s > 0 ? last.num_prompt_tokens / g.ttft_s : 0.0}}}};
     if (speculative) {
       j["speculative"] = {{"proposer", info.proposer},
                           {"verifier", info.verifier},
-                          {"k", o.num_speculative_tokens.value_or(info.num_speculative_tokens)},
+                          {"k", k},
                           {"enabled", !o.no_speculation},
-                          {"spec_steps", spec_steps},
-                          {"draft_tokens", draft_tokens},
-                          {"accepted_tokens", accepted_tokens},
+                          {"spec_steps", last.num_spec_steps},
+                          {"draft_tokens", last.num_draft_tokens},
+                          {"accepted_tokens", last.num_accepted_tokens},
                           {"acceptance_rate", acceptance_rate},
                           {"mean_acceptance_length", mean_len}};
     }
     std::cout << j.dump() << "\n";
-  } else {
-    std::cout << "\n";
-    std::fprintf(stderr, "[specd] %d prompt tokens, %d generated (%s); first token %.1f ms, decode %.2f tokens/s\n",
-                 last.num_prompt_tokens, last.num_generated_tokens,
-                 std::string(finish_reason_name(last.finish_reason)).c_str(), ttft_s * 1e3, decode_tps);
-    if (speculative) {
-      std::fprintf(stderr,
-                   "[specd] speculative (%s, %s, k=%d): accepted %d/%d draft tokens (%.1f%%) over %d steps, "
-                   "mean acceptance length %.2f\n",
-                   info.proposer.c_str(), info.verifier.c_str(),
-                   o.num_speculative_tokens.value_or(info.num_speculative_tokens), accepted_tokens, draft_tokens,
-                   acceptance_rate * 100.0, spec_steps, mean_len);
-    }
+    return;
   }
+  std::cout << "\n";
+  std::fprintf(stderr, "[specd] %d prompt tokens, %d generated (%s); first token %.1f ms, decode %.2f tokens/s\n",
+               last.num_prompt_tokens, last.num_generated_tokens,
+               std::string(finish_reason_name(last.finish_reason)).c_str(), g.ttft_s * 1e3, decode_tps);
+  if (speculative) {
+    std::fprintf(stderr,
+                 "[specd] speculative (%s, %s, k=%d): accepted %d/%d draft tokens (%.1f%%) over %d steps, "
+                 "mean acceptance length %.2f\n",
+                 info.proposer.c_str(), info.verifier.c_str(), k, last.num_accepted_tokens, last.num_draft_tokens,
+                 acceptance_rate * 100.0, last.num_spec_steps, mean_len);
+  }
+}
+
+void run_generate(GenerateOptions& o) {
+  const config::EngineConfig cfg = load_engine_config(o.model);
+  const auto t_load = Clock::now();
+  Engine engine(cfg);
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  Request req;
+  req.prompt = o.prompt;
+  req.sampling = o.sampling;
+  req.sampling.seed = o.seed;
+  req.speculative.enabled = !o.no_speculation;
+  req.speculative.num_speculative_tokens = o.num_speculative_tokens;
+  const Generated g = generate(engine, req, o.json);
+  report(o, engine.info(), g, load_s);
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ void run_validate(const ValidateOptions& o) {
     };
     check(plugin::ComponentKind::kProposer, cfg.speculative.proposer);
     check(plugin::ComponentKind::kVerifier, cfg.speculative.verifier);
+    if (cfg.speculative.scorer.name != "mqa") check(plugin::ComponentKind::kScorer, cfg.speculative.scorer);
   }
   if (!errors.empty()) {
     std::string all;

@@ -246,7 +246,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
 void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   const YAML::Node n = root["speculative"];
   if (!r.section(n, "speculative",
-                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "disable_by_batch_size"}))
+                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "scorer", "disable_by_batch_size"}))
     return;
   auto& s = c.speculative;
   s.enabled = true;
@@ -257,6 +257,12 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   s.verifier.name = "rejection";
   s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");
   r.component(n, "verifier", "speculative.verifier", s.verifier, false);
+  s.scorer.name = "mqa";
+  s.scorer.params = plugin::Params::from_pairs({}, r.file(), "speculative.scorer");
+  r.component(n, "scorer", "speculative.scorer", s.scorer, false);
+  if (s.scorer.name == "mqa" && s.scorer.params.size() > 0)
+    r.error(n["scorer"], "speculative.scorer." + s.scorer.params.entries().front().key,
+            "unknown key (the built-in mqa scorer takes no parameters)");
 }
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
@@ -395,7 +401,7 @@ std::string summary(const EngineConfig& c) {
   os << ")\n";
   if (c.speculative.enabled) {
     os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier " << c.speculative.verifier.name
-       << ", k = " << c.speculative.num_speculative_tokens;
+       << ", scorer " << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens;
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
     os << "\n";
   } else {

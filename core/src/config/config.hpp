@@ -39,6 +39,7 @@ struct SpeculativeConfig {
   int32_t num_speculative_tokens = 4;  // k, in [1, 32]
   ComponentConfig proposer;
   ComponentConfig verifier;            // default: rejection
+  ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin
   int32_t disable_by_batch_size = 0;   // 0 = never disable
 };
 

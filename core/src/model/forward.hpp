@@ -2,7 +2,10 @@
 //
 // One call handles any mix of prefill chunks, single-token decodes and multi-token scoring
 // (n new tokens per sequence, causal among themselves, over the sequence's paged history):
-// speculative scoring of k drafts is a sequence with k+1 new tokens and LogitsMode::kAll.
+// speculative scoring of k drafts is a sequence with k+1 new tokens and LogitsMode::kAll
+// (multi-query), or k+1 rows of one token each (batch expansion): a sequence may appear in
+// several rows, each continuing the previous one, and every layer writes all new K/V before
+// attending, so a row sees the positions its sequence's earlier rows add in the same call.
 #pragma once
 
 #include <cstdint>

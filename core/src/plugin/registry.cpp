@@ -4,6 +4,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
@@ -39,23 +40,13 @@ namespace {
 
 const log::Logger& plugin_log() { return log::get("plugin"); }
 
-// Error buffer for one ABI call.
+// Error buffer for one factory or validate call (not a per-step path).
 struct ErrorBuffer {
-  char text[4096] = {0};
+  char text[4096];
   specd_error err{sizeof(specd_error), sizeof(text), text};
+  ErrorBuffer() { text[0] = '\0'; }
   std::string message() const { return text[0] != '\0' ? std::string(text) : std::string("(no message)"); }
 };
-
-std::string status_name(int32_t status) {
-  switch (status) {
-    case SPECD_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case SPECD_ERR_UNSUPPORTED: return "unsupported";
-    case SPECD_ERR_OUT_OF_MEMORY: return "out of memory";
-    case SPECD_ERR_NOT_FOUND: return "not found";
-    case SPECD_ERR_INTERNAL: return "internal error";
-    default: return "status " + std::to_string(status);
-  }
-}
 
 bool valid_component_name(const char* name) {
   if (name == nullptr || *name == '\0') return false;
@@ -269,23 +260,27 @@ const ComponentInfo& Registry::require(ComponentKind kind, std::string_view name
 // ---------------------------------------------------------------------------------------------
 // Creating components
 
-std::unique_ptr<HostContext> Registry::make_context(const ComponentInfo& info, ModelBinding models) const {
-  return std::make_unique<HostContext>(info.plugin->name, models);
-}
-
-specd_component Registry::create(const ComponentInfo& info, const Params& params, HostContext* ctx) const {
+CreatedComponent Registry::create(ComponentKind kind, std::string_view name, const Params& params,
+                                  ModelBinding models) const {
+  const ComponentInfo& info = require(kind, name);
+  CreatedComponent out;
+  out.name = info.name;
+  out.abi_minor = info.plugin->abi_minor;
+  out.ctx = std::make_unique<HostContext>(info.plugin->name, models);
   ErrorBuffer eb;
-  specd_component comp{sizeof(specd_component), nullptr, nullptr};
-  const int32_t status = info.desc->create(ctx->services(), params.raw(), &comp, &eb.err);
+  out.component = {sizeof(specd_component), nullptr, nullptr};
+  const int32_t status = info.desc->create(out.ctx->services(), params.raw(), &out.component, &eb.err);
   const std::string who = std::string(kind_name(info.kind)) + " '" + info.name + "' (plugin " + info.plugin->name +
                           ", " + info.plugin->path.string() + ")";
   if (status != SPECD_OK)
     throw Error(ErrorCode::kPluginLoad, who + " failed to create (" + status_name(status) + "): " + eb.message());
-  if (comp.self == nullptr || comp.vtable == nullptr)
+  if (out.component.self == nullptr || out.component.vtable == nullptr)
     throw Error(ErrorCode::kPluginLoad, who + " factory returned no instance");
-  if (*static_cast<const uint32_t*>(comp.vtable) == 0)
-    throw Error(ErrorCode::kPluginLoad, who + " factory returned a vtable with struct_size 0");
-  return comp;
+  // Every vtable starts with struct_size and destroy.
+  if (*static_cast<const uint32_t*>(out.component.vtable) < offsetof(specd_scorer_vtable, destroy) + sizeof(void*))
+    throw Error(ErrorCode::kPluginLoad, who + " factory returned a vtable with struct_size " +
+                                            std::to_string(*static_cast<const uint32_t*>(out.component.vtable)));
+  return out;
 }
 
 void Registry::validate(ComponentKind kind, std::string_view name, const Params& params) const {
@@ -301,130 +296,6 @@ void Registry::validate(ComponentKind kind, std::string_view name, const Params&
     case ComponentKind::kVerifier: create_verifier(name, params); break;
     case ComponentKind::kScorer: create_scorer(name, params); break;
   }
-}
-
-std::unique_ptr<ProposerInstance> Registry::create_proposer(std::string_view name, const Params& params,
-                                                            ModelBinding models) const {
-  const ComponentInfo& info = require(ComponentKind::kProposer, name);
-  auto ctx = make_context(info, models);
-  specd_component comp = create(info, params, ctx.get());
-  return std::make_unique<ProposerInstance>(info.name, comp, std::move(ctx));
-}
-
-std::unique_ptr<VerifierInstance> Registry::create_verifier(std::string_view name, const Params& params) const {
-  const ComponentInfo& info = require(ComponentKind::kVerifier, name);
-  auto ctx = make_context(info, {});
-  specd_component comp = create(info, params, ctx.get());
-  return std::make_unique<VerifierInstance>(info.name, comp, std::move(ctx));
-}
-
-std::unique_ptr<ScorerInstance> Registry::create_scorer(std::string_view name, const Params& params,
-                                                        ModelBinding models) const {
-  const ComponentInfo& info = require(ComponentKind::kScorer, name);
-  auto ctx = make_context(info, models);
-  specd_component comp = create(info, params, ctx.get());
-  return std::make_unique<ScorerInstance>(info.name, comp, std::move(ctx));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Instances: ABI status → specd::Error.
-
-namespace {
-[[noreturn]] void call_failed(std::string_view kind, const std::string& name, std::string_view call, int32_t status,
-                              const ErrorBuffer& eb) {
-  throw Error(ErrorCode::kPluginCall, std::string(kind) + " '" + name + "' " + std::string(call) + " failed (" +
-                                          status_name(status) + "): " + eb.message());
-}
-}  // namespace
-
-ProposerInstance::ProposerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
-    : name_(std::move(name)),
-      component_(component),
-      vt_(static_cast<const specd_proposer_vtable*>(component.vtable)),
-      ctx_(std::move(ctx)) {
-  caps_.struct_size = sizeof(caps_);
-  caps_.supports_variable_k = 1;
-  if (vt_->capabilities != nullptr && vt_->capabilities(component_.self, &caps_) != SPECD_OK) {
-    vt_->destroy(component_.self);
-    throw Error(ErrorCode::kPluginLoad, "proposer '" + name_ + "' failed to report its capabilities");
-  }
-  if (vt_->propose == nullptr) {
-    vt_->destroy(component_.self);
-    throw Error(ErrorCode::kPluginLoad, "proposer '" + name_ + "' has no propose function");
-  }
-}
-
-ProposerInstance::~ProposerInstance() {
-  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
-}
-
-void ProposerInstance::on_prefill(const specd_prefill_batch& batch) {
-  if (vt_->on_prefill == nullptr) return;
-  ErrorBuffer eb;
-  if (int32_t s = vt_->on_prefill(component_.self, &batch, &eb.err); s != SPECD_OK)
-    call_failed("proposer", name_, "on_prefill", s, eb);
-}
-
-void ProposerInstance::propose(specd_propose_batch& batch) {
-  ErrorBuffer eb;
-  if (int32_t s = vt_->propose(component_.self, &batch, &eb.err); s != SPECD_OK)
-    call_failed("proposer", name_, "propose", s, eb);
-}
-
-void ProposerInstance::on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted) {
-  if (vt_->on_accept == nullptr) return;
-  ErrorBuffer eb;
-  if (int32_t s = vt_->on_accept(component_.self, seq_id, num_accepted, emitted, &eb.err); s != SPECD_OK)
-    call_failed("proposer", name_, "on_accept", s, eb);
-}
-
-void ProposerInstance::on_release(uint64_t seq_id) noexcept {
-  if (vt_->on_release != nullptr) vt_->on_release(component_.self, seq_id);
-}
-
-VerifierInstance::VerifierInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
-    : name_(std::move(name)),
-      component_(component),
-      vt_(static_cast<const specd_verifier_vtable*>(component.vtable)),
-      ctx_(std::move(ctx)) {
-  caps_.struct_size = sizeof(caps_);
-  caps_.needs_draft_probs = 1;
-  caps_.lossless = 1;
-  if ((vt_->capabilities != nullptr && vt_->capabilities(component_.self, &caps_) != SPECD_OK) ||
-      vt_->verify == nullptr) {
-    vt_->destroy(component_.self);
-    throw Error(ErrorCode::kPluginLoad, "verifier '" + name_ + "' failed to report its capabilities or has no verify");
-  }
-}
-
-VerifierInstance::~VerifierInstance() {
-  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
-}
-
-void VerifierInstance::verify(const specd_verify_batch& batch) {
-  ErrorBuffer eb;
-  if (int32_t s = vt_->verify(component_.self, &batch, &eb.err); s != SPECD_OK)
-    call_failed("verifier", name_, "verify", s, eb);
-}
-
-ScorerInstance::ScorerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx)
-    : name_(std::move(name)),
-      component_(component),
-      vt_(static_cast<const specd_scorer_vtable*>(component.vtable)),
-      ctx_(std::move(ctx)) {
-  if (vt_->score == nullptr) {
-    vt_->destroy(component_.self);
-    throw Error(ErrorCode::kPluginLoad, "scorer '" + name_ + "' has no score function");
-  }
-}
-
-ScorerInstance::~ScorerInstance() {
-  if (vt_->destroy != nullptr) vt_->destroy(component_.self);
-}
-
-void ScorerInstance::score(specd_score_batch& batch) {
-  ErrorBuffer eb;
-  if (int32_t s = vt_->score(component_.self, &batch, &eb.err); s != SPECD_OK) call_failed("scorer", name_, "score", s, eb);
 }
 
 }  // namespace specd::plugin

@@ -1,7 +1,5 @@
 // The plugin registry: finds plugin libraries on the search path, checks them against the
-// ABI, and creates components by name. Host-side wrappers (ProposerInstance,
-// VerifierInstance, ScorerInstance) turn ABI status codes back into specd::Error so the rest
-// of the core never sees the C ABI.
+// ABI, and creates components by name, wrapped in the host-side instances of instance.hpp.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "plugin/host_services.hpp"
+#include "plugin/instance.hpp"
 #include "plugin/params.hpp"
 #include "specd/sdk/abi.h"
 
@@ -56,64 +55,6 @@ struct Shadowed {
 };
 
 
-class ProposerInstance {
- public:
-  ProposerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
-  ~ProposerInstance();
-  ProposerInstance(const ProposerInstance&) = delete;
-  ProposerInstance& operator=(const ProposerInstance&) = delete;
-
-  const std::string& name() const { return name_; }
-  const specd_proposer_caps& capabilities() const { return caps_; }
-  void on_prefill(const specd_prefill_batch& batch);
-  void propose(specd_propose_batch& batch);
-  void on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted);
-  void on_release(uint64_t seq_id) noexcept;
-
- private:
-  std::string name_;
-  specd_component component_;
-  const specd_proposer_vtable* vt_;
-  specd_proposer_caps caps_{};
-  std::unique_ptr<HostContext> ctx_;
-};
-
-class VerifierInstance {
- public:
-  VerifierInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
-  ~VerifierInstance();
-  VerifierInstance(const VerifierInstance&) = delete;
-  VerifierInstance& operator=(const VerifierInstance&) = delete;
-
-  const std::string& name() const { return name_; }
-  const specd_verifier_caps& capabilities() const { return caps_; }
-  // Throws specd::Error (kPluginCall) with the verifier's message on failure.
-  void verify(const specd_verify_batch& batch);
-
- private:
-  std::string name_;
-  specd_component component_;
-  const specd_verifier_vtable* vt_;
-  specd_verifier_caps caps_{};
-  std::unique_ptr<HostContext> ctx_;
-};
-
-class ScorerInstance {
- public:
-  ScorerInstance(std::string name, specd_component component, std::unique_ptr<HostContext> ctx);
-  ~ScorerInstance();
-  ScorerInstance(const ScorerInstance&) = delete;
-  ScorerInstance& operator=(const ScorerInstance&) = delete;
-  const std::string& name() const { return name_; }
-  void score(specd_score_batch& batch);
-
- private:
-  std::string name_;
-  specd_component component_;
-  const specd_scorer_vtable* vt_;
-  std::unique_ptr<HostContext> ctx_;
-};
-
 class Registry {
  public:
   // The search path, in priority order: YAML `plugins.paths`, then SPECD_PLUGIN_PATH
@@ -146,20 +87,26 @@ class Registry {
   // Create instances; throw specd::Error when the name is unknown (listing the names that
   // exist and any refused files) or the factory fails.
   std::unique_ptr<ProposerInstance> create_proposer(std::string_view name, const Params& params,
-                                                    ModelBinding models = {}) const;
+                                                    ModelBinding models = {}) const {
+    return std::make_unique<ProposerInstance>(create(ComponentKind::kProposer, name, params, models));
+  }
   // A bare table whose functions keep their own state (tests' fake model services).
   std::unique_ptr<ProposerInstance> create_proposer(std::string_view name, const Params& params,
                                                     const specd_model_services* models) const {
     return create_proposer(name, params, ModelBinding{models, nullptr});
   }
-  std::unique_ptr<VerifierInstance> create_verifier(std::string_view name, const Params& params) const;
+  std::unique_ptr<VerifierInstance> create_verifier(std::string_view name, const Params& params) const {
+    return std::make_unique<VerifierInstance>(create(ComponentKind::kVerifier, name, params, {}));
+  }
   std::unique_ptr<ScorerInstance> create_scorer(std::string_view name, const Params& params,
-                                                ModelBinding models = {}) const;
+                                                ModelBinding models = {}) const {
+    return std::make_unique<ScorerInstance>(create(ComponentKind::kScorer, name, params, models));
+  }
 
  private:
   const ComponentInfo& require(ComponentKind kind, std::string_view name) const;
-  specd_component create(const ComponentInfo& info, const Params& params, HostContext* ctx) const;
-  std::unique_ptr<HostContext> make_context(const ComponentInfo& info, ModelBinding models) const;
+  // Runs the component's factory with a fresh host context; throws specd::Error(kPluginLoad).
+  CreatedComponent create(ComponentKind kind, std::string_view name, const Params& params, ModelBinding models) const;
 
   std::vector<std::unique_ptr<LoadedLibrary>> libraries_;
   std::vector<std::unique_ptr<PluginInfo>> plugin_store_;

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
-#include <vector>
 
 #include "specd/error.hpp"
+#include "specd/kernels/argmax.hpp"
+#include "specd/kernels/softmax.hpp"
+#include "specd/kernels/top_k_top_p.hpp"
 #include "specd/sdk/philox.hpp"
 
 namespace specd::sampling {
@@ -16,72 +17,29 @@ void transform_logits_to_probs(std::span<const float> logits, const SamplingPara
   const size_t V = logits.size();
   SPECD_CHECK(probs.size() == V && V > 0, ErrorCode::kInternal,
               "transform_logits_to_probs: probs must have the logits' (non-zero) size");
+  const auto cols = static_cast<int64_t>(V);
   if (p.temperature == 0.0f) {
-    size_t best = 0;
-    for (size_t i = 1; i < V; ++i) {
-      if (logits[i] > logits[best] || std::isnan(logits[best])) best = i;
-    }
+    int32_t best = 0;
+    kernels::argmax(kernels::Device::kCpu, logits.data(), 1, cols, &best);
     std::fill(probs.begin(), probs.end(), 0.0f);
-    probs[best] = 1.0f;
+    probs[static_cast<size_t>(best)] = 1.0f;
     return;
   }
-  // Softmax of logits / T.
-  const double inv_t = 1.0 / static_cast<double>(p.temperature);
   float m = -std::numeric_limits<float>::infinity();
   for (float x : logits) m = std::max(m, x);
   SPECD_CHECK(std::isfinite(m), ErrorCode::kInvalidArgument,
               "transform_logits_to_probs: logits have no finite maximum");
-  double sum = 0.0;
-  for (size_t i = 0; i < V; ++i) {
-    const double e = std::exp((static_cast<double>(logits[i]) - m) * inv_t);
-    probs[i] = static_cast<float>(e);
-    sum += e;
-  }
-  float pmax = 0.0f;
-  for (size_t i = 0; i < V; ++i) {
-    probs[i] = static_cast<float>(probs[i] / sum);
-    pmax = std::max(pmax, probs[i]);
-  }
+  kernels::softmax(kernels::Device::kCpu, logits.data(), probs.data(), 1, cols, p.temperature);
   // min-p: relative to the most likely token, so unaffected by later renormalization.
   if (p.min_p > 0.0f) {
+    float pmax = 0.0f;
+    for (float x : probs) pmax = std::max(pmax, x);
     const float cut = p.min_p * pmax;
     for (float& x : probs) {
       if (x < cut) x = 0.0f;
     }
   }
-  const bool use_top_k = p.top_k > 0 && static_cast<size_t>(p.top_k) < V;
-  const bool use_top_p = p.top_p < 1.0f;
-  if (use_top_k || use_top_p) {
-    thread_local std::vector<int32_t> idx;
-    idx.resize(V);
-    std::iota(idx.begin(), idx.end(), 0);
-    // Descending probability, ties by lower id so that results are deterministic.
-    auto more_likely = [&](int32_t a, int32_t b) {
-      return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)] ||
-             (probs[static_cast<size_t>(a)] == probs[static_cast<size_t>(b)] && a < b);
-    };
-    size_t keep = V;
-    if (use_top_k) {
-      keep = static_cast<size_t>(p.top_k);
-      std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(), more_likely);
-      for (size_t i = keep; i < V; ++i) probs[static_cast<size_t>(idx[i])] = 0.0f;
-    }
-    if (use_top_p) {
-      std::sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), more_likely);
-      double total = 0.0;
-      for (size_t i = 0; i < keep; ++i) total += probs[static_cast<size_t>(idx[i])];
-      // Keep token i while the mass before it is below top_p (the first always stays).
-      double before = 0.0;
-      for (size_t i = 0; i < keep; ++i) {
-        const size_t id = static_cast<size_t>(idx[i]);
-        if (i > 0 && before >= static_cast<double>(p.top_p) * total) {
-          probs[id] = 0.0f;
-        } else {
-          before += probs[id];
-        }
-      }
-    }
-  }
+  kernels::top_k_top_p(kernels::Device::kCpu, probs.data(), 1, cols, p.top_k, p.top_p);
   double kept = 0.0;
   for (float x : probs) kept += x;
   const auto inv = static_cast<float>(1.0 / kept);

@@ -7,21 +7,17 @@
 
 namespace specd::sched {
 
-Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv) : limits_(limits), kv_(kv) {
-  SPECD_CHECK(limits.max_num_seqs >= 1 && limits.max_num_batched_tokens >= 1,
+Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* hosted)
+    : limits_(limits), kv_(kv), hosted_(hosted) {
+  SPECD_CHECK(limits.max_num_seqs >= 1 && limits.max_num_batched_tokens >= 1 && limits.max_model_len >= 1,
               ErrorCode::kInvalidArgument, "scheduler limits must be >= 1");
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
-Sequence* Scheduler::find(RequestId id) {
-  for (auto& s : running_) {
-    if (s->id == id) return s.get();
-  }
-  for (auto& s : waiting_) {
-    if (s->id == id) return s.get();
-  }
-  return nullptr;
+void Scheduler::drop_kv(RequestId id) {
+  kv_.remove_sequence(static_cast<kv::SeqId>(id));
+  if (hosted_ != nullptr) hosted_->drop(static_cast<kv::SeqId>(id));
 }
 
 std::unique_ptr<Sequence> Scheduler::remove(RequestId id) {
@@ -35,16 +31,17 @@ std::unique_ptr<Sequence> Scheduler::remove(RequestId id) {
     out = std::move(*wt);
     waiting_.erase(wt);
   }
-  if (out) kv_.remove_sequence(static_cast<kv::SeqId>(out->id));
+  if (out) drop_kv(id);
   return out;
 }
 
-void Scheduler::preempt(size_t index) {
+void Scheduler::preempt(size_t index, StepBatch& batch) {
   std::unique_ptr<Sequence> seq = std::move(running_[index]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
-  kv_.remove_sequence(static_cast<kv::SeqId>(seq->id));
+  drop_kv(seq->id);
   seq->num_computed = 0;
-  preempted_.push_back(seq->id);
+  batch.preempted.push_back(seq->id);
+  ++batch.num_preempted;
   log::get("sched").debug("preempted request {} ({} tokens to recompute)", seq->id, seq->tokens.size());
   waiting_.push_front(std::move(seq));
 }
@@ -57,13 +54,30 @@ std::string Scheduler::too_large_message(const Sequence& seq) const {
          " (raise kv_cache.memory_mib)";
 }
 
-SchedulePlan Scheduler::schedule() {
-  SchedulePlan plan;
-  int32_t budget = limits_.max_num_batched_tokens;
-  preempted_.clear();
-  const size_t num_running = running_.size();
+// k_i for a decoding sequence this step: the request's k, capped by the proposer's largest k
+// and by what max_tokens leaves; 0 (plain decode) above disable_speculation_above running
+// sequences or when the step would come within k tokens of the context limit.
+int32_t Scheduler::lookahead(const Sequence& seq, size_t num_running) const {
+  if (seq.spec_k <= 0) return 0;
+  const int32_t limit = limits_.disable_speculation_above;
+  if (limit > 0 && num_running > static_cast<size_t>(limit)) return 0;
+  int32_t k = seq.spec_k;
+  if (limits_.max_lookahead > 0) k = std::min(k, limits_.max_lookahead);
+  k = std::min(k, seq.params.max_tokens - seq.num_generated() - 1);
+  if (static_cast<int64_t>(seq.tokens.size()) + k + 1 > limits_.max_model_len) return 0;
+  return std::max(k, 0);
+}
 
-  // 1. Running sequences, oldest first.
+void Scheduler::schedule(StepBatch& batch) {
+  batch.clear();
+  int32_t budget = limits_.max_num_batched_tokens;
+  schedule_running(batch, budget);
+  admit_waiting(batch, budget);
+}
+
+// Running sequences, oldest first.
+void Scheduler::schedule_running(StepBatch& batch, int32_t& budget) {
+  const size_t num_running = running_.size();
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *running_[i];
     const int32_t remaining = seq.num_uncomputed();
@@ -73,8 +87,7 @@ SchedulePlan Scheduler::schedule() {
     }
     const int32_t n = std::min(remaining, budget);
     // A decode may carry speculative lookahead: k extra slots, counted against the budget.
-    int32_t lookahead = 0;
-    if (remaining == 1 && lookahead_) lookahead = std::max(0, std::min(lookahead_(seq, num_running), budget - n));
+    int32_t lookahead = remaining == 1 ? std::max(0, std::min(this->lookahead(seq, num_running), budget - n)) : 0;
     const auto sid = static_cast<kv::SeqId>(seq.id);
     bool reserved = kv_.reserve(sid, n + lookahead);
     if (!reserved && lookahead > 0) {
@@ -82,47 +95,49 @@ SchedulePlan Scheduler::schedule() {
       reserved = kv_.reserve(sid, n);
     }
     while (!reserved && running_.size() > i + 1) {
-      preempt(running_.size() - 1);  // the most recently admitted sequence gives way
-      ++plan.num_preempted;
+      preempt(running_.size() - 1, batch);  // the most recently admitted sequence gives way
       reserved = kv_.reserve(sid, n);
     }
     if (!reserved) {
-      if (plan.chunks.empty()) {
+      if (batch.rows.empty()) {
         // Alone in the cache and still no room: it can never run.
-        plan.failed.emplace_back(seq.id, too_large_message(seq));
-        std::unique_ptr<Sequence> gone = std::move(running_[i]);
+        batch.failed.emplace_back(seq.id, too_large_message(seq));
+        const RequestId id = seq.id;
         running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-        kv_.remove_sequence(sid);
+        drop_kv(id);
       } else {
-        preempt(i);  // wait for the older sequences to finish
-        ++plan.num_preempted;
+        preempt(i, batch);  // wait for the older sequences to finish
       }
       continue;
     }
-    plan.chunks.push_back(
-        {&seq, seq.num_computed, n, seq.num_computed + n == static_cast<int32_t>(seq.tokens.size()), lookahead});
+    StepRow& row = batch.rows.emplace_back();
+    row.seq = &seq;
+    row.start = seq.num_computed;
+    row.n = n;
+    row.sample = seq.num_computed + n == static_cast<int32_t>(seq.tokens.size());
+    row.lookahead = lookahead;
     budget -= n + lookahead;
     ++i;
   }
+}
 
-  // 2. Waiting sequences, in arrival order (preempted ones first).
-  while (!waiting_.empty() && budget > 0 &&
-         running_.size() < static_cast<size_t>(limits_.max_num_seqs)) {
+// Waiting sequences, in arrival order (preempted ones first).
+void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
+  while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<size_t>(limits_.max_num_seqs)) {
     Sequence& seq = *waiting_.front();
     const int32_t remaining = seq.num_uncomputed();
     const int64_t blocks_total = (static_cast<int64_t>(seq.tokens.size()) + kv_.block_size()) / kv_.block_size();
     if (blocks_total > kv_.num_blocks()) {
-      plan.failed.emplace_back(seq.id, too_large_message(seq));
+      batch.failed.emplace_back(seq.id, too_large_message(seq));
       waiting_.pop_front();
       continue;
     }
     if (!limits_.chunked_prefill && remaining > budget) {
       if (remaining > limits_.max_num_batched_tokens) {
-        plan.failed.emplace_back(
-            seq.id, "prompt of " + std::to_string(remaining) +
-                        " tokens exceeds scheduler.max_num_batched_tokens = " +
-                        std::to_string(limits_.max_num_batched_tokens) +
-                        " and scheduler.chunked_prefill is off");
+        batch.failed.emplace_back(seq.id, "prompt of " + std::to_string(remaining) +
+                                              " tokens exceeds scheduler.max_num_batched_tokens = " +
+                                              std::to_string(limits_.max_num_batched_tokens) +
+                                              " and scheduler.chunked_prefill is off");
         waiting_.pop_front();
         continue;
       }
@@ -135,14 +150,39 @@ SchedulePlan Scheduler::schedule() {
       kv_.remove_sequence(sid);
       break;  // wait for blocks to be freed
     }
-    plan.chunks.push_back({&seq, 0, n, n == static_cast<int32_t>(seq.tokens.size()), 0});
+    StepRow& row = batch.rows.emplace_back();
+    row.seq = &seq;
+    row.n = n;
+    row.sample = n == static_cast<int32_t>(seq.tokens.size());
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
-  plan.preempted = std::move(preempted_);
-  preempted_.clear();
-  return plan;
+}
+
+void Scheduler::commit(StepRow& row) {
+  if (row.failed()) return;
+  Sequence& seq = *row.seq;
+  const auto sid = static_cast<kv::SeqId>(seq.id);
+  // The forward wrote K/V for the chunk and, on a drafted row, for every draft: keep the chunk
+  // and the accepted drafts (vLLM: num_computed_tokens -= num_rejected).
+  const int32_t keep = row.start + row.n + row.num_accepted;
+  if (row.drafted()) kv_.truncate(sid, keep);
+  if (row.speculates() && hosted_ != nullptr) hosted_->truncate(sid, keep);
+  seq.num_computed = keep;
+  row.num_appended = 0;
+  row.finish = FinishReason::kNone;
+  for (const int32_t token : row.emitted) {
+    seq.tokens.push_back(token);
+    ++row.num_appended;
+    if (std::find(seq.stop_ids.begin(), seq.stop_ids.end(), token) != seq.stop_ids.end()) {
+      row.finish = FinishReason::kStop;
+    } else if (seq.num_generated() >= seq.params.max_tokens ||
+               static_cast<int64_t>(seq.tokens.size()) >= limits_.max_model_len) {
+      row.finish = FinishReason::kLength;
+    }
+    if (row.finish != FinishReason::kNone) break;
+  }
 }
 
 }  // namespace specd::sched

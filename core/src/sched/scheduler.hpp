@@ -5,23 +5,26 @@
 // admitted running sequence (recompute: its KV is dropped and it re-prefills later, generated
 // tokens included); a sequence that cannot fit even alone fails with a clear message.
 //
+// Whoever schedules also commits (as vLLM's scheduler does): commit(row) appends what the
+// step emitted for a row, applies the token-level stop conditions (stop token ids, max_tokens,
+// the context length) and rolls the KV back to the accepted tokens, in the target's cache and
+// in every hosted model's (HostedKv). The scheduler knows token ids and KV only: text, stop
+// strings and per-request statistics belong to the output processor (core/src/output/).
+//
 // A sequence is uniformly "tokens + how many are in the KV cache": prefill, decode and
 // re-prefill after preemption are the same operation. Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <deque>
-#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kv/kv_cache.hpp"
-#include "sampling/stop.hpp"
+#include "sched/step_batch.hpp"
 #include "specd/request.hpp"
-#include "specd/spec_metrics.hpp"
-#include "tokenizer/tokenizer.hpp"
 
 namespace specd::sched {
 
@@ -31,72 +34,69 @@ struct Sequence {
   int32_t num_prompt = 0;
   int32_t num_computed = 0;     // tokens whose K/V are in the cache
   SamplingParams params;
-  uint64_t seed = 0;
-  uint64_t step = 0;            // decode steps taken (the Philox step counter)
-  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-  sampling::StopStringMatcher stops;
+  uint64_t seed = 0;            // the request's Philox seed
+  std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
   int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
-  spec::SpecMetrics spec_stats;  // this request's speculative counters
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
+  // The Philox step counter of the next token: tokens generated so far.
+  uint64_t step() const { return static_cast<uint64_t>(num_generated()); }
 };
 
 struct SchedulerLimits {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 2048;
   bool chunked_prefill = true;
+  int64_t max_model_len = std::numeric_limits<int32_t>::max();  // context length: ends a sequence
+  // Speculative lookahead (see lookahead() in scheduler.cpp): the proposer's largest k (0 = no
+  // limit) and the running-sequence count above which nobody speculates (0 = never).
+  int32_t max_lookahead = 0;
+  int32_t disable_speculation_above = 0;
 };
 
-// One sequence's share of a step: tokens [start, start + n) go through the forward; when
-// `sample` is set they end the sequence's known tokens and the step samples the next one.
-// `lookahead` KV slots past them are reserved for speculative tokens (decodes only).
-struct ScheduledChunk {
-  Sequence* seq = nullptr;
-  int32_t start = 0;
-  int32_t n = 0;
-  bool sample = false;
-  int32_t lookahead = 0;
+// KV caches that shadow the target's sequences: the models a proposer hosts (draft model, MTP
+// modules). They never hold more of a sequence than the target's committed length, and they
+// free a sequence together with the target.
+class HostedKv {
+ public:
+  virtual ~HostedKv() = default;
+  virtual void truncate(kv::SeqId seq, int32_t max_len) = 0;  // keep at most max_len positions
+  virtual void drop(kv::SeqId seq) = 0;
 };
-
-struct SchedulePlan {
-  std::vector<ScheduledChunk> chunks;
-  std::vector<std::pair<RequestId, std::string>> failed;  // already removed from the scheduler
-  int32_t num_preempted = 0;
-  std::vector<RequestId> preempted;  // their KV was dropped; they re-prefill later
-};
-
-// Speculative lookahead wanted by a decoding sequence this step (0 = none), given how many
-// sequences are running. The scheduler reserves that many extra KV slots and counts them
-// against the token budget, shrinking the lookahead when the budget is short.
-using LookaheadFn = std::function<int32_t(const Sequence& seq, size_t num_running)>;
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerLimits& limits, kv::KvCache& kv);
+  // hosted may be null (no hosted models); it must outlive the scheduler.
+  Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* hosted = nullptr);
 
   void add(std::unique_ptr<Sequence> seq);
-  void set_lookahead(LookaheadFn fn) { lookahead_ = std::move(fn); }
-  SchedulePlan schedule();
-  // Removes a sequence (finished, failed or aborted) and frees its KV blocks; returns it, or
-  // null for an unknown id.
+  // This step's rows (the batch is cleared first): running sequences, oldest first, then
+  // admitted waiting ones; plus the sequences that failed or were preempted.
+  void schedule(StepBatch& batch);
+  // Applies a row's outcome (see the file comment). Rows that failed are not committed.
+  void commit(StepRow& row);
+  // Removes a sequence (finished, failed or aborted) and frees its KV blocks in the target and
+  // hosted caches; returns it, or null for an unknown id.
   std::unique_ptr<Sequence> remove(RequestId id);
-  Sequence* find(RequestId id);
 
   bool empty() const { return waiting_.empty() && running_.empty(); }
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
 
  private:
-  void preempt(size_t running_index);
+  void schedule_running(StepBatch& batch, int32_t& budget);
+  void admit_waiting(StepBatch& batch, int32_t& budget);
+  int32_t lookahead(const Sequence& seq, size_t num_running) const;
+  void preempt(size_t running_index, StepBatch& batch);
+  void drop_kv(RequestId id);
   std::string too_large_message(const Sequence& seq) const;
 
   SchedulerLimits limits_;
   kv::KvCache& kv_;
+  HostedKv* hosted_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
-  LookaheadFn lookahead_;
-  std::vector<RequestId> preempted_;  // collected during schedule()
 };
 
 }  // namespace specd::sched

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "specd/error.hpp"
+#include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
@@ -99,6 +100,17 @@ ChatTemplateKind resolve_chat_template(std::string_view setting, const tokenizer
   if (setting != "auto") {
     throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto, chatml, llama2 or llama3, got '" +
                                                  std::string(setting) + "'");
+  }
+  // The model's own template (tokenizer_config.json or a GGUF file's tokenizer.chat_template)
+  // decides, by the markers it writes; the tokenizer's special tokens where it has none.
+  if (const std::optional<std::string>& own = tok.chat_template()) {
+    if (own->find("<|im_start|>") != std::string::npos) return ChatTemplateKind::kChatML;
+    if (own->find("<|start_header_id|>") != std::string::npos) return ChatTemplateKind::kLlama3;
+    if (own->find("[INST]") != std::string::npos) return ChatTemplateKind::kLlama2;
+    log::get("server").warn(
+        "{}: the model's chat template matches none of the built-in ones (chatml, llama2, llama3); choosing by the "
+        "tokenizer's special tokens (set server.chat_template to choose)",
+        tok.source().string());
   }
   if (tok.token_to_id("<|im_start|>")) return ChatTemplateKind::kChatML;
   if (tok.token_to_id("<|begin_of_text|>") || tok.token_to_id("<|start_header_id|>")) return ChatTemplateKind::kLlama3;

@@ -1,5 +1,6 @@
 // Built-in chat templates (docs/server.md "Chat templates"): ChatML, Llama 2 and Llama 3,
-// chosen by `server.chat_template` or, for `auto`, by the tokenizer's special tokens.
+// chosen by `server.chat_template` or, for `auto`, by the model's own chat template (from
+// tokenizer_config.json or a GGUF file) and the tokenizer's special tokens.
 //
 // BOS is handled once: templates render without a leading BOS, the rendered text is tokenized
 // with the tokenizer's post-processor (add_special_tokens, which adds BOS where the model
@@ -28,8 +29,11 @@ struct ChatMessage {
 
 std::string_view chat_template_name(ChatTemplateKind kind) noexcept;
 
-// setting: auto | chatml | llama2 | llama3. auto: <|im_start|> → chatml; <|begin_of_text|> or
-// <|start_header_id|> → llama3; else llama2. Throws specd::Error on an unknown setting.
+// setting: auto | chatml | llama2 | llama3. auto: the built-in template the model's own chat
+// template is (Tokenizer::chat_template(): <|im_start|> → chatml, <|start_header_id|> →
+// llama3, [INST] → llama2); without one, or when it is none of these (logged), by the
+// tokenizer's special tokens: <|im_start|> → chatml; <|begin_of_text|> or <|start_header_id|>
+// → llama3; else llama2. Throws specd::Error on an unknown setting.
 ChatTemplateKind resolve_chat_template(std::string_view setting, const tokenizer::Tokenizer& tok);
 
 // The prompt text for `messages` followed by the assistant's generation prompt, without BOS.

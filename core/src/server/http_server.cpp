@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "config/config.hpp"
-#include "sched/async_engine.hpp"
+#include "engine/async_engine.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
 #include "specd/error.hpp"
@@ -23,7 +23,6 @@
 namespace specd::server {
 
 using nlohmann::json;
-using sched::Clock;
 
 namespace {
 
@@ -71,8 +70,8 @@ std::string endpoint_label(const std::string& path) {
 
 // What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
 struct Loaded {
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<sched::AsyncEngine> engine;
+  const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
+  std::unique_ptr<AsyncEngine> engine;
   ChatTemplateKind chat_template = ChatTemplateKind::kChatML;
   ApiLimits limits;
 };
@@ -140,7 +139,7 @@ struct HttpServer::Impl {
   }
   void check_auth(const httplib::Request& req) const;
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
-  void on_finished(const sched::RequestTrace& t);
+  void on_finished(const RequestTrace& t);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
@@ -225,7 +224,7 @@ void HttpServer::Impl::register_metrics() {
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
-    const sched::AsyncEngineStats s = l->engine->stats();
+    const AsyncEngineStats s = l->engine->stats();
     queue_depth->set(static_cast<double>(s.num_waiting));
     running->set(static_cast<double>(s.num_running));
     ready->set(draining ? 0.0 : 1.0);
@@ -254,7 +253,7 @@ void HttpServer::Impl::register_metrics() {
   });
 }
 
-void HttpServer::Impl::on_finished(const sched::RequestTrace& t) {
+void HttpServer::Impl::on_finished(const RequestTrace& t) {
   requests_total->with({std::string(finish_reason_name(t.finish_reason))}).inc();
   prompt_tokens->inc(t.num_prompt_tokens);
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
@@ -381,7 +380,7 @@ Request to_engine_request(const GenerationRequest& g) {
 }
 
 // Waits for the next output; the AsyncEngine guarantees every stream ends (stop() aborts).
-RequestOutput next_output(sched::RequestStream& stream) {
+RequestOutput next_output(RequestStream& stream) {
   for (;;) {
     if (auto out = stream.next(Clock::now() + std::chrono::seconds(1))) return std::move(*out);
   }
@@ -397,8 +396,8 @@ ApiError engine_failure(const RequestOutput& out) {
 // One streaming response's state, shared by the content provider and its releaser.
 struct StreamState {
   std::shared_ptr<Loaded> loaded;
-  RequestId ticket = 0;
-  std::shared_ptr<sched::RequestStream> stream;
+  RequestId id = 0;  // the request (AsyncEngine ids are the engine's)
+  std::shared_ptr<RequestStream> stream;
   std::vector<RequestOutput> pending;  // outputs taken before the stream started
   ResponseMeta meta;
   bool chat = false;
@@ -418,18 +417,18 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
                              : parse_completion_request(body, l->limits, *l->tok);
 
-  sched::Submission sub = l->engine->submit(to_engine_request(g));
-  if (sub.status == sched::SubmitStatus::kQueueFull) {
+  Submission sub = l->engine->submit(to_engine_request(g));
+  if (sub.status == SubmitStatus::kQueueFull) {
     throw ApiError(429, "the server is busy: the request queue is full (scheduler.max_queue = " +
                             std::to_string(cfg.scheduler.max_queue) + "); retry later",
                    "rate_limit_error", "", "queue_full");
   }
-  if (sub.status == sched::SubmitStatus::kStopped) {
+  if (sub.status == SubmitStatus::kStopped) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
   // From here on, leaving without a finished output must cancel the request.
   struct CancelGuard {
-    sched::AsyncEngine& engine;
+    AsyncEngine& engine;
     RequestId id;
     bool armed = true;
     ~CancelGuard() {
@@ -464,7 +463,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
 
   auto st = std::make_shared<StreamState>();
   st->loaded = l;
-  st->ticket = sub.id;
+  st->id = sub.id;
   st->stream = sub.stream;
   st->pending.push_back(std::move(first));
   st->meta = meta;
@@ -521,7 +520,7 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
       [this, st](bool) {
         if (!st->completed) {
           log.debug("stream {} ended early (client gone); cancelling", st->meta.id);
-          st->loaded->engine->cancel(st->ticket);
+          st->loaded->engine->cancel(st->id);
         }
         end_active();
       });
@@ -558,8 +557,7 @@ void HttpServer::start() {
 void HttpServer::load(std::unique_ptr<Engine> engine) {
   Impl& m = *impl_;
   auto l = std::make_shared<Loaded>();
-  const std::string tok_path = m.cfg.model.tokenizer.empty() ? m.cfg.model.path : m.cfg.model.tokenizer;
-  l->tok = tokenizer::Tokenizer::load(tok_path);
+  l->tok = &engine->tokenizer();
   l->chat_template = resolve_chat_template(m.cfg.server.chat_template, *l->tok);
   const EngineInfo& info = engine->info();
   l->limits.model_name = m.model_name;
@@ -577,15 +575,15 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
     m.verifier = info.verifier;
   }
 
-  sched::AsyncEngineOptions opts;
+  AsyncEngineOptions opts;
   opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));
   opts.max_running = static_cast<size_t>(std::max(1, m.cfg.scheduler.max_num_seqs));
-  opts.on_finished = [&m](const sched::RequestTrace& t) { m.on_finished(t); };
+  opts.on_finished = [&m](const RequestTrace& t) { m.on_finished(t); };
   opts.on_step = [&m](size_t new_tokens) {
     m.engine_steps->inc();
     m.generation_tokens->inc(static_cast<double>(new_tokens));
   };
-  l->engine = std::make_unique<sched::AsyncEngine>(std::move(engine), std::move(opts));
+  l->engine = std::make_unique<AsyncEngine>(std::move(engine), std::move(opts));
   m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
              chat_template_name(l->chat_template), l->limits.max_model_len, l->limits.max_prompt_tokens);
   std::lock_guard lock(m.mu);

@@ -40,8 +40,8 @@ class HttpServer {
   int bind();
   // Serves on a background thread. Generation endpoints and /health answer 503 until load().
   void start();
-  // Hands over the loaded engine (and loads the tokenizer the server validates prompts with);
-  // from now on /health is 200. Throws specd::Error when the tokenizer cannot be loaded.
+  // Hands over the loaded engine, whose tokenizer the server validates prompts with; from now
+  // on /health is 200.
   void load(std::unique_ptr<Engine> engine);
 
   // Graceful stop: /health turns 503 and new generation requests are refused with 503, the

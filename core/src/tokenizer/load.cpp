@@ -10,6 +10,7 @@
 
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "model/gguf.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace specd::tokenizer {
@@ -158,25 +159,33 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& co
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
+  if (model::gguf::is_gguf_file(path)) {
+    const TokenizerDocuments docs = gguf_tokenizer_documents(*model::gguf::File::open(path));
+    return build_impl(docs.tokenizer, docs.config, path, path.string());
+  }
   std::error_code ec;
   std::filesystem::path tokenizer_file = path;
   if (std::filesystem::is_directory(path, ec)) tokenizer_file = path / "tokenizer.json";
   if (!std::filesystem::is_regular_file(tokenizer_file, ec))
     throw Error(ErrorCode::kNotFound, "tokenizer not found: " + tokenizer_file.string() +
-                                          " (expected a model directory with tokenizer.json, or a tokenizer.json file)");
+                                          " (expected a model directory with tokenizer.json, a tokenizer.json file or "
+                                          "a GGUF file)");
   const std::filesystem::path config_file = tokenizer_file.parent_path() / "tokenizer_config.json";
-  const std::string file = tokenizer_file.string();
-
-  auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->source = tokenizer_file;
   const json root = read_json(tokenizer_file);
-  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
+  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, tokenizer_file.string() + ": the top level is not an object");
   json config = json::object();
   if (std::filesystem::is_regular_file(config_file, ec)) {
     config = read_json(config_file);
     if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_file.string() + ": the top level is not an object");
   }
-  const std::string config_name = config_file.string();
+  return build_impl(root, config, tokenizer_file, config_file.string());
+}
+
+std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::filesystem::path& source,
+                                            const std::string& config_name) {
+  const std::string file = source.string();
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->source = source;
 
   auto member = [&](const char* key) -> const json& {
     static const json null_value;
@@ -270,8 +279,10 @@ std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
     impl->added_content[id] = added_contents.count(impl->tokens[id]) ? 1 : 0;
   }
 
-  // Decode options and BOS/EOS from tokenizer_config.json.
+  // Decode options, the chat template and BOS/EOS from tokenizer_config.json.
   impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
+  if (const auto it = config.find("chat_template"); it != config.end() && it->is_string())
+    impl->chat_template = it->get<std::string>();
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     const auto it = config.find(key);
     if (it == config.end()) return std::nullopt;

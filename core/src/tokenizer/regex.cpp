@@ -206,6 +206,67 @@ class OnigTranslator {
     emit_atom(std::string(negated ? "[^" : "[") + body + "]");
   }
 
+  // A backslash escape at pos_ inside [...]: a single code point (returned in cp: true), or a
+  // set appended to body/ranges (false).
+  bool class_escape(std::string& body, std::vector<std::pair<char32_t, char32_t>>& ranges, char32_t& cp) {
+    if (pos_ + 1 >= src_.size()) fail("trailing backslash");
+    const char e = src_[pos_ + 1];
+    if (e == 'p' || e == 'P') {
+      bool neg = false;
+      const std::string name = read_property(neg);
+      if (name == "Word") {
+        if (neg) fail("\\P{Word} inside a class is not supported");
+        body += kWordProps;
+      } else {
+        body += std::string(neg ? "\\P{" : "\\p{") + name + "}";
+      }
+      return false;
+    }
+    size_t end = 0;
+    if (single_char_escape(pos_, cp, end)) {
+      pos_ = end;
+      return true;
+    }
+    pos_ += 2;
+    switch (e) {
+      case 's': body += "\\p{White_Space}"; break;
+      case 'S': body += "\\P{White_Space}"; break;
+      case 'd': body += "\\p{Nd}"; break;
+      case 'D': body += "\\P{Nd}"; break;
+      case 'w': body += kWordProps; break;
+      case 'h':
+        body += "0-9A-Fa-f";
+        ranges.push_back({'A', 'F'});
+        ranges.push_back({'a', 'f'});
+        break;
+      default:
+        pos_ -= 2;
+        fail(std::string("unsupported escape \\") + e + " inside a character class");
+    }
+    return false;
+  }
+
+  // '-' at pos_ after the single code point lo: the range lo-hi replaces lo's item.
+  void class_range(std::string& body, std::vector<std::pair<char32_t, char32_t>>& ranges, char32_t lo) {
+    ++pos_;
+    char32_t hi = 0;
+    if (src_[pos_] == '\\') {
+      size_t end = 0;
+      if (!single_char_escape(pos_, hi, end)) fail("range ends in a set");
+      pos_ = end;
+    } else if (src_[pos_] == '[') {
+      fail("range ends in a set");
+    } else {
+      hi = peek_cp(pos_);
+      pos_ += utf8_length(static_cast<unsigned char>(src_[pos_]));
+    }
+    if (hi < lo) fail("character class range out of order");
+    const std::string lo_text = hex_escape(lo);
+    body.erase(body.size() - lo_text.size());
+    body += lo_text + "-" + hex_escape(hi);
+    ranges.back() = {lo, hi};
+  }
+
   // Parses [...] at pos_ into body/ranges; returns whether it is negated. A nested class is a
   // union member (Oniguruma), merged into the outer body; a negated nested class is refused.
   bool class_body(std::string& body, std::vector<std::pair<char32_t, char32_t>>& ranges, bool nested) {
@@ -247,64 +308,13 @@ class OnigTranslator {
       char32_t cp = 0;
       bool is_single = false;
       if (c == '\\') {
-        if (pos_ + 1 >= src_.size()) fail("trailing backslash");
-        const char e = src_[pos_ + 1];
-        size_t end = 0;
-        if (e == 'p' || e == 'P') {
-          bool neg = false;
-          const std::string name = read_property(neg);
-          if (name == "Word") {
-            if (neg) fail("\\P{Word} inside a class is not supported");
-            body += kWordProps;
-          } else {
-            body += std::string(neg ? "\\P{" : "\\p{") + name + "}";
-          }
-          have_single = false;
-          continue;
-        }
-        if (single_char_escape(pos_, cp, end)) {
-          pos_ = end;
-          is_single = true;
-        } else {
-          pos_ += 2;
-          switch (e) {
-            case 's': body += "\\p{White_Space}"; break;
-            case 'S': body += "\\P{White_Space}"; break;
-            case 'd': body += "\\p{Nd}"; break;
-            case 'D': body += "\\P{Nd}"; break;
-            case 'w': body += kWordProps; break;
-            case 'h':
-              body += "0-9A-Fa-f";
-              ranges.push_back({'A', 'F'});
-              ranges.push_back({'a', 'f'});
-              break;
-            default:
-              pos_ -= 2;
-              fail(std::string("unsupported escape \\") + e + " inside a character class");
-          }
+        is_single = class_escape(body, ranges, cp);
+        if (!is_single) {
           have_single = false;
           continue;
         }
       } else if (c == '-' && have_single && pos_ + 1 < src_.size() && src_[pos_ + 1] != ']') {
-        // A range from the previous single code point.
-        ++pos_;
-        char32_t hi = 0;
-        if (src_[pos_] == '\\') {
-          size_t end = 0;
-          if (!single_char_escape(pos_, hi, end)) fail("range ends in a set");
-          pos_ = end;
-        } else if (src_[pos_] == '[') {
-          fail("range ends in a set");
-        } else {
-          hi = peek_cp(pos_);
-          pos_ += utf8_length(static_cast<unsigned char>(src_[pos_]));
-        }
-        if (hi < last_single) fail("character class range out of order");
-        // Replace the single item just emitted by the range.
-        const std::string lo_text = hex_escape(last_single);
-        body.erase(body.size() - lo_text.size());
-        body += lo_text + "-" + hex_escape(hi);
-        ranges.back() = {last_single, hi};
+        class_range(body, ranges, last_single);
         have_single = false;
         continue;
       } else {
@@ -352,6 +362,46 @@ class OnigTranslator {
     last_was_quantifier_ = false;
   }
 
+  void close_group() {
+    if (groups_.empty()) fail("unbalanced parenthesis");
+    out_ += ')';
+    atom_start_ = groups_.back().first;
+    fold_ = groups_.back().second;
+    groups_.pop_back();
+    last_was_quantifier_ = false;
+    ++pos_;
+  }
+
+  // {n}, {n,}, {n,m}, {,m}; anything else is a literal brace (as in Oniguruma).
+  void brace() {
+    size_t p = pos_ + 1;
+    std::string lo, hi;
+    bool comma = false;
+    while (p < src_.size() && std::isdigit(static_cast<unsigned char>(src_[p]))) lo += src_[p++];
+    if (p < src_.size() && src_[p] == ',') {
+      comma = true;
+      ++p;
+      while (p < src_.size() && std::isdigit(static_cast<unsigned char>(src_[p]))) hi += src_[p++];
+    }
+    const bool valid = p < src_.size() && src_[p] == '}' && (!lo.empty() || (comma && !hi.empty()));
+    if (!valid || atom_start_ < 0) {
+      emit_atom("\\{");
+      ++pos_;
+      return;
+    }
+    const std::string body = (lo.empty() ? "0" : lo) + (comma ? "," + hi : "");
+    pos_ = p + 1;
+    const char following = pos_ < src_.size() ? src_[pos_] : '\0';
+    if (following == '+' || following == '*') {
+      // In Oniguruma X{n,m}+ repeats X{n,m}; it is not possessive as in PCRE2.
+      out_ = out_.substr(0, atom_start_) + "(?:" + out_.substr(atom_start_) + "{" + body + "})" + following;
+      ++pos_;
+    } else {
+      out_ += "{" + body + "}";
+    }
+    last_was_quantifier_ = true;
+  }
+
   void step() {
     const char c = src_[pos_];
     switch (c) {
@@ -362,52 +412,14 @@ class OnigTranslator {
       case '^': emit_atom("(?:\\A|(?<=\\n))"); ++pos_; return;
       case '$': emit_atom("(?:(?=\\n)|\\z)"); ++pos_; return;
       case '(': open_group(); return;
-      case ')': {
-        if (groups_.empty()) fail("unbalanced parenthesis");
-        out_ += ')';
-        atom_start_ = groups_.back().first;
-        fold_ = groups_.back().second;
-        groups_.pop_back();
-        last_was_quantifier_ = false;
-        ++pos_;
-        return;
-      }
+      case ')': close_group(); return;
       case '|':
         out_ += '|';
         atom_start_ = -1;
         last_was_quantifier_ = false;
         ++pos_;
         return;
-      case '{': {
-        // {n}, {n,}, {n,m}, {,m}; anything else is a literal brace (as in Oniguruma).
-        size_t p = pos_ + 1;
-        std::string lo, hi;
-        bool comma = false;
-        while (p < src_.size() && std::isdigit(static_cast<unsigned char>(src_[p]))) lo += src_[p++];
-        if (p < src_.size() && src_[p] == ',') {
-          comma = true;
-          ++p;
-          while (p < src_.size() && std::isdigit(static_cast<unsigned char>(src_[p]))) hi += src_[p++];
-        }
-        const bool valid = p < src_.size() && src_[p] == '}' && (!lo.empty() || (comma && !hi.empty()));
-        if (!valid || atom_start_ < 0) {
-          emit_atom("\\{");
-          ++pos_;
-          return;
-        }
-        const std::string body = (lo.empty() ? "0" : lo) + (comma ? "," + hi : "");
-        pos_ = p + 1;
-        const char following = pos_ < src_.size() ? src_[pos_] : '\0';
-        if (following == '+' || following == '*') {
-          // In Oniguruma X{n,m}+ repeats X{n,m}; it is not possessive as in PCRE2.
-          out_ = out_.substr(0, atom_start_) + "(?:" + out_.substr(atom_start_) + "{" + body + "})" + following;
-          ++pos_;
-        } else {
-          out_ += "{" + body + "}";
-        }
-        last_was_quantifier_ = true;
-        return;
-      }
+      case '{': brace(); return;
       case '}': emit_atom("\\}"); ++pos_; return;
       case '+':
       case '*':

@@ -256,4 +256,6 @@ bool Tokenizer::is_special(int32_t id) const {
 
 const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
 
+const std::optional<std::string>& Tokenizer::chat_template() const { return impl_->chat_template; }
+
 }  // namespace specd::tokenizer

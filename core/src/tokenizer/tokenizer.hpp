@@ -1,5 +1,7 @@
 // Hugging Face tokenizers: reads the tokenizer.json / tokenizer_config.json that ship with every
-// HF model directory and produces the ids the official implementation produces.
+// HF model directory and produces the ids the official implementation produces. A GGUF file's
+// vocabulary (tokenizer.ggml.*) is read as the tokenizer.json that describes the same
+// tokenizer and builds the same pipeline (gguf_vocab.cpp, docs/model-formats.md).
 //
 // Supported (anything else is a load error naming the file and the feature, never a silent
 // wrong tokenization):
@@ -39,8 +41,9 @@ class IncrementalDetokenizer;
 
 class Tokenizer {
  public:
-  // path: a model directory (reads tokenizer.json and, if present, tokenizer_config.json) or a
-  // tokenizer.json file (a tokenizer_config.json next to it is read too). Throws specd::Error:
+  // path: a model directory (reads tokenizer.json and, if present, tokenizer_config.json), a
+  // tokenizer.json file (a tokenizer_config.json next to it is read too) or a GGUF file
+  // (recognised by its magic, whatever its name). Throws specd::Error:
   // kNotFound (no file), kModelFormat (malformed JSON or values), kUnsupported (a component
   // specd does not implement).
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& path);
@@ -65,6 +68,10 @@ class Tokenizer {
 
   // The file the tokenizer was read from (for messages).
   const std::filesystem::path& source() const;
+
+  // The model's chat template (Jinja source): tokenizer_config.json's "chat_template" when it
+  // is a string, or a GGUF file's tokenizer.chat_template; nullopt when there is none.
+  const std::optional<std::string>& chat_template() const;
 
   struct Impl;
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <specd/sdk/model_client.hpp>
 #include <specd/sdk/plugin.hpp>
 #include <string>
 #include <unordered_map>
@@ -28,7 +29,7 @@
 
 namespace {
 
-using specd::proposers::ModelClient;
+using specd::sdk::ModelClient;
 namespace sdk = specd::sdk;
 
 struct Settings {

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <specd/sdk/model_client.hpp>
 #include <specd/sdk/plugin.hpp>
 #include <string>
 #include <unordered_map>
@@ -48,7 +49,7 @@
 
 namespace {
 
-using specd::proposers::ModelClient;
+using specd::sdk::ModelClient;
 namespace sdk = specd::sdk;
 
 constexpr int64_t kMaxRowsPerForward = 64;

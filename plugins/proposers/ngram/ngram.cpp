@@ -52,7 +52,9 @@ class NgramProposer : public specd::sdk::Proposer {
     specd::sdk::ProposerCaps caps;
     caps.produces_draft_probs = false;
     caps.needs_target_hidden = false;
-    caps.keeps_state = false;  // its index only ever grows with committed tokens: no rollback
+    // Keeps a per-sequence index (freed in on_release). It only indexes committed tokens, so
+    // on_accept has nothing to roll back.
+    caps.keeps_state = true;
     caps.supports_variable_k = true;
     return caps;
   }

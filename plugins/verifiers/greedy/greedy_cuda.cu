@@ -4,8 +4,8 @@
 
 namespace specd::verifiers {
 
-Status greedy_verify_cuda(const specd_verify_batch& batch, std::vector<int32_t>& flags) {
-  return cuda::launch_verify(batch, kGreedyUses, GreedyRule{}, flags);
+Status verify_cuda(const specd_verify_batch& batch, const GreedyRule& rule, std::vector<int32_t>& flags) {
+  return cuda::launch_verify(batch, kGreedyUses, rule, flags);
 }
 
 }  // namespace specd::verifiers

@@ -43,6 +43,6 @@ struct GreedyRule {
 };
 
 // The CUDA path (greedy_cuda.cu); only in builds with SPECD_PLUGIN_WITH_CUDA.
-Status greedy_verify_cuda(const specd_verify_batch& batch, std::vector<int32_t>& flags);
+Status verify_cuda(const specd_verify_batch& batch, const GreedyRule& rule, std::vector<int32_t>& flags);
 
 }  // namespace specd::verifiers

@@ -4,8 +4,8 @@
 
 namespace specd::verifiers {
 
-Status rejection_verify_cuda(const specd_verify_batch& batch, std::vector<int32_t>& flags) {
-  return cuda::launch_verify(batch, kRejectionUses, RejectionRule{}, flags);
+Status verify_cuda(const specd_verify_batch& batch, const RejectionRule& rule, std::vector<int32_t>& flags) {
+  return cuda::launch_verify(batch, kRejectionUses, rule, flags);
 }
 
 }  // namespace specd::verifiers

@@ -5,8 +5,7 @@
 
 namespace specd::verifiers {
 
-Status typical_acceptance_verify_cuda(const specd_verify_batch& batch, const TypicalAcceptanceRule& rule,
-                                      std::vector<int32_t>& flags) {
+Status verify_cuda(const specd_verify_batch& batch, const TypicalAcceptanceRule& rule, std::vector<int32_t>& flags) {
   return cuda::launch_verify(batch, kTypicalUses, rule, flags);
 }
 

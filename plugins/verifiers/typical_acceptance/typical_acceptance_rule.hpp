@@ -44,7 +44,6 @@ struct TypicalAcceptanceRule {
 };
 
 // The CUDA path (typical_acceptance_cuda.cu); only in builds with SPECD_PLUGIN_WITH_CUDA.
-Status typical_acceptance_verify_cuda(const specd_verify_batch& batch, const TypicalAcceptanceRule& rule,
-                                      std::vector<int32_t>& flags);
+Status verify_cuda(const specd_verify_batch& batch, const TypicalAcceptanceRule& rule, std::vector<int32_t>& flags);
 
 }  // namespace specd::verifiers

@@ -49,9 +49,9 @@ TEST(Engine, GreedyEqualsHandWrittenLoopAndIsBatchInvariant) {
   sp.temperature = 0;
   sp.max_tokens = 12;
   sp.ignore_eos = true;
-  const RequestId a = e.add_request({.prompt = "", .prompt_ids = p1, .sampling = sp, .speculative = {}});
-  const RequestId b = e.add_request({.prompt = "", .prompt_ids = p2, .sampling = sp, .speculative = {}});
-  const RequestId c = e.add_request({.prompt = "", .prompt_ids = p3, .sampling = sp, .speculative = {}});
+  const RequestId a = add_request(e, {.prompt = "", .prompt_ids = p1, .sampling = sp, .speculative = {}});
+  const RequestId b = add_request(e, {.prompt = "", .prompt_ids = p2, .sampling = sp, .speculative = {}});
+  const RequestId c = add_request(e, {.prompt = "", .prompt_ids = p3, .sampling = sp, .speculative = {}});
   std::map<RequestId, std::vector<int32_t>> toks;
   const auto last = run_all(e, &toks);
   EXPECT_EQ(toks[a], greedy_by_hand(dir, p1, 12));
@@ -74,7 +74,7 @@ TEST(Engine, SeededSamplingIsReproducibleAndSeedsDiffer) {
     Engine e(config::for_model_dir(dir.string()));
     sp.seed = seed;
     std::vector<RequestId> ids;
-    for (int i = 0; i < copies; ++i) ids.push_back(e.add_request({.prompt = "Hello world", .prompt_ids = {}, .sampling = sp, .speculative = {}}));
+    for (int i = 0; i < copies; ++i) ids.push_back(add_request(e, {.prompt = "Hello world", .prompt_ids = {}, .sampling = sp, .speculative = {}}));
     std::map<RequestId, std::vector<int32_t>> toks;
     run_all(e, &toks);
     return toks[ids.back()];
@@ -93,10 +93,10 @@ TEST(Engine, PerRequestErrorsDoNotStopOthers) {
   ok.temperature = 0;
   ok.max_tokens = 4;
   ok.ignore_eos = true;
-  const RequestId r_bad = e.add_request({.prompt = "hi", .prompt_ids = {}, .sampling = bad, .speculative = {}});
-  const RequestId r_long = e.add_request({.prompt = "", .prompt_ids = some_tokens(64, 32000, 23), .sampling = ok, .speculative = {}});
-  const RequestId r_vocab = e.add_request({.prompt = "", .prompt_ids = {1, 32000}, .sampling = ok, .speculative = {}});
-  const RequestId r_ok = e.add_request({.prompt = "The cat", .prompt_ids = {}, .sampling = ok, .speculative = {}});
+  const RequestId r_bad = add_request(e, {.prompt = "hi", .prompt_ids = {}, .sampling = bad, .speculative = {}});
+  const RequestId r_long = add_request(e, {.prompt = "", .prompt_ids = some_tokens(64, 32000, 23), .sampling = ok, .speculative = {}});
+  const RequestId r_vocab = add_request(e, {.prompt = "", .prompt_ids = {1, 32000}, .sampling = ok, .speculative = {}});
+  const RequestId r_ok = add_request(e, {.prompt = "The cat", .prompt_ids = {}, .sampling = ok, .speculative = {}});
   const auto last = run_all(e);
   EXPECT_EQ(last.at(r_bad).finish_reason, FinishReason::kError);
   EXPECT_NE(last.at(r_bad).error.find("top_p"), std::string::npos) << last.at(r_bad).error;
@@ -115,8 +115,8 @@ TEST(Engine, LengthCapAtContextAndAbort) {
   sp.temperature = 0;
   sp.max_tokens = 100;
   sp.ignore_eos = true;
-  const RequestId a = e.add_request({.prompt = "", .prompt_ids = some_tokens(6, 32000, 24), .sampling = sp, .speculative = {}});
-  const RequestId b = e.add_request({.prompt = "", .prompt_ids = some_tokens(6, 32000, 25), .sampling = sp, .speculative = {}});
+  const RequestId a = add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 24), .sampling = sp, .speculative = {}});
+  const RequestId b = add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 25), .sampling = sp, .speculative = {}});
   e.step();
   e.abort(b);
   const auto last = run_all(e);
@@ -137,7 +137,7 @@ TEST(Engine, KvPressureQueuesAndPreemptsWithoutChangingOutputs) {
   Engine e(config::for_model_dir(dir.string(), {{"kv_cache.memory_mib", "1"}}));
   EXPECT_EQ(e.info().kv_num_blocks * e.info().kv_block_size, 2048);
   std::vector<RequestId> ids;
-  for (const auto& p : prompts) ids.push_back(e.add_request({.prompt = "", .prompt_ids = p, .sampling = sp, .speculative = {}}));
+  for (const auto& p : prompts) ids.push_back(add_request(e, {.prompt = "", .prompt_ids = p, .sampling = sp, .speculative = {}}));
   std::map<RequestId, std::vector<int32_t>> toks;
   const auto last = run_all(e, &toks);
   for (size_t i = 0; i < 3; ++i) {
@@ -156,7 +156,7 @@ TEST(Engine, StopStringAndStopTokenAndText) {
   std::vector<int32_t> full_ids;
   {
     Engine e(config::for_model_dir(dir.string()));
-    const RequestId id = e.add_request({.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
+    const RequestId id = add_request(e, {.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
     std::map<RequestId, std::vector<int32_t>> toks;
     std::map<RequestId, std::string> text;
     run_all(e, &toks, &text);
@@ -169,7 +169,7 @@ TEST(Engine, StopStringAndStopTokenAndText) {
   const std::string stop = full.substr(full.size() / 2, 3);
   sp.stop = {stop};
   Engine e(config::for_model_dir(dir.string()));
-  const RequestId id = e.add_request({.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
+  const RequestId id = add_request(e, {.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
   std::map<RequestId, std::string> text;
   const auto last = run_all(e, nullptr, &text);
   EXPECT_EQ(last.at(id).finish_reason, FinishReason::kStop);
@@ -177,7 +177,7 @@ TEST(Engine, StopStringAndStopTokenAndText) {
   // A stop token id: generation ends on it.
   sp.stop.clear();
   sp.stop_token_ids = {full_ids[3]};
-  const RequestId id2 = e.add_request({.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
+  const RequestId id2 = add_request(e, {.prompt = "Once upon", .prompt_ids = {}, .sampling = sp, .speculative = {}});
   std::map<RequestId, std::vector<int32_t>> toks;
   const auto last2 = run_all(e, &toks);
   EXPECT_EQ(last2.at(id2).finish_reason, FinishReason::kStop);
@@ -233,21 +233,22 @@ TEST(Scheduler, OutOfBlocksIsReportedPerRequest) {
   s.add(make(2, 6));
   s.add(make(3, 6));
   s.add(make(4, 6));  // waits: 2 + 3 hold 4 blocks
-  auto plan = s.schedule();
+  sched::StepBatch plan;
+  s.schedule(plan);
   ASSERT_EQ(plan.failed.size(), 1u);
   EXPECT_EQ(plan.failed[0].first, 1u);
   EXPECT_NE(plan.failed[0].second.find("out of blocks"), std::string::npos) << plan.failed[0].second;
-  ASSERT_EQ(plan.chunks.size(), 2u);
+  ASSERT_EQ(plan.rows.size(), 2u);
   EXPECT_EQ(s.num_waiting(), 1u);
-  for (auto& c : plan.chunks) {
+  for (auto& c : plan.rows) {
     c.seq->num_computed += c.n;
     kv.commit(static_cast<kv::SeqId>(c.seq->id), c.n);
     c.seq->tokens.push_back(1);
   }
   // Both running sequences need a third... block 2 at token 8; grow 2 until 3 is preempted.
   for (int i = 0; i < 2; ++i) {
-    plan = s.schedule();
-    for (auto& c : plan.chunks) {
+    s.schedule(plan);
+    for (auto& c : plan.rows) {
       c.seq->num_computed += c.n;
       kv.commit(static_cast<kv::SeqId>(c.seq->id), c.n);
       c.seq->tokens.push_back(1);

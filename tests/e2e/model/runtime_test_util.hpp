@@ -15,8 +15,17 @@
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
 #include "model/llama.hpp"
+#include "specd/engine.hpp"
 
 namespace specd::model::test {
+
+// The tests own the request ids (the engine takes the caller's): a fresh id per request.
+inline RequestId add_request(Engine& engine, const Request& request) {
+  static RequestId next = 1;
+  const RequestId id = next++;
+  engine.add_request(id, request);
+  return id;
+}
 
 inline std::filesystem::path fixture(const std::string& preset, uint64_t seed = 7) {
   fixture::Options o;

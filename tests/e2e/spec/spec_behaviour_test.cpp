@@ -14,6 +14,7 @@ namespace fs = std::filesystem;
 using specd::FinishReason;
 using specd::Request;
 using specd::spec_test::Generation;
+using specd::spec_test::add_request;
 using specd::spec_test::run_engine;
 
 namespace {
@@ -128,7 +129,7 @@ TEST(SpecControls, PerRequestOverrides) {
   specd::Engine e(specd::spec_test::spec_config(target, "draft_model", "greedy", 3));
   std::map<specd::RequestId, specd::RequestOutput> last;
   std::map<specd::RequestId, size_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) index[e.add_request(reqs[i])] = i;
+  for (size_t i = 0; i < reqs.size(); ++i) index[add_request(e, reqs[i])] = i;
   std::vector<size_t> max_step_tokens(reqs.size(), 0);
   while (e.has_unfinished())
     for (const auto& o : e.step()) {
@@ -151,7 +152,7 @@ TEST(SpecControls, PerRequestOverrides) {
   // Out-of-range k fails that request only.
   Request bad = reqs[0];
   bad.speculative.num_speculative_tokens = 40;
-  const auto id = e.add_request(bad);
+  const auto id = add_request(e, bad);
   bool failed = false;
   while (e.has_unfinished())
     for (const auto& o : e.step())
@@ -209,7 +210,7 @@ TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
   auto reqs = specd::spec_test::mixed_requests(3, 4);
   reqs[2].speculative.enabled = false;  // never reaches the proposer
   std::vector<specd::RequestId> ids;
-  for (const auto& r : reqs) ids.push_back(e.add_request(r));
+  for (const auto& r : reqs) ids.push_back(add_request(e, r));
   std::map<specd::RequestId, specd::RequestOutput> done;
   while (e.has_unfinished())
     for (const auto& o : e.step()) {
@@ -226,12 +227,96 @@ TEST(SpecControls, FailingProposerFailsItsRequestsAndTheEngineCarriesOn) {
   // Later requests are served.
   Request later = reqs[0];
   later.speculative.enabled = false;
-  const auto id = e.add_request(later);
+  const auto id = add_request(e, later);
   bool served = false;
   while (e.has_unfinished())
     for (const auto& o : e.step())
       if (o.id == id && o.finished) served = o.finish_reason == FinishReason::kLength;
   EXPECT_TRUE(served);
+}
+
+// Runs requests 101, 102, 103 through the test_repeat proposer, which fails on_accept for 102.
+std::map<specd::RequestId, Generation> run_failing_on_accept(const fs::path& target, const std::vector<Request>& reqs,
+                                                             bool keeps_state) {
+  const auto cfg = specd::config::for_model_dir(
+      target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
+                        {"speculative.proposer.name", "test_repeat"},
+                        {"speculative.proposer.fail_on_accept_seq", "102"},
+                        {"speculative.proposer.keeps_state", keeps_state ? "true" : "false"},
+                        {"speculative.verifier.name", "greedy"}});
+  specd::Engine e(cfg);
+  for (specd::RequestId id = 101; id <= 103; ++id) e.add_request(id, reqs[id - 101]);
+  std::map<specd::RequestId, Generation> done;
+  while (e.has_unfinished())
+    for (const auto& o : e.step()) {
+      Generation& g = done[o.id];
+      g.tokens.insert(g.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      if (o.finished) {
+        g.finish_reason = o.finish_reason;
+        g.error = o.error;
+      }
+    }
+  return done;
+}
+
+// on_accept runs after the step committed a request's tokens; a proposer that fails there fails
+// that request alone (before, one throwing on_accept failed every running request).
+TEST(SpecControls, FailingOnAcceptFailsOnlyItsRequest) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  auto reqs = specd::spec_test::mixed_requests(3, 12);
+  for (auto& r : reqs) r.sampling.max_tokens = 12;
+  auto done = run_failing_on_accept(target, reqs, /*keeps_state=*/true);
+  EXPECT_EQ(done[102].finish_reason, FinishReason::kError);
+  EXPECT_NE(done[102].error.find("proposer 'test_repeat' on_accept failed (invalid argument): told to fail on_accept"),
+            std::string::npos)
+      << done[102].error;
+  const auto plain = run_engine(specd::config::for_model_dir(target.string()), {reqs[0], reqs[2]});
+  EXPECT_EQ(done[101].finish_reason, FinishReason::kLength) << done[101].error;
+  EXPECT_EQ(done[103].finish_reason, FinishReason::kLength) << done[103].error;
+  EXPECT_EQ(done[101].tokens, plain[0].tokens);
+  EXPECT_EQ(done[103].tokens, plain[1].tokens);
+
+  // A proposer that keeps no state is never called back: the same plugin serves all three.
+  done = run_failing_on_accept(target, reqs, /*keeps_state=*/false);
+  for (specd::RequestId id = 101; id <= 103; ++id)
+    EXPECT_EQ(done[id].finish_reason, FinishReason::kLength) << id << ": " << done[id].error;
+}
+
+// A proposer that declares supports_variable_k = 0 gets one k per propose call (the step's
+// smallest); the test proposer fails the call when it sees two.
+TEST(SpecControls, ProposerWithoutVariableKGetsOneKPerCall) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  auto reqs = specd::spec_test::mixed_requests(4, 31);
+  reqs[0].speculative.num_speculative_tokens = 1;
+  reqs[1].speculative.num_speculative_tokens = 3;
+  reqs[2].speculative.num_speculative_tokens = 2;
+  const auto cfg = specd::config::for_model_dir(
+      target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
+                        {"speculative.proposer.name", "test_repeat"},
+                        {"speculative.proposer.uniform_k", "true"},
+                        {"speculative.verifier.name", "greedy"}});
+  specd::spec::SpecMetrics m;
+  const auto spec = run_engine(cfg, reqs, &m);
+  const auto plain = run_engine(specd::config::for_model_dir(target.string()), reqs);
+  EXPECT_GT(m.draft_tokens, 0u);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+  }
+}
+
+// EngineInfo names the speculative components and reports the verifier's lossless capability.
+TEST(SpecControls, EngineInfoReportsTheComponents) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const specd::Engine lossless(specd::spec_test::spec_config(target, "ngram", "rejection", 2));
+  EXPECT_EQ(lossless.info().proposer, "ngram");
+  EXPECT_EQ(lossless.info().verifier, "rejection");
+  EXPECT_TRUE(lossless.info().verifier_lossless);
+  EXPECT_EQ(lossless.info().scorer, "mqa");
+  const specd::Engine lossy(specd::spec_test::spec_config(target, "ngram", "typical_acceptance", 2,
+                                                           {{"speculative.scorer", "batch_expansion"}}));
+  EXPECT_FALSE(lossy.info().verifier_lossless);
+  EXPECT_EQ(lossy.info().scorer, "batch_expansion");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Speculative decoding is lossless under greedy decoding: for every proposer, with the greedy
 // verifier and with rejection sampling at temperature 0, for k in {1, 3, 5} and batches of 1, 4
 // and 16 mixed-length prompts, the speculative engine emits exactly the tokens the target alone
-// emits — including runs that end by max_tokens or by a stop token inside an accepted run.
+// emits — including runs that end by max_tokens or by a stop token inside an accepted run. The
+// same holds with the batch_expansion scorer plugin in place of the built-in multi-query scorer.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,11 +28,13 @@ struct Case {
   std::string verifier;  // greedy | rejection
   int k;
   int batch;
+  std::string scorer = "mqa";  // mqa | batch_expansion
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return c.proposer + "_" + c.verifier + "_k" + std::to_string(c.k) + "_b" + std::to_string(c.batch);
+  return c.proposer + "_" + c.verifier + "_k" + std::to_string(c.k) + "_b" + std::to_string(c.batch) +
+         (c.scorer == "mqa" ? "" : "_" + c.scorer);
 }
 
 std::vector<Case> all_cases() {
@@ -40,6 +43,14 @@ std::vector<Case> all_cases() {
     for (const char* v : {"greedy", "rejection"})
       for (int k : {1, 3, 5})
         for (int b : {1, 4, 16}) cases.push_back({p, v, k, b});
+  return cases;
+}
+
+std::vector<Case> batch_expansion_cases() {
+  std::vector<Case> cases;
+  for (const char* p : {"ngram", "draft_model", "mtp"})
+    for (int k : {1, 3, 5})
+      for (int b : {1, 4, 16}) cases.push_back({p, "greedy", k, b, "batch_expansion"});
   return cases;
 }
 
@@ -55,7 +66,8 @@ TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
   const std::vector<Generation> plain = run_engine(specd::config::for_model_dir(target.string()), requests);
   specd::spec::SpecMetrics metrics;
   const std::vector<Generation> spec =
-      run_engine(specd::spec_test::spec_config(target, c.proposer, c.verifier, c.k), requests, &metrics);
+      run_engine(specd::spec_test::spec_config(target, c.proposer, c.verifier, c.k, {{"speculative.scorer", c.scorer}}),
+                 requests, &metrics);
   // Speculation really happened, with both accepted and rejected drafts along the way.
   EXPECT_GT(metrics.draft_tokens, 0u);
   EXPECT_GT(metrics.accepted_tokens, 0u);
@@ -73,5 +85,7 @@ TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllProposers, SpecGreedyEquality, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(BatchExpansionScorer, SpecGreedyEquality, testing::ValuesIn(batch_expansion_cases()),
+                         case_name);
 
 }  // namespace

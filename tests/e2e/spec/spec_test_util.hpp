@@ -17,6 +17,14 @@ namespace specd::spec_test {
 
 namespace fs = std::filesystem;
 
+// The tests own the request ids (the engine takes the caller's): a fresh id per request.
+inline RequestId add_request(Engine& engine, const Request& request) {
+  static RequestId next = 1;
+  const RequestId id = next++;
+  engine.add_request(id, request);
+  return id;
+}
+
 inline fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "spec"; }
 
 // The tiny target (2 layers, hidden 64, Llama-2 tokenizer); with_mtp adds 2 MTP modules.
@@ -97,7 +105,7 @@ inline std::vector<Generation> run_engine(const config::EngineConfig& cfg, const
                                           spec::SpecMetrics* metrics = nullptr) {
   auto engine = std::make_unique<Engine>(cfg);
   std::map<RequestId, size_t> index;
-  for (size_t i = 0; i < requests.size(); ++i) index[engine->add_request(requests[i])] = i;
+  for (size_t i = 0; i < requests.size(); ++i) index[add_request(*engine, requests[i])] = i;
   std::vector<Generation> out(requests.size());
   while (engine->has_unfinished()) {
     for (const RequestOutput& o : engine->step()) {

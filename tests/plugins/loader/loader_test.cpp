@@ -127,6 +127,37 @@ TEST(PluginLoader, RefusesNewerMinor) {
   EXPECT_NE(msg.find(expect), std::string::npos) << msg;
 }
 
+TEST(PluginLoader, OlderMinorWithShorterVtableLoadsAndMissesOnlyItsOptionalEntries) {
+  Registry reg;
+  const auto& info = reg.load(plugin_file("older_minor", "test_older_minor"));
+  EXPECT_EQ(info.abi_minor, 0u);
+  auto p = reg.create_proposer("older", Params());
+  EXPECT_EQ(p->abi_minor(), 0u);
+  EXPECT_EQ(p->capabilities().keeps_state, 1);
+  EXPECT_EQ(propose_one(*p, {3, 4}, 3), (std::vector<int32_t>{7, 7, 7}));
+  // on_accept and on_release lie past its struct_size: absent, so these are no-ops. Reading the
+  // words there would call a function that aborts the test.
+  const std::vector<int32_t> emitted = {7, 7};
+  p->on_accept(7, 1, {emitted.data(), 2});
+  p->on_release(7);
+  specd_prefill_batch prefill{};
+  prefill.struct_size = sizeof(prefill);
+  p->on_prefill(prefill);  // NULL in its vtable: absent too
+}
+
+TEST(PluginLoader, VtableTooShortForARequiredEntryIsRefused) {
+  Registry reg;
+  reg.load(plugin_file("older_minor", "test_older_minor"));
+  try {
+    reg.create_proposer("too_short", Params());
+    FAIL() << "expected the proposer to be refused";
+  } catch (const specd::Error& e) {
+    EXPECT_EQ(e.code(), specd::ErrorCode::kPluginLoad);
+    EXPECT_NE(std::string(e.what()).find("proposer 'too_short' has no propose function"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PluginLoader, RefusesDuplicateComponentWithinPlugin) {
   const std::string msg = load_error(plugin_file("dup_within", "test_dup_within"));
   EXPECT_NE(msg.find("declares proposer 'twice' twice"), std::string::npos) << msg;

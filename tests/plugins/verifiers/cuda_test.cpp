@@ -1,7 +1,7 @@
 // CUDA kernels against the CPU reference: for the same inputs and seeds, every verifier must
 // emit exactly the same tokens on both devices (the fixed summation order and portable
-// arithmetic in plugins/verifiers/common make this hold bit for bit). Skipped, with the reason,
-// when the test is built without CUDA or no CUDA device is present.
+// arithmetic in plugins/verifiers/common make this hold bit for bit). Built only in CUDA builds;
+// skipped, with the reason, when no CUDA device is present.
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
@@ -15,14 +15,10 @@
 
 #include "plugins/verifiers/verifier_test_util.hpp"
 
-#ifdef SPECD_TEST_WITH_CUDA
 #include <cuda_runtime.h>
-#endif
 
 namespace specd::test {
 namespace {
-
-#ifdef SPECD_TEST_WITH_CUDA
 
 // Skips the test unless a CUDA device can be used.
 #define SPECD_REQUIRE_CUDA_DEVICE()                                                               \
@@ -144,13 +140,6 @@ TEST(CudaErrors, SameMessagesAsTheCpu) {
   }
 }
 
-#else
-
-TEST(CudaMatchesCpu, SameTokensForTheSameUniforms) {
-  GTEST_SKIP() << "built without CUDA (SPECD_WITH_CUDA is off): the verifiers have no CUDA path to compare";
-}
-
-#endif
 
 }  // namespace
 }  // namespace specd::test

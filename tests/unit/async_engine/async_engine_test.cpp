@@ -1,4 +1,4 @@
-// sched::AsyncEngine on the tiny fixture: concurrent submits from several threads produce what
+// AsyncEngine on the tiny fixture: concurrent submits from several threads produce what
 // each request produces alone, cancel ends a running or queued request with kAbort, a full
 // queue refuses, stop() drains or aborts.
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@
 
 #include "config/config.hpp"
 #include "fixture.hpp"
-#include "sched/async_engine.hpp"
+#include "engine/async_engine.hpp"
 #include "specd/engine.hpp"
 
-namespace specd::sched {
+namespace specd {
 namespace {
 
 using namespace std::chrono_literals;
@@ -210,4 +210,4 @@ TEST(AsyncEngine, StopAfterTimeoutAbortsTheRest) {
 }
 
 }  // namespace
-}  // namespace specd::sched
+}  // namespace specd

@@ -112,6 +112,18 @@ TEST(Config, ProposerShorthandAndDefaultVerifier) {
   EXPECT_EQ(c.speculative.num_speculative_tokens, 4);
 }
 
+TEST(Config, ScorerDefaultsToMqaAndTakesAPluginName) {
+  EXPECT_EQ(specd::config::load_string("model: {path: m}\nspeculative: {proposer: ngram}\n", "x.yaml").speculative.scorer.name,
+            "mqa");
+  const EngineConfig c = specd::config::load_string(
+      "model: {path: m}\nspeculative:\n  proposer: ngram\n  scorer: batch_expansion\n", "x.yaml");
+  EXPECT_EQ(c.speculative.scorer.name, "batch_expansion");
+  const std::string e = config_error("model: {path: m}\nspeculative:\n  proposer: ngram\n  scorer: {name: mqa, rows: 2}\n");
+  EXPECT_NE(e.find("x.yaml:4: speculative.scorer.rows: unknown key (the built-in mqa scorer takes no parameters)"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Config, WrongTypeGivesPathAndLine) {
   EXPECT_EQ(config_error("model:\n  path: m\nspeculative:\n  proposer: ngram\n  num_speculative_tokens: five\n"),
             "x.yaml:5: speculative.num_speculative_tokens: expected integer in [1, 32], got \"five\"");

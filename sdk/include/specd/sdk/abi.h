@@ -11,7 +11,17 @@
  *    (specd_plugin_entry_v1). The host refuses any other major.
  *  - SPECD_ABI_MINOR grows when something is appended. The host refuses a plugin whose minor is
  *    newer than its own. Structs are append-only within a major and start with struct_size, so
- *    each side reads only the fields that the other side's struct_size covers.
+ *    each side reads only the fields that the other side's struct_size covers; an optional
+ *    vtable entry that lies past a plugin's struct_size is treated as absent (NULL).
+ *  - Minor history:
+ *      1.0  first release.
+ *      1.1  model services: load takes block-quantized weights (SPECD_DTYPE_Q8_0, Q4_0) and
+ *           specd_model_info.dtype reports them; a sequence may appear in several rows of
+ *           one forward batch (batch expansion); the engine's target model is reachable
+ *           through specd_score_batch.target and scorer plugins are called. Proposers built
+ *           against 1.1 or later get on_accept / on_release only when they declare
+ *           keeps_state (1.0 proposers get them always); supports_variable_k and the
+ *           verifier's lossless are honoured.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -180,7 +190,12 @@ typedef struct specd_model_load_options {
 } specd_model_load_options;
 
 /* One batched forward over new tokens of several sequences. Sequence KV lives in the host's
- * paged cache, keyed by (model, seq_id); tokens are appended after the cached ones. */
+ * paged cache, keyed by (model, seq_id); tokens are appended after the cached ones.
+ * Since 1.1 a sequence may appear in several rows (check host_abi_minor >= 1): its rows then
+ * continue each other in row order (a row's tokens follow the previous row's), and each row
+ * attends over every position before its own, including those the earlier rows of the same
+ * call write. k+1 one-token rows of one sequence are batch expansion's k+1 single-token
+ * sequences; one row of k+1 tokens is the multi-query layout. Both leave the same KV. */
 typedef struct specd_forward_batch {
   uint32_t struct_size;
   int32_t num_seqs;
@@ -202,16 +217,20 @@ typedef struct specd_model_services {
   int32_t (*load_mtp)(void* host_ctx, specd_model* target, int32_t module, specd_model** out,
                       specd_error* err);
   void (*release)(void* host_ctx, specd_model* model);
-  /* model == NULL describes the engine's target model. */
+  /* model == NULL describes the engine's target model (as does the handle in
+   * specd_score_batch.target). */
   int32_t (*info)(void* host_ctx, const specd_model* model, specd_model_info* out);
   int32_t (*forward)(void* host_ctx, specd_model* model, const specd_forward_batch* batch,
                      specd_error* err);
   /* Cached length of a sequence (0 if unknown). */
   int64_t (*seq_length)(void* host_ctx, const specd_model* model, uint64_t seq_id);
-  /* Keep only the first new_length cached tokens (rollback). */
+  /* Keep only the first new_length cached tokens (rollback). Refused on the engine's target,
+   * whose KV the host's scheduler owns. */
   int32_t (*truncate)(void* host_ctx, specd_model* model, uint64_t seq_id, int64_t new_length,
                       specd_error* err);
-  /* Frees a sequence's KV blocks in this model. */
+  /* Frees a sequence's KV blocks in this model (no-op on the engine's target). The host also
+   * caps every hosted model's KV of a sequence at the target's committed length after each
+   * verification and frees it when the sequence ends or is preempted. */
   void (*drop_sequence)(void* host_ctx, specd_model* model, uint64_t seq_id);
 } specd_model_services;
 
@@ -235,8 +254,14 @@ typedef struct specd_proposer_caps {
   uint32_t struct_size;
   int32_t produces_draft_probs;       /* fills draft_probs in propose (else treated as one-hot) */
   int32_t needs_target_hidden;        /* wants the target's last hidden states */
-  int32_t keeps_state;                /* keeps per-sequence state (KV) that must be rolled back */
-  int32_t supports_variable_k;        /* accepts a different k per sequence */
+  /* Keeps per-sequence state (an index, KV in a hosted model, ...): the host then calls
+   * on_prefill, on_accept and on_release for its sequences. 0: the proposer reads what it needs
+   * from each propose batch and the host skips those calls (ABI 1.0 plugins get on_accept and
+   * on_release regardless). */
+  int32_t keeps_state;
+  /* Accepts a different k per sequence in one propose. 0: every sequence that proposes gets
+   * the same max_draft (the step's smallest k_i), as in vLLM's "k or nothing". */
+  int32_t supports_variable_k;
   int32_t max_k;                      /* largest k it can propose; 0 = no limit */
 } specd_proposer_caps;
 
@@ -277,13 +302,15 @@ typedef struct specd_proposer_vtable {
   uint32_t struct_size;
   void (*destroy)(void* self);
   int32_t (*capabilities)(void* self, specd_proposer_caps* out);
-  /* Optional (NULL): sequences entered the engine / finished a prefill chunk. */
+  /* Optional (NULL): a chunk of each sequence's prompt went through the target (sequences of
+   * proposers that keep state or need target hidden states). */
   int32_t (*on_prefill)(void* self, const specd_prefill_batch* batch, specd_error* err);
   int32_t (*propose)(void* self, specd_propose_batch* batch, specd_error* err);
   /* Optional: after verification. num_accepted drafts were accepted; emitted (accepted drafts
    * plus the target's token, num_accepted + 1 tokens) were appended to the sequence. State
    * built from rejected drafts must be rolled back. Called for every sequence that was given
-   * max_draft > 0, before the next propose. */
+   * max_draft > 0 and goes on, before the next propose (see keeps_state). A failure fails
+   * that sequence only. */
   int32_t (*on_accept)(void* self, uint64_t seq_id, int32_t num_accepted,
                        specd_token_view emitted, specd_error* err);
   /* Optional: the sequence ended (finished, cancelled, failed or preempted); free its state.
@@ -292,20 +319,31 @@ typedef struct specd_proposer_vtable {
 } specd_proposer_vtable;
 
 /* ------------------------------------------------------------------------------------------ */
-/* Scorer: computes target probabilities for the drafts (the default is built into the core).  */
+/* Scorer: runs the target over each decoding sequence's last token and drafts. The default,
+ * multi-query scoring (one row of num_drafted + 1 tokens per sequence), is built into the core;
+ * `speculative.scorer: <name>` replaces it with a plugin for the decoding sequences (prefill
+ * chunks still go through the core's forward). Since 1.1.                                    */
 
 typedef struct specd_score_batch {
   uint32_t struct_size;
   int32_t num_seqs;
+  /* seqs[i].tokens = prompt + emitted (L tokens). On entry the target's KV of seqs[i] holds
+   * tokens [0, L-1) and has room reserved for num_drafted[i] + 1 more positions. */
   const specd_sequence* seqs;
   const int32_t* draft_tokens; /* [num_seqs, k_max] */
-  const int32_t* num_drafted;  /* [num_seqs] */
+  const int32_t* num_drafted;  /* [num_seqs] 0..k_max (0: score the last token alone) */
   int32_t k_max;
   int32_t vocab_size;
+  /* The engine's target model and its KV cache, for model services forward/info/seq_length.
+   * On success the scorer has run tokens[L-1] followed by the drafts through it, so that the
+   * target's KV holds [0, L + num_drafted[i]) exactly as one multi-query forward leaves it;
+   * the host checks the length and rolls back rejected drafts itself. */
   specd_model* target;
-  /* Outputs: */
-  float* target_logits; /* [num_seqs, k_max + 1, vocab], raw logits, rows past num_drafted+1 unused */
-  float* target_hidden; /* [num_seqs, k_max + 1, hidden] or NULL when not wanted */
+  /* Outputs, allocated by the host: */
+  float* target_logits; /* [num_seqs, k_max + 1, vocab]: raw logits of tokens[L-1] and each draft;
+                           rows past num_drafted[i] + 1 unused */
+  float* target_hidden; /* [num_seqs, k_max + 1, hidden] final hidden states of the same
+                           positions, or NULL when not wanted */
 } specd_score_batch;
 
 typedef struct specd_scorer_vtable {
@@ -320,7 +358,8 @@ typedef struct specd_scorer_vtable {
 typedef struct specd_verifier_caps {
   uint32_t struct_size;
   int32_t needs_draft_probs; /* uses q; without it the host passes NULL (one-hot q) */
-  int32_t lossless;          /* output distribution equals the target's */
+  int32_t lossless;          /* output distribution equals the target's (the host reports it:
+                                EngineInfo and the start-up log) */
   int32_t supports_cuda;     /* can verify tensors on a CUDA device */
 } specd_verifier_caps;
 

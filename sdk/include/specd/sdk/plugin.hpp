@@ -1,7 +1,8 @@
 // C++ helpers for writing specd plugins. A plugin author derives from Proposer, Verifier or
 // Scorer, reads its YAML parameters through Params, and declares the plugin with
 // SPECD_PLUGIN(...). Everything here is header-only and lives in the plugin's own binary: the
-// helpers translate exceptions and C++ types to the plain-C ABI in <specd/sdk/abi.h>.
+// helpers translate exceptions and C++ types to the plain-C ABI in <specd/sdk/abi.h>. Batches
+// are views from <specd/sdk/batch.hpp>; <specd/sdk/model_client.hpp> wraps model services.
 //
 //   class MyProposer : public specd::sdk::Proposer {
 //    public:
@@ -39,67 +40,10 @@
 #include <vector>
 
 #include "specd/sdk/abi.h"
+#include "specd/sdk/batch.hpp"
+#include "specd/sdk/error.hpp"
 
 namespace specd::sdk {
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-class Error : public std::exception {
- public:
-  explicit Error(std::string message, int32_t code = SPECD_ERR_INVALID_ARGUMENT)
-      : message_(std::move(message)), code_(code) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-  int32_t code() const noexcept { return code_; }
-
- private:
-  std::string message_;
-  int32_t code_;
-};
-
-namespace detail {
-
-inline void write_error(specd_error* err, std::string_view message) {
-  if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
-  const size_t n = std::min<size_t>(message.size(), err->capacity - 1);
-  std::memcpy(err->message, message.data(), n);
-  err->message[n] = '\0';
-}
-
-// Runs fn, translating any exception into a status code + message. Nothing throws past here.
-template <class Fn>
-int32_t guard(specd_error* err, Fn&& fn) noexcept {
-  try {
-    fn();
-    return SPECD_OK;
-  } catch (const Error& e) {
-    write_error(err, e.what());
-    return e.code() == SPECD_OK ? SPECD_ERR_INTERNAL : e.code();
-  } catch (const std::bad_alloc&) {
-    write_error(err, "out of memory");
-    return SPECD_ERR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    write_error(err, e.what());
-    return SPECD_ERR_INTERNAL;
-  } catch (...) {
-    write_error(err, "unknown exception");
-    return SPECD_ERR_INTERNAL;
-  }
-}
-
-// Host side of a status: turns a failed call back into sdk::Error.
-inline void check_status(int32_t status, const char* message) {
-  if (status != SPECD_OK) throw Error(message != nullptr && *message ? message : "host call failed", status);
-}
-
-template <class... Args>
-std::string concat(Args&&... args) {
-  std::ostringstream os;
-  (os << ... << std::forward<Args>(args));
-  return os.str();
-}
-
-}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Params: a component's YAML subtree with typed, range-checked getters.
@@ -310,6 +254,8 @@ class Host {
   const Logger& log() const { return log_; }
   // Model services, or nullptr when this host runs no model (e.g. `specd plugins list`).
   const specd_model_services* models() const { return raw_ != nullptr ? raw_->models : nullptr; }
+  // The ABI minor of the host (features marked "since 1.N" need host_abi_minor() >= N).
+  uint32_t host_abi_minor() const { return raw_ != nullptr ? raw_->host_abi_minor : 0; }
   const specd_model_services& require_models() const {
     if (models() == nullptr) throw Error("this host provides no model services", SPECD_ERR_UNSUPPORTED);
     return *models();
@@ -319,101 +265,6 @@ class Host {
  private:
   const specd_host_services* raw_;
   Logger log_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Batches, as C++ views over the ABI structs.
-
-struct Sequence {
-  uint64_t id;
-  std::span<const int32_t> tokens;  // prompt + emitted
-  int64_t num_prompt;
-  uint64_t seed;
-  uint64_t step;
-  float temperature;
-  static Sequence from(const specd_sequence& s) {
-    return {s.seq_id, {s.tokens.data, static_cast<size_t>(s.tokens.size)}, s.num_prompt, s.seed, s.step, s.temperature};
-  }
-};
-
-// Rows [first, first + count) of a [rows, cols] float tensor; empty when absent.
-inline std::span<const float> tensor_rows(const specd_tensor_view& t, int64_t first, int64_t count) {
-  if (t.data == nullptr || t.ndim < 2 || count <= 0) return {};
-  const int64_t cols = t.shape[t.ndim - 1];
-  return {static_cast<const float*>(t.data) + first * cols, static_cast<size_t>(count * cols)};
-}
-
-class PrefillBatch {
- public:
-  explicit PrefillBatch(const specd_prefill_batch* raw) : raw_(raw) {
-    offsets_.resize(static_cast<size_t>(raw->num_seqs) + 1, 0);
-    for (int32_t i = 0; i < raw->num_seqs; ++i) offsets_[i + 1] = offsets_[i] + raw->num_new[i];
-  }
-  int32_t size() const { return raw_->num_seqs; }
-  Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
-  int32_t num_new(int32_t i) const { return raw_->num_new[i]; }
-  // Hidden states of sequence i's chunk positions, [num_new(i) * hidden] (empty if absent).
-  std::span<const float> target_hidden(int32_t i) const {
-    return tensor_rows(raw_->target_hidden, offsets_[i], raw_->num_new[i]);
-  }
-  int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
-  const specd_prefill_batch* raw() const { return raw_; }
-
- private:
-  const specd_prefill_batch* raw_;
-  std::vector<int64_t> offsets_;
-};
-
-class ProposeBatch {
- public:
-  explicit ProposeBatch(specd_propose_batch* raw) : raw_(raw) {
-    offsets_.resize(static_cast<size_t>(raw->num_seqs) + 1, 0);
-    if (raw->num_hidden != nullptr)
-      for (int32_t i = 0; i < raw->num_seqs; ++i) offsets_[i + 1] = offsets_[i] + raw->num_hidden[i];
-  }
-  int32_t size() const { return raw_->num_seqs; }
-  int32_t k_max() const { return raw_->k_max; }
-  int32_t vocab_size() const { return raw_->vocab_size; }
-  Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
-  int32_t max_draft(int32_t i) const { return raw_->max_draft[i]; }
-  // Number of new hidden-state rows for sequence i (positions [L-1-n, L-1)); 0 if none.
-  int32_t num_hidden(int32_t i) const { return raw_->num_hidden != nullptr ? raw_->num_hidden[i] : 0; }
-  std::span<const float> target_hidden(int32_t i) const {
-    return tensor_rows(raw_->target_hidden, offsets_[i], num_hidden(i));
-  }
-  int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
-  // Sets the draft of sequence i (at most max_draft(i) tokens; extra tokens are an error).
-  void set_draft(int32_t i, std::span<const int32_t> tokens) {
-    if (static_cast<int64_t>(tokens.size()) > raw_->max_draft[i])
-      throw Error(detail::concat("draft of sequence ", i, " has ", tokens.size(), " tokens, at most ",
-                                 raw_->max_draft[i], " allowed"), SPECD_ERR_INTERNAL);
-    for (size_t j = 0; j < tokens.size(); ++j) raw_->draft_tokens[static_cast<int64_t>(i) * raw_->k_max + j] = tokens[j];
-    raw_->num_drafted[i] = static_cast<int32_t>(tokens.size());
-  }
-  // Row of draft probabilities for sequence i, draft position j ([vocab]); only when the
-  // proposer declared produces_draft_probs.
-  std::span<float> draft_probs(int32_t i, int32_t j) {
-    if (raw_->draft_probs == nullptr) throw Error("draft_probs requested but not allocated", SPECD_ERR_INTERNAL);
-    return {raw_->draft_probs + (static_cast<int64_t>(i) * raw_->k_max + j) * raw_->vocab_size,
-            static_cast<size_t>(raw_->vocab_size)};
-  }
-  specd_propose_batch* raw() { return raw_; }
-
- private:
-  specd_propose_batch* raw_;
-  std::vector<int64_t> offsets_;
-};
-
-// The verifier sees the raw struct: it is a flat, device-resident layout that kernels index
-// directly. Helpers here only add the index arithmetic.
-class VerifyBatch {
- public:
-  explicit VerifyBatch(const specd_verify_batch* raw) : raw_(raw) {}
-  const specd_verify_batch& raw() const { return *raw_; }
-  bool on_cuda() const { return raw_->device.type == SPECD_DEVICE_CUDA; }
-
- private:
-  const specd_verify_batch* raw_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -453,7 +304,7 @@ class Verifier {
 class Scorer {
  public:
   virtual ~Scorer() = default;
-  virtual void score(specd_score_batch& batch) = 0;
+  virtual void score(ScoreBatch& batch) = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -522,7 +373,8 @@ inline const specd_scorer_vtable kScorerVtable = {
     [](void* self, specd_score_batch* b, specd_error* err) {
       return guard(err, [&] {
         if (b == nullptr) throw Error("score: null batch");
-        static_cast<Scorer*>(self)->score(*b);
+        ScoreBatch batch(b);
+        static_cast<Scorer*>(self)->score(batch);
       });
     },
 };

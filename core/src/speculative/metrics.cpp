@@ -35,26 +35,6 @@ void SpecMetrics::add_times(double propose_s, double score_s, double verify_s) {
   verify_seconds += verify_s;
 }
 
-void SpecMetrics::merge(const SpecMetrics& o) {
-  num_steps += o.num_steps;
-  num_drafts += o.num_drafts;
-  draft_tokens += o.draft_tokens;
-  accepted_tokens += o.accepted_tokens;
-  emitted_tokens += o.emitted_tokens;
-  draft_slots += o.draft_slots;
-  if (drafted_at.size() < o.drafted_at.size()) {
-    drafted_at.resize(o.drafted_at.size(), 0);
-    accepted_at.resize(o.drafted_at.size(), 0);
-  }
-  for (size_t i = 0; i < o.drafted_at.size(); ++i) {
-    drafted_at[i] += o.drafted_at[i];
-    accepted_at[i] += o.accepted_at[i];
-  }
-  propose_seconds += o.propose_seconds;
-  score_seconds += o.score_seconds;
-  verify_seconds += o.verify_seconds;
-}
-
 double SpecMetrics::acceptance_rate() const {
   return draft_tokens == 0 ? 0.0 : static_cast<double>(accepted_tokens) / static_cast<double>(draft_tokens);
 }

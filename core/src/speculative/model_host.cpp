@@ -1,22 +1,31 @@
-#include "spec/model_host.hpp"
+#include "speculative/model_host.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "model/checkpoint.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "specd/sdk/error.hpp"
 
-namespace specd::spec {
+namespace specd::speculative {
 
+// A loaded model (owned) or the engine's target (borrowed: bind_target).
 struct ModelHost::Hosted {
-  std::string description;  // for messages: "draft /path" or "target (first 2 layers)"
+  std::string description;  // for messages: "draft /path" or "self-draft (first 2 layers ...)"
   std::shared_ptr<const model::LlamaWeights> weights;
-  std::unique_ptr<model::LlamaModel> model;
-  std::unique_ptr<kv::KvCache> kv;
+  model::LlamaModel* model = nullptr;
+  kv::KvCache* kv = nullptr;
+  bool is_target = false;
+  std::unique_ptr<model::LlamaModel> own_model;
+  std::unique_ptr<kv::KvCache> own_kv;
   model::ForwardBatch batch;  // reused across calls
   model::ForwardOutput out;
+
+  void set_kv(const kv::KvCacheShape& shape, int32_t num_blocks) {
+    own_kv = std::make_unique<kv::KvCache>(shape, num_blocks);
+    kv = own_kv.get();
+  }
 };
 
 namespace {
@@ -27,17 +36,12 @@ ModelHost& host_of(void* host_ctx) {
   return *static_cast<ModelHost*>(ctx);
 }
 
-ModelHost::Hosted& hosted(specd_model* m) {
+ModelHost::Hosted& hosted(const specd_model* m) {
   SPECD_CHECK(m != nullptr, ErrorCode::kInvalidArgument, "model services: null model handle");
-  return *reinterpret_cast<ModelHost::Hosted*>(m);
+  return *reinterpret_cast<ModelHost::Hosted*>(const_cast<specd_model*>(m));
 }
 
-void write_error(specd_error* err, const std::string& message) {
-  if (err == nullptr || err->message == nullptr || err->capacity == 0) return;
-  const size_t n = std::min<size_t>(message.size(), err->capacity - 1);
-  std::memcpy(err->message, message.data(), n);
-  err->message[n] = '\0';
-}
+specd_model* handle(ModelHost::Hosted& h) { return reinterpret_cast<specd_model*>(&h); }
 
 int32_t status_for(ErrorCode code) {
   switch (code) {
@@ -51,23 +55,30 @@ int32_t status_for(ErrorCode code) {
   }
 }
 
-}  // namespace
-
-int32_t ModelHost::call(specd_error* err, const std::function<void()>& fn) {
+// Runs fn, translating exceptions into a status and a message: nothing throws into a plugin.
+template <class Fn>
+int32_t call(specd_error* err, Fn&& fn) noexcept {
   try {
     fn();
     return SPECD_OK;
   } catch (const Error& e) {
-    write_error(err, e.what());
+    sdk::detail::write_error(err, e.what());
     return status_for(e.code());
   } catch (const std::bad_alloc&) {
-    write_error(err, "out of memory");
+    sdk::detail::write_error(err, "out of memory");
     return SPECD_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    write_error(err, e.what());
+    sdk::detail::write_error(err, e.what());
     return SPECD_ERR_INTERNAL;
   }
 }
+
+int64_t cached_length(const ModelHost::Hosted& h, uint64_t seq) {
+  const auto id = static_cast<kv::SeqId>(seq);
+  return h.kv != nullptr && h.kv->has_sequence(id) ? h.kv->num_tokens(id) : 0;
+}
+
+}  // namespace
 
 const specd_model_services ModelHost::table_ = {
     sizeof(specd_model_services),
@@ -75,26 +86,24 @@ const specd_model_services ModelHost::table_ = {
     [](void* host_ctx, const specd_model_load_options* options, specd_model** out, specd_error* err) {
       return call(err, [&] {
         SPECD_CHECK(options != nullptr && out != nullptr, ErrorCode::kInvalidArgument, "load: null argument");
-        *out = reinterpret_cast<specd_model*>(&host_of(host_ctx).load(*options));
+        *out = handle(host_of(host_ctx).load(*options));
       });
     },
     // load_mtp
     [](void* host_ctx, specd_model* target, int32_t module, specd_model** out, specd_error* err) {
       return call(err, [&] {
         SPECD_CHECK(out != nullptr, ErrorCode::kInvalidArgument, "load_mtp: null argument");
-        *out = reinterpret_cast<specd_model*>(
-            &host_of(host_ctx).load_mtp(target == nullptr ? nullptr : &hosted(target), module));
+        *out = handle(host_of(host_ctx).load_mtp(target == nullptr ? nullptr : &hosted(target), module));
       });
     },
-    // release: frees the model and its KV cache; the handle is invalid afterwards.
+    // release: frees a loaded model and its KV cache (the handle is invalid afterwards); the
+    // engine's target handle is not the plugin's to free.
     [](void* host_ctx, specd_model* m) {
-      if (m != nullptr) host_of(host_ctx).release(&hosted(m));
+      if (m != nullptr && !hosted(m).is_target) host_of(host_ctx).release(&hosted(m));
     },
     // info: model == NULL describes the engine's target model.
     [](void* host_ctx, const specd_model* m, specd_model_info* out) {
-      return call(nullptr, [&] {
-        host_of(host_ctx).fill_info(m == nullptr ? nullptr : &hosted(const_cast<specd_model*>(m)), *out);
-      });
+      return call(nullptr, [&] { host_of(host_ctx).fill_info(m == nullptr ? nullptr : &hosted(m), *out); });
     },
     // forward
     [](void* host_ctx, specd_model* m, const specd_forward_batch* batch, specd_error* err) {
@@ -104,28 +113,26 @@ const specd_model_services ModelHost::table_ = {
       });
     },
     // seq_length
-    [](void*, const specd_model* m, uint64_t seq) -> int64_t {
-      const Hosted& h = hosted(const_cast<specd_model*>(m));
-      const auto id = static_cast<kv::SeqId>(seq);
-      return h.kv && h.kv->has_sequence(id) ? h.kv->num_tokens(id) : 0;
-    },
+    [](void*, const specd_model* m, uint64_t seq) -> int64_t { return cached_length(hosted(m), seq); },
     // truncate
     [](void*, specd_model* m, uint64_t seq, int64_t new_length, specd_error* err) {
       return call(err, [&] {
         Hosted& h = hosted(m);
-        const auto id = static_cast<kv::SeqId>(seq);
-        const int64_t have = h.kv && h.kv->has_sequence(id) ? h.kv->num_tokens(id) : 0;
+        if (h.is_target)
+          throw Error(ErrorCode::kInvalidArgument,
+                      "truncate: the engine's target KV is rolled back by the engine's scheduler, not by plugins");
+        const int64_t have = cached_length(h, seq);
         if (new_length < 0 || new_length > have)
           throw Error(ErrorCode::kInvalidArgument, "truncate: sequence " + std::to_string(seq) + " of " +
                                                        h.description + " has " + std::to_string(have) +
                                                        " tokens, cannot truncate to " + std::to_string(new_length));
-        if (have > 0) h.kv->truncate(id, static_cast<int32_t>(new_length));
+        if (have > 0) h.kv->truncate(static_cast<kv::SeqId>(seq), static_cast<int32_t>(new_length));
       });
     },
     // drop_sequence
     [](void*, specd_model* m, uint64_t seq) {
       Hosted& h = hosted(m);
-      if (h.kv) h.kv->remove_sequence(static_cast<kv::SeqId>(seq));
+      if (h.kv != nullptr && !h.is_target) h.kv->remove_sequence(static_cast<kv::SeqId>(seq));
     },
 };
 
@@ -139,8 +146,8 @@ ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, 
 
 namespace {
 
-// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback`.
-model::DType requested_dtype(int32_t dtype, model::DType fallback) {
+// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback` (nullopt: auto).
+std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::DType> fallback) {
   switch (dtype) {
     case -1: return fallback;
     case SPECD_DTYPE_F32: return model::DType::kF32;
@@ -173,32 +180,36 @@ kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
 
 ModelHost::~ModelHost() = default;
 
-ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
-  const std::string path = options.path != nullptr ? options.path : "";
-  auto h = std::make_unique<Hosted>();
-  const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
-  if (path.empty()) {
-    // The target's own weights: a self-draft of its first num_layers layers, or all of them;
-    // shared with the target unless another dtype is asked for.
-    const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
-    h->weights = dtype == target_weights_->dtype()
-                     ? target_weights_
-                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
-    h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
-    h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
-                                : std::string("target copy");
-  } else {
-    std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
-    const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
-    h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
-    h->model = std::make_unique<model::LlamaModel>(h->weights, layers);
-    h->description = "draft " + path;
-  }
-  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(kv_shape(*h), num_blocks_);
+ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h) {
+  h->model = h->own_model.get();
+  if (num_blocks_ > 0) h->set_kv(kv_shape(*h), num_blocks_);
   log::get("spec").info("model services: loaded {} ({} layers, {} weights)", h->description, h->model->num_layers(),
                         kernels::dtype_name(h->weights->dtype()));
   models_.push_back(std::move(h));
   return *models_.back();
+}
+
+ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
+  const std::string path = options.path != nullptr ? options.path : "";
+  const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
+  auto h = std::make_unique<Hosted>();
+  if (path.empty()) {
+    // The target's own weights: a self-draft of its first num_layers layers, or all of them;
+    // shared with the target unless another dtype is asked for.
+    const std::optional<model::DType> dtype = requested_dtype(options.dtype, target_weights_->requested_dtype());
+    h->weights = dtype == target_weights_->requested_dtype()
+                     ? target_weights_
+                     : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
+    h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
+                                : std::string("target copy");
+  } else {
+    std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
+    const std::optional<model::DType> dtype = requested_dtype(options.dtype, std::nullopt);
+    h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
+    h->description = "draft " + path;
+  }
+  h->own_model = std::make_unique<model::LlamaModel>(h->weights, layers);
+  return add(std::move(h));
 }
 
 // target == nullptr: the engine's target, without loading a copy of it (and its KV cache).
@@ -208,16 +219,23 @@ ModelHost::Hosted& ModelHost::load_mtp(Hosted* target, int32_t module) {
   SPECD_CHECK(!weights->is_mtp(), ErrorCode::kInvalidArgument, "load_mtp: " + of + " is itself an MTP module");
   auto h = std::make_unique<Hosted>();
   h->weights = model::LlamaWeights::load_mtp(weights, module);
-  h->model = std::make_unique<model::LlamaModel>(h->weights);
+  h->own_model = std::make_unique<model::LlamaModel>(h->weights);
   h->description = "MTP module " + std::to_string(module) + " of " + of;
-  if (num_blocks_ > 0) h->kv = std::make_unique<kv::KvCache>(kv_shape(*h), num_blocks_);
-  log::get("spec").info("model services: loaded {}", h->description);
-  models_.push_back(std::move(h));
-  return *models_.back();
+  return add(std::move(h));
 }
 
 void ModelHost::release(Hosted* m) {
   std::erase_if(models_, [m](const std::unique_ptr<Hosted>& p) { return p.get() == m; });
+}
+
+specd_model* ModelHost::bind_target(model::LlamaModel& model, kv::KvCache& kv) {
+  target_ = std::make_unique<Hosted>();
+  target_->description = "the engine's target";
+  target_->weights = target_weights_;
+  target_->model = &model;
+  target_->kv = &kv;
+  target_->is_target = true;
+  return handle(*target_);
 }
 
 size_t ModelHost::hosted_bytes_per_block() const {
@@ -228,12 +246,17 @@ size_t ModelHost::hosted_bytes_per_block() const {
 
 void ModelHost::allocate_kv(int32_t num_blocks) {
   num_blocks_ = num_blocks;
-  for (auto& m : models_) m->kv = std::make_unique<kv::KvCache>(kv_shape(*m), num_blocks);
+  for (auto& m : models_) m->set_kv(kv_shape(*m), num_blocks);
 }
 
-void ModelHost::drop_sequence_everywhere(kv::SeqId seq) {
+void ModelHost::truncate(kv::SeqId seq, int32_t max_len) {
   for (auto& m : models_)
-    if (m->kv) m->kv->remove_sequence(seq);
+    if (m->kv != nullptr && m->kv->has_sequence(seq) && m->kv->num_tokens(seq) > max_len) m->kv->truncate(seq, max_len);
+}
+
+void ModelHost::drop(kv::SeqId seq) {
+  for (auto& m : models_)
+    if (m->kv != nullptr) m->kv->remove_sequence(seq);
 }
 
 void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
@@ -249,17 +272,17 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
-  if (!m.kv) throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
+  if (m.kv == nullptr) throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
   SPECD_CHECK(b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr &&
                   b.logits != nullptr,
               ErrorCode::kInvalidArgument, "forward: incomplete batch");
-  m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
-  m.batch.return_hidden = b.hidden != nullptr;
-  m.batch.hidden_all = false;
   if ((b.input_hidden != nullptr) != m.weights->is_mtp())
     throw Error(ErrorCode::kInvalidArgument, "forward on " + m.description +
                                                  (m.weights->is_mtp() ? ": an MTP module needs input_hidden"
                                                                       : ": input_hidden is for MTP modules only"));
+  m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
+  m.batch.return_hidden = b.hidden != nullptr;
+  m.batch.hidden_all = false;
   // Rows of input_hidden pair with the tokens, in the same order (ModelHost passes them through).
   m.batch.input_hidden = b.input_hidden;
   int64_t offset = 0;
@@ -268,13 +291,24 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
     const int32_t n = b.num_new[i];
     if (n < 1) throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(b.seq_ids[i]) +
                                                             " has num_new " + std::to_string(n) + ", expected >= 1");
-    if (!m.kv->has_sequence(id)) m.kv->add_sequence(id);
-    if (m.kv->num_tokens(id) + n > max_context_)
-      throw Error(ErrorCode::kInvalidArgument, m.description + ": sequence " + std::to_string(b.seq_ids[i]) +
-                                                   " would exceed the context length " + std::to_string(max_context_));
-    if (!m.kv->reserve(id, n))
-      throw Error(ErrorCode::kOutOfMemory, m.description + ": KV cache out of blocks (" +
-                                               std::to_string(m.kv->num_free_blocks()) + " free)");
+    // New tokens of this sequence in this call so far, this row included (rows continue each other).
+    int32_t fed = n;
+    for (int32_t e = 0; e < i; ++e)
+      if (b.seq_ids[e] == b.seq_ids[i]) fed += b.num_new[e];
+    if (m.is_target) {
+      if (!m.kv->has_sequence(id) || m.kv->num_tokens(id) + fed > m.kv->capacity(id))
+        throw Error(ErrorCode::kInvalidArgument, "forward on the engine's target: sequence " +
+                                                     std::to_string(b.seq_ids[i]) + " has no room scheduled for " +
+                                                     std::to_string(fed) + " new tokens");
+    } else {
+      if (!m.kv->has_sequence(id)) m.kv->add_sequence(id);
+      if (m.kv->num_tokens(id) + fed > max_context_)
+        throw Error(ErrorCode::kInvalidArgument, m.description + ": sequence " + std::to_string(b.seq_ids[i]) +
+                                                     " would exceed the context length " + std::to_string(max_context_));
+      if (!m.kv->reserve(id, fed))
+        throw Error(ErrorCode::kOutOfMemory, m.description + ": KV cache out of blocks (" +
+                                                 std::to_string(m.kv->num_free_blocks()) + " free)");
+    }
     auto& s = m.batch.seqs[static_cast<size_t>(i)];
     s.seq = id;
     s.tokens = {b.tokens + offset, static_cast<size_t>(n)};
@@ -286,4 +320,4 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
   if (b.hidden != nullptr) std::memcpy(b.hidden, m.out.hidden.data(), m.out.hidden.size() * sizeof(float));
 }
 
-}  // namespace specd::spec
+}  // namespace specd::speculative

@@ -1,6 +1,7 @@
-// ModelHost: the host side of the plugin ABI's model services. Proposer plugins (draft
-// model, MTP) load and run causal LMs through it; every hosted model has its own paged KV
-// cache, keyed by the engine's sequence ids.
+// ModelHost: the host side of the plugin ABI's model services. Proposer plugins (draft model,
+// MTP) load and run causal LMs through it; every hosted model has its own paged KV cache, keyed
+// by the engine's sequence ids. A scorer plugin runs the engine's own target model and KV
+// cache through the handle bind_target() returns.
 //
 // KV memory (ARCHITECTURE.md "One engine step"): the target and every hosted model get the
 // same number of blocks, so a sequence that fits in the target's cache fits in the draft's.
@@ -12,11 +13,14 @@
 // The engine creates the proposer (which loads its models here) before sizing the caches, then
 // calls allocate_kv(num_blocks). Models loaded later get the same block count.
 //
+// As sched::HostedKv, the scheduler caps the hosted caches at the target's committed length
+// after a verification and frees a sequence in all of them with the target (rollback in one
+// place); plugins may roll back further themselves.
+//
 // Not thread-safe: used from the engine's step thread only.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,17 +30,18 @@
 #include "model/llama.hpp"
 #include "model/weights.hpp"
 #include "plugin/host_services.hpp"
+#include "sched/scheduler.hpp"
 
-namespace specd::spec {
+namespace specd::speculative {
 
-class ModelHost {
+class ModelHost final : public sched::HostedKv {
  public:
   // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
   // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype);
   // placement: model.mmap, for every model loaded here.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
             std::string kv_dtype, model::WeightPlacement placement);
-  ~ModelHost();
+  ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
 
@@ -47,11 +52,15 @@ class ModelHost {
   // Sizes every hosted model's KV cache (and those loaded later) to num_blocks blocks.
   void allocate_kv(int32_t num_blocks);
   int32_t num_blocks() const { return num_blocks_; }
-  size_t num_models() const { return models_.size(); }
 
-  // Frees a sequence in every hosted model (the engine calls this when a sequence ends, in
-  // case a plugin did not).
-  void drop_sequence_everywhere(kv::SeqId seq);
+  // The model services handle of the engine's target model and KV cache (both must outlive the
+  // host). Forwards through it may only fill room the scheduler reserved; truncate and drop
+  // are refused or ignored (the scheduler owns that KV).
+  specd_model* bind_target(model::LlamaModel& model, kv::KvCache& kv);
+
+  // sched::HostedKv: every hosted model (not the bound target).
+  void truncate(kv::SeqId seq, int32_t max_len) override;
+  void drop(kv::SeqId seq) override;
 
   struct Hosted;
 
@@ -59,11 +68,11 @@ class ModelHost {
   static const specd_model_services table_;
   Hosted& load(const specd_model_load_options& options);
   Hosted& load_mtp(Hosted* target, int32_t module);
+  Hosted& add(std::unique_ptr<Hosted> h);
   void release(Hosted* m);
   void forward(Hosted& m, const specd_forward_batch& batch);
   void fill_info(const Hosted* m, specd_model_info& out) const;
   kv::KvCacheShape kv_shape(const Hosted& h) const;
-  static int32_t call(specd_error* err, const std::function<void()>& fn);
 
   std::shared_ptr<const model::LlamaWeights> target_weights_;
   int32_t block_size_;
@@ -72,6 +81,7 @@ class ModelHost {
   model::WeightPlacement placement_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;
+  std::unique_ptr<Hosted> target_;  // bind_target()
 };
 
-}  // namespace specd::spec
+}  // namespace specd::speculative

@@ -1,8 +1,8 @@
 // AsyncEngine: one specd::Engine driven by its own thread, fed and cancelled from any thread.
 //
-//   sched::AsyncEngine async(std::make_unique<Engine>(cfg), {.max_queue = 1024, .max_running = 64});
+//   AsyncEngine async(std::make_unique<Engine>(cfg), {.max_queue = 1024, .max_running = 64});
 //   auto sub = async.submit(request);            // from any thread
-//   if (sub.status == sched::SubmitStatus::kOk)
+//   if (sub.status == SubmitStatus::kOk)
 //     while (auto out = sub.stream->next(deadline)) { ...; if (out->finished) break; }
 //   async.stop(std::chrono::seconds(30));        // drain, then abort what is left
 //
@@ -12,8 +12,9 @@
 // the Engine, so a burst cannot grow memory without bound.
 //
 // Every request gets a RequestStream: a thread-safe queue of RequestOutput that ends with
-// exactly one output with finished == true (stop, length, error or abort). Outputs carry the
-// AsyncEngine's ticket id (the id submit() returned), not the Engine's internal id.
+// exactly one output with finished == true (stop, length, error or abort). The AsyncEngine is
+// the Engine's caller and owns the request ids: submit() picks the id, the Engine and every
+// output carry it.
 //
 // Threading: submit, cancel, stats, info and stop may be called from any thread. The Engine
 // itself is only touched by the loop thread (and by the constructor/destructor).
@@ -24,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,7 +37,7 @@
 #include "specd/engine.hpp"
 #include "specd/request.hpp"
 
-namespace specd::sched {
+namespace specd {
 
 using Clock = std::chrono::steady_clock;
 
@@ -66,7 +68,7 @@ enum class SubmitStatus {
 
 struct Submission {
   SubmitStatus status = SubmitStatus::kOk;
-  RequestId id = 0;                       // the ticket; valid when status == kOk
+  RequestId id = 0;                       // the request's id; valid when status == kOk
   std::shared_ptr<RequestStream> stream;  // null unless status == kOk
 };
 
@@ -132,12 +134,24 @@ class AsyncEngine {
     Clock::time_point submitted;
   };
   struct Running {
-    RequestId ticket = 0;
     std::shared_ptr<RequestStream> stream;
     RequestTrace trace;
   };
 
+  // What one turn of the loop takes from the shared state (under the lock).
+  struct Intake {
+    std::vector<Pending> admit;
+    std::vector<Pending> aborted;  // queued requests cancelled or cut by the drain deadline
+    std::vector<RequestId> cancel_running;
+    bool deadline_passed = false;
+    bool exit = false;  // stopping and nothing left
+  };
+
   void loop();
+  Intake take_work();
+  void apply(Intake& in);
+  size_t step_engine();
+  void fail_running(const std::exception& e);
   void finish_running(Running& r, RequestOutput out);
   void notify_finished(const RequestTrace& trace);
 
@@ -153,18 +167,17 @@ class AsyncEngine {
   bool stopping_ = false;
   bool loop_exited_ = false;
   std::optional<Clock::time_point> drain_deadline_;
-  RequestId next_ticket_ = 1;
+  RequestId next_id_ = 1;
   size_t num_running_ = 0;  // mirror of running_.size() for stats()
   uint64_t num_steps_ = 0;
   EngineStats engine_stats_;        // snapshots taken on the loop thread (guarded by mu_)
   spec::SpecMetrics spec_metrics_;
 
-  // Loop-thread state: Engine id → running request.
+  // Loop-thread state: the requests inside the Engine, by id.
   std::unordered_map<RequestId, Running> running_;
-  std::unordered_map<RequestId, RequestId> engine_id_of_ticket_;
 
   std::mutex stop_mu_;  // serializes stop() callers
   std::thread thread_;
 };
 
-}  // namespace specd::sched
+}  // namespace specd

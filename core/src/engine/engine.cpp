@@ -1,0 +1,292 @@
+// specd::Engine: config → checkpoint + tokenizer + model + KV cache + scheduler + scorer (and,
+// with a `speculative` section, the proposer and verifier plugins), requests in, prompt scoring.
+// The step itself is in step.cpp.
+#include "specd/engine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "engine/engine_impl.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/cpu_isa.hpp"
+#include "specd/kernels/parallel.hpp"
+#include "specd/kernels/softmax.hpp"
+
+namespace specd {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
+constexpr kv::SeqId kScoringSeq = -1;
+
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
+}
+
+}  // namespace
+
+Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
+  if (cfg.model.device != "cpu") {
+    throw Error(ErrorCode::kUnsupported, "model.device: \"" + cfg.model.device +
+                                             "\" is not supported yet; this build runs models on the cpu");
+  }
+  kernels::set_num_threads(cfg.model.num_threads);
+  log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
+
+  checkpoint = model::Checkpoint::open(cfg.model.path);
+  const model::ModelConfig& mc = checkpoint->config();
+  const std::string tok_path = cfg.model.tokenizer.empty() ? cfg.model.path : cfg.model.tokenizer;
+  tok = tokenizer::Tokenizer::load(tok_path);
+  if (tok->vocab_size() > mc.vocab_size) {
+    throw Error(ErrorCode::kModelFormat,
+                "tokenizer " + tok->source().string() + " has ids up to " +
+                    std::to_string(tok->vocab_size() - 1) + " (vocabulary of " +
+                    std::to_string(tok->vocab_size()) + ") but the model " +
+                    mc.config_path.string() + " has vocab_size " +
+                    std::to_string(mc.vocab_size));
+  }
+
+  max_model_len = cfg.model.max_model_len > 0 ? cfg.model.max_model_len : mc.max_position_embeddings;
+  if (max_model_len > mc.max_position_embeddings) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "model.max_model_len = " + std::to_string(max_model_len) +
+                    " exceeds the model's max_position_embeddings " +
+                    std::to_string(mc.max_position_embeddings) + " (" +
+                    mc.config_path.string() + ")");
+  }
+
+  const std::optional<model::DType> weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
+  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  std::shared_ptr<const model::LlamaWeights> weights =
+      model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
+  model = std::make_unique<model::LlamaModel>(weights);
+  const kv::KvCacheShape shape =
+      model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
+  // The proposer may load draft models: create it first so the KV budget covers them.
+  if (cfg.speculative.enabled) {
+    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);
+  }
+  size_kv_cache(shape);
+  scheduler = std::make_unique<sched::Scheduler>(
+      sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
+                             cfg.scheduler.chunked_prefill, max_model_len, spec ? spec->max_k() : 0,
+                             cfg.speculative.disable_by_batch_size},
+      *kv, spec ? &spec->host() : nullptr);
+  scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
+                : std::make_unique<speculative::MqaScorer>(*model, *kv);
+  output = std::make_unique<output::OutputProcessor>(*tok);
+
+  eos_ids = mc.eos_token_ids;
+  if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
+    eos_ids.push_back(*e);
+  }
+  probs.resize(static_cast<size_t>(mc.vocab_size));
+  describe();
+}
+
+void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
+  // Target and hosted models get equal block counts; one "block" of the budget is a target
+  // block plus one block of every hosted model (docs/speculative.md).
+  const size_t block_bytes = kv::bytes_per_block(shape) + (spec ? spec->host().hosted_bytes_per_block() : 0);
+  size_t budget = 0;
+  if (cfg.kv_cache.memory_mib > 0) {
+    budget = static_cast<size_t>(cfg.kv_cache.memory_mib) << 20;
+  } else {
+    // auto: every sequence at full context, capped at a quarter of physical memory.
+    const size_t full = block_bytes *
+                        static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
+                        static_cast<size_t>(cfg.scheduler.max_num_seqs);
+    budget = std::min(full, physical_memory_bytes() / 4);
+  }
+  const auto blocks = static_cast<int32_t>(std::min<size_t>(budget / block_bytes, INT32_MAX));
+  if (blocks < 1) {
+    throw Error(ErrorCode::kOutOfMemory,
+                "kv_cache.memory_mib: " + std::to_string(budget >> 20) +
+                    " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
+                    " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
+  }
+  kv = std::make_unique<kv::KvCache>(shape, blocks);
+  if (spec) spec->host().allocate_kv(blocks);
+}
+
+void Engine::Impl::describe() {
+  const model::ModelConfig& mc = checkpoint->config();
+  const kv::KvCacheShape& shape = kv->shape();
+  const int32_t blocks = kv->num_blocks();
+  info.model_dir = checkpoint->dir().string();
+  info.architecture = std::string(model::architecture_name(mc.arch));
+  info.vocab_size = mc.vocab_size;
+  info.num_layers = model->num_layers();
+  info.hidden_size = mc.hidden_size;
+  info.max_model_len = max_model_len;
+  info.kv_block_size = shape.block_size;
+  info.kv_num_blocks = blocks;
+  info.kv_bytes = kv::bytes_per_block(shape) * static_cast<size_t>(blocks);
+  info.decode_weight_bytes = model->decode_bytes();
+  info.weight_dtype = std::string(kernels::dtype_name(model->weights().dtype()));
+  info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
+  info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
+  info.num_threads = kernels::num_threads();
+  if (spec) {
+    info.proposer = spec->proposer_name();
+    info.verifier = spec->verifier_name();
+    info.verifier_lossless = spec->verifier_lossless();
+    info.scorer = scorer->name();
+    info.num_speculative_tokens = spec->default_k();
+  }
+  log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
+           info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
+           shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
+}
+
+Engine::Engine(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+Engine::~Engine() = default;
+
+void Engine::add_request(RequestId id, const Request& request) {
+  Impl& m = *impl_;
+  if (id > static_cast<RequestId>(std::numeric_limits<kv::SeqId>::max()))
+    throw Error(ErrorCode::kInvalidArgument, "request id " + std::to_string(id) + " is not below 2^63");
+  if (m.output->contains(id))
+    throw Error(ErrorCode::kInvalidArgument, "request id " + std::to_string(id) + " is already in use");
+  auto fail = [&](const std::string& message, int32_t num_prompt) {
+    m.pending.push_back(m.output->fail(id, message, num_prompt));
+  };
+  if (std::string err = validate_sampling_params(request.sampling); !err.empty()) {
+    fail("invalid sampling parameters: " + err, 0);
+    return;
+  }
+  auto seq = std::make_unique<sched::Sequence>();
+  seq->id = id;
+  try {
+    seq->tokens = request.prompt_ids.empty() ? m.tok->encode(request.prompt) : request.prompt_ids;
+  } catch (const Error& e) {
+    fail(std::string("cannot tokenize the prompt: ") + e.what(), 0);
+    return;
+  }
+  const auto n = static_cast<int32_t>(seq->tokens.size());
+  if (n == 0) {
+    fail("the prompt is empty", 0);
+    return;
+  }
+  for (int32_t t : seq->tokens) {
+    if (t < 0 || t >= m.info.vocab_size) {
+      fail("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+               std::to_string(m.info.vocab_size) + ")",
+           n);
+      return;
+    }
+  }
+  if (n >= m.max_model_len) {
+    fail("the prompt has " + std::to_string(n) + " tokens but the context length (max_model_len) is " +
+             std::to_string(m.max_model_len) + ", which leaves no room to generate",
+         n);
+    return;
+  }
+  if (const auto& k = request.speculative.num_speculative_tokens; k && (*k < 0 || *k > 32)) {
+    fail("speculative.num_speculative_tokens must be in [0, 32], got " + std::to_string(*k), n);
+    return;
+  }
+  seq->num_prompt = n;
+  seq->params = request.sampling;
+  if (m.spec && request.speculative.enabled) {
+    seq->spec_k = request.speculative.num_speculative_tokens.value_or(m.spec->default_k());
+  }
+  seq->seed = request.sampling.seed ? *request.sampling.seed
+                                    : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
+  seq->stop_ids = request.sampling.stop_token_ids;
+  if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
+  m.output->add(id, seq->tokens, request.sampling);
+  m.scheduler->add(std::move(seq));
+}
+
+void Engine::abort(RequestId id) {
+  Impl& m = *impl_;
+  if (m.scheduler->remove(id)) {
+    if (m.spec) m.spec->release(id);
+    m.pending.push_back(m.output->abort(id));
+  }
+}
+
+bool Engine::has_unfinished() const { return !impl_->scheduler->empty() || !impl_->pending.empty(); }
+
+std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
+  Impl& m = *impl_;
+  const auto n = static_cast<int32_t>(ids.size());
+  if (n < 2) throw Error(ErrorCode::kInvalidArgument, "scoring needs at least 2 tokens, got " + std::to_string(n));
+  if (n > m.max_model_len) {
+    throw Error(ErrorCode::kInvalidArgument, "cannot score " + std::to_string(n) +
+                                                 " tokens: the context length is " +
+                                                 std::to_string(m.max_model_len));
+  }
+  for (int32_t t : ids) {
+    if (t < 0 || t >= m.info.vocab_size) {
+      throw Error(ErrorCode::kInvalidArgument, "token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  struct Guard {
+    kv::KvCache& kv;
+    ~Guard() { kv.remove_sequence(kScoringSeq); }
+  } guard{*m.kv};
+  m.kv->add_sequence(kScoringSeq);
+  if (!m.kv->reserve(kScoringSeq, n)) {
+    throw Error(ErrorCode::kOutOfMemory, "not enough free KV blocks to score " + std::to_string(n) +
+                                             " tokens (" + std::to_string(m.kv->num_free_blocks()) +
+                                             " free of " + std::to_string(m.kv->num_blocks()) + ")");
+  }
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(n - 1));
+  const int32_t chunk = m.cfg.scheduler.max_num_batched_tokens;
+  model::ForwardBatch batch;
+  model::ForwardOutput fwd;
+  for (int32_t start = 0; start < n - 1; start += chunk) {
+    const int32_t len = std::min(chunk, n - 1 - start);  // the last token predicts nothing
+    batch.seqs = {{kScoringSeq, ids.subspan(static_cast<size_t>(start), static_cast<size_t>(len)),
+                   model::LogitsMode::kAll}};
+    m.model->forward(batch, *m.kv, fwd);
+    for (int32_t r = 0; r < len; ++r) {
+      kernels::log_softmax(kernels::Device::kCpu, fwd.logits_row(r).data(), m.probs.data(), 1, m.info.vocab_size);
+      out.push_back(m.probs[static_cast<size_t>(ids[static_cast<size_t>(start + r + 1)])]);
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> Engine::encode(std::string_view text, bool add_special_tokens) const {
+  tokenizer::EncodeOptions opts;
+  opts.add_special_tokens = add_special_tokens;
+  return impl_->tok->encode(text, opts);
+}
+
+std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return impl_->tok->decode(ids, skip_special_tokens);
+}
+
+const EngineInfo& Engine::info() const { return impl_->info; }
+
+spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec ? impl_->spec->metrics() : spec::SpecMetrics{}; }
+
+const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
+
+EngineStats Engine::stats() const {
+  const Impl& m = *impl_;
+  EngineStats s;
+  s.kv_blocks_total = m.kv->num_blocks();
+  s.kv_blocks_free = m.kv->num_free_blocks();
+  s.num_running = m.scheduler->num_running();
+  s.num_waiting = m.scheduler->num_waiting();
+  s.num_preemptions = m.num_preemptions;
+  return s;
+}
+
+}  // namespace specd

@@ -1,0 +1,54 @@
+#include <algorithm>
+
+#include "speculative/scorer.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+
+namespace specd::speculative {
+
+void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_speculating) {
+  auto selected = [&](const sched::StepRow& row) { return !row.failed() && !(skip_speculating && row.speculates()); };
+  // Drafted rows feed [chunk..., drafts...] from one buffer, sized before any span into it.
+  size_t extra = 0;
+  for (const sched::StepRow& row : batch.rows)
+    if (selected(row) && row.drafted()) extra += static_cast<size_t>(row.n) + row.drafts.size();
+  inputs_.resize(extra);
+  rows_.clear();
+  batch_.seqs.clear();
+  size_t offset = 0;
+  for (sched::StepRow& row : batch.rows) {
+    if (!selected(row)) continue;
+    const sched::Sequence& seq = *row.seq;
+    std::span<const int32_t> tokens =
+        std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(row.start), static_cast<size_t>(row.n));
+    model::LogitsMode mode = row.sample ? model::LogitsMode::kLast : model::LogitsMode::kNone;
+    if (row.drafted()) {
+      int32_t* dst = inputs_.data() + offset;
+      std::copy(tokens.begin(), tokens.end(), dst);
+      std::copy(row.drafts.begin(), row.drafts.end(), dst + tokens.size());
+      tokens = {dst, tokens.size() + row.drafts.size()};
+      offset += tokens.size();
+      mode = model::LogitsMode::kAll;
+    }
+    batch_.seqs.push_back({static_cast<kv::SeqId>(seq.id), tokens, mode});
+    rows_.push_back(&row);
+  }
+  if (rows_.empty()) return;
+  batch_.return_hidden = want_hidden;
+  batch_.hidden_all = want_hidden;
+  try {
+    model_.forward(batch_, kv_, out_);
+  } catch (const Error& e) {
+    // The forward failed as a whole (no KV length changed): its rows fail, the others go on.
+    log::get("engine").error("forward failed for {} sequences: {}", rows_.size(), e.what());
+    for (sched::StepRow* row : rows_) row->fail(std::string("forward failed: ") + e.what());
+    return;
+  }
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    sched::StepRow& row = *rows_[b];
+    if (row.sample) row.logits = out_.logits.data() + static_cast<size_t>(out_.row_start[b]) * out_.vocab_size;
+    if (want_hidden) row.hidden = out_.hidden.data() + static_cast<size_t>(out_.token_start[b]) * out_.hidden_size;
+  }
+}
+
+}  // namespace specd::speculative

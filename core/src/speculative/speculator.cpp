@@ -1,0 +1,307 @@
+#include "speculative/speculator.hpp"
+
+#include <algorithm>
+
+#include "sampling/sampling.hpp"
+#include "speculative/abi_views.hpp"
+#include "specd/error.hpp"
+#include "specd/log.hpp"
+
+namespace specd::speculative {
+namespace {
+
+log::Logger& spec_log() { return log::get("spec"); }
+
+}  // namespace
+
+Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
+                       int32_t block_size, int64_t max_model_len, int64_t vocab_size)
+    : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
+  registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
+  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype,
+                                      cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy);
+  proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
+                                        host_->binding());
+  verifier_ = registry_.create_verifier(cfg.speculative.verifier.name, cfg.speculative.verifier.params);
+  const auto& caps = proposer_->capabilities();
+  // ABI 1.0 hosts called on_accept and on_release whatever keeps_state said.
+  keeps_state_ = caps.keeps_state != 0 || proposer_->abi_minor() < 1;
+  if (verifier_->capabilities().needs_draft_probs == 0 && caps.produces_draft_probs != 0)
+    spec_log().info("verifier '{}' ignores the draft probabilities proposer '{}' produces", verifier_->name(),
+                    proposer_->name());
+  if (!verifier_lossless())
+    spec_log().info("verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
+                    "distribution exactly",
+                    verifier_->name());
+  spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}", proposer_->name(), verifier_->name(),
+                  default_k_);
+}
+
+Speculator::~Speculator() = default;
+
+void Speculator::fail(std::span<sched::StepRow* const> rows, const char* stage, const Error& e) {
+  spec_log().error("{} failed for {} sequences: {}", stage, rows.size(), e.what());
+  for (sched::StepRow* row : rows) row->fail(std::string("speculative decoding failed: ") + e.what());
+}
+
+void Speculator::fail(sched::StepRow& row, const char* stage, const Error& e) {
+  sched::StepRow* one = &row;
+  fail({&one, 1}, stage, e);
+}
+
+// ---- propose ----------------------------------------------------------------------------------
+
+void Speculator::propose(sched::StepBatch& batch) {
+  rows_.clear();
+  for (sched::StepRow& row : batch.rows)
+    if (row.speculates() && !row.failed()) rows_.push_back(&row);
+  if (rows_.empty()) return;
+  const specd_proposer_caps& caps = proposer_->capabilities();
+  if (caps.supports_variable_k == 0) {
+    // One k for the whole call: the smallest any row may take.
+    int32_t k = rows_.front()->lookahead;
+    for (const sched::StepRow* row : rows_) k = std::min(k, row->lookahead);
+    for (sched::StepRow* row : rows_) row->lookahead = k;
+  }
+  const size_t b = rows_.size();
+  k_max_ = 1;
+  for (const sched::StepRow* row : rows_) k_max_ = std::max(k_max_, row->lookahead);
+  seqs_buf_.resize(b);
+  max_draft_.resize(b);
+  for (size_t i = 0; i < b; ++i) {
+    const sched::Sequence& s = *rows_[i]->seq;
+    seqs_buf_[i] = abi_sequence(s, static_cast<int64_t>(s.tokens.size()));
+    max_draft_[i] = rows_[i]->lookahead;
+  }
+  draft_tokens_.assign(b * static_cast<size_t>(k_max_), -1);
+  num_drafted_.assign(b, 0);
+  const bool with_probs = caps.produces_draft_probs != 0;
+  const size_t probs_stride = static_cast<size_t>(k_max_) * static_cast<size_t>(vocab_);
+  if (with_probs) draft_probs_.resize(b * probs_stride);
+
+  specd_propose_batch pb{};
+  pb.struct_size = sizeof(pb);
+  pb.num_seqs = static_cast<int32_t>(b);
+  pb.seqs = seqs_buf_.data();
+  pb.max_draft = max_draft_.data();
+  pb.k_max = k_max_;
+  pb.vocab_size = static_cast<int32_t>(vocab_);
+  pb.draft_tokens = draft_tokens_.data();
+  pb.num_drafted = num_drafted_.data();
+  pb.draft_probs = with_probs ? draft_probs_.data() : nullptr;
+  try {
+    if (wants_hidden()) pass_hidden(rows_, pb);
+    proposer_->propose(pb);
+    check_drafts(rows_);
+  } catch (const Error& e) {
+    fail(rows_, "proposer", e);
+    return;
+  }
+  for (size_t i = 0; i < b; ++i) {
+    sched::StepRow& row = *rows_[i];
+    row.drafts = {draft_tokens_.data() + i * static_cast<size_t>(k_max_), static_cast<size_t>(num_drafted_[i])};
+    row.draft_probs = with_probs ? draft_probs_.data() + i * probs_stride : nullptr;
+  }
+}
+
+// Target hidden states committed since each sequence's previous propose (ABI
+// specd_propose_batch.num_hidden). Invariant: a sequence of length L has hidden states for
+// positions 0..L-2 (the last token has not been through the target yet).
+void Speculator::pass_hidden(std::span<sched::StepRow* const> rows, specd_propose_batch& pb) {
+  const size_t H = static_cast<size_t>(hidden_size_);
+  num_hidden_.assign(rows.size(), 0);
+  hidden_buf_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sched::Sequence& s = *rows[i]->seq;
+    auto it = seqs_.find(s.id);
+    if (it == seqs_.end()) continue;
+    const auto L = static_cast<int64_t>(s.tokens.size());
+    SPECD_CHECK(it->second.next_pos == L - 1, ErrorCode::kInternal,
+                "speculator: sequence " + std::to_string(s.id) + " of length " + std::to_string(L) +
+                    " has target hidden states up to position " + std::to_string(it->second.next_pos));
+    num_hidden_[i] = static_cast<int32_t>(it->second.rows.size() / H);
+    hidden_buf_.insert(hidden_buf_.end(), it->second.rows.begin(), it->second.rows.end());
+    it->second.rows.clear();  // the proposer keeps what it is given ("committed since the previous call")
+  }
+  pb.num_hidden = num_hidden_.data();
+  pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+}
+
+void Speculator::check_drafts(std::span<sched::StepRow* const> rows) const {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t n = num_drafted_[i];
+    const RequestId id = rows[i]->seq->id;
+    if (n < 0 || n > rows[i]->lookahead)
+      throw Error(ErrorCode::kPluginCall, "proposer '" + proposer_->name() + "' drafted " + std::to_string(n) +
+                                              " tokens for sequence " + std::to_string(id) + ", allowed 0.." +
+                                              std::to_string(rows[i]->lookahead));
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t t = draft_tokens_[i * static_cast<size_t>(k_max_) + static_cast<size_t>(j)];
+      if (t < 0 || t >= vocab_)
+        throw Error(ErrorCode::kPluginCall, "proposer '" + proposer_->name() + "' drafted token id " +
+                                                std::to_string(t) + " outside the vocabulary [0, " +
+                                                std::to_string(vocab_) + ") for sequence " + std::to_string(id));
+    }
+  }
+}
+
+// ---- after the scorer: prefill chunks and plain decodes -------------------------------------
+
+void Speculator::observe(sched::StepBatch& batch) {
+  if (!keeps_state_ && !wants_hidden()) return;
+  rows_.clear();
+  for (sched::StepRow& row : batch.rows) {
+    if (row.failed() || row.drafted() || row.seq->spec_k <= 0) continue;  // spec_k 0: never proposes
+    const auto it = seqs_.find(row.seq->id);
+    if (it == seqs_.end() || !it->second.prefilled) {
+      rows_.push_back(&row);
+    } else if (wants_hidden()) {
+      // A plain decode: its hidden state goes with the next propose (drafted rows: accept()).
+      try {
+        add_hidden(row, row.n);
+      } catch (const Error& e) {
+        fail(row, "target hidden states", e);
+      }
+    }
+  }
+  try {
+    prefill(rows_);
+  } catch (const Error& e) {
+    fail(rows_, "proposer on_prefill", e);
+  }
+}
+
+void Speculator::prefill(std::span<sched::StepRow* const> rows) {
+  if (rows.empty()) return;
+  const size_t H = static_cast<size_t>(hidden_size_);
+  seqs_buf_.resize(rows.size());
+  num_new_.resize(rows.size());
+  hidden_buf_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sched::StepRow& row = *rows[i];
+    SeqState& st = seqs_[row.seq->id];
+    SPECD_CHECK(row.start == st.next_pos && st.rows.empty(), ErrorCode::kInternal,
+                "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
+                    std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
+    // The prompt processed so far: the chunk is its last n tokens.
+    seqs_buf_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.start) + row.n);
+    num_new_[i] = row.n;
+    if (wants_hidden()) hidden_buf_.insert(hidden_buf_.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
+  }
+  specd_prefill_batch pb{};
+  pb.struct_size = sizeof(pb);
+  pb.num_seqs = static_cast<int32_t>(rows.size());
+  pb.seqs = seqs_buf_.data();
+  pb.num_new = num_new_.data();
+  if (wants_hidden())
+    pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+  proposer_->on_prefill(pb);
+  for (const sched::StepRow* row : rows) {
+    SeqState& st = seqs_[row->seq->id];
+    st.next_pos = row->start + row->n;
+    if (row->sample) st.prefilled = true;
+  }
+}
+
+// Hidden states of newly committed positions [row.start, row.start + n) of a decoding sequence
+// (a plain decode, or the chunk plus the accepted drafts of a scored row).
+void Speculator::add_hidden(const sched::StepRow& row, int32_t n) {
+  SeqState& st = seqs_[row.seq->id];
+  SPECD_CHECK(row.start == st.next_pos, ErrorCode::kInternal,
+              "speculator: hidden states of sequence " + std::to_string(row.seq->id) + " for position " +
+                  std::to_string(row.start) + ", expected position " + std::to_string(st.next_pos));
+  st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * static_cast<size_t>(hidden_size_));
+  st.next_pos = row.start + n;
+}
+
+// ---- verify -----------------------------------------------------------------------------------
+
+bool Speculator::verify(sched::StepBatch& batch) {
+  rows_.clear();
+  for (sched::StepRow& row : batch.rows)
+    if (row.drafted() && !row.failed()) rows_.push_back(&row);
+  if (rows_.empty()) return false;
+  const size_t b = rows_.size();
+  int32_t k = 0;
+  for (const sched::StepRow* row : rows_) k = std::max(k, static_cast<int32_t>(row->drafts.size()));
+  const size_t V = static_cast<size_t>(vocab_);
+  const size_t width = static_cast<size_t>(k) + 1;
+  const bool with_probs = verifier_->capabilities().needs_draft_probs != 0 && rows_.front()->draft_probs != nullptr;
+  target_probs_.resize(b * width * V);
+  verify_drafts_.assign(b * static_cast<size_t>(k), -1);
+  verify_counts_.resize(b);
+  if (with_probs) verify_q_.resize(b * static_cast<size_t>(k) * V);
+  seeds_.resize(b);
+  steps_.resize(b);
+  out_tokens_.assign(b * width, -1);
+  num_accepted_.assign(b, 0);
+  try {
+    for (size_t i = 0; i < b; ++i) {
+      const sched::StepRow& row = *rows_[i];
+      const sched::Sequence& s = *row.seq;
+      const auto m = static_cast<int32_t>(row.drafts.size());
+      verify_counts_[i] = m;
+      seeds_[i] = s.seed;
+      steps_[i] = s.step();
+      std::copy(row.drafts.begin(), row.drafts.end(), verify_drafts_.begin() + static_cast<ptrdiff_t>(i * k));
+      if (with_probs) std::copy_n(row.draft_probs, static_cast<size_t>(m) * V, verify_q_.data() + i * k * V);
+      for (int32_t j = 0; j <= m; ++j)
+        sampling::transform_logits_to_probs({row.logits + static_cast<size_t>(j) * V, V}, s.params,
+                                            {target_probs_.data() + (i * width + static_cast<size_t>(j)) * V, V});
+    }
+    specd_verify_batch vb{};
+    vb.struct_size = sizeof(vb);
+    vb.device = {SPECD_DEVICE_CPU, 0};
+    vb.num_seqs = static_cast<int32_t>(b);
+    vb.k_max = k;
+    vb.vocab_size = static_cast<int32_t>(vocab_);
+    vb.num_drafted = verify_counts_.data();
+    vb.draft_tokens = verify_drafts_.data();
+    vb.target_probs = target_probs_.data();
+    vb.draft_probs = with_probs ? verify_q_.data() : nullptr;
+    vb.seeds = seeds_.data();
+    vb.steps = steps_.data();
+    vb.out_tokens = out_tokens_.data();
+    vb.num_accepted = num_accepted_.data();
+    verifier_->verify(vb);
+    for (size_t i = 0; i < b; ++i) {
+      const int32_t a = num_accepted_[i];
+      const int32_t token = a >= 0 && a <= verify_counts_[i] ? out_tokens_[i * width + static_cast<size_t>(a)] : -1;
+      if (token < 0 || token >= vocab_)
+        throw Error(ErrorCode::kPluginCall, "verifier '" + verifier_->name() +
+                                                "' returned an invalid result for sequence " +
+                                                std::to_string(rows_[i]->seq->id) + " (accepted " +
+                                                std::to_string(a) + " of " + std::to_string(verify_counts_[i]) + ")");
+    }
+  } catch (const Error& e) {
+    fail(rows_, "verifier", e);
+    return false;
+  }
+  for (size_t i = 0; i < b; ++i) {
+    rows_[i]->num_accepted = num_accepted_[i];
+    rows_[i]->emitted = {out_tokens_.data() + i * width, static_cast<size_t>(num_accepted_[i]) + 1};
+  }
+  return true;
+}
+
+// ---- after commit -----------------------------------------------------------------------------
+
+void Speculator::accept(sched::StepRow& row) {
+  if (!row.speculates() || row.failed()) return;
+  try {
+    // Committed and through the target: the chunk's positions and the accepted drafts.
+    if (wants_hidden() && row.drafted()) add_hidden(row, row.n + row.num_accepted);
+    if (keeps_state_)
+      proposer_->on_accept(row.seq->id, row.num_accepted,
+                           {row.emitted.data(), static_cast<int64_t>(row.num_appended)});
+  } catch (const Error& e) {
+    fail(row, "proposer on_accept", e);
+  }
+}
+
+void Speculator::release(RequestId id) {
+  seqs_.erase(id);
+  if (keeps_state_) proposer_->on_release(id);
+}
+
+}  // namespace specd::speculative

@@ -1,0 +1,133 @@
+// The CPU kernels at memory-bound sizes, per ISA level and weight dtype:
+//   GEMV/<isa>/<dtype>/rows:m   a weight set of 512 MiB in F32 terms (768 x 3072 matrices, far
+//                               larger than any cache), m activation rows; "bytes_per_second"
+//                               is weight bytes streamed (compare with ReadBandwidth)
+//   ReadBandwidth               the yardstick specd bench uses, at the same thread count
+//   Attention/<isa>/<kv>/ctx:n  one decode token of llama-160m's attention shape (12 heads,
+//                               head_dim 64) over a context of n cached tokens
+// Threads: the kernel pool's default (all hardware threads); SPECD_CPU_ISA limits the levels.
+//
+//   bench_kernels [--benchmark_filter=GEMV/avx512/q4_0]
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "specd/kernels/aligned_buffer.hpp"
+#include "specd/kernels/attention.hpp"
+#include "specd/kernels/bandwidth.hpp"
+#include "specd/kernels/convert.hpp"
+#include "specd/kernels/cpu_isa.hpp"
+#include "specd/kernels/matmul.hpp"
+
+namespace {
+
+using namespace specd::kernels;
+
+constexpr int64_t kRows = 3072, kCols = 768;  // one llama-160m MLP matrix
+constexpr int kMatrices = 56;                 // 56 x 9 MiB (F32) = 504 MiB
+
+struct WeightSet {
+  std::vector<AlignedBuffer> buffers;
+  std::vector<WeightView> views;
+  size_t bytes = 0;
+};
+
+const WeightSet& weights(DType dt) {
+  static WeightSet sets[kNumDTypes];
+  WeightSet& s = sets[static_cast<int>(dt)];
+  if (s.views.empty()) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    std::vector<float> f(static_cast<size_t>(kRows * kCols));
+    for (float& x : f) x = dist(rng);
+    for (int i = 0; i < kMatrices; ++i) {
+      s.buffers.push_back(allocate_aligned(row_bytes(dt, kCols) * kRows));
+      from_f32(Device::kCpu, f.data(), dt, s.buffers.back().get(), kRows * kCols);
+      s.views.push_back({dt, s.buffers.back().get(), kRows, kCols});
+      s.bytes += s.views.back().bytes();
+    }
+  }
+  return s;
+}
+
+void BM_Gemv(benchmark::State& state, CpuIsa isa, DType dt) {
+  set_cpu_isa(isa);
+  const auto m = static_cast<int64_t>(state.range(0));
+  const WeightSet& w = weights(dt);
+  std::vector<float> a(static_cast<size_t>(m * kCols), 0.25f), c(static_cast<size_t>(m * kRows));
+  for (auto _ : state) {
+    for (const WeightView& v : w.views) matmul(Device::kCpu, a.data(), v, nullptr, c.data(), m);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.bytes));
+  state.counters["rows"] = static_cast<double>(m);
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = measure_read_bandwidth(size_t{512} << 20, 3).median_gbs;
+  state.counters["GB/s"] = gbs;
+}
+
+void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
+  set_cpu_isa(isa);
+  const int32_t ctx = static_cast<int32_t>(state.range(0)), heads = 12, hd = 64, block = 16;
+  const int32_t blocks = (ctx + block - 1) / block;
+  const size_t elem = kv == DType::kF32 ? 4 : 2;
+  std::vector<uint8_t> k(static_cast<size_t>(blocks) * block * heads * hd * elem, 0x3c);
+  std::vector<uint8_t> v(k.size(), 0x3c);
+  std::vector<float> q(static_cast<size_t>(heads * hd), 0.1f), out(q.size());
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int32_t b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = b;
+  const int32_t query_start[2] = {0, 1};
+  PagedAttentionParams p;
+  p.q = q.data();
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.kv_dtype = kv;
+  p.out = out.data();
+  p.num_seqs = 1;
+  p.query_start = query_start;
+  p.context_lens = &ctx;
+  p.block_tables = table.data();
+  p.block_table_stride = blocks;
+  p.num_blocks = blocks;
+  p.block_size = block;
+  p.num_heads = heads;
+  p.num_kv_heads = heads;
+  p.head_dim = hd;
+  p.scale = 0.125f;
+  for (auto _ : state) paged_attention(Device::kCpu, p);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * k.size()));
+}
+
+[[maybe_unused]] const bool registered = [] {
+  for (CpuIsa isa : supported_cpu_isas()) {
+    const std::string level(cpu_isa_name(isa));
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+      benchmark::RegisterBenchmark(("GEMV/" + level + "/" + std::string(dtype_name(dt))).c_str(), BM_Gemv, isa, dt)
+          ->ArgName("rows")
+          ->Arg(1)
+          ->Arg(5)
+          ->Arg(8)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+    for (DType kv : {DType::kF32, DType::kF16})
+      benchmark::RegisterBenchmark(("Attention/" + level + "/" + std::string(dtype_name(kv))).c_str(), BM_Attention,
+                                   isa, kv)
+          ->ArgName("ctx")
+          ->Arg(256)
+          ->Arg(2048)
+          ->UseRealTime();
+  }
+  benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Iterations(3)->Unit(benchmark::kMillisecond);
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

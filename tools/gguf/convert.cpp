@@ -1,0 +1,222 @@
+#include "convert.hpp"
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
+#include "specd/kernels/rope.hpp"
+
+namespace specd::gguf {
+
+namespace {
+
+namespace fs = std::filesystem;
+using model::Architecture;
+using model::Checkpoint;
+using model::ModelConfig;
+using model::TensorView;
+
+// llama_ftype values for general.file_type.
+uint32_t file_type(TensorType type) {
+  switch (type) {
+    case TensorType::kF32:
+      return 0;  // LLAMA_FTYPE_ALL_F32
+    case TensorType::kF16:
+      return 1;  // LLAMA_FTYPE_MOSTLY_F16
+    case TensorType::kBF16:
+      return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case TensorType::kQ8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case TensorType::kQ4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+  }
+  return 0;
+}
+
+bool quantized(TensorType type) { return type == TensorType::kQ8_0 || type == TensorType::kQ4_0; }
+
+model::DType kernel_dtype(TensorType type) {
+  switch (type) {
+    case TensorType::kF32: return model::DType::kF32;
+    case TensorType::kF16: return model::DType::kF16;
+    case TensorType::kBF16: return model::DType::kBF16;
+    case TensorType::kQ8_0: return model::DType::kQ8_0;
+    case TensorType::kQ4_0: return model::DType::kQ4_0;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "specd-to-gguf writes f32, f16, bf16, q8_0 or q4_0 tensors");
+}
+
+// Writes `t` row by row as `type`. permute_head_dim > 0 reorders the rows within each head
+// (rope_source_row); 0 keeps the checkpoint's order.
+// A permuted 1-D tensor (a Q/K bias) is permuted element by element: rows of one element.
+void write_rows(std::ostream& out, const TensorView& t, TensorType type, int64_t permute_head_dim) {
+  const int64_t rows = t.shape.size() == 1 ? (permute_head_dim > 0 ? t.shape[0] : 1) : t.shape[0];
+  const int64_t cols = t.numel() / rows;
+  const size_t src_row_bytes = static_cast<size_t>(cols) * model::dtype_size(t.dtype);
+  TensorView row = t;
+  row.shape = {cols};
+  row.nbytes = src_row_bytes;
+  std::vector<float> values(static_cast<size_t>(cols));
+  // Narrowed and quantized exactly as specd converts at load (kernels::from_f32).
+  const model::DType dtype = kernel_dtype(type);
+  std::vector<char> encoded(tensor_bytes(type, static_cast<uint64_t>(cols)));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = permute_head_dim > 0 ? rope_source_row(r, permute_head_dim) : r;
+    row.data = t.data + static_cast<size_t>(src) * src_row_bytes;
+    Checkpoint::to_f32(row, values.data());
+    kernels::from_f32(kernels::Device::kCpu, values.data(), dtype, encoded.data(), cols);
+    out.write(encoded.data(), static_cast<std::streamsize>(encoded.size()));
+  }
+}
+
+// Queues the tensors of the GGUF file, checking every shape against the config. The
+// checkpoint must outlive Writer::write(), which reads the tensors.
+class TensorPlan {
+ public:
+  TensorPlan(Writer& writer, const Checkpoint& ckpt, TensorType type) : writer_(writer), ckpt_(ckpt), type_(type) {}
+
+  // `hf` must have `shape` ([out, in] or [n]); 1-D tensors are written as F32, and with a
+  // quantized type the embeddings and LM head (`head`) as F16, as specd quantizes at load.
+  void add(const std::string& hf, const std::string& gguf, const std::vector<int64_t>& shape,
+           int64_t permute_head_dim = 0, bool head = false) {
+    const TensorView& t = ckpt_.require(hf, shape);
+    const TensorType type = shape.size() == 1             ? TensorType::kF32
+                            : head && quantized(type_)    ? TensorType::kF16
+                                                          : type_;
+    writer_.add_tensor(gguf, std::vector<uint64_t>(shape.rbegin(), shape.rend()), type,
+                       [&t, type, permute_head_dim](std::ostream& out) { write_rows(out, t, type, permute_head_dim); });
+    ++added_;
+  }
+
+  size_t added() const { return added_; }
+
+ private:
+  Writer& writer_;
+  const Checkpoint& ckpt_;
+  TensorType type_;
+  size_t added_ = 0;
+};
+
+void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_qk) {
+  const std::string hf = "model.layers." + std::to_string(i) + ".";
+  const std::string gg = "blk." + std::to_string(i) + ".";
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t perm = permute_qk ? c.head_dim : 0;
+  plan.add(hf + "input_layernorm.weight", gg + "attn_norm.weight", {h});
+  plan.add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q, h}, perm);
+  plan.add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv, h}, perm);
+  plan.add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv, h});
+  if (c.attention_bias) {
+    plan.add(hf + "self_attn.q_proj.bias", gg + "attn_q.bias", {q}, perm);
+    plan.add(hf + "self_attn.k_proj.bias", gg + "attn_k.bias", {kv}, perm);
+    plan.add(hf + "self_attn.v_proj.bias", gg + "attn_v.bias", {kv});
+  }
+  if (c.qk_norm) {
+    plan.add(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", {c.head_dim});
+    plan.add(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", {c.head_dim});
+  }
+  plan.add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {h, q});
+  if (c.attention_out_bias) plan.add(hf + "self_attn.o_proj.bias", gg + "attn_output.bias", {h});
+  plan.add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {h});
+  plan.add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {inter, h});
+  plan.add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {inter, h});
+  plan.add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {h, inter});
+}
+
+// rope_freqs.weight: llama.cpp divides each frequency by its factor, so factor = the unscaled
+// inverse frequency over the Llama 3 scaled one (the same scaled values specd uses).
+std::vector<float> llama3_rope_factors(const ModelConfig& c) {
+  const model::RopeScaling& s = c.rope_scaling;
+  kernels::RopeScalingParams scaled{kernels::RopeScalingParams::Kind::kLlama3, s.factor, s.low_freq_factor,
+                                    s.high_freq_factor, static_cast<double>(s.original_max_position_embeddings)};
+  const std::vector<float> base = kernels::rope_inv_freq(c.head_dim, c.rope_theta, {});
+  const std::vector<float> inv = kernels::rope_inv_freq(c.head_dim, c.rope_theta, scaled);
+  std::vector<float> factors(base.size());
+  for (size_t i = 0; i < base.size(); ++i) factors[i] = base[i] / inv[i];
+  return factors;
+}
+
+void add_hparams(Writer& w, const std::string& arch, const ModelConfig& c, int64_t layers) {
+  const std::string p = arch + ".";
+  w.set_u32(p + "context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  w.set_u32(p + "embedding_length", static_cast<uint32_t>(c.hidden_size));
+  w.set_u32(p + "block_count", static_cast<uint32_t>(layers));
+  w.set_u32(p + "feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  w.set_u32(p + "attention.head_count", static_cast<uint32_t>(c.num_heads));
+  w.set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
+  w.set_u32(p + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+  w.set_u32(p + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  w.set_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
+  w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLinear) {
+    w.set_string(p + "rope.scaling.type", "linear");
+    w.set_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+  }
+}
+
+}  // namespace
+
+int64_t rope_source_row(int64_t row, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const int64_t within = row % head_dim;
+  return row - within + (within % 2) * half + within / 2;
+}
+
+ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out_file, const ConvertOptions& options) {
+  const std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(model_dir);
+  const ModelConfig& c = ckpt->config();
+  ConvertSummary summary;
+  summary.architecture = c.arch == Architecture::kQwen2   ? "qwen2"
+                         : c.arch == Architecture::kQwen3 ? "qwen3"
+                                                          : "llama";
+  const bool llama_arch = summary.architecture == "llama";
+  if (options.layers < 0 || options.layers > c.num_layers) {
+    throw Error(ErrorCode::kInvalidArgument, "--layers " + std::to_string(options.layers) + ": " + model_dir.string() +
+                                                 " has " + std::to_string(c.num_layers) + " layers");
+  }
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3 && !llama_arch) {
+    throw Error(ErrorCode::kUnsupported, c.config_path.string() + ": rope_scaling llama3 on " +
+                                             std::string(model::architecture_name(c.arch)) + " has no GGUF form");
+  }
+  summary.layers = options.layers == 0 ? c.num_layers : options.layers;
+  summary.vocab = c.vocab_size;
+
+  Writer w;
+  w.set_string("general.architecture", summary.architecture);
+  fs::path dir = fs::absolute(model_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "models/llama-160m/"
+  w.set_string("general.name", options.name.empty() ? dir.filename().string() : options.name);
+  w.set_u32("general.file_type", file_type(options.type));
+  add_hparams(w, summary.architecture, c, summary.layers);
+  summary.tokenizer_model = add_vocab(w, model_dir, c.vocab_size);
+
+  TensorPlan plan(w, *ckpt, options.type);
+  const int64_t h = c.hidden_size, v = c.vocab_size;
+  plan.add("model.embed_tokens.weight", "token_embd.weight", {v, h}, 0, true);
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3) {
+    auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(c));
+    w.add_tensor("rope_freqs.weight", {factors->size()}, TensorType::kF32, [factors](std::ostream& out) {
+      out.write(reinterpret_cast<const char*>(factors->data()), static_cast<std::streamsize>(factors->size() * 4));
+    });
+  }
+  for (int64_t i = 0; i < summary.layers; ++i) add_layer(plan, c, i, llama_arch);
+  plan.add("model.norm.weight", "output_norm.weight", {h});
+  // Tied embeddings: llama.cpp uses token_embd.weight when output.weight is absent.
+  if (!c.tie_word_embeddings || ckpt->find("lm_head.weight") != nullptr)
+    plan.add("lm_head.weight", "output.weight", {v, h}, 0, true);
+
+  w.write(out_file);
+  summary.tensors = w.tensor_count();
+  summary.skipped_tensors = ckpt->tensor_names().size() - plan.added();
+  summary.file_bytes = fs::file_size(out_file);
+  return summary;
+}
+
+}  // namespace specd::gguf

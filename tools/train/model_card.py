@@ -140,6 +140,9 @@ def card_fields(t):
         "t_steps": plan["target_steps"], "d_steps": plan["draft_steps"], "m_steps": plan["mtp_steps"],
         "batch": plan["batch"], "code_fraction": plan["code_fraction"],
         "train_tokens": plan["target_steps"] * plan["batch"] * tg["max_positions"] / 1e6,
+        "corpus_tokens": (c["tokens"]["train-code"] + c["tokens"]["train-docs"]) / 1e6,
+        "epoch_pct": 100 * plan["target_steps"] * plan["batch"] * tg["max_positions"]
+        / (c["tokens"]["train-code"] + c["tokens"]["train-docs"]),
         "seed": t["seed"], "torch": t["torch"], "precision": t["precision"],
         "times": time_table(t["seconds"]),
     }
@@ -187,6 +190,11 @@ nice -n 19 /usr/bin/python3 tools/train/train.py
 - target: {t_steps} steps of {batch} windows of {ctx} tokens ({train_tokens:.1f} M tokens), next-token cross-entropy;
 - draft: {d_steps} steps distilled from the frozen target (cross-entropy against its full distribution);
 - MTP: {m_steps} steps on the frozen target (module *i* predicts token *t+2+i*).
+
+These are short runs, sized to fit the shared 2-core machine they were trained on: the target sees
+{train_tokens:.2f} M tokens, {epoch_pct:.0f}% of one pass over the {corpus_tokens:.1f} M training tokens. The models
+have learned the commonest patterns of the corpus (indentation, keywords, frequent identifiers), not
+much more; `--target-steps`, `--draft-steps` and `--mtp-steps` train the same shapes longer.
 
 {times}
 

@@ -43,13 +43,13 @@ STAGES = ("target", "draft", "mtp")
 TARGET_NAME = "specd-py"
 DRAFT_NAME = "specd-py-draft"
 
-# Steps are fixed (not a time budget) so that the run is repeatable. The models are small and the
-# steps few so that the run fits a shared 2-core machine (tools/train/README.md has the times);
-# more steps (--target-steps ...) give a better model at the same shape.
+# Steps are fixed (not a time budget) so that the run is repeatable. Sized to fit 90 minutes on
+# 2 idle cores (tools/train/README.md has the measured times); more steps (--target-steps ...)
+# give a better model at the same shape.
 FULL = {
-    "target": Shape(VOCAB, 128, 4, 2, 2, 384, CONTEXT, mtp_modules=2),
-    "draft": Shape(VOCAB, 64, 1, 1, 1, 192, CONTEXT),
-    "target_steps": 80, "draft_steps": 20, "mtp_steps": 20,
+    "target": Shape(VOCAB, 192, 4, 3, 3, 512, CONTEXT, mtp_modules=2),
+    "draft": Shape(VOCAB, 128, 1, 2, 2, 384, CONTEXT),
+    "target_steps": 2500, "draft_steps": 600, "mtp_steps": 600,
     "batch": 8, "code_fraction": 0.75, "doc_sample": 1,
 }
 # A pipeline check in a few minutes: a twentieth of the documents, tiny models, a few steps.

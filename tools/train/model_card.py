@@ -153,9 +153,10 @@ CARD = """# Model card: the bundled default models (`specd-py`, `specd-py-draft`
 Small Llama models trained by this project from text that ships in Debian 12, so that `make demo`
 and the benchmarks run on models that have learned from real text rather than on random weights.
 They are meant to complete Python code and reStructuredText in the style of the Python standard
-library, trained on completions only (no chat template). The run shipped here is short (see
-Training): its held-out loss is barely below a unigram model's and its greedy completions are
-mostly whitespace (see Sample); a longer run of the same command is needed for readable code.
+library, trained on completions only (no chat template). They are tiny (a few million
+parameters, under an hour of CPU training): they write plausible Python (real identifiers,
+indentation, docstrings) but loop and drift after a few lines, as models of this size do (see
+Sample). They are a showcase for the engine, not a coding assistant.
 
 | model | directory | shape | parameters | BF16 file |
 | --- | --- | --- | --- | --- |
@@ -193,10 +194,9 @@ nice -n 19 /usr/bin/python3 tools/train/train.py
 - draft: {d_steps} steps distilled from the frozen target (cross-entropy against its full distribution);
 - MTP: {m_steps} steps on the frozen target (module *i* predicts token *t+2+i*).
 
-These are short runs, sized to fit the shared 2-core machine they were trained on: the target sees
-{train_tokens:.2f} M tokens, {epoch_pct:.0f}% of one pass over the {corpus_tokens:.1f} M training tokens. The models
-have learned the commonest patterns of the corpus (indentation, keywords, frequent identifiers), not
-much more; `--target-steps`, `--draft-steps` and `--mtp-steps` train the same shapes longer.
+The plan is sized to fit 90 minutes on 2 idle cores: the target sees {train_tokens:.2f} M tokens,
+{epoch_pct:.0f}% of one pass over the {corpus_tokens:.1f} M training tokens. `--target-steps`,
+`--draft-steps` and `--mtp-steps` train the same shapes longer.
 
 {times}
 

@@ -5,6 +5,7 @@
 // while really accepting drafts (the models have learned something, unlike random fixtures).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -112,13 +113,31 @@ std::vector<specd::Request> code_requests() {
   return out;
 }
 
+// The model writes code, not whitespace or noise: a greedy completion of each code prompt is
+// mostly visible characters and uses Python's keywords and names (an untrained or broken model
+// emits runs of spaces/newlines or random byte pieces and fails this).
+TEST(BundledModel, GreedyCompletionsLookLikePython) {
+  const std::regex word("\\b(def|return|self|if|else|for|in|import|from|class|None|not|is|and|or|the)\\b");
+  const auto requests = code_requests();
+  const std::vector<Generation> out = run_engine(specd::config::for_model_dir(target_dir().string()), requests);
+  ASSERT_EQ(out.size(), requests.size());
+  specd::Engine engine(specd::config::for_model_dir(target_dir().string()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string& prompt = requests[i].prompt;
+    const std::string text = engine.decode(out[i].tokens);
+    const auto visible = std::count_if(text.begin(), text.end(), [](unsigned char c) { return c > ' ' && c < 127; });
+    const auto words = std::distance(std::sregex_iterator(text.begin(), text.end(), word), std::sregex_iterator());
+    EXPECT_GE(visible, 60) << "completion of\n" << prompt << "\nis\n" << text;
+    EXPECT_GE(words, 4) << "completion of\n" << prompt << "\nis\n" << text;
+  }
+}
+
 struct SpecCase {
   const char* proposer;
   const char* verifier;
   // Drafts of a model that has learned something are accepted far more often than random ones
-  // (about 1 / vocab = 0.0002). The shipped short training run (models/README.md) gives the MTP
-  // heads and n-gram lookup high acceptance on these prompts but the draft model only about 0.06,
-  // hence its lower bar; a longer run (tools/train --draft-steps) should raise it to the others'.
+  // (about 1 / vocab = 0.0002). On these prompts the shipped models measure about 0.37 (draft
+  // model), 0.45 (MTP) and 0.46 (n-gram); the bars leave room for other CPUs' rounding.
   double min_acceptance;
 };
 
@@ -147,9 +166,9 @@ TEST_P(GreedySpeculation, EqualsTargetAloneAndAcceptsDrafts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledModels, GreedySpeculation,
-                         testing::Values(SpecCase{"draft_model", "greedy", 0.03}, SpecCase{"draft_model", "rejection", 0.03},
-                                         SpecCase{"mtp", "greedy", 0.3}, SpecCase{"mtp", "rejection", 0.3},
-                                         SpecCase{"ngram", "greedy", 0.1}, SpecCase{"ngram", "rejection", 0.1}),
+                         testing::Values(SpecCase{"draft_model", "greedy", 0.2}, SpecCase{"draft_model", "rejection", 0.2},
+                                         SpecCase{"mtp", "greedy", 0.25}, SpecCase{"mtp", "rejection", 0.25},
+                                         SpecCase{"ngram", "greedy", 0.25}, SpecCase{"ngram", "rejection", 0.25}),
                          [](const auto& info) { return std::string(info.param.proposer) + "_" + info.param.verifier; });
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "sched/step_batch.hpp"
 #include "specd/engine.hpp"
 #include "specd/log.hpp"
+#include "speculative/ab_log.hpp"
 #include "speculative/scorer.hpp"
 #include "speculative/speculator.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -35,6 +36,9 @@ struct Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
   std::unique_ptr<speculative::Scorer> scorer;
   std::unique_ptr<output::OutputProcessor> output;
+  // speculative.ab_log: one line per finished request of an A/B arm (null when off).
+  std::unique_ptr<speculative::AbRecorder> ab;
+  std::vector<spec::ArmMetrics> no_arms;  // arm_metrics() without speculation
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
@@ -52,7 +56,9 @@ struct Engine::Impl {
   // The stages of step() that live in the engine (step.cpp).
   void retire_unscheduled(std::vector<RequestOutput>& outputs);
   void sample();
-  void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs);
+  void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double step_s);
+  // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
+  std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
   void finish(RequestId id);
 };
 

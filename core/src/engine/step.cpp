@@ -44,7 +44,12 @@ std::vector<RequestOutput> Engine::step() {
   const double verify_s = m.spec ? timed([&] { verified = m.spec->verify(batch); }) : 0.0;
   if (verified) m.spec->metrics().add_times(propose_s, score_s, verify_s);
 
-  for (sched::StepRow& row : batch.rows) m.commit(row, outputs);
+  const double step_s = propose_s + score_s + verify_s;
+  for (sched::StepRow& row : batch.rows) m.commit(row, outputs, step_s);
+  if (m.ab) {
+    const auto now = Clock::now();
+    for (const RequestOutput& out : outputs) m.ab->output(out, now);
+  }
   return outputs;
 }
 
@@ -79,16 +84,21 @@ void Engine::Impl::sample() {
 }
 
 // Commit → output → proposer bookkeeping for one row; a failed or finished request leaves.
-void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outputs) {
+// step_s: the step's wall time, for the A/B log.
+void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double step_s) {
   const RequestId id = row.seq->id;
+  const int32_t arm = row.seq->arm;
   if (!row.failed()) {
     scheduler->commit(row);
     if (!row.sample) return;  // a prefill chunk that is not the prompt's last
     const output::SpecStep step{row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
     RequestOutput out = output->process(id, row.emitted.first(static_cast<size_t>(row.num_appended)), row.finish,
                                         row.speculates() ? &step : nullptr);
-    if (row.drafted())
-      spec->metrics().record(step.k, step.drafted, step.accepted, static_cast<int32_t>(out.new_token_ids.size()));
+    out.arm = arm;
+    if (row.drafted()) {
+      spec->record(row, static_cast<int32_t>(out.new_token_ids.size()));
+      if (ab) ab->verified(row, step_s);
+    }
     if (!out.finished && spec) spec->accept(row);
     if (!row.failed()) {
       if (out.finished) finish(id);
@@ -97,6 +107,7 @@ void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outpu
     }
   }
   outputs.push_back(output->fail(id, row.error));
+  outputs.back().arm = arm;
   finish(id);
 }
 

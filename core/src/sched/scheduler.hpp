@@ -37,6 +37,7 @@ struct Sequence {
   uint64_t seed = 0;            // the request's Philox seed
   std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
   int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
+  int32_t arm = -1;             // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }

@@ -7,20 +7,23 @@
 //   observe(batch)   prefill chunks and plain decodes reach the proposer (on_prefill, target
 //                    hidden states buffered for the next propose)
 //   verify(batch)    each drafted row's m+1 logit rows → the request's sampling transform →
-//                    probabilities; the verifier accepts a prefix and emits one more token
-//                    (row.num_accepted, row.emitted)
+//                    probabilities; the verifier of the row's A/B arm accepts a prefix and
+//                    emits one more token (row.num_accepted, row.emitted); shadow arms verify
+//                    the same rows and only record (ArmVerifiers, row.shadows)
 //   (Scheduler::commit appends the tokens and rolls the KV back; the output processor
 //    detokenizes and applies stop strings)
 //   accept(row)      a row that speculated and goes on: hidden states of its committed
 //                    positions and on_accept, so the proposer rolls back its own state
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
-// registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
-// reusable batch buffers. Used from the engine's step thread only.
+// registry, the model host (draft / MTP models with their own KV) and the plugin instances (the
+// A/B arms' verifiers and their assignment included), plus reusable batch buffers. Used from the
+// engine's step thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -32,6 +35,8 @@
 #include "plugin/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
+#include "speculative/arm_verifiers.hpp"
+#include "speculative/arms.hpp"
 #include "speculative/model_host.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
@@ -50,8 +55,7 @@ class Speculator {
 
   ModelHost& host() { return *host_; }
   const std::string& proposer_name() const { return proposer_->name(); }
-  const std::string& verifier_name() const { return verifier_->name(); }
-  bool verifier_lossless() const { return verifier_->capabilities().lossless != 0; }
+  const ArmVerifiers& arms() const { return *arms_; }
   int32_t max_k() const { return proposer_->capabilities().max_k; }
   int32_t default_k() const { return default_k_; }
   // The proposer wants the target's hidden states of every position (the scorer returns them).
@@ -62,10 +66,18 @@ class Speculator {
   std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
                                       kv::KvCache& kv);
 
+  // The request's A/B arm (arms.hpp), counted in its metrics; nullopt for an unknown arm name.
+  std::optional<ArmAssignment> assign(const std::string& arm, const std::string& user, RequestId id);
+  bool has_arm(const std::string& name) const { return assigner_->find(name).has_value(); }
+  // "a, b": the arm names, for messages.
+  std::string arm_list() const { return assigner_->list(); }
+
   void propose(sched::StepBatch& batch);
   void observe(sched::StepBatch& batch);
   // Returns whether any row was verified (the step counts as a speculative step).
   bool verify(sched::StepBatch& batch);
+  // A verified row was committed with `emitted` tokens appended: engine-wide and arm metrics.
+  void record(const sched::StepRow& row, int32_t emitted);
   void accept(sched::StepRow& row);
   // The sequence ended or was preempted: the proposer's state for it is freed (its hosted KV is
   // the scheduler's to free).
@@ -90,7 +102,8 @@ class Speculator {
   plugin::Registry registry_;  // first: the plugin libraries outlive the instances
   std::unique_ptr<ModelHost> host_;
   std::unique_ptr<plugin::ProposerInstance> proposer_;
-  std::unique_ptr<plugin::VerifierInstance> verifier_;
+  std::unique_ptr<ArmVerifiers> arms_;
+  std::optional<ArmAssigner> assigner_;  // set once the arms exist
   int32_t default_k_;
   int64_t vocab_;
   int64_t hidden_size_;
@@ -102,10 +115,8 @@ class Speculator {
   // Per-step buffers, reused.
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
-  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_, out_tokens_, num_accepted_;
-  std::vector<float> draft_probs_, target_probs_, hidden_buf_, verify_q_;
-  std::vector<uint64_t> seeds_, steps_;
-  std::vector<int32_t> verify_drafts_, verify_counts_;
+  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_;
+  std::vector<float> draft_probs_, hidden_buf_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step
 };
 

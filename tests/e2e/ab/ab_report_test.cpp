@@ -2,6 +2,7 @@
 // difference is significant, `specd ab run` writes the log, and the HTML report renders its
 // three plots in headless chromium without script errors.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -110,6 +111,22 @@ TEST(AbReportE2E, AbRunAndHtmlReportRenderInChromium) {
   const auto j = nlohmann::json::parse(read_file(dir / "report.json"));
   EXPECT_EQ(j["arms"].size(), 2u);
   EXPECT_EQ(j["shadows"].size(), 2u);
+
+  // `specd generate --json --arm`: the serving arm, and per arm its metrics (typical served, so
+  // rejection's only numbers are as typical's shadow).
+  ASSERT_EQ(run_cli("generate --config " + config.string() +
+                        " --json --arm typical --prompt 'Once upon a time' --max-tokens 12 --temperature 1 --seed 3",
+                    dir / "generate.json"),
+            0)
+      << read_file(dir / "generate.json");
+  const auto g = nlohmann::json::parse(read_file(dir / "generate.json"))["speculative"];
+  EXPECT_EQ(g["arm"], "typical");
+  ASSERT_EQ(g["arms"].size(), 2u);
+  EXPECT_EQ(g["arms"][1]["arm"], "typical");
+  EXPECT_EQ(g["arms"][1]["requests"], 1);
+  EXPECT_EQ(g["arms"][0]["requests"], 0);
+  EXPECT_EQ(g["arms"][0]["shadows"][0]["serving_arm"], "typical");
+  EXPECT_GT(g["arms"][0]["shadows"][0]["draft_tokens"].get<int>(), 0);
 
   const fs::path html = dir / "report.html";
   ASSERT_EQ(run_cli("ab report " + log.string() + " --html " + html.string(), dir / "report.txt"), 0)

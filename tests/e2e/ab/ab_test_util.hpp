@@ -26,7 +26,7 @@ inline fs::path work_dir() {
 // The tiny fixture target with a 1-layer self-draft (greedy drafts), `arms` as a YAML flow
 // list, `shadow` (YAML: all or a list; "" = none) and the A/B log at `log`.
 inline config::EngineConfig ab_config(const std::string& arms, const std::string& shadow, const fs::path& log,
-                                      int k = 3) {
+                                      int k = 3, const config::Overrides& extra = {}) {
   config::Overrides o{{"speculative.num_speculative_tokens", std::to_string(k)},
                       {"speculative.proposer.name", "draft_model"},
                       {"speculative.proposer.layers", "1"},
@@ -35,6 +35,7 @@ inline config::EngineConfig ab_config(const std::string& arms, const std::string
                       {"kv_cache.memory_mib", "64"},
                       {"model.num_threads", "1"}};
   if (!shadow.empty()) o.push_back({"speculative.shadow", shadow});
+  o.insert(o.end(), extra.begin(), extra.end());
   return config::for_model_dir(spec_test::target_fixture(false, 0.02).string(), o);
 }
 
@@ -57,6 +58,7 @@ inline std::vector<Request> sampled_requests(int n, float temperature, int max_t
 
 struct AbRun {
   std::vector<RequestOutput> finals;              // the finished output of each request, in order
+  std::vector<std::vector<int32_t>> tokens;       // every token each request received, in order
   std::vector<speculative::AbRecord> records;     // the A/B log, in finishing order
   std::map<uint64_t, size_t> record_of;           // request index -> records index
   EngineInfo info;
@@ -68,13 +70,17 @@ inline AbRun run_ab(const config::EngineConfig& cfg, const std::vector<Request>&
   fs::remove(cfg.speculative.ab_log);
   AbRun run;
   run.finals.resize(requests.size());
+  run.tokens.resize(requests.size());
   {
     auto engine = std::make_unique<Engine>(cfg);
     run.info = engine->info();
     for (size_t i = 0; i < requests.size(); ++i) engine->add_request(static_cast<RequestId>(i + 1), requests[i]);
     while (engine->has_unfinished())
-      for (RequestOutput& out : engine->step())
-        if (out.finished) run.finals[static_cast<size_t>(out.id - 1)] = std::move(out);
+      for (RequestOutput& out : engine->step()) {
+        const auto i = static_cast<size_t>(out.id - 1);
+        run.tokens[i].insert(run.tokens[i].end(), out.new_token_ids.begin(), out.new_token_ids.end());
+        if (out.finished) run.finals[i] = std::move(out);
+      }
   }
   run.records = ab::read_ab_logs({cfg.speculative.ab_log});
   for (size_t i = 0; i < run.records.size(); ++i) run.record_of[run.records[i].id - 1] = i;

@@ -18,6 +18,8 @@ std::string verdict(const Difference& d);
 struct QualityLine {
   std::string lossy, lossless;
   const ShadowStats* shadow;  // the pair's shadow stats (either direction)
+  // Mean target log p of the tokens each emits: the serving arm's own, the shadow's on its steps.
+  Estimate lossy_logprob, lossless_logprob;
 };
 std::vector<QualityLine> quality_lines(const Report& r);
 

@@ -170,7 +170,9 @@ std::string tables(const Report& r) {
   for (const QualityLine& q : quality) {
     h += "<li>" + escape_html(q.lossy) + " emits a different token than " + escape_html(q.lossless) + " at " +
          escape_html(format_estimate(q.shadow->disagreement, "{:.3f}")) + " of the positions both emit (" +
-         std::to_string(q.shadow->steps) + " shadow steps)</li>";
+         std::to_string(q.shadow->steps) + " shadow steps); mean log p of emitted tokens " +
+         escape_html(format_estimate(q.lossy_logprob, "{:.3f}")) + " vs " +
+         escape_html(format_estimate(q.lossless_logprob, "{:.3f}")) + "</li>";
   }
   if (!quality.empty()) h += "</ul>";
   if (!r.differences.empty()) h += "<h2>Differences (b &minus; a)</h2><table><tr><th>b &minus; a</th><th>metric</th>"

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ab/report.hpp"
@@ -31,7 +32,9 @@ std::vector<QualityLine> quality_lines(const Report& r) {
       if (a.name == s.serving) serving = &a;
     if (serving == nullptr || s.lossless == serving->lossless) continue;  // a lossy arm against a lossless one
     const bool shadow_lossy = !s.lossless;
-    out.push_back({shadow_lossy ? s.arm : s.serving, shadow_lossy ? s.serving : s.arm, &s});
+    out.push_back({shadow_lossy ? s.arm : s.serving, shadow_lossy ? s.serving : s.arm, &s,
+                   shadow_lossy ? s.mean_logprob : serving->mean_logprob,
+                   shadow_lossy ? serving->mean_logprob : s.mean_logprob});
   }
   return out;
 }
@@ -40,12 +43,20 @@ namespace {
 
 std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
 
+// Width of the arm name columns: the longest name and two spaces, at least 14.
+size_t name_width(const Report& r) {
+  size_t w = 12;
+  for (const ArmStats& a : r.arms) w = std::max(w, a.name.size());
+  return w + 2;
+}
+
 void arm_table(const Report& r, std::string& out) {
-  out += pad("arm", 14) + pad("verifier", 20) + pad("k", 3) + pad("requests", 9) + pad("steps", 7) +
+  const size_t w = name_width(r);
+  out += pad("arm", w) + pad("verifier", 20) + pad("k", 3) + pad("requests", 9) + pad("steps", 7) +
          pad("acceptance rate", 24) + pad("mean accept length", 21) + pad("tokens/step", 21) +
          pad("TPOT p50 (ms)", 24) + pad("latency p50 (s)", 24) + "mean log p\n";
   for (const ArmStats& a : r.arms) {
-    out += pad(a.name, 14) + pad(a.verifier + (a.lossless ? "" : "*"), 20) + pad(std::to_string(a.k), 3) +
+    out += pad(a.name, w) + pad(a.verifier + (a.lossless ? "" : "*"), 20) + pad(std::to_string(a.k), 3) +
            pad(std::to_string(a.requests), 9) + pad(std::to_string(a.steps), 7) +
            pad(format_estimate(a.acceptance_rate, "{:.3f}"), 24) +
            pad(format_estimate(a.mean_acceptance_length, "{:.2f}"), 21) +
@@ -59,11 +70,12 @@ void shadow_table(const Report& r, std::string& out) {
   if (r.shadows.empty()) return;
   out += "\nShadow arms: what each would have accepted on the serving arm's steps (same drafts, target "
          "probabilities and uniforms; nothing it decides is emitted)\n";
-  out += pad("shadow", 14) + pad("on steps of", 14) + pad("steps", 7) + pad("acceptance rate", 24) +
+  const size_t w = name_width(r);
+  out += pad("shadow", w) + pad("on steps of", w) + pad("steps", 7) + pad("acceptance rate", 24) +
          pad("mean accept length", 21) + pad("Δ rate vs serving", 27) + pad("Δ length vs serving", 24) +
          pad("token disagreement", 24) + "cost (% of step time)\n";
   for (const ShadowStats& s : r.shadows) {
-    out += pad(s.arm, 14) + pad(s.serving, 14) + pad(std::to_string(s.steps), 7) +
+    out += pad(s.arm, w) + pad(s.serving, w) + pad(std::to_string(s.steps), 7) +
            pad(format_estimate(s.acceptance_rate, "{:.3f}"), 24) +
            pad(format_estimate(s.mean_acceptance_length, "{:.2f}"), 21) +
            pad(format_estimate(s.delta_acceptance_rate, "{:+.3f}"), 27) +
@@ -77,12 +89,13 @@ void position_table(const Report& r, std::string& out) {
   for (const ArmStats& a : r.arms) positions = std::max(positions, a.acceptance_at.size());
   for (const ShadowStats& s : r.shadows) positions = std::max(positions, s.acceptance_at.size());
   if (positions == 0) return;
-  out += "\nAcceptance by draft position\n" + pad("", 30);
-  for (size_t p = 0; p < positions; ++p) out += pad(std::to_string(p + 1), 8);
+  const size_t w = 2 * name_width(r) + 12;  // "a (shadow on b)"
+  out += "\nAcceptance by draft position\n" + pad("", w);
+  for (size_t p = 0; p < positions; ++p) out += pad(std::to_string(p + 1), 22);
   out += "\n";
   auto row = [&](const std::string& name, const std::vector<Estimate>& at) {
-    out += pad(name, 30);
-    for (size_t p = 0; p < positions; ++p) out += pad(p < at.size() ? format_estimate(at[p], "{:.3f}") : "-", 8);
+    out += pad(name, w);
+    for (size_t p = 0; p < positions; ++p) out += pad(p < at.size() ? format_estimate(at[p], "{:.3f}") : "-", 22);
     out += "\n";
   };
   for (const ArmStats& a : r.arms) row(a.name, a.acceptance_at);
@@ -90,10 +103,11 @@ void position_table(const Report& r, std::string& out) {
 }
 
 void percentile_table(const Report& r, std::string& out) {
-  out += "\nRequest percentiles\n" + pad("arm", 14) + pad("TPOT p90 (ms)", 24) + pad("TPOT p99 (ms)", 24) +
+  const size_t w = name_width(r);
+  out += "\nRequest percentiles\n" + pad("arm", w) + pad("TPOT p90 (ms)", 24) + pad("TPOT p99 (ms)", 24) +
          pad("latency p90 (s)", 24) + "latency p99 (s)\n";
   for (const ArmStats& a : r.arms) {
-    out += pad(a.name, 14) + pad(format_estimate(a.tpot_p90, "{:.1f}", 1e3), 24) +
+    out += pad(a.name, w) + pad(format_estimate(a.tpot_p90, "{:.1f}", 1e3), 24) +
            pad(format_estimate(a.tpot_p99, "{:.1f}", 1e3), 24) + pad(format_estimate(a.latency_p90, "{:.2f}"), 24) +
            format_estimate(a.latency_p99, "{:.2f}") + "\n";
   }
@@ -121,8 +135,9 @@ std::string render_text(const Report& r) {
   shadow_table(r, out);
   for (const QualityLine& q : quality_lines(r)) {
     out += fmt::format("quality: {} emits a different token than {} at {} of the positions both emit ({} shadow "
-                       "steps)\n",
-                       q.lossy, q.lossless, format_estimate(q.shadow->disagreement, "{:.3f}"), q.shadow->steps);
+                       "steps); mean log p of emitted tokens {} vs {}\n",
+                       q.lossy, q.lossless, format_estimate(q.shadow->disagreement, "{:.3f}"), q.shadow->steps,
+                       format_estimate(q.lossy_logprob, "{:.3f}"), format_estimate(q.lossless_logprob, "{:.3f}"));
   }
   position_table(r, out);
   percentile_table(r, out);

@@ -5,21 +5,12 @@
 #include <numeric>
 #include <random>
 
+#include "common/hash.hpp"
+
 namespace specd::ab {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t label_seed(uint64_t seed, std::string_view label) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : label) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return splitmix64(seed ^ splitmix64(h));
-}
+uint64_t label_seed(uint64_t seed, std::string_view label) { return splitmix64(seed ^ splitmix64(fnv1a64(label))); }
 
 void identity(std::vector<uint32_t>& idx, size_t n) {
   idx.resize(n);

@@ -321,7 +321,7 @@ Report build_report(const std::vector<AbRecord>& records, const ReportOptions& o
   rep.seed = options.seed;
   rep.resamples = options.resamples;
   const Bootstrap boot(options.seed, options.resamples);
-  std::vector<std::string> order;  // arms by first appearance (serving or shadow)
+  std::vector<std::string> order;  // arms by name, so a report does not depend on finishing order
   Groups groups;
   auto see = [&](const std::string& arm) {
     if (std::find(order.begin(), order.end(), arm) == order.end()) order.push_back(arm);
@@ -332,18 +332,15 @@ Report build_report(const std::vector<AbRecord>& records, const ReportOptions& o
     groups[r.arm].push_back(&r);
     if (r.completed()) ++rep.completed;
   }
+  std::sort(order.begin(), order.end());
   for (const std::string& arm : order) {
     auto it = groups.find(arm);
     if (it == groups.end()) continue;
     rep.arms.push_back(arm_stats(boot, it->second));
-    std::vector<std::string> shadows;  // the shadow arms of this arm's requests, with an example trace
-    for (const AbRecord* r : it->second) {
-      for (const AbShadowTrace& s : r->shadows) {
-        if (std::find(shadows.begin(), shadows.end(), s.arm) != shadows.end()) continue;
-        shadows.push_back(s.arm);
-        rep.shadows.push_back(shadow_stats(boot, arm, it->second, s));
-      }
-    }
+    std::map<std::string, const AbShadowTrace*> shadows;  // the shadow arms of its requests, an example trace each
+    for (const AbRecord* r : it->second)
+      for (const AbShadowTrace& s : r->shadows) shadows.emplace(s.arm, &s);
+    for (const auto& [name, example] : shadows) rep.shadows.push_back(shadow_stats(boot, arm, it->second, *example));
   }
   for (size_t i = 0; i < order.size(); ++i) {
     for (size_t j = i + 1; j < order.size(); ++j) {

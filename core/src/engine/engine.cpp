@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "common/hash.hpp"
 #include "engine/engine_impl.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/cpu_isa.hpp"
@@ -17,13 +18,6 @@
 
 namespace specd {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
 constexpr kv::SeqId kScoringSeq = -1;

@@ -2,28 +2,15 @@
 
 #include <algorithm>
 
+#include "common/hash.hpp"
 #include "specd/error.hpp"
 
 namespace specd::speculative {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // FNV-1a over the bytes, then mixed: stable across platforms and standard libraries (unlike
 // std::hash), so a user keeps its arm across restarts and builds.
-uint64_t stable_hash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ull;
-  }
-  return splitmix64(h);
-}
+uint64_t stable_hash(std::string_view s) { return splitmix64(fnv1a64(s)); }
 
 // Keeps the user hash and the random draw independent of each other.
 constexpr uint64_t kDrawSalt = 0x5DEECE66Dull;

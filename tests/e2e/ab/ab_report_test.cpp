@@ -25,8 +25,10 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-int run_cli(const std::string& args, const fs::path& out) {
-  return std::system((std::string(SPECD_CLI_PATH) + " " + args + " > " + out.string() + " 2>&1").c_str());
+// stdout to `out`; stderr (the logs) too, unless `err` names another file.
+int run_cli(const std::string& args, const fs::path& out, const fs::path& err = {}) {
+  const std::string to_err = err.empty() ? " 2>&1" : " 2> " + err.string();
+  return std::system((std::string(SPECD_CLI_PATH) + " " + args + " > " + out.string() + to_err).c_str());
 }
 
 // Two arms with the same verifier, traffic split by the seeded draw, shadowing each other:
@@ -116,9 +118,9 @@ TEST(AbReportE2E, AbRunAndHtmlReportRenderInChromium) {
   // rejection's only numbers are as typical's shadow).
   ASSERT_EQ(run_cli("generate --config " + config.string() +
                         " --json --arm typical --prompt 'Once upon a time' --max-tokens 12 --temperature 1 --seed 3",
-                    dir / "generate.json"),
+                    dir / "generate.json", dir / "generate.log"),
             0)
-      << read_file(dir / "generate.json");
+      << read_file(dir / "generate.log");
   const auto g = nlohmann::json::parse(read_file(dir / "generate.json"))["speculative"];
   EXPECT_EQ(g["arm"], "typical");
   ASSERT_EQ(g["arms"].size(), 2u);

@@ -42,7 +42,9 @@ inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
 // group size changes only which rows share a weight load, never the arithmetic of a row.
 template <template <int> class T, int kMb>
 void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const bool prefetch = a.m > 1;
   for (int64_t j = j0; j < j1; ++j) {
+    if (prefetch) prefetch_weight_row(a, j);
     int64_t r = 0;
     for (; r + kMb <= a.m; r += kMb) T<kMb>::run(a, j, r);
     run_rows<T, kMb - 1>(a, j, r, a.m - r);

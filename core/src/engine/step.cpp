@@ -34,7 +34,10 @@ std::vector<RequestOutput> Engine::step() {
   sched::StepBatch& batch = m.batch;
   m.scheduler->schedule(batch);
   m.retire_unscheduled(outputs);
-  if (batch.rows.empty()) return outputs;
+  if (batch.rows.empty()) {
+    if (m.ab) m.ab->outputs(outputs, Clock::now());  // aborts and failures end their A/B log lines
+    return outputs;
+  }
 
   const double propose_s = m.spec ? timed([&] { m.spec->propose(batch); }) : 0.0;
   const double score_s = timed([&] { m.scorer->score(batch, m.spec && m.spec->wants_hidden()); });
@@ -46,10 +49,7 @@ std::vector<RequestOutput> Engine::step() {
 
   const double step_s = propose_s + score_s + verify_s;
   for (sched::StepRow& row : batch.rows) m.commit(row, outputs, step_s);
-  if (m.ab) {
-    const auto now = Clock::now();
-    for (const RequestOutput& out : outputs) m.ab->output(out, now);
-  }
+  if (m.ab) m.ab->outputs(outputs, Clock::now());
   return outputs;
 }
 

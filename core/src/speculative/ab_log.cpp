@@ -327,6 +327,10 @@ void AbRecorder::verified(const sched::StepRow& row, double step_s) {
   }
 }
 
+void AbRecorder::outputs(std::span<const RequestOutput> outs, Clock::time_point now) {
+  for (const RequestOutput& out : outs) output(out, now);
+}
+
 void AbRecorder::output(const RequestOutput& out, Clock::time_point now) {
   const auto it = traces_.find(out.id);
   if (it == traces_.end()) return;

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -124,7 +125,7 @@ class AbRecorder {
   // A row the request's arm verified (drafts, outcome, shadows); step_s = the step's wall time.
   void verified(const sched::StepRow& row, double step_s);
   // Every output of a step (now = the step's end): first token, steps, and at the end the line.
-  void output(const RequestOutput& out, Clock::time_point now);
+  void outputs(std::span<const RequestOutput> outs, Clock::time_point now);
 
  private:
   struct Trace {
@@ -133,6 +134,8 @@ class AbRecorder {
     Clock::time_point arrival;
     std::optional<Clock::time_point> first_token;
   };
+  void output(const RequestOutput& out, Clock::time_point now);
+
   const ArmVerifiers& arms_;
   std::unordered_map<RequestId, Trace> traces_;
   AbLogWriter writer_;

@@ -104,6 +104,33 @@ TEST(AbEngine, SameVerifierShadowUsesTheSameUniforms) {
   }
 }
 
+// Aborted requests end their A/B log line too, also when the step that reports the abort has
+// nothing else to run.
+TEST(AbEngine, AbortedRequestsAreLogged) {
+  const auto cfg = ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection}]", "all",
+                             work_dir() / "abort.jsonl");
+  std::filesystem::remove(cfg.speculative.ab_log);
+  {
+    specd::Engine engine(cfg);
+    const std::vector<Request> reqs = sampled_requests(2, 1.0f, 64, 7);
+    engine.add_request(1, reqs[0]);
+    engine.add_request(2, reqs[1]);
+    for (int i = 0; i < 3; ++i) (void)engine.step();
+    engine.abort(1);
+    engine.abort(2);
+    size_t aborted = 0;
+    for (const RequestOutput& out : engine.step()) aborted += out.finish_reason == specd::FinishReason::kAbort;
+    EXPECT_EQ(aborted, 2u);
+    EXPECT_FALSE(engine.has_unfinished());
+  }
+  const auto records = specd::ab::read_ab_logs({cfg.speculative.ab_log});
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& r : records) {
+    EXPECT_EQ(r.finish, "abort");
+    EXPECT_GT(r.generated_tokens, 0);
+  }
+}
+
 TEST(AbEngine, ConfigErrorsNameTheField) {
   auto error_of = [](const std::string& yaml) {
     try {

@@ -56,7 +56,7 @@ struct Engine::Impl {
   // The stages of step() that live in the engine (step.cpp).
   void retire_unscheduled(std::vector<RequestOutput>& outputs);
   void sample();
-  void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double step_s);
+  void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double row_s);
   // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
   std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
   void finish(RequestId id);

@@ -47,8 +47,9 @@ std::vector<RequestOutput> Engine::step() {
   const double verify_s = m.spec ? timed([&] { verified = m.spec->verify(batch); }) : 0.0;
   if (verified) m.spec->metrics().add_times(propose_s, score_s, verify_s);
 
-  const double step_s = propose_s + score_s + verify_s;
-  for (sched::StepRow& row : batch.rows) m.commit(row, outputs, step_s);
+  // Each row's share of the step's wall time (the A/B log's step_s; shadow seconds are shares too).
+  const double row_s = (propose_s + score_s + verify_s) / static_cast<double>(batch.rows.size());
+  for (sched::StepRow& row : batch.rows) m.commit(row, outputs, row_s);
   if (m.ab) m.ab->outputs(outputs, Clock::now());
   return outputs;
 }
@@ -84,8 +85,8 @@ void Engine::Impl::sample() {
 }
 
 // Commit → output → proposer bookkeeping for one row; a failed or finished request leaves.
-// step_s: the step's wall time, for the A/B log.
-void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double step_s) {
+// row_s: the row's share of the step's wall time, for the A/B log.
+void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outputs, double row_s) {
   const RequestId id = row.seq->id;
   const int32_t arm = row.seq->arm;
   if (!row.failed()) {
@@ -97,7 +98,7 @@ void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outpu
     out.arm = arm;
     if (row.drafted()) {
       spec->record(row, static_cast<int32_t>(out.new_token_ids.size()));
-      if (ab) ab->verified(row, step_s);
+      if (ab) ab->verified(row, row_s);
     }
     if (!out.finished && spec) spec->accept(row);
     if (!row.failed()) {

@@ -62,7 +62,9 @@ struct AbRecord {
   double ttft_s = 0;
   double tpot_s = 0;
   double latency_s = 0;
-  double step_s = 0;  // Σ wall time (propose + score + verify) of the steps that verified its drafts
+  // Σ its share of the wall time (propose + score + verify, / rows in the step) of the steps that
+  // verified its drafts; shadow verify_s is a share of the shadow call the same way.
+  double step_s = 0;
   std::vector<int32_t> drafted;   // [steps] per step that verified a draft
   std::vector<int32_t> accepted;  // [steps]
   double logprob_sum = 0;         // Σ log p of the tokens its verifier emitted
@@ -122,7 +124,8 @@ class AbRecorder {
 
   // A request entered the engine on arm a.
   void add(RequestId id, const ArmAssignment& a, const SamplingParams& params, int32_t k, Clock::time_point now);
-  // A row the request's arm verified (drafts, outcome, shadows); step_s = the step's wall time.
+  // A row the request's arm verified (drafts, outcome, shadows); step_s = the row's share of
+  // the step's wall time.
   void verified(const sched::StepRow& row, double step_s);
   // Every output of a step (now = the step's end): first token, steps, and at the end the line.
   void outputs(std::span<const RequestOutput> outs, Clock::time_point now);

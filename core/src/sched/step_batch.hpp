@@ -28,6 +28,7 @@ struct Sequence;
 // What one A/B shadow arm would have done with a row's drafts (speculative.shadow): the same
 // drafts (cut to the arm's k), target probabilities and uniforms as the serving arm's verifier.
 struct ShadowOutcome {
+  int32_t k = 0;           // its k cap for the row: min(row lookahead, the arm's k)
   int32_t drafted = 0;     // drafts it verified
   int32_t accepted = -1;   // drafts it would have accepted; -1 = it did not verify this row
   int32_t compared = 0;    // positions both it and the serving arm emit: min(accepted) + 1

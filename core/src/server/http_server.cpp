@@ -116,6 +116,7 @@ struct HttpServer::Impl {
   Gauge* kv_blocks_used = nullptr;
   Gauge* kv_usage = nullptr;
   Counter* preemptions = nullptr;
+  Family<Counter>* step_seconds = nullptr;
   // Speculative decoding: engine-wide, per A/B arm and per shadow arm (series exist only when on).
   SpecExporter spec{metrics};
 
@@ -132,6 +133,7 @@ struct HttpServer::Impl {
   void stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
                        const std::string& arm, RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
+  void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
@@ -184,6 +186,11 @@ void HttpServer::Impl::register_metrics() {
   kv_blocks_used = &metrics.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({});
   kv_usage = &metrics.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({});
   preemptions = &metrics.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({});
+  step_seconds = &metrics.counter("specd_step_seconds_total",
+                                  "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
+                                  "target's), propose, verify, commit, schedule, output; with async scheduling "
+                                  "in_flight, overlap (worker busy meanwhile) and wait.",
+                                  {"phase"});
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
@@ -195,8 +202,17 @@ void HttpServer::Impl::register_metrics() {
     kv_blocks_used->set(used);
     kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
     preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
+    set_step_seconds(s.steps);
     spec.collect(s.spec, s.arms);
   });
+}
+
+void HttpServer::Impl::set_step_seconds(const StepStats& s) {
+  const std::pair<const char*, double> phases[] = {
+      {"wall", s.wall},         {"forward", s.forward},   {"propose", s.propose},     {"verify", s.verify},
+      {"commit", s.commit},     {"schedule", s.schedule}, {"output", s.output},       {"in_flight", s.in_flight},
+      {"overlap", s.overlap},   {"wait", s.wait}};
+  for (const auto& [phase, seconds] : phases) step_seconds->with({phase}).set_total(seconds);
 }
 
 void HttpServer::Impl::on_finished(const RequestTrace& t) {

@@ -302,20 +302,21 @@ void AbRecorder::add(RequestId id, const ArmAssignment& a, const SamplingParams&
   }
 }
 
-void AbRecorder::verified(const sched::StepRow& row, double step_s) {
-  const auto it = traces_.find(row.seq->id);
+void AbRecorder::verified(RequestId id, int32_t drafted, int32_t accepted, float emitted_logprob,
+                          std::span<const sched::ShadowOutcome> shadows, double step_s) {
+  const auto it = traces_.find(id);
   if (it == traces_.end()) return;
   Trace& t = it->second;
   AbRecord& r = t.record;
-  r.drafted.push_back(static_cast<int32_t>(row.drafts.size()));
-  r.accepted.push_back(row.num_accepted);
-  r.logprob_sum += row.emitted_logprob;
-  r.logprob_tokens += row.num_accepted + 1;
+  r.drafted.push_back(drafted);
+  r.accepted.push_back(accepted);
+  r.logprob_sum += emitted_logprob;
+  r.logprob_tokens += accepted + 1;
   r.step_s += step_s;
   for (size_t i = 0; i < r.shadows.size(); ++i) {
     AbShadowTrace& st = r.shadows[i];
     const auto s = static_cast<size_t>(t.shadow_arms[i]);
-    const sched::ShadowOutcome o = s < row.shadows.size() ? row.shadows[s] : sched::ShadowOutcome{};
+    const sched::ShadowOutcome o = s < shadows.size() ? shadows[s] : sched::ShadowOutcome{};
     st.drafted.push_back(o.accepted >= 0 ? o.drafted : 0);
     st.accepted.push_back(o.accepted);
     if (o.accepted < 0) continue;

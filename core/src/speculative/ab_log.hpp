@@ -6,7 +6,7 @@
 //   AbRecord      one line; to_json_line / parse_ab_line are the only (de)serializers
 //   AbLogWriter   appends lines on its own thread, rotates the file by size; push() never
 //                 waits for I/O, so the engine step is never blocked by the disk
-//   AbRecorder    builds records from the engine's step rows and outputs (engine thread)
+//   AbRecorder    builds records from the engine's step results and outputs (engine thread)
 #pragma once
 
 #include <chrono>
@@ -124,9 +124,11 @@ class AbRecorder {
 
   // A request entered the engine on arm a.
   void add(RequestId id, const ArmAssignment& a, const SamplingParams& params, int32_t k, Clock::time_point now);
-  // A row the request's arm verified (drafts, outcome, shadows); step_s = the row's share of
-  // the step's wall time.
-  void verified(const sched::StepRow& row, double step_s);
+  // A step of the request that its arm verified: drafts, accepted, Σ log p of the emitted
+  // tokens, the shadow arms' outcomes (one per arm; empty without shadows); step_s = the row's
+  // share of the step's wall time.
+  void verified(RequestId id, int32_t drafted, int32_t accepted, float emitted_logprob,
+                std::span<const sched::ShadowOutcome> shadows, double step_s);
   // Every output of a step (now = the step's end): first token, steps, and at the end the line.
   void outputs(std::span<const RequestOutput> outs, Clock::time_point now);
 

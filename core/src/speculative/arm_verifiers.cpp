@@ -46,15 +46,21 @@ ArmVerifiers::ArmVerifiers(const config::SpeculativeConfig& cfg, const plugin::R
   } else {
     for (const config::ArmConfig& a : cfg.arms) add(a.name, a.verifier, a.num_speculative_tokens, a.weight);
   }
-  metrics_.resize(arms_.size());
-  for (spec::ArmMetrics& m : metrics_) m.shadow.resize(arms_.size());
+  shadow_warned_.assign(arms_.size(), false);
 }
 
 ArmVerifiers::~ArmVerifiers() = default;
 
+std::vector<spec::ArmMetrics> ArmVerifiers::zero_metrics() const {
+  std::vector<spec::ArmMetrics> m(arms_.size());
+  for (spec::ArmMetrics& a : m) a.shadow.resize(arms_.size());
+  return m;
+}
+
 // ---- the shared inputs ------------------------------------------------------------------------
 
 bool ArmVerifiers::verify(std::span<sched::StepRow* const> rows) {
+  calls_.clear();
   rows_.assign(rows.begin(), rows.end());
   if (rows_.empty()) return false;
   // Each arm's rows become one contiguous slice of the buffers.
@@ -177,7 +183,6 @@ float ArmVerifiers::logprob(size_t i, const int32_t* tokens, int32_t n) const {
 
 void ArmVerifiers::serve(const Range& r) {
   Arm& arm = arms_[r.arm];
-  spec::ArmMetrics& m = metrics_[r.arm];
   const auto t0 = Clock::now();
   try {
     const bool probs = arm.verifier->capabilities().needs_draft_probs != 0;
@@ -186,9 +191,10 @@ void ArmVerifiers::serve(const Range& r) {
   } catch (const Error& e) {
     spec_log().error("verifier of arm '{}' failed for {} sequences: {}", arm.name, r.hi - r.lo, e.what());
     for (size_t i = r.lo; i < r.hi; ++i) rows_[i]->fail(std::string("speculative decoding failed: ") + e.what());
+    calls_.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), true});
     return;
   }
-  m.serving.add_times(0, 0, seconds_since(t0));
+  calls_.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), false});
   const size_t width = static_cast<size_t>(k_) + 1;
   for (size_t i = r.lo; i < r.hi; ++i) {
     sched::StepRow& row = *rows_[i];
@@ -196,14 +202,12 @@ void ArmVerifiers::serve(const Range& r) {
     row.num_accepted = a;
     row.emitted = {out_tokens_.data() + i * width, static_cast<size_t>(a) + 1};
     row.emitted_logprob = logprob(i, out_tokens_.data(), a + 1);
-    m.logprob_sum += row.emitted_logprob;
-    m.logprob_tokens += static_cast<uint64_t>(a) + 1;
   }
 }
 
 void ArmVerifiers::shadow(size_t s, const Range& r) {
   Arm& arm = arms_[s];
-  spec::ShadowMetrics& m = metrics_[s].shadow[r.arm];
+  VerifierCall& call = calls_.emplace_back(VerifierCall{static_cast<int32_t>(s), static_cast<int32_t>(r.arm), 0, false});
   const size_t width = static_cast<size_t>(k_) + 1;
   shadow_drafted_.resize(rows_.size());
   shadow_tokens_.resize(rows_.size() * width);
@@ -218,13 +222,16 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
     check(arm, r, shadow_drafted_.data(), shadow_tokens_.data(), shadow_accepted_.data());
   } catch (const Error& e) {
     // Shadows only record: the served requests go on.
-    if (m.failures++ == 0)
+    if (!shadow_warned_[s])
       spec_log().warn("shadow verifier of arm '{}' failed (counted in its shadow metrics; logged once): {}",
                       arm.name, e.what());
+    shadow_warned_[s] = true;
+    call.seconds = seconds_since(t0);
+    call.failed = true;
     return;
   }
   const double seconds = seconds_since(t0);
-  m.counterfactual.add_times(0, 0, seconds);
+  call.seconds = seconds;
   const auto share = static_cast<float>(seconds / static_cast<double>(r.hi - r.lo));
   for (size_t i = r.lo; i < r.hi; ++i) {
     const int32_t a = shadow_accepted_[i];
@@ -237,17 +244,44 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
     o.differs = shadow_tokens_[i * width + j] != out_tokens_[i * width + j];
     o.logprob = logprob(i, shadow_tokens_.data(), a + 1);
     o.seconds = share;
-    m.counterfactual.record(std::min(rows_[i]->lookahead, arm.k), o.drafted, a, a + 1);
-    m.compared_tokens += static_cast<uint64_t>(o.compared);
-    m.differing_tokens += o.differs ? 1 : 0;
-    m.logprob_sum += o.logprob;
-    m.logprob_tokens += static_cast<uint64_t>(a) + 1;
+    o.k = std::min(rows_[i]->lookahead, arm.k);
   }
 }
 
-void ArmVerifiers::record(const sched::StepRow& row, int32_t emitted) {
-  metrics_[static_cast<size_t>(row.seq->arm)].serving.record(row.lookahead, static_cast<int32_t>(row.drafts.size()),
-                                                             row.num_accepted, emitted);
+// ---- the engine's A/B metrics -----------------------------------------------------------------
+
+void record_calls(std::vector<spec::ArmMetrics>& m, std::span<const VerifierCall> calls) {
+  for (const VerifierCall& c : calls) {
+    spec::ArmMetrics& a = m[static_cast<size_t>(c.arm)];
+    if (c.arm == c.served) {
+      if (!c.failed) a.serving.add_times(0, 0, c.seconds);
+      continue;
+    }
+    spec::ShadowMetrics& s = a.shadow[static_cast<size_t>(c.served)];
+    if (c.failed) {
+      ++s.failures;
+    } else {
+      s.counterfactual.add_times(0, 0, c.seconds);
+    }
+  }
+}
+
+void record_row(std::vector<spec::ArmMetrics>& m, int32_t arm, int32_t k, int32_t drafted, int32_t accepted,
+                int32_t emitted, float emitted_logprob, std::span<const sched::ShadowOutcome> shadows) {
+  spec::ArmMetrics& a = m[static_cast<size_t>(arm)];
+  a.serving.record(k, drafted, accepted, emitted);
+  a.logprob_sum += emitted_logprob;
+  a.logprob_tokens += static_cast<uint64_t>(accepted) + 1;
+  for (size_t s = 0; s < shadows.size(); ++s) {
+    const sched::ShadowOutcome& o = shadows[s];
+    if (o.accepted < 0) continue;  // not a shadow, or its call failed
+    spec::ShadowMetrics& sm = m[s].shadow[static_cast<size_t>(arm)];
+    sm.counterfactual.record(o.k, o.drafted, o.accepted, o.accepted + 1);
+    sm.compared_tokens += static_cast<uint64_t>(o.compared);
+    sm.differing_tokens += o.differs ? 1 : 0;
+    sm.logprob_sum += o.logprob;
+    sm.logprob_tokens += static_cast<uint64_t>(o.accepted) + 1;
+  }
 }
 
 }  // namespace specd::speculative

@@ -12,12 +12,17 @@
 //      arm's rows only);
 //   3. every shadow arm (speculative.shadow) verifies the rows the other arms served, with the
 //      same buffers and its own output buffers, drafts cut to its k. Nothing it decides is
-//      emitted: the outcome goes to row.shadows and to the shadow metrics. A failing shadow
-//      verifier is logged and counted; the requests go on.
+//      emitted: the outcome goes to row.shadows. A failing shadow verifier is logged and
+//      counted; the requests go on.
 //
 // No extra forward runs for a shadow arm: its cost is its verifier call, measured per call
-// (ShadowMetrics::counterfactual.verify_seconds, ShadowOutcome::seconds).
-// Used from the engine's step thread only.
+// (calls(): ShadowMetrics::counterfactual.verify_seconds; ShadowOutcome::seconds per row).
+//
+// Threading: verify() runs where the step executes (the model worker with async scheduling).
+// The A/B metrics are the engine's (like the engine-wide acceptance metrics): it adds this
+// step's calls() when it collects the step (record_calls) and each row's outcome when it
+// processes the row's output (record_row), both on the engine thread. The arms themselves
+// (names, k, weights, verifier names and capabilities) never change after construction.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,23 @@ struct Arm {
   bool shadow = false;
 };
 
+// One verifier call of a step: an arm serving its own rows (served == arm), or a shadow arm
+// verifying the rows another arm served.
+struct VerifierCall {
+  int32_t arm = 0;
+  int32_t served = 0;
+  double seconds = 0;
+  bool failed = false;
+};
+
+// The engine's A/B metrics (see the file comment). record_calls: per call, steps served or
+// shadowed, verify seconds and shadow failures. record_row: a row its arm served was committed
+// with `emitted` tokens appended (stop conditions may cut the accepted + 1 the verifier
+// emitted); k = the row's k cap (lookahead).
+void record_calls(std::vector<spec::ArmMetrics>& m, std::span<const VerifierCall> calls);
+void record_row(std::vector<spec::ArmMetrics>& m, int32_t arm, int32_t k, int32_t drafted, int32_t accepted,
+                int32_t emitted, float emitted_logprob, std::span<const sched::ShadowOutcome> shadows);
+
 class ArmVerifiers {
  public:
   // Creates every arm's verifier; throws specd::Error naming the arm and the reason.
@@ -56,12 +78,10 @@ class ArmVerifiers {
   // Verifies `rows` (drafted, not failed, each with seq->arm set); see the file comment.
   // Returns whether any row was verified.
   bool verify(std::span<sched::StepRow* const> rows);
-  // A row its arm served was committed: `emitted` tokens appended (stop conditions may cut the
-  // accepted + 1 the verifier emitted).
-  void record(const sched::StepRow& row, int32_t emitted);
-  void count_request(int32_t arm) { ++metrics_[static_cast<size_t>(arm)].num_requests; }
-
-  const std::vector<spec::ArmMetrics>& metrics() const { return metrics_; }
+  // The verifier calls of the last verify(), in order (read once the step is done).
+  std::span<const VerifierCall> calls() const { return calls_; }
+  // All-zero metrics, one per arm, each with a shadow entry per arm.
+  std::vector<spec::ArmMetrics> zero_metrics() const;
 
  private:
   // Rows [lo, hi) of the step's buffers, all served by one arm.
@@ -81,7 +101,6 @@ class ArmVerifiers {
   float logprob(size_t i, const int32_t* tokens, int32_t n) const;
 
   std::vector<Arm> arms_;
-  std::vector<spec::ArmMetrics> metrics_;
   int64_t vocab_;
   bool any_shadow_ = false;
   bool needs_draft_probs_ = false;
@@ -96,6 +115,8 @@ class ArmVerifiers {
   std::vector<uint64_t> seeds_, steps_;
   std::vector<int32_t> shadow_drafted_, shadow_tokens_, shadow_accepted_;
   std::vector<sched::ShadowOutcome> outcomes_;  // [rows, arms]
+  std::vector<VerifierCall> calls_;
+  std::vector<bool> shadow_warned_;  // [arm] its shadow failure was logged (once per arm)
 };
 
 }  // namespace specd::speculative

@@ -57,7 +57,6 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
 std::optional<ArmAssignment> Speculator::assign(const std::string& arm, const std::string& user, RequestId id) {
   std::optional<ArmAssignment> a = assigner_->assign(arm, user, id);
   if (a) {
-    arms_->count_request(a->arm);
     spec_log().debug("request {} → arm '{}' ({})", id, arms_->arm(static_cast<size_t>(a->arm)).name,
                      arm_choice_name(a->choice));
   }
@@ -226,7 +225,10 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   for (const sched::StepRow* row : rows) {
     SeqState& st = seqs_[row->seq->id];
     st.next_pos = row->start + row->n;
-    if (row->sample) st.prefilled = true;
+    // The chunk that ends the prompt, or the one that ends a preempted sequence's re-prefill
+    // (all but its last token: the scheduler leaves that one to the next decode).
+    const auto len = static_cast<int64_t>(row->seq->tokens.size());
+    if (row->sample || (row->seq->num_generated() > 0 && st.next_pos == len - 1)) st.prefilled = true;
   }
 }
 
@@ -248,12 +250,6 @@ bool Speculator::verify(sched::StepBatch& batch) {
   for (sched::StepRow& row : batch.rows)
     if (row.drafted() && !row.failed()) rows_.push_back(&row);
   return arms_->verify(rows_);
-}
-
-void Speculator::record(const sched::StepRow& row, int32_t emitted) {
-  const auto drafted = static_cast<int32_t>(row.drafts.size());
-  metrics_.record(row.lookahead, drafted, row.num_accepted, emitted);
-  arms_->record(row, emitted);
 }
 
 // ---- after commit -----------------------------------------------------------------------------

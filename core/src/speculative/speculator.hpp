@@ -17,8 +17,11 @@
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
 // registry, the model host (draft / MTP models with their own KV) and the plugin instances (the
-// A/B arms' verifiers and their assignment included), plus reusable batch buffers. Used from the
-// engine's step thread only.
+// A/B arms' verifiers included), plus reusable batch buffers. Used by one thread at a time:
+// propose / observe / verify / accept run where the step executes (the model worker with async
+// scheduling), release between steps; the A/B assignment (assign, has_arm, arm_list) touches
+// only the assigner and runs on the engine thread at any time. The engine keeps the acceptance
+// metrics, the A/B arms' included (they are recorded with the outputs).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +43,6 @@
 #include "speculative/model_host.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
-#include "specd/spec_metrics.hpp"
 
 namespace specd::speculative {
 
@@ -66,7 +68,7 @@ class Speculator {
   std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
                                       kv::KvCache& kv);
 
-  // The request's A/B arm (arms.hpp), counted in its metrics; nullopt for an unknown arm name.
+  // The request's A/B arm (arms.hpp); nullopt for an unknown arm name.
   std::optional<ArmAssignment> assign(const std::string& arm, const std::string& user, RequestId id);
   bool has_arm(const std::string& name) const { return assigner_->find(name).has_value(); }
   // "a, b": the arm names, for messages.
@@ -76,14 +78,10 @@ class Speculator {
   void observe(sched::StepBatch& batch);
   // Returns whether any row was verified (the step counts as a speculative step).
   bool verify(sched::StepBatch& batch);
-  // A verified row was committed with `emitted` tokens appended: engine-wide and arm metrics.
-  void record(const sched::StepRow& row, int32_t emitted);
   void accept(sched::StepRow& row);
   // The sequence ended or was preempted: the proposer's state for it is freed (its hosted KV is
   // the scheduler's to free).
   void release(RequestId id);
-
-  spec::SpecMetrics& metrics() { return metrics_; }
 
  private:
   struct SeqState {
@@ -109,7 +107,6 @@ class Speculator {
   int64_t hidden_size_;
   // The proposer gets on_prefill / on_accept / on_release (abi.h, keeps_state).
   bool keeps_state_;
-  spec::SpecMetrics metrics_;
   std::unordered_map<RequestId, SeqState> seqs_;
 
   // Per-step buffers, reused.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 #include "ab_test_util.hpp"
 #include "specd/error.hpp"
@@ -101,6 +102,53 @@ TEST(AbEngine, SameVerifierShadowUsesTheSameUniforms) {
     EXPECT_EQ(r.shadows[0].accepted, r.accepted);
     EXPECT_EQ(r.shadows[0].differing_tokens, 0);
     EXPECT_DOUBLE_EQ(r.shadows[0].logprob_sum, r.logprob_sum);
+  }
+}
+
+// Arms with shadows under async scheduling and multi-step (docs/scheduling.md): verification
+// moves to the model worker and steps regroup, but every request gets the same tokens, the same
+// per-step accepted lengths from its arm and its shadows, and the arms' per-row counters match
+// the synchronous single-step run.
+TEST(AbEngine, ArmsAndShadowsInEverySchedulingMode) {
+  const std::string arms = "[{name: r, verifier: rejection}, {name: t, verifier: typical_acceptance}]";
+  const std::vector<Request> reqs = sampled_requests(8, 1.0f, 14, 70);
+  auto mode = [&](bool async, int steps) {
+    const specd::config::Overrides extra = {{"scheduler.async_scheduling", async ? "true" : "false"},
+                                            {"scheduler.num_scheduler_steps", std::to_string(steps)}};
+    const std::string log = "modes-" + std::to_string(async) + "-" + std::to_string(steps) + ".jsonl";
+    return run_ab(ab_config(arms, "all", work_dir() / log, 3, extra), reqs);
+  };
+  const auto ref = mode(false, 1);
+  ASSERT_EQ(ref.records.size(), reqs.size());
+  for (const auto& [async, steps] : {std::pair{true, 1}, std::pair{false, 4}, std::pair{true, 4}}) {
+    SCOPED_TRACE(std::string(async ? "async" : "sync") + ", num_scheduler_steps " + std::to_string(steps));
+    const auto run = mode(async, steps);
+    EXPECT_EQ(run.tokens, ref.tokens);
+    ASSERT_EQ(run.records.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const auto& a = run.records[run.record_of.at(i)];
+      const auto& b = ref.records[ref.record_of.at(i)];
+      EXPECT_EQ(a.arm, b.arm) << i;
+      EXPECT_EQ(a.accepted, b.accepted) << i;
+      ASSERT_EQ(a.shadows.size(), 1u);
+      EXPECT_EQ(a.shadows[0].accepted, b.shadows[0].accepted) << i;
+      EXPECT_EQ(a.shadows[0].differing_tokens, b.shadows[0].differing_tokens) << i;
+    }
+    ASSERT_EQ(run.arms.size(), 2u);
+    for (size_t arm = 0; arm < 2; ++arm) {
+      EXPECT_EQ(run.arms[arm].num_requests, ref.arms[arm].num_requests);
+      EXPECT_EQ(run.arms[arm].serving.draft_tokens, ref.arms[arm].serving.draft_tokens);
+      EXPECT_EQ(run.arms[arm].serving.accepted_tokens, ref.arms[arm].serving.accepted_tokens);
+      EXPECT_EQ(run.arms[arm].serving.emitted_tokens, ref.arms[arm].serving.emitted_tokens);
+      const auto& s = run.arms[arm].shadow[1 - arm];
+      EXPECT_EQ(s.counterfactual.draft_tokens, ref.arms[arm].shadow[1 - arm].counterfactual.draft_tokens);
+      EXPECT_EQ(s.counterfactual.accepted_tokens, ref.arms[arm].shadow[1 - arm].counterfactual.accepted_tokens);
+      EXPECT_EQ(s.compared_tokens, ref.arms[arm].shadow[1 - arm].compared_tokens);
+      // A shadow verified every row its serving arm served.
+      EXPECT_EQ(s.counterfactual.draft_tokens, run.arms[1 - arm].serving.draft_tokens);
+      EXPECT_GT(s.counterfactual.num_steps, 0u);
+    }
+    EXPECT_EQ(run.arms[0].serving.draft_tokens + run.arms[1].serving.draft_tokens, run.spec.draft_tokens);
   }
 }
 

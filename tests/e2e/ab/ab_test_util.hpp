@@ -62,6 +62,8 @@ struct AbRun {
   std::vector<speculative::AbRecord> records;     // the A/B log, in finishing order
   std::map<uint64_t, size_t> record_of;           // request index -> records index
   EngineInfo info;
+  std::vector<spec::ArmMetrics> arms;             // Engine::arm_metrics() at the end
+  spec::SpecMetrics spec;                         // Engine::spec_metrics() at the end
 };
 
 // Adds every request at once (ids 1..n), runs the engine to the end, destroys it (the log's
@@ -81,6 +83,8 @@ inline AbRun run_ab(const config::EngineConfig& cfg, const std::vector<Request>&
         run.tokens[i].insert(run.tokens[i].end(), out.new_token_ids.begin(), out.new_token_ids.end());
         if (out.finished) run.finals[i] = std::move(out);
       }
+    run.arms = engine->arm_metrics();
+    run.spec = engine->spec_metrics();
   }
   run.records = ab::read_ab_logs({cfg.speculative.ab_log});
   for (size_t i = 0; i < run.records.size(); ++i) run.record_of[run.records[i].id - 1] = i;

@@ -96,7 +96,8 @@ void Engine::Impl::collect() {
     if (ended) remove(id);
   }
   // A/B: each row's share of the step's time, for the log; the verifier calls, for the arms' metrics.
-  outbox.row_s = (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
+  outbox.row_s =
+      (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
   if (spec) speculative::record_calls(arm_metrics, spec->arms().calls());
   batch.rows.clear();  // the rows point at sequences that may be gone now
   stats.propose += exec.propose;

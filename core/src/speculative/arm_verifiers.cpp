@@ -207,7 +207,8 @@ void ArmVerifiers::serve(const Range& r) {
 
 void ArmVerifiers::shadow(size_t s, const Range& r) {
   Arm& arm = arms_[s];
-  VerifierCall& call = calls_.emplace_back(VerifierCall{static_cast<int32_t>(s), static_cast<int32_t>(r.arm), 0, false});
+  VerifierCall& call =
+      calls_.emplace_back(VerifierCall{static_cast<int32_t>(s), static_cast<int32_t>(r.arm), 0, false});
   const size_t width = static_cast<size_t>(k_) + 1;
   shadow_drafted_.resize(rows_.size());
   shadow_tokens_.resize(rows_.size() * width);

@@ -41,6 +41,11 @@ struct SpeculativeOptions {
   // Dynamic speculation for this request (the policy picks 0..k drafts every step); unset =
   // speculative.dynamic. false = exactly k drafts every step (what the proposer finds).
   std::optional<bool> dynamic;
+  // The A/B arm (speculative.arms) that serves this request; "" = assigned by `user`,
+  // else by a seeded draw. An unknown name fails the request.
+  std::string arm;
+  // The end user (OpenAI `user`): requests of the same user get the same A/B arm (sticky).
+  std::string user;
 };
 
 struct Request {
@@ -74,6 +79,9 @@ struct RequestOutput {
   int32_t num_draft_tokens = 0;
   int32_t num_accepted_tokens = 0;
   int32_t num_spec_steps = 0;
+  // The A/B arm serving the request: an index into EngineInfo::arms; -1 = none (speculation
+  // off for the request, or the request failed before it was assigned).
+  int32_t arm = -1;
 };
 
 }  // namespace specd

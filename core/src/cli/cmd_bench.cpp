@@ -31,6 +31,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/arm_report.hpp"
 #include "cli/bench_compare_k.hpp"
 #include "cli/bench_decode.hpp"
 #include "cli/bench_scorers.hpp"
@@ -253,6 +254,10 @@ nlohmann::json spec_json(const SpecRow& r) {
 // Everything measured for one weight dtype (one engine).
 struct RunResult {
   EngineInfo info;
+  // Per A/B arm over all speculative runs (plain runs use no arm), with the engine-wide metrics
+  // of the same runs for the shadow arms' cost per step.
+  std::vector<spec::ArmMetrics> arms;
+  spec::SpecMetrics spec_total;
   double load_s = 0;
   double prefill = 0;  // tokens/s
   std::vector<SpecRow> rows;
@@ -286,6 +291,8 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     }
     res.rows.push_back(best);
   }
+  res.arms = engine.arm_metrics();
+  res.spec_total = engine.spec_metrics();
   res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -340,7 +347,8 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
                         {"k", info.num_speculative_tokens},
                         {"dynamic", info.dynamic_k},
                         {"rows", srows},
-                        {"scoring", scoring}};
+                        {"scoring", scoring},
+                        {"arms", arms_json(info, r.arms, r.spec_total)}};
   }
   return j;
 }
@@ -391,6 +399,9 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
                 p.step_ms, floor_ms > 0 ? p.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
     std::printf("               %s\n", step_time_line(p.timing).c_str());
     if (speculative) print_spec_row(row);
+  }
+  if (speculative) {
+    std::printf("  per arm, over all speculative runs:\n%s", arms_text(info, r.arms, r.spec_total, "    ").c_str());
   }
   for (const auto& s : r.scoring) {
     std::printf("  scoring b=%-2d %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = %.2fx\n", s.batch,

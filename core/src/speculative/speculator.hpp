@@ -9,8 +9,9 @@
 //   observe(batch)   prefill chunks and plain decodes reach the proposer (on_prefill, target
 //                    hidden states buffered for the next propose)
 //   verify(batch)    each drafted row's m+1 logit rows → the request's sampling transform →
-//                    probabilities; the verifier accepts a prefix and emits one more token
-//                    (row.num_accepted, row.emitted)
+//                    probabilities; the verifier of the row's A/B arm accepts a prefix and
+//                    emits one more token (row.num_accepted, row.emitted); shadow arms verify
+//                    the same rows and only record (ArmVerifiers, row.shadows)
 //   (Scheduler::commit appends the tokens and rolls the KV back; the output processor
 //    detokenizes and applies stop strings)
 //   accept(row)      a row that speculated and goes on: hidden states of its committed
@@ -18,15 +19,18 @@
 //   end_step(...)    the step's measured times teach the policy's cost model
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
-// registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
-// reusable batch buffers. Used by one thread at a time: propose / observe / verify / accept run
-// where the step executes (the model worker with async scheduling), and so do plan / end_step;
-// release between steps. The engine keeps the acceptance metrics (they are recorded with the
-// outputs) and copies the policy's counters when it collects a step.
+// registry, the model host (draft / MTP models with their own KV) and the plugin instances (the
+// A/B arms' verifiers included), plus reusable batch buffers. Used by one thread at a time:
+// propose / observe / verify / accept run where the step executes (the model worker with async
+// scheduling), and so do plan / end_step; release between steps; the A/B assignment (assign,
+// has_arm, arm_list) touches only the assigner and runs on the engine thread at any time. The
+// engine keeps the acceptance metrics, the A/B arms' included (they are recorded with the
+// outputs), and copies the policy's counters when it collects a step.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -38,6 +42,8 @@
 #include "plugin/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
+#include "speculative/arm_verifiers.hpp"
+#include "speculative/arms.hpp"
 #include "speculative/model_host.hpp"
 #include "speculative/policy.hpp"
 #include "speculative/scorer.hpp"
@@ -56,8 +62,7 @@ class Speculator {
 
   ModelHost& host() { return *host_; }
   const std::string& proposer_name() const { return proposer_->name(); }
-  const std::string& verifier_name() const { return verifier_->name(); }
-  bool verifier_lossless() const { return verifier_->capabilities().lossless != 0; }
+  const ArmVerifiers& arms() const { return *arms_; }
   int32_t max_k() const { return proposer_->capabilities().max_k; }
   int32_t default_k() const { return default_k_; }
   // The proposer wants the target's hidden states of every position (the scorer returns them).
@@ -67,6 +72,12 @@ class Speculator {
   // built-in multi-query scorer (mqa) or a scorer plugin on the model host.
   std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
                                       kv::KvCache& kv);
+
+  // The request's A/B arm (arms.hpp); nullopt for an unknown arm name.
+  std::optional<ArmAssignment> assign(const std::string& arm, const std::string& user, RequestId id);
+  bool has_arm(const std::string& name) const { return assigner_->find(name).has_value(); }
+  // "a, b": the arm names, for messages.
+  std::string arm_list() const { return assigner_->list(); }
 
   // Times the target's forward at start-up for the policy's cost model (cost_model.hpp), on a
   // scratch sequence of `kv`; max_tokens: the largest step worth measuring.
@@ -99,8 +110,9 @@ class Speculator {
   void check_drafts(std::span<sched::StepRow* const> rows) const;
   void prefill(std::span<sched::StepRow* const> rows);
   void add_hidden(const sched::StepRow& row, int32_t n);
-  // The policy's acceptance evidence from verified row i of rows_ (acceptance_model.hpp).
-  void observe_acceptance(size_t i, int32_t k_stride, bool with_probs);
+  // The policy's acceptance evidence from the rows the last verify() verified
+  // (acceptance_model.hpp).
+  void observe_acceptance();
   // Fails the rows a failed call covered: "speculative decoding failed: <what>".
   void fail(std::span<sched::StepRow* const> rows, const char* stage, const Error& e);
   void fail(sched::StepRow& row, const char* stage, const Error& e);
@@ -108,7 +120,8 @@ class Speculator {
   plugin::Registry registry_;  // first: the plugin libraries outlive the instances
   std::unique_ptr<ModelHost> host_;
   std::unique_ptr<plugin::ProposerInstance> proposer_;
-  std::unique_ptr<plugin::VerifierInstance> verifier_;
+  std::unique_ptr<ArmVerifiers> arms_;
+  std::optional<ArmAssigner> assigner_;  // set once the arms exist
   int32_t default_k_;
   int64_t vocab_;
   int64_t hidden_size_;
@@ -121,10 +134,8 @@ class Speculator {
   // Per-step buffers, reused.
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
-  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_, out_tokens_, num_accepted_;
-  std::vector<float> draft_probs_, target_probs_, hidden_buf_, verify_q_;
-  std::vector<uint64_t> seeds_, steps_;
-  std::vector<int32_t> verify_drafts_, verify_counts_;
+  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_;
+  std::vector<float> draft_probs_, hidden_buf_;
   std::vector<double> evidence_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step
 };

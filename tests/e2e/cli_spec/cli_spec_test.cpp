@@ -182,7 +182,9 @@ TEST(CliBench, PerArmNumbersAddUpToTheTotals) {
     EXPECT_EQ(arm.at("k"), 3);
     EXPECT_TRUE(arm.at("shadow").get<bool>());
   }
-  EXPECT_EQ(requests, 5u) << "batches 2 and 3, one speculative run each";
+  // Batches 2 and 3 (one speculative run each) and the prefill run's one-token request, which
+  // gets an arm but never drafts.
+  EXPECT_EQ(requests, 6u);
   EXPECT_GT(row_draft_tokens, 0u);
   EXPECT_EQ(drafts, row_drafts);
   EXPECT_EQ(draft_tokens, row_draft_tokens);
@@ -208,7 +210,7 @@ TEST(CliBench, PerArmNumbersAddUpToTheTotals) {
                           " --prompt-tokens 16 --gen-tokens 8 --batch 2,3 --repeats 1 --score-k 2");
   ASSERT_EQ(text.status, 0) << text.out;
   EXPECT_NE(text.out.find("per arm, over all speculative runs:"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("arm a (greedy, k=3): "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("arm a (greedy, lossy, k=3): "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("arm b (rejection, k=3): "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("as a shadow on "), std::string::npos) << text.out;
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +59,9 @@ struct EngineInfo {
   bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
   std::string scorer;              // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;
+  // The model's generation_config.json sampling defaults (unset: not given there).
+  std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
+  std::optional<int64_t> default_top_k, default_max_tokens;
 };
 
 // Live counters, for metrics and health checks.

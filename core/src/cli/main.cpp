@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   cli::add_score_command(app);
   cli::add_bench_command(app);
   cli::add_serve_command(app);
+  cli::add_template_command(app);
 
   try {
     app.parse(argc, argv);

@@ -284,7 +284,8 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
   if (YAML::Node n = root["server"];
       r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",
-                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "shutdown_timeout_s"})) {
+                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "tool_call_parser",
+                              "stream_token_by_token", "shutdown_timeout_s"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -293,8 +294,10 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_string(n, "server", "api_key_env", s.api_key_env);
     r.get_int(n, "server", "max_body_bytes", 1024, int64_t{1} << 30, s.max_body_bytes);
     r.get_int(n, "server", "max_prompt_tokens", 0, 1 << 24, s.max_prompt_tokens);
-    r.get_int(n, "server", "max_tokens_limit", 1, 1 << 24, s.max_tokens_limit);
-    r.get_choice(n, "server", "chat_template", {"auto", "chatml", "llama2", "llama3"}, s.chat_template);
+    r.get_int(n, "server", "max_tokens_limit", 0, 1 << 24, s.max_tokens_limit);
+    r.get_string(n, "server", "chat_template", s.chat_template);
+    r.get_choice(n, "server", "tool_call_parser", {"auto", "hermes", "llama3_json", "none"}, s.tool_call_parser);
+    r.get_bool(n, "server", "stream_token_by_token", s.stream_token_by_token);
     r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
   }
   if (YAML::Node n = root["plugins"]; r.section(n, "plugins", {"paths"})) {

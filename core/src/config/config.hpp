@@ -65,8 +65,10 @@ struct ServerConfig {
   std::string api_key_env;               // environment variable holding one more key
   int64_t max_body_bytes = 1 << 20;
   int32_t max_prompt_tokens = 0;         // 0 = the model's context length
-  int32_t max_tokens_limit = 4096;       // upper bound for a request's max_tokens
-  std::string chat_template = "auto";    // auto | chatml | llama2 | llama3
+  int32_t max_tokens_limit = 0;          // upper bound for a request's max_tokens; 0 = the context
+  std::string chat_template = "auto";    // auto (the model's own) | a Jinja template file
+  std::string tool_call_parser = "auto";  // auto | hermes | llama3_json | none
+  bool stream_token_by_token = false;    // one SSE event per token, not per engine step
   int32_t shutdown_timeout_s = 30;
 };
 

@@ -27,6 +27,9 @@ uint64_t splitmix64(uint64_t x) {
 
 // Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
 constexpr kv::SeqId kScoringSeq = -1;
+// Sequence ids of choices 1.. of requests with n > 1: above every request id (below 2^63).
+constexpr RequestId kFirstChoiceId = RequestId{1} << 63;
+constexpr int32_t kMaxChoices = 64;
 
 size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -85,7 +88,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
       *kv, spec ? &spec->host() : nullptr);
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
-  output = std::make_unique<output::OutputProcessor>(*tok);
+  output = std::make_unique<output::OutputProcessor>(*tok, mc.vocab_size);
 
   eos_ids = mc.eos_token_ids;
   if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
@@ -137,6 +140,12 @@ void Engine::Impl::describe() {
   info.weight_dtype = std::string(kernels::dtype_name(model->weights().dtype()));
   info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
+  info.default_temperature = mc.default_temperature;
+  info.default_top_p = mc.default_top_p;
+  info.default_min_p = mc.default_min_p;
+  info.default_repetition_penalty = mc.default_repetition_penalty;
+  info.default_top_k = mc.default_top_k;
+  info.default_max_tokens = mc.default_max_tokens;
   info.num_threads = kernels::num_threads();
   if (spec) {
     info.proposer = spec->proposer_name();
@@ -197,6 +206,20 @@ void Engine::add_request(RequestId id, const Request& request) {
     fail("speculative.num_speculative_tokens must be in [0, 32], got " + std::to_string(*k), n);
     return;
   }
+  if (request.n < 1 || request.n > kMaxChoices || (request.n > 1 && request.sampling.max_tokens == 0)) {
+    fail("n must be in [1, " + std::to_string(kMaxChoices) + "] (1 when max_tokens is 0), got " +
+             std::to_string(request.n),
+         n);
+    return;
+  }
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    if (token < 0 || token >= m.info.vocab_size) {
+      fail("logit_bias names token id " + std::to_string(token) + " outside the vocabulary [0, " +
+               std::to_string(m.info.vocab_size) + ")",
+           n);
+      return;
+    }
+  }
   seq->num_prompt = n;
   seq->params = request.sampling;
   if (m.spec && request.speculative.enabled) {
@@ -206,16 +229,69 @@ void Engine::add_request(RequestId id, const Request& request) {
                                     : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
   seq->stop_ids = request.sampling.stop_token_ids;
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  m.output->add(id, seq->tokens, request.sampling);
+  seq->request = id;
+  m.output->add(id, id, 0, seq->tokens, request.sampling, request.tool_calls);
+  if (request.n > 1) {
+    Impl::Choices& c = m.choices[id];
+    c.open = request.n;
+    for (int32_t i = 1; i < request.n; ++i) {
+      auto choice = std::make_unique<sched::Sequence>(*seq);
+      choice->id = kFirstChoiceId + m.next_choice_id++;
+      choice->index = i;
+      choice->seed = seq->seed + static_cast<uint64_t>(i);  // its own stream (vLLM: seed + index)
+      choice->params.prompt_logprobs = -1;                  // reported once, with choice 0
+      m.output->add(choice->id, id, i, choice->tokens, choice->params, request.tool_calls);
+      c.forks.push_back(std::move(choice));
+    }
+  }
   m.scheduler->add(std::move(seq));
+}
+
+void Engine::Impl::fork_choices(const sched::Sequence& first) {
+  auto it = choices.find(first.id);
+  if (it == choices.end() || it->second.forks.empty()) return;
+  // The prompt's KV up to its last token is shared; each choice recomputes that token to get its
+  // own logits row. A proposer that needs the target's hidden states of the prompt gets them only
+  // from a full prefill, so then each choice prefills alone.
+  const int32_t shared = spec && spec->wants_hidden() ? 0 : first.num_prompt - 1;
+  for (auto& choice : it->second.forks) {
+    it->second.forked.push_back(choice->id);
+    scheduler->add_fork(std::move(choice), first.id, shared);
+  }
+  it->second.forks.clear();
+}
+
+void Engine::Impl::report(RequestOutput out, std::vector<RequestOutput>& outputs) {
+  if (out.finish_reason != FinishReason::kNone && !choices.empty()) {
+    if (auto it = choices.find(out.id); it != choices.end()) {
+      out.finished = --it->second.open == 0;
+      if (out.finished) choices.erase(it);
+    }
+  }
+  outputs.push_back(std::move(out));
+}
+
+void Engine::Impl::end_waiting_choices(RequestId request, const std::string& error,
+                                       std::vector<RequestOutput>& outputs) {
+  auto it = choices.find(request);
+  if (it == choices.end()) return;
+  std::vector<std::unique_ptr<sched::Sequence>> forks = std::move(it->second.forks);
+  it->second.forks.clear();
+  for (const auto& f : forks) report(error.empty() ? output->abort(f->id) : output->fail(f->id, error), outputs);
 }
 
 void Engine::abort(RequestId id) {
   Impl& m = *impl_;
-  if (m.scheduler->remove(id)) {
-    if (m.spec) m.spec->release(id);
-    m.pending.push_back(m.output->abort(id));
+  std::vector<RequestId> seqs = {id};
+  if (auto it = m.choices.find(id); it != m.choices.end())
+    seqs.insert(seqs.end(), it->second.forked.begin(), it->second.forked.end());
+  for (RequestId seq : seqs) {
+    if (m.scheduler->remove(seq)) {
+      if (m.spec) m.spec->release(seq);
+      m.report(m.output->abort(seq), m.pending);
+    }
   }
+  m.end_waiting_choices(id, "", m.pending);
 }
 
 bool Engine::has_unfinished() const { return !impl_->scheduler->empty() || !impl_->pending.empty(); }

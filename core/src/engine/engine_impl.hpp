@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
@@ -38,6 +39,16 @@ struct Engine::Impl {
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
+  // Requests with n > 1 choices: choice 0 runs under the request's id; the other choices wait
+  // here (`forks`) until choice 0 has prefilled the prompt, then share its KV blocks under ids
+  // from kFirstChoiceId on. `open` counts the choices not finished yet.
+  struct Choices {
+    int32_t open = 0;
+    std::vector<std::unique_ptr<sched::Sequence>> forks;
+    std::vector<RequestId> forked;  // sequence ids of choices 1.. in the scheduler
+  };
+  std::unordered_map<RequestId, Choices> choices;
+  RequestId next_choice_id = 0;
   uint64_t num_preemptions = 0;
   log::Logger& log = log::get("engine");
   // Per-step buffers, reused so that a decode step does not allocate.
@@ -54,6 +65,12 @@ struct Engine::Impl {
   void sample();
   void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs);
   void finish(RequestId id);
+
+  // n > 1 (engine.cpp): the other choices start from choice 0's prefilled prompt; outputs say
+  // whether the whole request ended; a failed or aborted choice 0 takes the waiting ones along.
+  void fork_choices(const sched::Sequence& first);
+  void report(RequestOutput out, std::vector<RequestOutput>& outputs);
+  void end_waiting_choices(RequestId request, const std::string& error, std::vector<RequestOutput>& outputs);
 };
 
 }  // namespace specd

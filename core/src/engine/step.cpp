@@ -54,7 +54,8 @@ void Engine::Impl::retire_unscheduled(std::vector<RequestOutput>& outputs) {
   num_preemptions += static_cast<uint64_t>(batch.num_preempted);
   for (auto& [id, message] : batch.failed) {
     if (spec) spec->release(id);
-    outputs.push_back(output->fail(id, message));
+    report(output->fail(id, message), outputs);
+    end_waiting_choices(id, message, outputs);
   }
   if (spec) {
     for (RequestId id : batch.preempted) spec->release(id);
@@ -66,11 +67,11 @@ void Engine::Impl::sample() {
   sampled.resize(batch.rows.size());
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     sched::StepRow& row = batch.rows[i];
-    if (!row.sample || row.failed() || row.drafted()) continue;
+    if (!row.sample || row.failed() || row.drafted() || row.seq->params.max_tokens == 0) continue;
     const sched::Sequence& seq = *row.seq;
     try {
-      sampled[i] = sampling::sample_token({row.logits, static_cast<size_t>(info.vocab_size)}, seq.params, seq.seed,
-                                          seq.step(), probs);
+      sampled[i] = sampling::sample_token({row.logits, static_cast<size_t>(info.vocab_size)}, seq.params,
+                                          seq.history(), seq.seed, seq.step(), probs);
       row.emitted = {&sampled[i], 1};
     } catch (const Error& e) {
       row.fail(std::string("sampling failed: ") + e.what());
@@ -83,20 +84,24 @@ void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outpu
   const RequestId id = row.seq->id;
   if (!row.failed()) {
     scheduler->commit(row);
+    if (row.chunk_logits != nullptr) output->prompt_chunk(id, row.seq->tokens, row.start, row.n, row.chunk_logits);
     if (!row.sample) return;  // a prefill chunk that is not the prompt's last
+    if (!choices.empty() && row.seq->index == 0) fork_choices(*row.seq);
     const output::SpecStep step{row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
-    RequestOutput out = output->process(id, row.emitted.first(static_cast<size_t>(row.num_appended)), row.finish,
-                                        row.speculates() ? &step : nullptr);
+    RequestOutput out = output->process(id, {row.emitted.first(static_cast<size_t>(row.num_appended)), row.finish,
+                                             row.speculates() ? &step : nullptr, row.logits});
     if (row.drafted())
       spec->metrics().record(step.k, step.drafted, step.accepted, static_cast<int32_t>(out.new_token_ids.size()));
-    if (!out.finished && spec) spec->accept(row);
+    const bool ended = out.finish_reason != FinishReason::kNone;
+    if (!ended && spec) spec->accept(row);
     if (!row.failed()) {
-      if (out.finished) finish(id);
-      outputs.push_back(std::move(out));
+      if (ended) finish(id);
+      report(std::move(out), outputs);
       return;
     }
   }
-  outputs.push_back(output->fail(id, row.error));
+  report(output->fail(id, row.error), outputs);
+  end_waiting_choices(id, row.error, outputs);
   finish(id);
 }
 

@@ -7,6 +7,8 @@
 //   forward          – writes K/V at positions [num_tokens, num_tokens + n), then commit(s, n)
 //   truncate(s, len) – rollback of rejected speculative tokens: a length change on the block
 //                      table; blocks past the new length go back to the pool.
+//   fork(p, c, len)  – c starts as the first len tokens of p, sharing p's blocks (refcounted);
+//                      the first write into a shared, partly filled block copies it (reserve).
 // Not thread-safe: owned by the engine's step thread.
 #pragma once
 
@@ -67,9 +69,13 @@ class KvCache {
   int32_t capacity(SeqId seq) const;
   // Blocks that reserve(seq, n) would take from the pool.
   int32_t blocks_needed(SeqId seq, int32_t n) const;
-  // Makes room for n tokens past num_tokens(seq). All or nothing: false (and no change) when
+  // Makes room for n tokens past num_tokens(seq), copying a partly filled last block that
+  // another sequence shares first (copy-on-write). All or nothing: false (and no change) when
   // the pool has too few free blocks.
   bool reserve(SeqId seq, int32_t n);
+  // Registers `child` holding the first len tokens of `parent` (<= num_tokens(parent)) in the
+  // parent's blocks, shared. Throws kInternal if the child exists or len is out of range.
+  void fork(SeqId parent, SeqId child, int32_t len);
   // Marks n more tokens as written. Throws kInternal past the reserved capacity.
   void commit(SeqId seq, int32_t n);
   // Shrinks the sequence to new_len tokens (<= num_tokens) and frees blocks it no longer needs.
@@ -92,6 +98,9 @@ class KvCache {
   };
   const BlockTable& table(SeqId seq) const;
   BlockTable& table(SeqId seq);
+  // The partly filled last block that a write of n > 0 tokens would copy first, or -1.
+  int32_t shared_tail(const BlockTable& t, int32_t n) const;
+  void copy_block(int32_t from, int32_t to);
 
   KvCacheShape shape_;
   BlockAllocator allocator_;

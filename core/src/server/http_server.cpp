@@ -15,7 +15,9 @@
 #include "config/config.hpp"
 #include "engine/async_engine.hpp"
 #include "server/metrics.hpp"
+#include "server/chat_template.hpp"
 #include "server/openai_api.hpp"
+#include "server/openai_response.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -72,7 +74,7 @@ std::string endpoint_label(const std::string& path) {
 struct Loaded {
   const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
   std::unique_ptr<AsyncEngine> engine;
-  ChatTemplateKind chat_template = ChatTemplateKind::kChatML;
+  std::unique_ptr<ChatPrompter> prompter;
   ApiLimits limits;
 };
 
@@ -159,10 +161,9 @@ struct HttpServer::Impl {
 
 HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(default_model_name(c)) {
   // Validate the template setting before anything binds.
-  if (cfg.server.chat_template != "auto" && cfg.server.chat_template != "chatml" &&
-      cfg.server.chat_template != "llama2" && cfg.server.chat_template != "llama3") {
-    throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto, chatml, llama2 or llama3, got '" +
-                                                 cfg.server.chat_template + "'");
+  if (cfg.server.chat_template != "auto" && !std::filesystem::is_regular_file(cfg.server.chat_template)) {
+    throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto or a Jinja template file, got '" +
+                                                 cfg.server.chat_template + "' (no such file)");
   }
   api_keys = cfg.server.api_keys;
   if (!cfg.server.api_key_env.empty()) {
@@ -332,6 +333,24 @@ void HttpServer::Impl::routes() {
   };
   http.Post("/v1/completions", generation(false));
   http.Post("/v1/chat/completions", generation(true));
+  // A known path with the wrong method is 405 with the methods it takes.
+  auto not_allowed = [this](const char* allow) {
+    return [this, allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      send_error(res, ApiError(405, req.method + " is not allowed on this path (allowed: " + allow + ")",
+                               "invalid_request_error", "", "method_not_allowed"));
+    };
+  };
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    http.Get(path, not_allowed("POST"));
+    http.Put(path, not_allowed("POST"));
+    http.Delete(path, not_allowed("POST"));
+  }
+  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
+    http.Post(path, not_allowed("GET"));
+    http.Put(path, not_allowed("GET"));
+    http.Delete(path, not_allowed("GET"));
+  }
 
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -374,6 +393,8 @@ Request to_engine_request(const GenerationRequest& g) {
   Request r;
   r.prompt_ids = g.prompt_ids;
   r.sampling = g.sampling;
+  r.n = g.n;
+  r.tool_calls = g.tool_calls;
   if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
   r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
   return r;
@@ -384,6 +405,11 @@ RequestOutput next_output(RequestStream& stream) {
   for (;;) {
     if (auto out = stream.next(Clock::now() + std::chrono::seconds(1))) return std::move(*out);
   }
+}
+
+// A choice that failed or was aborted fails the request (its other choices are cancelled).
+bool failed(const RequestOutput& out) {
+  return out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kAbort;
 }
 
 ApiError engine_failure(const RequestOutput& out) {
@@ -399,10 +425,9 @@ struct StreamState {
   RequestId id = 0;  // the request (AsyncEngine ids are the engine's)
   std::shared_ptr<RequestStream> stream;
   std::vector<RequestOutput> pending;  // outputs taken before the stream started
+  std::unique_ptr<ResponseBuilder> builder;
   ResponseMeta meta;
-  bool chat = false;
   bool include_usage = false;
-  bool sent_role = false;
   bool completed = false;
 };
 
@@ -413,8 +438,8 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
 
-  const json body = parse_body(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
+  const nlohmann::ordered_json body = parse_body(req.body);
+  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, *l->prompter)
                              : parse_completion_request(body, l->limits, *l->tok);
 
   Submission sub = l->engine->submit(to_engine_request(g));
@@ -436,28 +461,29 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
     }
   } guard{*l->engine, sub.id};
 
-  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
+  const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
+  const ResponseOptions options{cfg.server.stream_token_by_token, !proposer.empty()};
   RequestOutput first = next_output(*sub.stream);
-  if (first.finished && first.finish_reason != FinishReason::kStop && first.finish_reason != FinishReason::kLength) {
-    guard.armed = false;
+  if (failed(first)) {
+    guard.armed = !first.finished;
     throw engine_failure(first);
   }
 
   if (!g.stream) {
-    std::string text = first.text_delta;
-    RequestOutput last = std::move(first);
-    while (!last.finished) {
-      last = next_output(*sub.stream);
-      text += last.text_delta;
+    ResponseBuilder builder(g, meta, *l->tok, options);
+    builder.add(first);
+    bool done = first.finished;
+    while (!done) {
+      RequestOutput out = next_output(*sub.stream);
+      if (failed(out)) {
+        guard.armed = !out.finished;
+        throw engine_failure(out);
+      }
+      builder.add(out);
+      done = out.finished;
     }
     guard.armed = false;
-    if (last.finish_reason != FinishReason::kStop && last.finish_reason != FinishReason::kLength) {
-      throw engine_failure(last);
-    }
-    const std::string reason(finish_reason_name(last.finish_reason));
-    send_json(res, 200,
-              chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
-                   : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens));
+    send_json(res, 200, builder.response());
     return;
   }
 
@@ -466,8 +492,8 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   st->id = sub.id;
   st->stream = sub.stream;
   st->pending.push_back(std::move(first));
+  st->builder = std::make_unique<ResponseBuilder>(g, meta, *l->tok, options);
   st->meta = meta;
-  st->chat = chat;
   st->include_usage = g.include_usage;
   guard.armed = false;  // the releaser cancels from now on
   begin_active();
@@ -487,31 +513,23 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
           for (RequestOutput& more : st->stream->drain()) outs.push_back(std::move(more));
         }
         std::string data;
+        std::vector<json> chunks;
         for (const RequestOutput& out : outs) {
-          if (st->chat && !st->sent_role) {
-            data += sse(chat_chunk(st->meta, "", "", true));
-            st->sent_role = true;
-          }
-          if (!out.finished) {
-            if (!out.text_delta.empty()) {
-              data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, "", false)
-                                   : completion_chunk(st->meta, out.text_delta, ""));
-            }
-            continue;
-          }
-          if (out.finish_reason == FinishReason::kStop || out.finish_reason == FinishReason::kLength) {
-            const std::string reason(finish_reason_name(out.finish_reason));
-            data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, reason, false)
-                                 : completion_chunk(st->meta, out.text_delta, reason));
-            if (st->include_usage) {
-              data += sse(usage_chunk(st->meta, st->chat, out.num_prompt_tokens, out.num_generated_tokens));
-            }
-          } else {
+          if (failed(out)) {
             data += sse(error_body(engine_failure(out)));
+            if (!out.finished) st->loaded->engine->cancel(st->id);
+            st->completed = true;
+          } else {
+            chunks.clear();
+            st->builder->stream(out, chunks);
+            for (const json& c : chunks) data += sse(c);
+            if (out.finished && st->include_usage) data += sse(st->builder->usage_chunk());
+            st->completed = out.finished;
           }
-          data += "data: [DONE]\n\n";
-          st->completed = true;
-          break;
+          if (st->completed) {
+            data += "data: [DONE]\n\n";
+            break;
+          }
         }
         if (!data.empty() && !sink.write(data.data(), data.size())) return false;
         if (st->completed) sink.done();
@@ -558,7 +576,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   Impl& m = *impl_;
   auto l = std::make_shared<Loaded>();
   l->tok = &engine->tokenizer();
-  l->chat_template = resolve_chat_template(m.cfg.server.chat_template, *l->tok);
+  l->prompter = std::make_unique<ChatPrompter>(*l->tok, m.cfg.server.chat_template, m.cfg.server.tool_call_parser);
   const EngineInfo& info = engine->info();
   l->limits.model_name = m.model_name;
   l->limits.max_model_len = info.max_model_len;
@@ -568,6 +586,8 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
                                          : context_limit);
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.vocab_size = info.vocab_size;
+  l->limits.defaults = {info.default_temperature, info.default_top_p, info.default_min_p,
+                        info.default_repetition_penalty, info.default_top_k, info.default_max_tokens};
   m.kv_blocks->set(info.kv_num_blocks);
   {
     std::lock_guard lock(m.mu);
@@ -585,7 +605,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   };
   l->engine = std::make_unique<AsyncEngine>(std::move(engine), std::move(opts));
   m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
-             chat_template_name(l->chat_template), l->limits.max_model_len, l->limits.max_prompt_tokens);
+             l->prompter->description(), l->limits.max_model_len, l->limits.max_prompt_tokens);
   std::lock_guard lock(m.mu);
   m.loaded = std::move(l);
 }

@@ -180,12 +180,16 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::StepRow& row = *rows[i];
     SeqState& st = seqs_[row.seq->id];
-    SPECD_CHECK(row.start == st.next_pos && st.rows.empty(), ErrorCode::kInternal,
+    // A choice forked from another's prompt (n > 1) starts past positions the proposer never saw:
+    // they all reach it now (without hidden states: the engine does not fork for proposers that
+    // need them).
+    const bool forked = row.start > st.next_pos && st.next_pos == 0 && !wants_hidden();
+    SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
                 "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
                     std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
     // The prompt processed so far: the chunk is its last n tokens.
     seqs_buf_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.start) + row.n);
-    num_new_[i] = row.n;
+    num_new_[i] = row.start + row.n - static_cast<int32_t>(st.next_pos);
     if (wants_hidden()) hidden_buf_.insert(hidden_buf_.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
   }
   specd_prefill_batch pb{};
@@ -247,6 +251,7 @@ bool Speculator::verify(sched::StepBatch& batch) {
       if (with_probs) std::copy_n(row.draft_probs, static_cast<size_t>(m) * V, verify_q_.data() + i * k * V);
       for (int32_t j = 0; j <= m; ++j)
         sampling::transform_logits_to_probs({row.logits + static_cast<size_t>(j) * V, V}, s.params,
+                                            s.history(row.drafts.first(static_cast<size_t>(j))),
                                             {target_probs_.data() + (i * width + static_cast<size_t>(j)) * V, V});
     }
     specd_verify_batch vb{};

@@ -256,4 +256,6 @@ bool Tokenizer::is_special(int32_t id) const {
 
 const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
 
+const ChatTemplateConfig& Tokenizer::chat_template_config() const { return impl_->chat; }
+
 }  // namespace specd::tokenizer

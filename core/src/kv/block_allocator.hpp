@@ -3,6 +3,7 @@
 // of them frees it. Not thread-safe: owned by the engine's step thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

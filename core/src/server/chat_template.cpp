@@ -6,11 +6,11 @@
 namespace specd::server {
 namespace {
 
-output::ToolCallFormat detect_tool_format(const std::string& source) {
-  if (source.find("<tool_call>") != std::string::npos) return output::ToolCallFormat::kHermes;
+ToolCallFormat detect_tool_format(const std::string& source) {
+  if (source.find("<tool_call>") != std::string::npos) return ToolCallFormat::kHermes;
   if (source.find("<|python_tag|>") != std::string::npos || source.find("ipython") != std::string::npos)
-    return output::ToolCallFormat::kLlama3Json;
-  return output::ToolCallFormat::kNone;
+    return ToolCallFormat::kLlama3Json;
+  return ToolCallFormat::kNone;
 }
 
 }  // namespace
@@ -28,11 +28,11 @@ ChatPrompter::ChatPrompter(const tokenizer::Tokenizer& tok, const std::string& t
   if (tool_parser == "auto") {
     tool_format_ = detect_tool_format(source);
     for (const auto& [name, src] : tok.chat_template_config().templates)
-      if (tool_format_ == output::ToolCallFormat::kNone && name == "tool_use") tool_format_ = detect_tool_format(src);
+      if (tool_format_ == ToolCallFormat::kNone && name == "tool_use") tool_format_ = detect_tool_format(src);
   } else if (tool_parser == "hermes") {
-    tool_format_ = output::ToolCallFormat::kHermes;
+    tool_format_ = ToolCallFormat::kHermes;
   } else if (tool_parser == "llama3_json") {
-    tool_format_ = output::ToolCallFormat::kLlama3Json;
+    tool_format_ = ToolCallFormat::kLlama3Json;
   } else if (tool_parser != "none") {
     throw Error(ErrorCode::kInvalidArgument,
                 "server.tool_call_parser: expected auto, hermes, llama3_json or none, got '" + tool_parser + "'");

@@ -34,7 +34,7 @@ class ChatPrompter {
   // End-of-turn tokens the template writes (<|im_end|>, <|eot_id|>, <|eom_id|>, <|end|>,
   // <end_of_turn>) that the tokenizer has; the model's EOS ids stop generation anyway.
   const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
-  output::ToolCallFormat tool_call_format() const { return tool_format_; }
+  ToolCallFormat tool_call_format() const { return tool_format_; }
   const jinja::ChatTemplates& templates() const { return templates_; }
   std::string description() const;
 
@@ -42,7 +42,7 @@ class ChatPrompter {
   const tokenizer::Tokenizer& tok_;
   jinja::ChatTemplates templates_;
   std::vector<int32_t> stop_ids_;
-  output::ToolCallFormat tool_format_ = output::ToolCallFormat::kNone;
+  ToolCallFormat tool_format_ = ToolCallFormat::kNone;
 };
 
 }  // namespace specd::server

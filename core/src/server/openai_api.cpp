@@ -1,5 +1,7 @@
 #include "server/openai_api.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -64,7 +66,7 @@ const char* type_name(const ordered_json& v) {
 }
 
 int64_t read_int(const ordered_json& v, const std::string& name, int64_t lo, int64_t hi) {
-  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  const std::string range = fmt::format("[{}, {}]", lo, hi);
   if (!v.is_number_integer()) {
     if (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
         std::fabs(v.get<double>()) > 9.0e15) {

@@ -86,7 +86,7 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
         continue;
       }
       auto unit = [&](unsigned u) {
-        char buf[8];
+        char buf[16];
         std::snprintf(buf, sizeof buf, "\\u%04x", u);
         ascii += buf;
       };

@@ -1,6 +1,7 @@
 #include "template/lexer.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <charconv>
 #include <cstdlib>
 
@@ -301,7 +302,7 @@ class Lexer {
       while (i < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[i])) || src_[i] == '_')) ++i;
       return i;
     };
-    const bool prefixed = src_[pos_] == '0' && pos_ + 1 < src_.size() && std::strchr("bBoOxX", src_[pos_ + 1]);
+    const bool prefixed = src_[pos_] == '0' && pos_ + 1 < src_.size() && std::strchr("bBoOxX", src_[pos_ + 1]) != nullptr;
     if (prefixed) {
       const int base = std::tolower(src_[pos_ + 1]) == 'b' ? 2 : std::tolower(src_[pos_ + 1]) == 'o' ? 8 : 16;
       e = pos_ + 2;

@@ -1,6 +1,7 @@
 #include "template/pystr.hpp"
 
 #include <unicode/uchar.h>
+#include <unicode/locid.h>
 #include <unicode/unistr.h>
 
 #include <algorithm>

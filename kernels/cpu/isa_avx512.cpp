@@ -175,20 +175,20 @@ void prep_bf16(const float* x, uint8_t* out, int64_t k) {
 
 struct QuadIdx {
   alignas(64) uint8_t q4[64];        // nibble bytes of 4 Q4_0 blocks (window bytes 0..71)
-  alignas(64) uint8_t q4_scale[64];  // 16 x fp16: block l / 4 (low 32 bytes used)
+  alignas(64) uint8_t q4_scale[64];  // the 4 fp16 scales of the blocks (low 8 bytes used)
   alignas(64) uint8_t q8_lo[64];     // quants of blocks A, B (window bytes 0..127)
   alignas(64) uint8_t q8_hi[64];     // quants of blocks C, D (window bytes 64..191, minus 64)
-  alignas(64) uint8_t q8_scale[64];  // 32 x fp16: block l / 8
+  alignas(64) uint8_t q8_scale[64];  // the 4 fp16 scales of the blocks (low 8 bytes used)
 };
 
 constexpr QuadIdx make_quad_idx() {
   QuadIdx t{};
   for (int i = 0; i < 64; ++i) {
     t.q4[i] = static_cast<uint8_t>((i / 16) * 18 + 2 + i % 16);
-    t.q4_scale[i] = static_cast<uint8_t>((i / 2 / 4) * 18 + i % 2);
+    t.q4_scale[i] = static_cast<uint8_t>(i < 8 ? (i / 2) * 18 + i % 2 : 0);
     t.q8_lo[i] = static_cast<uint8_t>((i / 32) * 34 + 2 + i % 32);
     t.q8_hi[i] = static_cast<uint8_t>((2 + i / 32) * 34 + 2 + i % 32 - 64);
-    t.q8_scale[i] = static_cast<uint8_t>((i / 2 / 8) * 34 + i % 2);
+    t.q8_scale[i] = static_cast<uint8_t>(i < 8 ? (i / 2) * 34 + i % 2 : 0);
   }
   return t;
 }
@@ -198,6 +198,12 @@ inline __mmask64 byte_mask(int64_t n) {
   return n >= 64 ? ~__mmask64{0} : (n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1);
 }
 inline __m512i idx(const uint8_t* t) { return _mm512_load_si512(t); }
+
+// The quad's 4 block scales as F32 (gathered from the windows, widened in a 128-bit register:
+// cheaper than widening 16 replicated halves in a 512-bit one).
+inline __m128 block_scales(__m512i l0, __m512i l1, const uint8_t* index) {
+  return _mm_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi8(l0, idx(index), l1)));
+}
 
 struct ActQ8 {
   const uint8_t* q;
@@ -304,7 +310,8 @@ struct TileQuant {
         const __m512i v = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q4), l1);
         const __m512i m = _mm512_set1_epi8(15);
         const __m512i lo = _mm512_and_si512(v, m), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
-        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi8(l0, idx(kQuadIdx.q4_scale), l1)));
+        const __m512 dw = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                                _mm512_castps128_ps512(block_scales(l0, l1, kQuadIdx.q4_scale)));
 #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
           const uint8_t* xq = x[rr].q + qd * 128;
@@ -317,9 +324,9 @@ struct TileQuant {
         const __m512i l2 = _mm512_maskz_loadu_epi8(byte_mask(bytes - 128), base + 128);
         const __m512i w0 = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q8_lo), l1);
         const __m512i w1 = _mm512_permutex2var_epi8(l1, idx(kQuadIdx.q8_hi), l2);
-        const __m512i sc = _mm512_permutex2var_epi8(l0, idx(kQuadIdx.q8_scale), l1);
-        const __m512 dw0 = _mm512_cvtph_ps(_mm512_castsi512_si256(sc));
-        const __m512 dw1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(sc, 1));
+        const __m512 sc = _mm512_castps128_ps512(block_scales(l0, l1, kQuadIdx.q8_scale));
+        const __m512 dw0 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), sc);
+        const __m512 dw1 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), sc);
         const __m512i b80 = _mm512_set1_epi8(static_cast<char>(0x80));
         const __m512i s0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w0));
         const __m512i s1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w1));

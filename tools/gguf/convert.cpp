@@ -7,6 +7,7 @@
 
 #include "model/checkpoint.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/convert.hpp"
 #include "specd/kernels/rope.hpp"
 
 namespace specd::gguf {
@@ -28,30 +29,47 @@ uint32_t file_type(TensorType type) {
       return 1;  // LLAMA_FTYPE_MOSTLY_F16
     case TensorType::kBF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case TensorType::kQ8_0:
+      return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case TensorType::kQ4_0:
+      return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
   }
   return 0;
 }
 
+bool quantized(TensorType type) { return type == TensorType::kQ8_0 || type == TensorType::kQ4_0; }
+
+model::DType kernel_dtype(TensorType type) {
+  switch (type) {
+    case TensorType::kF32: return model::DType::kF32;
+    case TensorType::kF16: return model::DType::kF16;
+    case TensorType::kBF16: return model::DType::kBF16;
+    case TensorType::kQ8_0: return model::DType::kQ8_0;
+    case TensorType::kQ4_0: return model::DType::kQ4_0;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "specd-to-gguf writes f32, f16, bf16, q8_0 or q4_0 tensors");
+}
+
 // Writes `t` row by row as `type`. permute_head_dim > 0 reorders the rows within each head
 // (rope_source_row); 0 keeps the checkpoint's order.
+// A permuted 1-D tensor (a Q/K bias) is permuted element by element: rows of one element.
 void write_rows(std::ostream& out, const TensorView& t, TensorType type, int64_t permute_head_dim) {
-  const int64_t rows = t.shape.size() == 1 ? 1 : t.shape[0];
-  const int64_t cols = t.shape.back();
+  const int64_t rows = t.shape.size() == 1 ? (permute_head_dim > 0 ? t.shape[0] : 1) : t.shape[0];
+  const int64_t cols = t.numel() / rows;
   const size_t src_row_bytes = static_cast<size_t>(cols) * model::dtype_size(t.dtype);
-  TensorView row{t.name, t.dtype, {cols}, nullptr, src_row_bytes, t.file};
+  TensorView row = t;
+  row.shape = {cols};
+  row.nbytes = src_row_bytes;
   std::vector<float> values(static_cast<size_t>(cols));
-  std::vector<uint16_t> narrow(type == TensorType::kF32 ? 0 : static_cast<size_t>(cols));
+  // Narrowed and quantized exactly as specd converts at load (kernels::from_f32).
+  const model::DType dtype = kernel_dtype(type);
+  std::vector<char> encoded(tensor_bytes(type, static_cast<uint64_t>(cols)));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t src = permute_head_dim > 0 ? rope_source_row(r, permute_head_dim) : r;
     row.data = t.data + static_cast<size_t>(src) * src_row_bytes;
     Checkpoint::to_f32(row, values.data());
-    if (type == TensorType::kF32) {
-      out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
-      continue;
-    }
-    for (size_t i = 0; i < values.size(); ++i)
-      narrow[i] = type == TensorType::kF16 ? model::f32_to_f16(values[i]) : model::f32_to_bf16(values[i]);
-    out.write(reinterpret_cast<const char*>(narrow.data()), static_cast<std::streamsize>(narrow.size() * 2));
+    kernels::from_f32(kernels::Device::kCpu, values.data(), dtype, encoded.data(), cols);
+    out.write(encoded.data(), static_cast<std::streamsize>(encoded.size()));
   }
 }
 
@@ -61,11 +79,14 @@ class TensorPlan {
  public:
   TensorPlan(Writer& writer, const Checkpoint& ckpt, TensorType type) : writer_(writer), ckpt_(ckpt), type_(type) {}
 
-  // `hf` must have `shape` ([out, in] or [n]); 1-D tensors are written as F32.
+  // `hf` must have `shape` ([out, in] or [n]); 1-D tensors are written as F32, and with a
+  // quantized type the embeddings and LM head (`head`) as F16, as specd quantizes at load.
   void add(const std::string& hf, const std::string& gguf, const std::vector<int64_t>& shape,
-           int64_t permute_head_dim = 0) {
+           int64_t permute_head_dim = 0, bool head = false) {
     const TensorView& t = ckpt_.require(hf, shape);
-    const TensorType type = shape.size() == 1 ? TensorType::kF32 : type_;
+    const TensorType type = shape.size() == 1             ? TensorType::kF32
+                            : head && quantized(type_)    ? TensorType::kF16
+                                                          : type_;
     writer_.add_tensor(gguf, std::vector<uint64_t>(shape.rbegin(), shape.rend()), type,
                        [&t, type, permute_head_dim](std::ostream& out) { write_rows(out, t, type, permute_head_dim); });
     ++added_;
@@ -94,6 +115,10 @@ void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_q
     plan.add(hf + "self_attn.q_proj.bias", gg + "attn_q.bias", {q}, perm);
     plan.add(hf + "self_attn.k_proj.bias", gg + "attn_k.bias", {kv}, perm);
     plan.add(hf + "self_attn.v_proj.bias", gg + "attn_v.bias", {kv});
+  }
+  if (c.qk_norm) {
+    plan.add(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", {c.head_dim});
+    plan.add(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", {c.head_dim});
   }
   plan.add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {h, q});
   if (c.attention_out_bias) plan.add(hf + "self_attn.o_proj.bias", gg + "attn_output.bias", {h});
@@ -148,7 +173,9 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   const std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(model_dir);
   const ModelConfig& c = ckpt->config();
   ConvertSummary summary;
-  summary.architecture = c.arch == Architecture::kQwen2 ? "qwen2" : "llama";
+  summary.architecture = c.arch == Architecture::kQwen2   ? "qwen2"
+                         : c.arch == Architecture::kQwen3 ? "qwen3"
+                                                          : "llama";
   const bool llama_arch = summary.architecture == "llama";
   if (options.layers < 0 || options.layers > c.num_layers) {
     throw Error(ErrorCode::kInvalidArgument, "--layers " + std::to_string(options.layers) + ": " + model_dir.string() +
@@ -172,7 +199,7 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
 
   TensorPlan plan(w, *ckpt, options.type);
   const int64_t h = c.hidden_size, v = c.vocab_size;
-  plan.add("model.embed_tokens.weight", "token_embd.weight", {v, h});
+  plan.add("model.embed_tokens.weight", "token_embd.weight", {v, h}, 0, true);
   if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3) {
     auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(c));
     w.add_tensor("rope_freqs.weight", {factors->size()}, TensorType::kF32, [factors](std::ostream& out) {
@@ -183,7 +210,7 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   plan.add("model.norm.weight", "output_norm.weight", {h});
   // Tied embeddings: llama.cpp uses token_embd.weight when output.weight is absent.
   if (!c.tie_word_embeddings || ckpt->find("lm_head.weight") != nullptr)
-    plan.add("lm_head.weight", "output.weight", {v, h});
+    plan.add("lm_head.weight", "output.weight", {v, h}, 0, true);
 
   w.write(out_file);
   summary.tensors = w.tensor_count();

@@ -2,7 +2,8 @@
 //
 // Reads the directory with the engine's own readers (model::Checkpoint for config.json and the
 // safetensors, tokenizer::Tokenizer for tokenizer.json + tokenizer_config.json) and writes:
-//   - general.* and <arch>.* hyper-parameters (arch "llama" for Llama and Mistral, "qwen2");
+//   - general.* and <arch>.* hyper-parameters (arch "llama" for Llama and Mistral, "qwen2",
+//     "qwen3");
 //   - tokenizer.ggml.*: model "llama" (SentencePiece-style BPE with byte_fallback: tokens,
 //     scores, token types, add_space_prefix) or "gpt2" (byte-level BPE: tokens, merges, token
 //     types, pre-tokenizer name), BOS/EOS/UNK/PAD ids, add-BOS/EOS flags, the chat template;
@@ -10,6 +11,11 @@
 //     permuted within each head from rotate-half order to interleaved pairs, as llama.cpp's
 //     convert_hf_to_gguf.py does, so llama.cpp's RoPE computes the same function as specd.
 //     Llama 3 rope scaling becomes the rope_freqs.weight tensor, linear scaling metadata.
+//   - tensor types F32, F16, BF16 (narrowed with round to nearest even), Q8_0 and Q4_0
+//     (quantized with kernels::from_f32, byte for byte GGUF's reference quantizers). With a
+//     quantized type the token embeddings and the LM head are written F16, exactly as specd
+//     keeps them when it quantizes at load, so the file runs the same numbers as the
+//     checkpoint loaded with model.dtype q8_0 / q4_0.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +33,7 @@ struct ConvertOptions {
 };
 
 struct ConvertSummary {
-  std::string architecture;     // "llama" or "qwen2"
+  std::string architecture;     // "llama", "qwen2" or "qwen3"
   std::string tokenizer_model;  // "llama" or "gpt2"
   int64_t layers = 0;
   int64_t vocab = 0;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "model/gguf.hpp"
 #include "specd/error.hpp"
 
 static_assert(std::endian::native == std::endian::little, "GGUF is written little-endian by copying bytes");
@@ -63,20 +64,29 @@ std::string_view tensor_type_name(TensorType type) {
       return "f16";
     case TensorType::kBF16:
       return "bf16";
+    case TensorType::kQ8_0:
+      return "q8_0";
+    case TensorType::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }
 
-size_t tensor_type_size(TensorType type) {
-  return type == TensorType::kF32 ? 4 : 2;
+uint64_t tensor_bytes(TensorType type, uint64_t numel) {
+  const model::gguf::TypeInfo& info = model::gguf::type_info(static_cast<uint32_t>(type));
+  if (info.block == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "GGUF tensor type id " + std::to_string(static_cast<uint32_t>(type)) +
+                                                 " has no known block size");
+  }
+  return numel / info.block * info.bytes;
 }
 
 TensorType parse_tensor_type(std::string_view text) {
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
     if (text == tensor_type_name(type)) return type;
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown GGUF tensor type '" + std::string(text) + "' (supported: f32, f16, bf16)");
+              "unknown GGUF tensor type '" + std::string(text) + "' (supported: f32, f16, bf16, q8_0, q4_0)");
 }
 
 Writer::Writer(uint32_t alignment) : alignment_(alignment) {
@@ -147,7 +157,13 @@ void Writer::add_tensor(std::string name, std::vector<uint64_t> ne, TensorType t
   }
   uint64_t numel = 1;
   for (uint64_t d : ne) numel *= d;
-  Tensor t{std::move(name), std::move(ne), type, numel * tensor_type_size(type), next_offset_, std::move(write_data)};
+  const uint32_t block = model::gguf::type_info(static_cast<uint32_t>(type)).block;
+  if (block == 0 || ne[0] % block != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "GGUF tensor '" + name + "': ne[0] = " + std::to_string(ne[0]) +
+                                                 " is not a whole number of " +
+                                                 model::gguf::type_name(static_cast<uint32_t>(type)) + " blocks");
+  }
+  Tensor t{std::move(name), std::move(ne), type, tensor_bytes(type, numel), next_offset_, std::move(write_data)};
   next_offset_ = align_up(t.offset + t.nbytes, alignment_);
   tensors_.push_back(std::move(t));
 }

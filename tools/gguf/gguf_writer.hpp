@@ -17,34 +17,24 @@
 #include <string_view>
 #include <vector>
 
+#include "model/gguf.hpp"
+
 namespace specd::gguf {
 
 inline constexpr uint32_t kVersion = 3;
-inline constexpr uint32_t kDefaultAlignment = 32;
+inline constexpr uint32_t kDefaultAlignment = model::gguf::kDefaultAlignment;
 
-// GGUF metadata value types (gguf_type).
-enum class ValueType : uint32_t {
-  kUint8 = 0,
-  kInt8 = 1,
-  kUint16 = 2,
-  kInt16 = 3,
-  kUint32 = 4,
-  kInt32 = 5,
-  kFloat32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kUint64 = 10,
-  kInt64 = 11,
-  kFloat64 = 12,
-};
+// GGUF metadata value types: the reader's (core/src/model/gguf.hpp).
+using ValueType = model::gguf::ValueType;
 
-// Tensor element types this writer produces (ggml_type values). Quantized block types are
-// added where their encoders live.
-enum class TensorType : uint32_t { kF32 = 0, kF16 = 1, kBF16 = 30 };
-std::string_view tensor_type_name(TensorType type);  // "f32", "f16", "bf16"
-size_t tensor_type_size(TensorType type);            // bytes per element
-// "f32", "f16", "bf16"; throws specd::Error(kInvalidArgument) otherwise.
+// Tensor element types this writer's converter produces (ggml_type values). add_tensor()
+// accepts any ggml type id (cast to TensorType) whose block size model::gguf::type_info knows,
+// for tests that write pre-encoded blocks.
+enum class TensorType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
+std::string_view tensor_type_name(TensorType type);  // "f32", "f16", "bf16", "q8_0", "q4_0"
+// Bytes of a tensor of `numel` elements (numel a multiple of the type's block).
+uint64_t tensor_bytes(TensorType type, uint64_t numel);
+// "f32", "f16", "bf16", "q8_0", "q4_0"; throws specd::Error(kInvalidArgument) otherwise.
 TensorType parse_tensor_type(std::string_view text);
 
 // Collects metadata and tensors, then writes the file in one pass. Keys and tensor names must
@@ -61,8 +51,8 @@ class Writer {
   void set_f32s(std::string_view key, const std::vector<float>& values);
   void set_i32s(std::string_view key, const std::vector<int32_t>& values);
 
-  // `write_data` must write exactly numel(ne) * tensor_type_size(type) bytes; it runs during
-  // write(), in the order tensors were added.
+  // `write_data` must write exactly tensor_bytes(type, numel(ne)) bytes; it runs during write(),
+  // in the order tensors were added. ne[0] must hold whole blocks of the type.
   void add_tensor(std::string name, std::vector<uint64_t> ne, TensorType type,
                   std::function<void(std::ostream&)> write_data);
 

@@ -4,12 +4,13 @@
 Reads a Hugging Face model directory (config.json + model.safetensors or a sharded
 model.safetensors.index.json) and computes the logits of every position of a token list,
 following the math of transformers' LlamaForCausalLM / MistralForCausalLM /
-Qwen2ForCausalLM (written from the equations, not from transformers' code):
+Qwen2ForCausalLM / Qwen3ForCausalLM (written from the equations, not from transformers' code):
 
   x = embed[tokens]
   for each layer:
     h = rmsnorm(x) * w_in                         rmsnorm(x) = x / sqrt(mean(x^2) + eps)
     q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
+    q, k = rmsnorm(q) * w_qn, rmsnorm(k) * w_kn   Qwen3 only: per head, over head_dim
     q, k = rope(q), rope(k)                       rotate-half RoPE, inv_freq scaled per rope_scaling
     a = softmax(q k^T / sqrt(head_dim) + causal) v    (kv heads repeated for GQA)
     x = x + a Wo^T (+ bo)
@@ -33,7 +34,7 @@ import sys
 
 import numpy as np
 
-SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 
 
 class Weights:
@@ -155,8 +156,13 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
     q = linear(h, w.get(prefix + "self_attn.q_proj.weight"), bias("self_attn.q_proj.bias"))
     k = linear(h, w.get(prefix + "self_attn.k_proj.weight"), bias("self_attn.k_proj.bias"))
     v = linear(h, w.get(prefix + "self_attn.v_proj.weight"), bias("self_attn.v_proj.bias"))
-    q = rope(q.reshape(t, heads, head_dim), cos, sin)
-    k = rope(k.reshape(t, kv_heads, head_dim), cos, sin)
+    q = q.reshape(t, heads, head_dim)
+    k = k.reshape(t, kv_heads, head_dim)
+    if w.has(prefix + "self_attn.q_norm.weight"):  # Qwen3
+        q = rms_norm(q, w.get(prefix + "self_attn.q_norm.weight"), eps)
+        k = rms_norm(k, w.get(prefix + "self_attn.k_norm.weight"), eps)
+    q = rope(q, cos, sin)
+    k = rope(k, cos, sin)
     v = v.reshape(t, kv_heads, head_dim)
     group = heads // kv_heads
     k = np.repeat(k, group, axis=1)  # query head i reads kv head i // group

@@ -154,10 +154,10 @@ struct ScoringResult {
   double score_ms = 0;   // forward of k+1 new tokens per sequence, logits for all of them
 };
 
-std::vector<ScoringResult> measure_scoring(const EngineInfo& info, int32_t k, int32_t context,
-                                           const std::vector<int32_t>& batches, int reps) {
+std::vector<ScoringResult> measure_scoring(const EngineInfo& info, const std::string& dtype_setting, int32_t k,
+                                           int32_t context, const std::vector<int32_t>& batches, int reps) {
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
-  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::parse_dtype(info.weight_dtype)));
+  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::resolve_weight_dtype(dtype_setting, "--dtype")));
   const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size, model::parse_dtype(info.kv_dtype));
   const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
@@ -316,7 +316,7 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     }
     res.rows.push_back(best);
   }
-  res.scoring = measure_scoring(res.info, o.score_k, decode_prompt_tokens, o.batches, 5);
+  res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;

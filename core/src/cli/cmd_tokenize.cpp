@@ -77,7 +77,7 @@ struct DetokenizeOptions {
 void add_tokenize_commands(CLI::App& app) {
   auto topts = std::make_shared<TokenizeOptions>();
   CLI::App* tokenize = app.add_subcommand("tokenize", "Encode text with a model's tokenizer and print the token ids");
-  tokenize->add_option("--tokenizer", topts->tokenizer, "Model directory or tokenizer.json")->required();
+  tokenize->add_option("--tokenizer", topts->tokenizer, "Model directory, tokenizer.json or GGUF file")->required();
   tokenize->add_flag("--special", topts->special,
                      "Read special-token text in the input (e.g. <|im_start|>) as the special token");
   tokenize->add_flag("--no-add-special", topts->no_add_special, "Do not add BOS/EOS from the post-processor template");
@@ -98,7 +98,7 @@ void add_tokenize_commands(CLI::App& app) {
 
   auto dopts = std::make_shared<DetokenizeOptions>();
   CLI::App* detokenize = app.add_subcommand("detokenize", "Decode token ids with a model's tokenizer and print the text");
-  detokenize->add_option("--tokenizer", dopts->tokenizer, "Model directory or tokenizer.json")->required();
+  detokenize->add_option("--tokenizer", dopts->tokenizer, "Model directory, tokenizer.json or GGUF file")->required();
   detokenize->add_flag("--skip-special", dopts->skip_special, "Leave special tokens out of the text");
   detokenize->add_option("--ids", dopts->ids, "Token ids, e.g. \"1 15043 3186\" (default: stdin)");
   detokenize->callback([dopts] {

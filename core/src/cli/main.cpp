@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   cli::add_bench_command(app);
   cli::add_serve_command(app);
   cli::add_template_command(app);
+  cli::add_inspect_command(app);
 
   try {
     app.parse(argc, argv);

@@ -56,7 +56,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                 "tokenizer " + tok->source().string() + " has ids up to " +
                     std::to_string(tok->vocab_size() - 1) + " (vocabulary of " +
                     std::to_string(tok->vocab_size()) + ") but the model " +
-                    (checkpoint->dir() / "config.json").string() + " has vocab_size " +
+                    mc.config_path.string() + " has vocab_size " +
                     std::to_string(mc.vocab_size));
   }
 
@@ -66,16 +66,16 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                 "model.max_model_len = " + std::to_string(max_model_len) +
                     " exceeds the model's max_position_embeddings " +
                     std::to_string(mc.max_position_embeddings) + " (" +
-                    (checkpoint->dir() / "config.json").string() + ")");
+                    mc.config_path.string() + ")");
   }
 
-  const model::DType weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, *checkpoint, "model.dtype");
+  const std::optional<model::DType> weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
   const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
   std::shared_ptr<const model::LlamaWeights> weights =
       model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
   model = std::make_unique<model::LlamaModel>(weights);
   const kv::KvCacheShape shape =
-      model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weight_dtype));
+      model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
   if (cfg.speculative.enabled) {
     spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "model/gguf.hpp"
+#include "model/gguf_quants.hpp"
 #include "model/mapped_file.hpp"
 #include "model/safetensors.hpp"
 #include "model/json_file.hpp"
@@ -60,12 +62,22 @@ std::map<std::string, std::string> read_weight_map(const std::filesystem::path& 
 
 }  // namespace
 
+Checkpoint::Checkpoint() = default;
 Checkpoint::~Checkpoint() = default;
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& model_dir) {
-  if (!std::filesystem::is_directory(model_dir)) {
-    throw Error(ErrorCode::kNotFound, "model directory " + model_dir.string() + " does not exist");
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::filesystem::path& path) {
+  if (gguf::is_gguf_file(path)) return open_gguf(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return open_dir(path);
+  if (std::filesystem::exists(path, ec)) {
+    throw Error(ErrorCode::kModelFormat, path.string() +
+                                             " is neither a model directory nor a GGUF file (it does not start "
+                                             "with the GGUF magic)");
   }
+  throw Error(ErrorCode::kNotFound, "model directory or GGUF file " + path.string() + " does not exist");
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& model_dir) {
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
   ckpt->dir_ = model_dir;
   ckpt->config_ = read_model_config(model_dir);
@@ -161,8 +173,14 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   return names;
 }
 
-void Checkpoint::to_f32(const TensorView& t, float* out) {
-  kernels::to_f32(kernels::Device::kCpu, t.dtype, t.data, out, t.numel());
+void Checkpoint::to_f32(const TensorView& t, float* out) { to_f32(t, t.data, out, t.numel()); }
+
+void Checkpoint::to_f32(const TensorView& t, const std::byte* src, float* out, int64_t n) {
+  if (t.converted_from) {
+    gguf::dequantize(*t.converted_from, src, out, n);
+  } else {
+    kernels::to_f32(kernels::Device::kCpu, t.dtype, src, out, n);
+  }
 }
 
 }  // namespace specd::model

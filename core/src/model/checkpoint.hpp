@@ -1,6 +1,8 @@
-// Hugging Face checkpoints on disk: config.json + model.safetensors (or a sharded
-// model.safetensors.index.json + shards), memory-mapped. This layer only reads and validates;
-// building a runnable model from it is model/llama.* .
+// Checkpoints on disk, memory-mapped: a Hugging Face directory (config.json + model.safetensors
+// or a sharded model.safetensors.index.json + shards) or a GGUF file (gguf.hpp), recognised by
+// content. A GGUF file is presented under the Hugging Face tensor names and config fields
+// (gguf_checkpoint.cpp), so the layers above read both alike. This layer only reads and
+// validates; building a runnable model from it is model/llama.* .
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,7 @@ using kernels::parse_dtype;
 // Bytes of one element of an unquantized dtype (f32, f16, bf16); throws kInternal otherwise.
 size_t dtype_size(DType dtype);
 
-enum class Architecture { kLlama, kMistral, kQwen2 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
 std::string_view architecture_name(Architecture arch);  // the HF class name
 
 struct RopeScaling {
@@ -60,43 +62,66 @@ struct ModelConfig {
   // o_proj has a bias too: Llama's `attention_bias` puts biases on q/k/v *and* o_proj, while
   // Qwen2 has them on q/k/v only.
   bool attention_out_bias = false;
+  // Qwen3: per-head RMSNorm of q and k (self_attn.q_norm / k_norm, [head_dim]) before RoPE.
+  bool qk_norm = false;
+  // GGUF `llama` files store the Q/K projection rows (and biases) of each head in llama.cpp's
+  // interleaved RoPE order: row 2i + j holds rotate-half row j * head_dim / 2 + i. The forward
+  // reorders the projected q/k values back, so the tensors are used in place and the math is
+  // the safetensors path's exactly.
+  bool qk_rows_interleaved = false;
+  // GGUF rope_freqs.weight (Llama 3 rope scaling as llama.cpp stores it): frequency i is
+  // divided by factor i. Empty: none.
+  std::vector<float> rope_freq_factors;
   int64_t num_mtp_modules = 0;  // DeepSeek-V3-style MTP modules present as mtp.* tensors
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // config.json, overridden by generation_config.json
-  std::string torch_dtype;             // as declared ("float32", "bfloat16", ...)
+  std::string torch_dtype;             // as declared ("float32", "bfloat16", ...); empty for GGUF
   // generation_config.json's sampling defaults: what a request that omits the field gets (vLLM).
   std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
   std::optional<int64_t> default_top_k, default_max_tokens;
-  std::filesystem::path config_path;   // the config.json this was read from (for messages)
+  std::filesystem::path config_path;   // the config.json (or GGUF file) this was read from (for messages)
 };
 
 // Parses config.json (+ generation_config.json beside it when present). Throws specd::Error
 // (kModelFormat / kUnsupported) naming the file and the field.
 ModelConfig read_model_config(const std::filesystem::path& model_dir);
 
-// One tensor in a safetensors file, viewed in place in the memory map. `data` is aligned to
-// the dtype's size when the writer aligned it (every current safetensors writer and
-// specd-fixture do); Checkpoint::to_f32 copies safely either way.
+// One tensor of a checkpoint, viewed in place in the memory map. `data` is aligned to the
+// dtype's size when the writer aligned it (every current safetensors writer, specd-fixture and
+// GGUF's 32-byte alignment do); Checkpoint::to_f32 copies safely either way.
 struct TensorView {
   std::string name;
+  // The dtype the tensor is computed in. Stored in it unless `converted_from` is set.
   DType dtype;
+  // A GGUF block type the kernels do not read (gguf_quants.hpp): the bytes are in that ggml
+  // type and are dequantized at load to `dtype`, their nearest kernel dtype.
+  std::optional<uint32_t> converted_from;
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;  // valid while the Checkpoint lives
   size_t nbytes = 0;
   std::filesystem::path file;       // for error messages
   int64_t numel() const;
+  bool in_place() const { return !converted_from.has_value(); }  // stored as `dtype`
 };
+
+namespace gguf {
+class File;
+}
 
 class Checkpoint {
  public:
-  // Opens a model directory: reads config.json, maps model.safetensors or every shard listed
-  // in model.safetensors.index.json, and indexes all tensors. Throws specd::Error naming the
-  // file on: missing files, truncated or corrupt header, offsets past the end of the file,
-  // unsupported dtypes, unsupported architecture.
-  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& model_dir);
+  // Opens a model directory or a GGUF file (told apart by content: a regular file starting
+  // with the GGUF magic). A directory: reads config.json, maps model.safetensors or every
+  // shard listed in model.safetensors.index.json, and indexes all tensors. A GGUF file: maps
+  // it and maps its metadata and tensors to the names above (docs/model-formats.md). Throws
+  // specd::Error naming the file on: missing files, truncated or corrupt header, offsets past
+  // the end of the file, unsupported dtypes, unsupported architecture.
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& path);
   ~Checkpoint();
 
+  // The path it was opened from: the model directory or the GGUF file.
   const std::filesystem::path& dir() const { return dir_; }
+  bool is_gguf() const { return gguf_ != nullptr; }
   const ModelConfig& config() const { return config_; }
   const TensorView* find(std::string_view name) const;
   // The tensor, checked to have exactly `shape`; throws naming the tensor, file, expected and
@@ -104,16 +129,21 @@ class Checkpoint {
   const TensorView& require(std::string_view name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> tensor_names() const;
 
-  // Copies a tensor to F32 (F16/BF16 widened exactly).
+  // Copies a tensor to F32 (F16/BF16 widened exactly, quantized types dequantized).
   static void to_f32(const TensorView& t, float* out);
+  // The n elements of `t` stored at `src` (inside t.data; n whole blocks) to F32.
+  static void to_f32(const TensorView& t, const std::byte* src, float* out, int64_t n);
 
  private:
-  Checkpoint() = default;
+  Checkpoint();
+  static std::unique_ptr<Checkpoint> open_dir(const std::filesystem::path& model_dir);
+  static std::unique_ptr<Checkpoint> open_gguf(const std::filesystem::path& file);  // gguf_checkpoint.cpp
   struct Mapping;
   std::filesystem::path dir_;
   ModelConfig config_;
   std::vector<std::unique_ptr<Mapping>> mappings_;
   std::map<std::string, TensorView, std::less<>> tensors_;
+  std::shared_ptr<const gguf::File> gguf_;  // keeps a GGUF file's map alive
 };
 
 }  // namespace specd::model

@@ -36,6 +36,20 @@ void ensure(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// rows [n, head_dim] from llama.cpp's interleaved RoPE order (element 2i + j) back to
+// rotate-half order (element j * head_dim / 2 + i); `tmp` holds head_dim floats.
+void deinterleave_heads(float* rows, int64_t n, int64_t head_dim, float* tmp) {
+  const int64_t half = head_dim / 2;
+  for (int64_t r = 0; r < n; ++r) {
+    float* x = rows + r * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      tmp[i] = x[2 * i];
+      tmp[half + i] = x[2 * i + 1];
+    }
+    std::memcpy(x, tmp, static_cast<size_t>(head_dim) * sizeof(float));
+  }
+}
+
 }  // namespace
 
 LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers)
@@ -49,6 +63,11 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
   }
   const ModelConfig& c = config();
   inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
+  if (!c.rope_freq_factors.empty()) {
+    SPECD_CHECK(c.rope_freq_factors.size() == inv_freq_.size(), ErrorCode::kInternal,
+                "LlamaModel: rope_freq_factors do not match head_dim");
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= c.rope_freq_factors[i];
+  }
 }
 
 kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const {
@@ -142,6 +161,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ensure(s_.gate, T * I);
   ensure(s_.cos, T * half);
   ensure(s_.sin, T * half);
+  ensure(s_.head, hd);
   float* x = s_.x.data();
   float* h = s_.h.data();
   float* o = s_.o.data();
@@ -187,7 +207,19 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
     const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
-    kernels::matmul_multi(kCpu, h, T, H, qkv);
+    if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
+      kernels::matmul_multi(kCpu, h, T, H, qkv);
+    } else {  // a GGUF file with mixed types (model.dtype auto)
+      for (const kernels::MatmulOutput& m : qkv) kernels::matmul(kCpu, h, m.w, m.bias, m.c, T);
+    }
+    if (c.qk_rows_interleaved) {
+      deinterleave_heads(s_.q.data(), T * nh, hd, s_.head.data());
+      deinterleave_heads(s_.k.data(), T * nkv, hd, s_.head.data());
+    }
+    if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm of q and k before RoPE
+      kernels::rmsnorm(kCpu, s_.q.data(), w.q_norm, s_.q.data(), T * nh, hd, eps);
+      kernels::rmsnorm(kCpu, s_.k.data(), w.k_norm, s_.k.data(), T * nkv, hd, eps);
+    }
     kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
     void* k_cache = kv.k_layer(static_cast<int32_t>(l));
     void* v_cache = kv.v_layer(static_cast<int32_t>(l));
@@ -199,7 +231,17 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
 
     kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
-    kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+    if (w.w_gate.dtype == w.w_up.dtype) {
+      kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+    } else {  // mixed types: the two GEMVs, then silu(gate) * up
+      ensure(s_.up, T * I);
+      kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T);
+      kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T);
+      for (int64_t i = 0; i < T * I; ++i) {
+        const float g = s_.gate[static_cast<size_t>(i)];
+        s_.gate[static_cast<size_t>(i)] = g / (1.0f + std::exp(-g)) * s_.up[static_cast<size_t>(i)];
+      }
+    }
     kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);

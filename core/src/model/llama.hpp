@@ -1,5 +1,6 @@
-// The Llama-family decoder (Llama 2/3, TinyLlama, Mistral, Qwen2): pre-norm blocks of GQA
-// attention with rotary embeddings and a SwiGLU MLP, on the CPU kernels. Weights are in
+// The Llama-family decoder (Llama 2/3, TinyLlama, Mistral, Qwen2, Qwen3): pre-norm blocks of
+// GQA attention with rotary embeddings (Qwen3: per-head q/k RMSNorm first) and a SwiGLU MLP,
+// on the CPU kernels. Weights are in
 // their compute dtype (weights.hpp), activations in F32, the KV cache in its own dtype.
 #pragma once
 
@@ -42,7 +43,7 @@ class LlamaModel {
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, cos, sin, rows, cat;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head;
   };
 
   std::shared_ptr<const LlamaWeights> weights_;

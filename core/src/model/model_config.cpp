@@ -19,6 +19,8 @@ std::string_view architecture_name(Architecture arch) {
       return "MistralForCausalLM";
     case Architecture::kQwen2:
       return "Qwen2ForCausalLM";
+    case Architecture::kQwen3:
+      return "Qwen3ForCausalLM";
   }
   return "unknown";
 }
@@ -27,7 +29,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kSupportedArchitectures = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM";
+constexpr std::string_view kSupportedArchitectures =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
 
 [[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
   throw Error(code, file.string() + ": " + what);
@@ -129,6 +132,8 @@ Architecture parse_architecture(const Fields& f) {
       *out = Architecture::kMistral;
     else if (name == "Qwen2ForCausalLM")
       *out = Architecture::kQwen2;
+    else if (name == "Qwen3ForCausalLM")
+      *out = Architecture::kQwen3;
     else
       return false;
     return true;
@@ -156,6 +161,7 @@ Architecture parse_architecture(const Fields& f) {
   if (model_type == "llama") return Architecture::kLlama;
   if (model_type == "mistral") return Architecture::kMistral;
   if (model_type == "qwen2") return Architecture::kQwen2;
+  if (model_type == "qwen3") return Architecture::kQwen3;
   fail(ErrorCode::kUnsupported, f.file(),
        "unsupported model_type '" + model_type + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
@@ -289,7 +295,15 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
       }
       break;
     case Architecture::kQwen2:
-      c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+    case Architecture::kQwen3:
+      if (c.arch == Architecture::kQwen2) {
+        c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+      } else {
+        // Qwen3: per-head q/k RMSNorm; attention_bias (default false) covers q, k, v and o.
+        c.qk_norm = true;
+        c.attention_bias = f.bool_or("attention_bias", false);
+        c.attention_out_bias = c.attention_bias;
+      }
       if (f.bool_or("use_sliding_window", false) && f.has("sliding_window") &&
           f.require_int("sliding_window") < c.max_position_embeddings) {
         fail(ErrorCode::kUnsupported, path,

@@ -1,8 +1,12 @@
 // The Llama-family weights in their compute dtype, ready for the CPU kernels.
 //
-// Projection matrices (and the embedding table and LM head) are kept in one dtype for the
-// whole model (ModelConfig-independent; chosen at load):
-//   f32 / f16 / bf16: the checkpoint's own when it matches, converted otherwise;
+// The dtype of the matrices is chosen at load (model.dtype):
+//   auto: every matrix in the dtype it is stored in when the kernels read it (f32, f16, bf16,
+//     q8_0, q4_0: a GGUF file's tensors keep their own types, so a Q4_0 file with a Q6_K
+//     output layer runs Q4_0 layers with the output layer in the nearest kernel dtype);
+//     GGUF-only block types (Q4_1, Q5_*, Q*_K) are converted to their nearest kernel dtype,
+//     q8_0 (model/gguf_quants.hpp);
+//   f32 / f16 / bf16: every matrix converted to it (the checkpoint's own bytes when it matches);
 //   q8_0 / q4_0: the decoder layers' projections are quantized at load (GGUF block layouts);
 //   the token embeddings and the LM head stay in f16. The LM head decides the logits that
 //   verification compares: quantized to 8 bits it alone moves log-probs by 0.01-0.02 nats on
@@ -16,13 +20,16 @@
 // weight byte per step, and with the 4 KiB pages of a file mapping the page walks cost a
 // measurable share of the bandwidth (docs/performance.md). With WeightPlacement::kMap a tensor
 // already stored in its compute dtype is used in place in the checkpoint's memory map (fast
-// start, pages shared with the page cache); others are converted into owned memory either way.
+// start, pages shared with the page cache; a GGUF file's Q/K rows too, see
+// ModelConfig::qk_rows_interleaved); others are converted into owned memory either way.
 // Pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "model/checkpoint.hpp"
@@ -34,7 +41,7 @@ namespace specd::model {
 using kernels::WeightView;
 
 // One decoder layer. Shapes follow the checkpoint ([out, in] for projections); the biases are
-// null unless the architecture has them (Qwen2).
+// null unless the architecture has them (Qwen2), q_norm/k_norm unless it has them (Qwen3).
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [hidden]
   WeightView wq;                     // [num_heads * head_dim, hidden]
@@ -43,6 +50,8 @@ struct LayerWeights {
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* q_norm = nullptr;     // [head_dim]
+  const float* k_norm = nullptr;     // [head_dim]
   WeightView wo;                    // [hidden, num_heads * head_dim]
   const float* bo = nullptr;        // [hidden]; Llama with attention_bias (not Qwen2)
   const float* mlp_norm = nullptr;  // [hidden]
@@ -51,20 +60,21 @@ struct LayerWeights {
   WeightView w_down;                // [hidden, intermediate]
 };
 
-// The dtype the projections are computed in: "auto" = the checkpoint's (the dtype of its
-// embedding table), else f32 | f16 | bf16 | q8_0 | q4_0. Throws specd::Error
-// (kInvalidArgument) naming `what` for any other text.
-DType resolve_weight_dtype(const std::string& requested, const Checkpoint& checkpoint, const std::string& what);
+// The model.dtype setting: "auto" = nullopt (each matrix in its stored dtype, see above), else
+// f32 | f16 | bf16 | q8_0 | q4_0. Throws specd::Error (kInvalidArgument) naming `what` for any
+// other text.
+std::optional<DType> resolve_weight_dtype(const std::string& requested, const std::string& what);
 
 enum class WeightPlacement { kCopy, kMap };
 
 class LlamaWeights {
  public:
   // Loads the first `num_layers` decoder layers (< 0: all) plus embeddings, final norm and LM
-  // head, converted to `dtype`. Throws specd::Error naming the tensor and file on a missing
-  // tensor or wrong shape, or a matrix whose rows cannot be quantized (not whole blocks of 32).
+  // head, converted to `dtype` (nullopt: auto, see above). Throws specd::Error naming the
+  // tensor and file on a missing tensor or wrong shape, or a matrix whose rows cannot be
+  // quantized (not whole blocks of 32).
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                  int64_t num_layers, DType dtype,
+                                                  int64_t num_layers, std::optional<DType> dtype,
                                                   WeightPlacement placement = WeightPlacement::kCopy);
 
   // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
@@ -76,7 +86,11 @@ class LlamaWeights {
   static std::shared_ptr<const LlamaWeights> load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module);
 
   const ModelConfig& config() const { return checkpoint_->config(); }
+  // The dtype of the decoder layers' projections; with auto and a checkpoint of mixed types,
+  // the one holding most of their bytes.
   DType dtype() const { return dtype_; }
+  // What load() was asked for (nullopt: auto).
+  std::optional<DType> requested_dtype() const { return requested_; }
   bool is_mtp() const { return eh_proj_.data != nullptr; }
   const float* mtp_enorm() const { return enorm_; }           // [hidden]
   const float* mtp_hnorm() const { return hnorm_; }           // [hidden]
@@ -98,13 +112,16 @@ class LlamaWeights {
 
  private:
   LlamaWeights() = default;
-  WeightView matrix(const std::string& name, int64_t rows, int64_t cols, DType dtype);
+  // `dtype` nullopt: the tensor's own (compute) dtype.
+  WeightView matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> dtype);
   const float* vector(const std::string& name, int64_t n);
   void load_layer(const std::string& prefix, LayerWeights& l);
+  DType layers_dtype() const;  // the dtype holding most of the layers' projection bytes
   std::byte* allocate(size_t bytes);
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   DType dtype_ = DType::kF32;
+  std::optional<DType> requested_;
   WeightPlacement placement_ = WeightPlacement::kCopy;
   std::vector<kernels::AlignedBuffer> owned_;
   size_t owned_bytes_ = 0;

@@ -1,6 +1,7 @@
 #include "server/chat_template.hpp"
 
 #include "specd/error.hpp"
+#include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {

@@ -146,8 +146,8 @@ ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, 
 
 namespace {
 
-// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback`.
-model::DType requested_dtype(int32_t dtype, model::DType fallback) {
+// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback` (nullopt: auto).
+std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::DType> fallback) {
   switch (dtype) {
     case -1: return fallback;
     case SPECD_DTYPE_F32: return model::DType::kF32;
@@ -196,15 +196,15 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   if (path.empty()) {
     // The target's own weights: a self-draft of its first num_layers layers, or all of them;
     // shared with the target unless another dtype is asked for.
-    const model::DType dtype = requested_dtype(options.dtype, target_weights_->dtype());
-    h->weights = dtype == target_weights_->dtype()
+    const std::optional<model::DType> dtype = requested_dtype(options.dtype, target_weights_->requested_dtype());
+    h->weights = dtype == target_weights_->requested_dtype()
                      ? target_weights_
                      : model::LlamaWeights::load(target_weights_->checkpoint_ptr(), layers, dtype, placement_);
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");
   } else {
     std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(path);
-    const model::DType dtype = requested_dtype(options.dtype, model::resolve_weight_dtype("auto", *ckpt, "draft"));
+    const std::optional<model::DType> dtype = requested_dtype(options.dtype, std::nullopt);
     h->weights = model::LlamaWeights::load(ckpt, layers, dtype, placement_);
     h->description = "draft " + path;
   }

@@ -10,6 +10,7 @@
 
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "model/gguf.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace specd::tokenizer {
@@ -58,9 +59,10 @@ ChatTemplateConfig chat_template_config(const json& config, const std::filesyste
       throw Error(ErrorCode::kModelFormat, name + ": chat_template must be a string or a list of named templates");
     }
   }
+  // A GGUF file carries its template in its metadata; only a tokenizer_config.json has a sidecar.
   const std::filesystem::path jinja_file = config_file.parent_path() / "chat_template.jinja";
   std::error_code ec;
-  if (std::filesystem::is_regular_file(jinja_file, ec)) {
+  if (config_file.filename() == "tokenizer_config.json" && std::filesystem::is_regular_file(jinja_file, ec)) {
     std::ifstream in(jinja_file, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in && !in.eof()) throw Error(ErrorCode::kNotFound, "cannot read " + jinja_file.string());
@@ -199,25 +201,33 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& co
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
+  if (model::gguf::is_gguf_file(path)) {
+    const TokenizerDocuments docs = gguf_tokenizer_documents(*model::gguf::File::open(path));
+    return build_impl(docs.tokenizer, docs.config, path, path.string());
+  }
   std::error_code ec;
   std::filesystem::path tokenizer_file = path;
   if (std::filesystem::is_directory(path, ec)) tokenizer_file = path / "tokenizer.json";
   if (!std::filesystem::is_regular_file(tokenizer_file, ec))
     throw Error(ErrorCode::kNotFound, "tokenizer not found: " + tokenizer_file.string() +
-                                          " (expected a model directory with tokenizer.json, or a tokenizer.json file)");
+                                          " (expected a model directory with tokenizer.json, a tokenizer.json file or "
+                                          "a GGUF file)");
   const std::filesystem::path config_file = tokenizer_file.parent_path() / "tokenizer_config.json";
-  const std::string file = tokenizer_file.string();
-
-  auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->source = tokenizer_file;
   const json root = read_json(tokenizer_file);
-  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
+  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, tokenizer_file.string() + ": the top level is not an object");
   json config = json::object();
   if (std::filesystem::is_regular_file(config_file, ec)) {
     config = read_json(config_file);
     if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_file.string() + ": the top level is not an object");
   }
-  const std::string config_name = config_file.string();
+  return build_impl(root, config, tokenizer_file, config_file.string());
+}
+
+std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::filesystem::path& source,
+                                            const std::string& config_name) {
+  const std::string file = source.string();
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  impl->source = source;
 
   auto member = [&](const char* key) -> const json& {
     static const json null_value;
@@ -313,7 +323,7 @@ std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
 
   // Decode options, chat templates and BOS/EOS from tokenizer_config.json.
   impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
-  impl->chat = chat_template_config(config, config_file);
+  impl->chat = chat_template_config(config, config_name);
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     const auto it = config.find(key);
     if (it == config.end()) return std::nullopt;

@@ -1,5 +1,7 @@
 // Hugging Face tokenizers: reads the tokenizer.json / tokenizer_config.json that ship with every
-// HF model directory and produces the ids the official implementation produces.
+// HF model directory and produces the ids the official implementation produces. A GGUF file's
+// vocabulary (tokenizer.ggml.*) is read as the tokenizer.json that describes the same
+// tokenizer and builds the same pipeline (gguf_vocab.cpp, docs/model-formats.md).
 //
 // Supported (anything else is a load error naming the file and the feature, never a silent
 // wrong tokenization):
@@ -52,8 +54,9 @@ struct ChatTemplateConfig {
 
 class Tokenizer {
  public:
-  // path: a model directory (reads tokenizer.json and, if present, tokenizer_config.json) or a
-  // tokenizer.json file (a tokenizer_config.json next to it is read too). Throws specd::Error:
+  // path: a model directory (reads tokenizer.json and, if present, tokenizer_config.json), a
+  // tokenizer.json file (a tokenizer_config.json next to it is read too) or a GGUF file
+  // (recognised by its magic, whatever its name). Throws specd::Error:
   // kNotFound (no file), kModelFormat (malformed JSON or values), kUnsupported (a component
   // specd does not implement).
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& path);

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tokenizer/components.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -106,7 +108,30 @@ struct Tokenizer::Impl {
   void encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
 };
 
-// Reads tokenizer.json (+ tokenizer_config.json) into an Impl (load.cpp).
+// Reads tokenizer.json (+ tokenizer_config.json), or a GGUF file's vocabulary, into an Impl
+// (load.cpp).
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path);
+
+// Builds the pipeline from a tokenizer.json document and a tokenizer_config.json document (an
+// empty object when there is none). source: the file named in messages and by source();
+// config_name: the name messages give the config.
+std::unique_ptr<Tokenizer::Impl> build_impl(const nlohmann::json& tokenizer, const nlohmann::json& config,
+                                            const std::filesystem::path& source, const std::string& config_name);
+
+// A GGUF file's tokenizer.* metadata as the tokenizer.json and tokenizer_config.json documents
+// that describe the same tokenizer (gguf_vocab.cpp), so that both formats build the same
+// pipeline. Throws specd::Error naming the file and the key.
+struct TokenizerDocuments {
+  nlohmann::json tokenizer;
+  nlohmann::json config;
+};
+}  // namespace specd::tokenizer
+
+namespace specd::model::gguf {
+class File;
+}
+
+namespace specd::tokenizer {
+TokenizerDocuments gguf_tokenizer_documents(const model::gguf::File& file);
 
 }  // namespace specd::tokenizer

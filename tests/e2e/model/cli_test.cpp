@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "config/config.hpp"
+#include "convert.hpp"
 #include "runtime_test_util.hpp"
 #include "specd/engine.hpp"
 
@@ -95,6 +97,54 @@ TEST(Cli, GenerateRejectsBadSamplingAndScoreReportsPerplexity) {
   ASSERT_TRUE(j.is_object()) << s.out;
   EXPECT_EQ(j.at("tokens").size(), j.at("num_tokens").get<size_t>() - 1);
   EXPECT_GT(j.at("perplexity").get<double>(), 1.0);
+}
+
+// A GGUF file (named without .gguf: the content decides) runs, tokenizes and is described by
+// `specd inspect` like the directory it was written from.
+TEST(Cli, GgufFileGeneratesTokenizesAndInspects) {
+  const auto dir = fixture("tiny");
+  const auto file = std::filesystem::path(SPECD_TEST_WORK_DIR) / "runtime" / "tiny-q8.model";
+  specd::gguf::ConvertOptions o;
+  o.type = specd::gguf::TensorType::kQ8_0;
+  specd::gguf::convert_checkpoint(dir, file, o);
+  const std::string gen = " --prompt 'Once upon a time' --json --max-tokens 8 --temperature 0 --ignore-eos";
+  const CliRun from_file = run("generate --model '" + file.string() + "'" + gen);
+  const CliRun from_dir = run("generate --model '" + dir.string() + "' --set model.dtype=q8_0" + gen);
+  ASSERT_EQ(from_file.status, 0) << from_file.out;
+  ASSERT_EQ(from_dir.status, 0) << from_dir.out;
+  EXPECT_EQ(last_json(from_file.out).at("token_ids"), last_json(from_dir.out).at("token_ids"));
+  EXPECT_EQ(last_json(from_file.out).at("text"), last_json(from_dir.out).at("text"));
+
+  const CliRun tok_file = run("tokenize --tokenizer '" + file.string() + "' --text 'Hello GGUF world'");
+  const CliRun tok_dir = run("tokenize --tokenizer '" + dir.string() + "' --text 'Hello GGUF world'");
+  ASSERT_EQ(tok_file.status, 0) << tok_file.out;
+  EXPECT_EQ(tok_file.out, tok_dir.out);
+
+  const CliRun inspect = run("inspect '" + file.string() + "' --json");
+  ASSERT_EQ(inspect.status, 0) << inspect.out;
+  const nlohmann::json j = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(j.at("format"), "gguf");
+  EXPECT_EQ(j.at("gguf_version"), 3);
+  EXPECT_TRUE(j.at("runnable").get<bool>());
+  EXPECT_EQ(j.at("architecture"), "LlamaForCausalLM");
+  EXPECT_EQ(j.at("config").at("layers"), 2);
+  EXPECT_EQ(j.at("config").at("head_dim"), 16);
+  std::map<std::string, int> by_type;
+  for (const auto& t : j.at("tensors").at("by_type")) by_type[t.at("type").get<std::string>()] = t.at("count").get<int>();
+  EXPECT_EQ(by_type, (std::map<std::string, int>{{"F16", 2}, {"F32", 5}, {"Q8_0", 14}}));
+  EXPECT_EQ(j.at("tokenizer").at("kind"), "llama");
+  EXPECT_EQ(j.at("tokenizer").at("bos").at("id"), 1);
+  EXPECT_EQ(j.at("tokenizer").at("bos").at("text"), "<s>");
+  EXPECT_TRUE(j.at("tokenizer").at("adds_bos").get<bool>());
+
+  const CliRun text = run("inspect '" + dir.string() + "'");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("(safetensors)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("2 layers, hidden 64"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("tokenizer     tokenizer.json, 32000 tokens (3 special)"), std::string::npos) << text.out;
+  const CliRun missing = run("inspect /nonexistent/model");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.out.find("/nonexistent/model does not exist"), std::string::npos) << missing.out;
 }
 
 }  // namespace

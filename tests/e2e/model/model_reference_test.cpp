@@ -68,7 +68,7 @@ TEST_P(ReferenceLogits, MatchNumpyReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavours, ReferenceLogits,
-                         ::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-mistral",
+                         ::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral",
                                            "tiny-tied", "tiny-rope-linear", "tiny-llama-bias"),
                          [](const auto& info) {
                            std::string n = info.param;

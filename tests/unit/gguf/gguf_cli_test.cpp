@@ -42,7 +42,7 @@ TEST(GgufCli, ConvertsAndRefusesBadInput) {
   EXPECT_EQ(f.at("general.file_type").u, 1u);
   EXPECT_EQ(f.at("llama.block_count").u, 1u);
 
-  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q4_0", &log), 0);
+  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q4_k", &log), 0);
   EXPECT_NE(log.find("--type"), std::string::npos) << log;
   EXPECT_EQ(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --layers 5", &log), 1);
   EXPECT_NE(log.find("specd-to-gguf: error: --layers 5: "), std::string::npos) << log;

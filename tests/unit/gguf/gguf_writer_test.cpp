@@ -12,6 +12,7 @@
 #include "gguf_reader.hpp"
 #include "model/checkpoint.hpp"
 #include "model/json_file.hpp"
+#include "specd/kernels/convert.hpp"
 #include "specd/kernels/rope.hpp"
 #include "unit/model/model_test_util.hpp"
 
@@ -377,6 +378,40 @@ TEST(GgufWriter, Qwen2KeepsRowOrderBiasesAndTiedEmbeddings) {
   EXPECT_EQ(f.tensor("output.weight"), nullptr);
   EXPECT_NE(f.tensor("blk.0.attn_q.bias"), nullptr);
   expect_tensors_match(f, *Checkpoint::open(model), TensorType::kF32, false);
+}
+
+// Q8_0 / Q4_0: the layer matrices hold kernels::from_f32's blocks of the (permuted) rows, the
+// embeddings and LM head F16, norms F32; and qwen3 writes its per-head q/k norms.
+TEST(GgufWriter, QuantizedTypesAndQwen3) {
+  const fs::path model = tiny();
+  const auto ckpt = Checkpoint::open(model);
+  for (const auto& [type, ggml, ftype] :
+       {std::tuple{TensorType::kQ8_0, 8u, 7u}, std::tuple{TensorType::kQ4_0, 2u, 2u}}) {
+    const File f = convert_and_read(model, scratch_dir() / "q.gguf", type);
+    EXPECT_EQ(u32(f, "general.file_type"), ftype);
+    EXPECT_EQ(f.tensor("token_embd.weight")->type, kGgmlF16);
+    EXPECT_EQ(f.tensor("output.weight")->type, kGgmlF16);
+    EXPECT_EQ(f.tensor("blk.0.attn_norm.weight")->type, kGgmlF32);
+    for (const char* name : {"blk.1.attn_q.weight", "blk.0.ffn_down.weight"}) {
+      const TensorInfo* t = f.tensor(name);
+      ASSERT_NE(t, nullptr);
+      ASSERT_EQ(t->type, ggml) << name;
+      const TensorView& src = *ckpt->find(hf_name(name));
+      std::vector<float> v = values_of(src);
+      if (std::string(name).find("attn_q") != std::string::npos)
+        v = permute_rows(v, src.shape[0], src.shape[1], ckpt->config().head_dim);
+      const model::DType dt = type == TensorType::kQ8_0 ? model::DType::kQ8_0 : model::DType::kQ4_0;
+      std::string want(kernels::row_bytes(dt, static_cast<int64_t>(v.size())), '\0');
+      kernels::from_f32(kernels::Device::kCpu, v.data(), dt, want.data(), static_cast<int64_t>(v.size()));
+      ASSERT_EQ(std::string(f.data(*t, want.size()), want.size()), want) << name;
+    }
+  }
+  const File q3 = convert_and_read(tiny("tiny-qwen3"), scratch_dir() / "qwen3.gguf", TensorType::kF32);
+  EXPECT_EQ(str(q3, "general.architecture"), "qwen3");
+  EXPECT_EQ(u32(q3, "qwen3.attention.key_length"), 32u);
+  ASSERT_NE(q3.tensor("blk.1.attn_k_norm.weight"), nullptr);
+  EXPECT_EQ(q3.tensor("blk.1.attn_k_norm.weight")->ne, std::vector<uint64_t>{32});
+  EXPECT_EQ(q3.tensor("blk.0.attn_q.bias"), nullptr);
 }
 
 }  // namespace

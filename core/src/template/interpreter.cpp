@@ -26,6 +26,15 @@ int64_t checked(bool overflow, int64_t v) {
   return v;
 }
 
+// a op b with overflow checked (op: __builtin_{add,sub,mul}_overflow). The result is read only
+// after the builtin ran: function arguments have no evaluation order.
+template <typename Op>
+int64_t checked_op(Op op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  const bool overflow = op(a, b, &r);
+  return checked(overflow, r);
+}
+
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
   const int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size())
@@ -147,9 +156,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (b.is_undefined()) throw_undefined(b);
   const bool nums = (a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool());
   const bool ints = int_like(a) && int_like(b);
-  int64_t r = 0;
   if (op == "+") {
-    if (ints) return Value(checked(__builtin_add_overflow(as_i(a), as_i(b), &r), r));
+    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); }, as_i(a), as_i(b)));
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
       if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -158,10 +166,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
     }
   } else if (op == "-") {
-    if (ints) return Value(checked(__builtin_sub_overflow(as_i(a), as_i(b), &r), r));
+    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); }, as_i(a), as_i(b)));
     if (nums) return Value(a.as_double() - b.as_double());
   } else if (op == "*") {
-    if (ints) return Value(checked(__builtin_mul_overflow(as_i(a), as_i(b), &r), r));
+    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, as_i(a), as_i(b)));
     if (nums) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_list()) && int_like(b)) return repeat(a, as_i(b));
     if ((b.is_string() || b.is_list()) && int_like(a)) return repeat(b, as_i(a));
@@ -191,7 +199,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (ints && as_i(b) >= 0) {
       int64_t acc = 1;
       for (int64_t i = 0; i < as_i(b); ++i) {
-        checked(__builtin_mul_overflow(acc, as_i(a), &acc), acc);
+        acc = checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, acc, as_i(a));
         if (acc == 0 || acc == 1) break;
       }
       return Value(acc);
@@ -491,7 +499,7 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       if (v.is_undefined()) throw_undefined(v);
       if (e.name == "+" && (v.is_number() || v.is_bool())) return v.is_float() ? v : Value(as_i(v));
       if (v.is_float()) return Value(-v.as_double());
-      if (int_like(v)) return Value(checked(as_i(v) == std::numeric_limits<int64_t>::min(), -as_i(v)));
+      if (int_like(v)) return Value(-checked(as_i(v) == std::numeric_limits<int64_t>::min(), as_i(v)));
       throw TemplateError("bad operand type for unary " + e.name + ": '" + short_type(v) + "'");
     }
     case Expr::Kind::kBinary: return eval_binary(e, frame);

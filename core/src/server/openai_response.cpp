@@ -33,7 +33,28 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, ResponseMeta 
   text_offset_ = req_.echo ? 0 : code_points(req_.prompt_text);
 }
 
-std::string ResponseBuilder::token_text(int32_t id) const { return tok_.decode({&id, 1}, false); }
+// The text a token adds after the tokens before it (the last few suffice): a SentencePiece
+// token's leading space comes out as in the full text, as vLLM's incremental detokenizer
+// reports it, so that the tokens of a completion concatenate to its text.
+std::string ResponseBuilder::token_text(int32_t id, std::vector<int32_t> before) const {
+  constexpr size_t kContext = 4;
+  if (before.size() > kContext) before.erase(before.begin(), before.end() - kContext);
+  const std::string base = tok_.decode(before, false);
+  before.push_back(id);
+  std::string full = tok_.decode(before, false);
+  if (full.compare(0, base.size(), base) == 0) return full.substr(base.size());
+  return tok_.decode({&id, 1}, false);
+}
+
+// The last tokens before choice c's next token: the prompt's, then the choice's own.
+std::vector<int32_t> ResponseBuilder::context(const Choice& c) const {
+  constexpr size_t kContext = 4;
+  std::vector<int32_t> out;
+  const size_t from_prompt = c.tokens.size() >= kContext ? 0 : std::min(req_.prompt_ids.size(), kContext - c.tokens.size());
+  out.insert(out.end(), req_.prompt_ids.end() - static_cast<std::ptrdiff_t>(from_prompt), req_.prompt_ids.end());
+  out.insert(out.end(), c.tokens.end() - static_cast<std::ptrdiff_t>(std::min(c.tokens.size(), kContext)), c.tokens.end());
+  return out;
+}
 
 ResponseBuilder::Choice& ResponseBuilder::choice(const RequestOutput& out) {
   const auto i = static_cast<size_t>(out.index);
@@ -99,38 +120,41 @@ json ResponseBuilder::usage() const {
 
 // Completions: {tokens, token_logprobs, top_logprobs, text_offset}; echo puts the prompt first
 // (its first token has no logprob). Chat: {"content": [{token, logprob, bytes, top_logprobs}]}.
-json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps, size_t first_offset,
-                                    bool with_prompt) const {
+json ResponseBuilder::logprobs_json(const std::vector<TokenLogprobs>& lps, size_t first_offset, bool with_prompt,
+                                    std::vector<int32_t> before) const {
   if (req_.chat) {
     json content = json::array();
     for (const TokenLogprobs& t : lps) {
-      const std::string s = token_text(t.token);
+      const std::string s = token_text(t.token, before);
       json top = json::array();
       for (const TokenLogprob& alt : t.top) {
-        const std::string a = token_text(alt.token);
+        const std::string a = token_text(alt.token, before);
         top.push_back({{"token", a}, {"logprob", alt.logprob}, {"bytes", bytes_of(a)}});
       }
       content.push_back({{"token", s}, {"logprob", t.logprob}, {"bytes", bytes_of(s)}, {"top_logprobs", top}});
+      before.push_back(t.token);
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
   json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
   size_t offset = first_offset;
   auto push = [&](int32_t token, const TokenLogprobs* t) {
-    const std::string s = token_text(token);
+    const std::string s = token_text(token, before);
     tokens.push_back(s);
     offsets.push_back(offset);
     offset += code_points(s);
     if (t == nullptr) {
       values.push_back(nullptr);
       tops.push_back(nullptr);
+      before.push_back(token);
       return;
     }
     values.push_back(t->logprob);
     json top = json::object();
-    for (const TokenLogprob& alt : t->top) top[token_text(alt.token)] = alt.logprob;
+    for (const TokenLogprob& alt : t->top) top[token_text(alt.token, before)] = alt.logprob;
     if (!top.contains(s)) top[s] = t->logprob;  // vLLM: the chosen token is always listed
     tops.push_back(std::move(top));
+    before.push_back(token);
   };
   if (with_prompt && !req_.prompt_ids.empty()) {
     push(req_.prompt_ids[0], nullptr);
@@ -166,10 +190,11 @@ json ResponseBuilder::response() const {
         message["tool_calls"] = std::move(calls);
       }
       entry["message"] = std::move(message);
-      if (req_.want_logprobs) entry["logprobs"] = logprobs_json(c.logprobs, 0, false);
+      if (req_.want_logprobs) entry["logprobs"] = logprobs_json(c.logprobs, 0, false, req_.prompt_ids);
     } else {
       entry["text"] = (req_.echo ? req_.prompt_text : std::string()) + c.text;
-      if (req_.want_logprobs) entry["logprobs"] = logprobs_json(c.logprobs, text_offset_, req_.echo);
+      if (req_.want_logprobs)
+        entry["logprobs"] = logprobs_json(c.logprobs, text_offset_, req_.echo, req_.echo ? std::vector<int32_t>{} : req_.prompt_ids);
     }
     choices.push_back(std::move(entry));
   }
@@ -201,7 +226,8 @@ void ResponseBuilder::stream_piece(Choice& c, int32_t index, const std::string& 
   if (text.empty() && calls.empty() && !has_lps && finish.empty()) return;
   json lp = nullptr;
   if (has_lps) {
-    lp = logprobs_json(lps, text_offset_ + code_points(c.text), false);
+    lp = logprobs_json(lps, text_offset_ + code_points(c.text), false, context(c));
+    for (const TokenLogprobs& t : lps) c.tokens.push_back(t.token);
   }
   if (!req_.chat) {
     chunks.push_back(chunk(index, text, lp, finish));
@@ -235,7 +261,7 @@ void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks
     if (req_.chat) {
       chunks.push_back(chunk(index, {{"role", "assistant"}, {"content", ""}}, nullptr, ""));
     } else if (req_.echo) {
-      json lp = req_.want_logprobs ? logprobs_json({}, 0, true) : json(nullptr);
+      json lp = req_.want_logprobs ? logprobs_json({}, 0, true, {}) : json(nullptr);
       chunks.push_back(chunk(index, req_.prompt_text, lp, ""));
     }
   }

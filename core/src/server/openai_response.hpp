@@ -65,9 +65,12 @@ class ResponseBuilder {
   void count(Choice& c, const RequestOutput& out);
   nlohmann::json usage() const;
   std::string finish_reason(const Choice& c) const;
-  std::string token_text(int32_t id) const;
+  std::string token_text(int32_t id, std::vector<int32_t> before) const;
+  std::vector<int32_t> context(const Choice& c) const;
   std::string call_id(const ToolCall& call, int32_t choice) const;
-  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, size_t first_offset, bool with_prompt) const;
+  // before: the tokens preceding the first entry (the prompt's when with_prompt is false).
+  nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, size_t first_offset, bool with_prompt,
+                               std::vector<int32_t> before) const;
   nlohmann::json chunk(int32_t index, nlohmann::json delta_or_text, const nlohmann::json& logprobs,
                        const std::string& finish) const;
   void stream_piece(Choice& c, int32_t index, const std::string& text, std::vector<TokenLogprobs> lps,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "template/interpreter.hpp"
@@ -208,15 +210,26 @@ Value f_abs(Interpreter&, const Value& v, CallArgs&) {
   throw TemplateError("bad operand type for abs(): '" + v.type_name() + "'");
 }
 
+// Jinja's round: "common" is Python's round(value, precision): ints stay ints, floats are
+// rounded correctly from their exact binary value, ties to even (printf's %.*f does the same);
+// ceil and floor scale by 10**precision.
 Value f_round(Interpreter&, const Value& v, CallArgs& a) {
   const int64_t precision = int_arg(a, 0, "precision", 0);
   const std::string method = str_arg(a, 1, "method", "common");
-  const double scale = std::pow(10.0, static_cast<double>(precision));
-  const double x = v.as_double() * scale;
-  double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
   if (method != "common" && method != "ceil" && method != "floor")
     throw TemplateError("method must be common, ceil or floor");
-  return Value(r / scale);
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  if (method != "common") {
+    const double x = v.as_double() * scale;
+    return Value((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
+  }
+  if (v.is_int() && precision >= 0) return v;
+  if (std::fabs(v.as_double()) >= 1e17) return Value(v.as_double());  // already integral
+  if (precision < 0 || precision > 300 || !std::isfinite(v.as_double()))
+    return Value(std::nearbyint(v.as_double() * scale) / scale);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.as_double());
+  return Value(std::strtod(buf, nullptr));
 }
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {

@@ -285,9 +285,14 @@ Interpreter::Flow Interpreter::render_node(const Node& n, Frame& frame, std::str
     }
     case Node::Kind::kMacro: frame.vars[n.targets[0]] = make_macro(n, nullptr); return Flow::kNormal;
     case Node::Kind::kCallBlock: {
-      Frame inner{&frame, {}};
-      inner.vars["caller"] = make_macro(n, &frame);
-      append(out, to_str(eval(*n.expr, inner)));
+      // The macro gets the block as its `caller` keyword (it runs in its own frame, as in Jinja).
+      if (n.expr->kind != Expr::Kind::kCall)
+        throw TemplateError("line " + std::to_string(n.line) + ": a call block needs a macro call");
+      const Value fn = eval(*n.expr->args[0], frame);
+      CallArgs args;
+      eval_args(*n.expr, 1, frame, args);
+      args.kwargs.emplace_back("caller", make_macro(n, &frame));
+      append(out, to_str(call(fn, args)));
       return Flow::kNormal;
     }
     case Node::Kind::kFilterBlock: {

@@ -119,17 +119,31 @@ for (const t of lpContent) {
   assert.ok(Array.isArray(t.bytes));
 }
 
-// logit_bias: +100 on one token makes greedy emit only it; penalties change the output.
-const biasedToken = 450;
-const biased = await client.completions.create({ model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0, logit_bias: { [biasedToken]: 100 } });
-const plain = await client.completions.create({ model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0 });
-assert.equal(new Set(biased.choices[0].logprobs.tokens).size, 1);
-assert.notEqual(biased.choices[0].text, plain.choices[0].text);
+// logit_bias: +100 on two tokens makes greedy emit only the likelier one; frequency and
+// presence penalties (4 after one use) make it alternate; repetition_penalty 2 halves the
+// logit of a used token, so a token biased +60 takes turns with one biased +100.
+const [A, B] = [450, 451];
+const distinct = (r) => new Set(r.choices[0].logprobs.tokens).size;
+const lpTokens = (r) => r.choices[0].logprobs.tokens;
+const biased = await client.completions.create({ model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0, logit_bias: { [A]: 100, [B]: 100 } });
+assert.equal(distinct(biased), 1);
 const penalized = await client.completions.create({
-  model, prompt: 'Hello', max_tokens: 4, temperature: 0, logit_bias: { [biasedToken]: 100 }, frequency_penalty: 2, presence_penalty: 2,
-  repetition_penalty: 1.5,
+  model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0, logit_bias: { [A]: 100, [B]: 100 }, frequency_penalty: 2, presence_penalty: 2,
 });
-assert.notEqual(penalized.choices[0].text, biased.choices[0].text);
+assert.equal(distinct(penalized), 2);
+assert.notEqual(lpTokens(penalized)[0], lpTokens(penalized)[1]);
+const rep1 = await client.completions.create({ model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0, logit_bias: { [A]: 100, [B]: 60 } });
+const rep2 = await client.completions.create({
+  model, prompt: 'Hello', max_tokens: 4, temperature: 0, logprobs: 0, logit_bias: { [A]: 100, [B]: 60 }, repetition_penalty: 2,
+});
+assert.equal(distinct(rep1), 1);
+assert.equal(distinct(rep2), 2);
+// min_tokens with ignore_eos off still generates that many tokens.
+const minT = await client.completions.create({ model, prompt: 'Hello', max_tokens: 5, min_tokens: 5, temperature: 0, logit_bias: { 2: 100 } });
+assert.equal(minT.usage.completion_tokens, 5);
+const eos = await client.completions.create({ model, prompt: 'Hello', max_tokens: 5, temperature: 0, logit_bias: { 2: 100 } });
+assert.equal(eos.usage.completion_tokens, 1);
+assert.equal(eos.choices[0].finish_reason, 'stop');
 
 // Streaming usage: continuous_usage_stats puts usage in every chunk; the last equals the total.
 let chunks = 0;

@@ -65,7 +65,8 @@ TEST(Jinja, LimitsStopHostileTemplates) {
   // Nesting in the source is refused at compile time, without recursing on it.
   std::string deep;
   for (int i = 0; i < 200; ++i) deep += "(";
-  EXPECT_NE(error_of("{{ " + deep + "1 }}").find("nests deeper than 64 levels"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + deep + "1" + std::string(200, ')') + " }}").find("nests deeper than 64 levels"),
+            std::string::npos);
   std::string blocks;
   for (int i = 0; i < 100; ++i) blocks += "{% if true %}";
   EXPECT_NE(error_of(blocks).find("nests deeper than 64 levels"), std::string::npos);

@@ -499,5 +499,81 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   }
 }
 
+
+// A speculating server with server.stream_token_by_token: per-request speculative statistics in
+// usage, one SSE event per token even for multi-token steps, logprobs identical with speculation
+// on and off, n = 3 greedy choices equal to the single choice, include_stop_str_in_output.
+TEST(ServerSpeculative, TokenByTokenStreamsUsageStatisticsLogprobsAndChoices) {
+  const std::string file = write_config("spec-tbt", "  stream_token_by_token: true\n", "  max_num_seqs: 8\n  max_queue: 64\n");
+  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
+                                        "  verifier: {name: greedy}\n";
+  ServerProcess s(file);
+  ASSERT_TRUE(s.ready()) << s.log();
+  json req = completion("The speculative switch", 16);
+  req["ignore_eos"] = true;
+  req["logprobs"] = 3;
+  const HttpResponse on = http_call(s.port(), "POST", "/v1/completions", req.dump());
+  ASSERT_EQ(on.status, 200) << on.body;
+  const json j = json::parse(on.body);
+  const json& spec = j["usage"]["speculative"];
+  ASSERT_TRUE(spec.is_object()) << j["usage"];
+  EXPECT_GT(spec["draft_tokens"].get<int>(), 0);
+  EXPECT_GT(spec["accepted_tokens"].get<int>(), 0) << "the test needs multi-token steps";
+  ASSERT_EQ(spec["drafted_at_position"].size(), 3u);
+  int accepted = 0;
+  for (const json& a : spec["accepted_at_position"]) accepted += a.get<int>();
+  EXPECT_EQ(accepted, spec["accepted_tokens"].get<int>());
+
+  json off_req = req;
+  off_req["speculative"] = {{"enabled", false}};
+  const HttpResponse off = http_call(s.port(), "POST", "/v1/completions", off_req.dump());
+  ASSERT_EQ(off.status, 200) << off.body;
+  const json jo = json::parse(off.body);
+  EXPECT_EQ(jo["choices"][0]["text"], j["choices"][0]["text"]);
+  EXPECT_EQ(jo["choices"][0]["logprobs"], j["choices"][0]["logprobs"]) << "logprobs differ with speculation on and off";
+
+  // Streamed token by token: one token (one logprobs entry) per event, the same text.
+  json sreq = req;
+  sreq["stream"] = true;
+  const HttpResponse st = http_call(s.port(), "POST", "/v1/completions", sreq.dump());
+  ASSERT_EQ(st.status, 200);
+  std::string text;
+  int events = 0;
+  for (const std::string& ev : sse_events(st.body)) {
+    if (ev == "[DONE]") continue;
+    const json c = json::parse(ev);
+    if (c["choices"].empty() || c["choices"][0]["logprobs"].is_null()) continue;
+    EXPECT_EQ(c["choices"][0]["logprobs"]["tokens"].size(), 1u) << ev;
+    text += c["choices"][0]["text"].get<std::string>();
+    ++events;
+  }
+  EXPECT_EQ(events, 16);
+  EXPECT_EQ(text, j["choices"][0]["text"]);
+
+  // n = 3 greedy choices (prompt prefilled once, speculation on) equal the single choice.
+  json nreq = completion("The speculative switch", 16);
+  nreq["ignore_eos"] = true;
+  nreq["n"] = 3;
+  const HttpResponse nr = http_call(s.port(), "POST", "/v1/completions", nreq.dump());
+  ASSERT_EQ(nr.status, 200) << nr.body;
+  const json jn = json::parse(nr.body);
+  ASSERT_EQ(jn["choices"].size(), 3u);
+  for (const json& c : jn["choices"]) EXPECT_EQ(c["text"], j["choices"][0]["text"]) << c["index"];
+  EXPECT_EQ(jn["usage"]["completion_tokens"], 48);
+
+  // include_stop_str_in_output keeps the stop string that ended the text.
+  const std::string full = j["choices"][0]["text"];
+  ASSERT_GE(full.size(), 8u);
+  const std::string stop = full.substr(4, 3);
+  const std::string cut = full.substr(0, full.find(stop));
+  json stop_req = completion("The speculative switch", 16);
+  stop_req["stop"] = stop;
+  stop_req["ignore_eos"] = true;
+  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"], cut);
+  stop_req["include_stop_str_in_output"] = true;
+  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"],
+            cut + stop);
+}
+
 }  // namespace
 }  // namespace specd::test

@@ -24,7 +24,7 @@ using specd::Request;
 using specd::RequestId;
 using specd::RequestOutput;
 
-struct Run {
+struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
   std::vector<std::vector<int32_t>> top_ids;
@@ -32,15 +32,15 @@ struct Run {
   std::string error;
 };
 
-std::vector<Run> run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
+std::vector<Outcome> run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
                      specd::spec::SpecMetrics* metrics = nullptr) {
   Engine engine(cfg);
   std::map<RequestId, size_t> index;
   for (size_t i = 0; i < requests.size(); ++i) index[specd::spec_test::add_request(engine, requests[i])] = i;
-  std::vector<Run> out(requests.size());
+  std::vector<Outcome> out(requests.size());
   while (engine.has_unfinished()) {
     for (const RequestOutput& o : engine.step()) {
-      Run& r = out[index.at(o.id)];
+      Outcome& r = out[index.at(o.id)];
       r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       for (const auto& lp : o.logprobs) {
         r.logprobs.push_back(lp.logprob);
@@ -99,10 +99,10 @@ TEST_P(SpecPenalties, SameTokensAndLogprobsAsTargetAlone) {
   const std::vector<Request> requests = controlled(base);
 
   const auto plain_cfg = specd::config::for_model_dir(target.string());
-  const std::vector<Run> uncontrolled = run(plain_cfg, base);
-  const std::vector<Run> plain = run(plain_cfg, requests);
+  const std::vector<Outcome> uncontrolled = run(plain_cfg, base);
+  const std::vector<Outcome> plain = run(plain_cfg, requests);
   specd::spec::SpecMetrics metrics;
-  const std::vector<Run> spec =
+  const std::vector<Outcome> spec =
       run(specd::spec_test::spec_config(target, c.proposer, c.verifier, 3), requests, &metrics);
   EXPECT_GT(metrics.draft_tokens, 0u);
   EXPECT_GT(metrics.accepted_tokens, 0u);

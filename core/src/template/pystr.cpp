@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tokenizer/components.hpp"
+
 namespace specd::jinja::pystr {
 
 bool is_ascii(std::string_view s) {
@@ -38,23 +40,7 @@ std::u32string decode(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
+void append_utf8(std::string& out, char32_t c) { tokenizer::detail::append_utf8(out, c); }
 
 std::string encode(std::u32string_view s) {
   std::string out;

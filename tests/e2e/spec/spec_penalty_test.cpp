@@ -60,13 +60,15 @@ std::vector<Outcome> run(const specd::config::EngineConfig& cfg, const std::vect
 
 // Mixed requests, each with a different combination of the controls; EOS not ignored in the
 // min_tokens ones so that the mask matters.
-std::vector<Request> controlled(const std::vector<Request>& base) {
+// `first[i]`: request i's first greedy token without controls.
+std::vector<Request> controlled(const std::vector<Request>& base, const std::vector<int32_t>& first) {
   std::vector<Request> out = base;
   for (size_t i = 0; i < out.size(); ++i) {
     specd::SamplingParams& s = out[i].sampling;
     s.logprobs = 3;
-    // A token the model rarely picks, pushed up: the penalties then decide when it stops winning.
-    s.logit_bias = {{7777, 6.0f}};
+    // The first greedy token pushed up, so that it repeats: the penalties then decide when it
+    // stops winning, counting the drafts before each position.
+    s.logit_bias = {{first[i], 10.0f}};
     switch (i % 4) {
       case 0: s.frequency_penalty = 1.5f; s.presence_penalty = 0.5f; break;
       case 1: s.repetition_penalty = 1.8f; break;
@@ -98,10 +100,11 @@ TEST_P(SpecPenalties, SameTokensAndLogprobsAsTargetAlone) {
   const fs::path target = specd::spec_test::target_fixture(false, ngram ? 0.004 : 0.02);
   auto base = specd::spec_test::mixed_requests(8, /*seed=*/77);
   if (ngram) specd::spec_test::plant_continuations(base, target, 78);
-  const std::vector<Request> requests = controlled(base);
-
   const auto plain_cfg = specd::config::for_model_dir(target.string());
   const std::vector<Outcome> uncontrolled = run(plain_cfg, base);
+  std::vector<int32_t> first;
+  for (const Outcome& o : uncontrolled) first.push_back(o.tokens.at(0));
+  const std::vector<Request> requests = controlled(base, first);
   const std::vector<Outcome> plain = run(plain_cfg, requests);
   specd::spec::SpecMetrics metrics;
   const std::vector<Outcome> spec =

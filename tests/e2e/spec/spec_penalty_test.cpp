@@ -79,8 +79,12 @@ std::vector<Request> controlled(const std::vector<Request>& base, const std::vec
       default:
         s.frequency_penalty = -0.5f;
         s.repetition_penalty = 0.7f;
-        s.min_tokens = s.max_tokens;
+        // EOS (id 2) wins as soon as min_tokens allows it: the position that allows it must count
+        // the drafts before it in its speculative step.
+        s.min_tokens = 3 + static_cast<int32_t>(i % 8);
+        s.max_tokens = 40;
         s.ignore_eos = false;
+        s.logit_bias.push_back({2, 100.0f});
         break;
     }
   }
@@ -98,7 +102,7 @@ TEST_P(SpecPenalties, SameTokensAndLogprobsAsTargetAlone) {
   const Case& c = GetParam();
   const bool ngram = c.proposer == "ngram";
   const fs::path target = specd::spec_test::target_fixture(false, ngram ? 0.004 : 0.02);
-  auto base = specd::spec_test::mixed_requests(8, /*seed=*/77);
+  auto base = specd::spec_test::mixed_requests(16, /*seed=*/77);
   if (ngram) specd::spec_test::plant_continuations(base, target, 78);
   const auto plain_cfg = specd::config::for_model_dir(target.string());
   const std::vector<Outcome> uncontrolled = run(plain_cfg, base);
@@ -128,6 +132,10 @@ TEST_P(SpecPenalties, SameTokensAndLogprobsAsTargetAlone) {
       EXPECT_EQ(plain[i].top_ids[t].size(), 3u);
     }
     changed += plain[i].tokens != uncontrolled[i].tokens ? 1 : 0;
+    if (requests[i].sampling.min_tokens > 0) {
+      EXPECT_EQ(plain[i].tokens.size(), static_cast<size_t>(requests[i].sampling.min_tokens) + 1) << "request " << i;
+      EXPECT_EQ(plain[i].finish, FinishReason::kStop) << "request " << i;
+    }
   }
   // The controls steer most requests away from their uncontrolled greedy output.
   EXPECT_GE(changed, plain.size() / 2) << "penalties and biases had no effect";

@@ -70,6 +70,11 @@ struct ServerConfig {
   std::string tool_call_parser = "auto";  // auto | hermes | llama3_json | none
   bool stream_token_by_token = false;    // one SSE event per token, not per engine step
   int32_t shutdown_timeout_s = 30;
+  int32_t max_connections = 1024;        // open connections; see docs/server.md "Limits"
+  double idle_timeout_s = 60;            // a connection waiting for the first byte of a request
+  double header_timeout_s = 10;          // first byte of a request to the end of its header
+  double body_timeout_s = 30;            // end of the header to the end of the body
+  double write_timeout_s = 30;           // each write of a response to a client
 };
 
 struct PluginsConfig {

@@ -1,21 +1,19 @@
 #include "server/http_server.hpp"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <random>
-#include <thread>
 
 #include "config/config.hpp"
 #include "engine/async_engine.hpp"
-#include "server/metrics.hpp"
+#include "server/http_transport.hpp"
 #include "server/chat_template.hpp"
+#include "server/metrics.hpp"
 #include "server/openai_api.hpp"
 #include "server/openai_response.hpp"
 #include "specd/error.hpp"
@@ -47,15 +45,17 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
+void send_json(http::Exchange& ex, int status, const json& body) {
+  ex.reply(http::Response{status, "application/json", dump(body), {}});
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  send_json(res, e.status, error_body(e));
+http::Response error_response(const ApiError& e) {
+  http::Headers headers;
+  if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  return http::Response{e.status, "application/json", dump(error_body(e)), std::move(headers)};
 }
+
+void send_error(http::Exchange& ex, const ApiError& e) { ex.reply(error_response(e)); }
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
@@ -70,6 +70,10 @@ std::string endpoint_label(const std::string& path) {
 
 }  // namespace
 
+// After the engine stopped, how long responses may still be written before every connection is
+// closed (so shutdown takes at most server.shutdown_timeout_s plus this).
+constexpr auto kFlushTime = std::chrono::seconds(1);
+
 // What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
 struct Loaded {
   const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
@@ -83,8 +87,7 @@ struct HttpServer::Impl {
   std::string model_name;
   std::vector<std::string> api_keys;
   log::Logger& log = log::get("server");
-  httplib::Server http;
-  std::thread listener;
+  std::unique_ptr<http::Transport> transport;
   int port = -1;
   int64_t started_at = static_cast<int64_t>(std::time(nullptr));
 
@@ -93,11 +96,6 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   bool shut_down = false;
   std::mutex shutdown_mu;
-
-  // Handlers that still write a response (streams until their releaser has run).
-  std::mutex active_mu;
-  std::condition_variable active_cv;
-  int active = 0;
 
   std::atomic<uint64_t> next_response_id{0};
   uint64_t id_salt = std::random_device{}();
@@ -139,23 +137,14 @@ struct HttpServer::Impl {
     std::lock_guard lock(mu);
     return loaded;
   }
-  void check_auth(const httplib::Request& req) const;
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void check_auth(const http::Request& req) const;
+  void generate(const http::Request& req, http::Exchange ex, bool chat);
+  void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
+                       RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
-  }
-  void begin_active() {
-    std::lock_guard lock(active_mu);
-    ++active;
-  }
-  void end_active() {
-    {
-      std::lock_guard lock(active_mu);
-      --active;
-    }
-    active_cv.notify_all();
   }
 };
 
@@ -266,9 +255,9 @@ void HttpServer::Impl::on_finished(const RequestTrace& t) {
   }
 }
 
-void HttpServer::Impl::check_auth(const httplib::Request& req) const {
+void HttpServer::Impl::check_auth(const http::Request& req) const {
   if (api_keys.empty()) return;
-  const std::string header = req.get_header_value("Authorization");
+  const std::string& header = req.header("authorization");
   static const std::string kBearer = "Bearer ";
   if (header.empty()) {
     throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
@@ -282,106 +271,72 @@ void HttpServer::Impl::check_auth(const httplib::Request& req) const {
   if (!ok) throw ApiError(401, "invalid API key", "authentication_error", "", "invalid_api_key");
 }
 
-void HttpServer::Impl::routes() {
-  http.set_payload_max_length(static_cast<size_t>(cfg.server.max_body_bytes));
-  http.set_tcp_nodelay(true);
-  http.set_keep_alive_max_count(1000);
-  const size_t threads = std::clamp<size_t>(
-      static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+namespace {
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+void HttpServer::Impl::routes() {
+  http::Options opt;
+  const config::ServerConfig& sc = cfg.server;
+  opt.limits.max_body_bytes = static_cast<uint64_t>(sc.max_body_bytes);
+  opt.limits.idle_timeout = millis(sc.idle_timeout_s);
+  opt.limits.header_timeout = millis(sc.header_timeout_s);
+  opt.limits.body_timeout = millis(sc.body_timeout_s);
+  opt.limits.write_timeout = millis(sc.write_timeout_s);
+  opt.limits.max_connections = static_cast<size_t>(sc.max_connections);
+  // A generation request holds a worker while it waits for tokens: as many as the engine can
+  // run or queue (bounded), the rest wait for a worker.
+  opt.worker_threads = std::clamp<size_t>(
+      static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
+  opt.max_pending_work = static_cast<size_t>(std::max(1, cfg.scheduler.max_queue));
+  opt.error_response = [](int status, const std::string& message, const std::string& code) {
+    return error_response(ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
+  };
+  opt.on_response = [this](const http::Request& req, int status) {
+    http_requests_total->with({endpoint_label(req.path), std::to_string(status)}).inc();
+    log.debug("{} {} -> {}", req.method, req.path, status);
+  };
+  transport = std::make_unique<http::Transport>(std::move(opt), log);
+
+  transport->route("GET", "/health", http::Dispatch::kInline, [this](const http::Request&, http::Exchange ex) {
+    if (draining) {
+      send_json(ex, 503, json{{"status", "shutting_down"}});
+    } else if (!get_loaded()) {
+      send_json(ex, 503, json{{"status", "loading"}});
+    } else {
+      send_json(ex, 200, json{{"status", "ok"}});
+    }
+  });
+  transport->route("GET", "/metrics", http::Dispatch::kInline, [this](const http::Request&, http::Exchange ex) {
+    ex.reply(http::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(), {}});
+  });
+  transport->route("GET", "/v1/models", http::Dispatch::kInline, [this](const http::Request& req, http::Exchange ex) {
     try {
       check_auth(req);
     } catch (const ApiError& e) {
-      send_error(res, e);
-      return httplib::Server::HandlerResponse::Handled;
+      return send_error(ex, e);
     }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining) {
-      send_json(res, 503, json{{"status", "shutting_down"}});
-    } else if (!get_loaded()) {
-      send_json(res, 503, json{{"status", "loading"}});
-    } else {
-      send_json(res, 200, json{{"status", "ok"}});
-    }
-  });
-
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     json model = {{"id", model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "specd"}};
     if (auto l = get_loaded()) model["max_model_len"] = l->limits.max_model_len;
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({model})}});
+    send_json(ex, 200, json{{"object", "list"}, {"data", json::array({model})}});
   });
 
   auto generation = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+    return [this, chat](const http::Request& req, http::Exchange ex) {
       try {
-        generate(req, res, chat);
+        generate(req, ex, chat);
       } catch (const ApiError& e) {
         if (e.status >= 500) log.warn("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, e);
+        send_error(ex, e);
       }
     };
   };
-  http.Post("/v1/completions", generation(false));
-  http.Post("/v1/chat/completions", generation(true));
-  // A known path with the wrong method is 405 with the methods it takes.
-  auto not_allowed = [this](const char* allow) {
-    return [this, allow](const httplib::Request& req, httplib::Response& res) {
-      res.set_header("Allow", allow);
-      send_error(res, ApiError(405, req.method + " is not allowed on this path (allowed: " + allow + ")",
-                               "invalid_request_error", "", "method_not_allowed"));
-    };
-  };
-  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
-    http.Get(path, not_allowed("POST"));
-    http.Put(path, not_allowed("POST"));
-    http.Delete(path, not_allowed("POST"));
-  }
-  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
-    http.Post(path, not_allowed("GET"));
-    http.Put(path, not_allowed("GET"));
-    http.Delete(path, not_allowed("GET"));
-  }
-
-  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      send_error(res, ApiError(413, "the request body is larger than server.max_body_bytes = " +
-                                        std::to_string(cfg.server.max_body_bytes) + " bytes",
-                               "invalid_request_error", "", "request_too_large"));
-    } else if (res.status == 404) {
-      send_error(res, ApiError(404, "no route for " + req.method + " " + req.path, "invalid_request_error", "",
-                               "not_found"));
-    } else {
-      send_error(res, ApiError(res.status, "the request could not be processed (HTTP " +
-                                               std::to_string(res.status) + ")",
-                               res.status >= 500 ? "server_error" : "invalid_request_error"));
-    }
-  });
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    log.error("{} {} failed: {}", req.method, req.path, what);
-    send_error(res, ApiError(500, "internal server error: " + what, "server_error"));
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    http_requests_total->with({endpoint_label(req.path), std::to_string(res.status)}).inc();
-    log.debug("{} {} -> {}", req.method, req.path, res.status);
-  });
+  transport->route("POST", "/v1/completions", http::Dispatch::kWorker, generation(false));
+  transport->route("POST", "/v1/chat/completions", http::Dispatch::kWorker, generation(true));
 }
 
 namespace {
@@ -400,10 +355,12 @@ Request to_engine_request(const GenerationRequest& g) {
   return r;
 }
 
-// Waits for the next output; the AsyncEngine guarantees every stream ends (stop() aborts).
-RequestOutput next_output(RequestStream& stream) {
+// Waits for the next output; nullopt once the client has gone away. The AsyncEngine guarantees
+// every stream ends (stop() aborts).
+std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exchange& ex) {
   for (;;) {
-    if (auto out = stream.next(Clock::now() + std::chrono::seconds(1))) return std::move(*out);
+    if (ex.client_gone()) return std::nullopt;
+    if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
   }
 }
 
@@ -419,21 +376,20 @@ ApiError engine_failure(const RequestOutput& out) {
   return ApiError(500, "generation failed: " + out.error, "server_error", "", "engine_error");
 }
 
-// One streaming response's state, shared by the content provider and its releaser.
-struct StreamState {
-  std::shared_ptr<Loaded> loaded;
-  RequestId id = 0;  // the request (AsyncEngine ids are the engine's)
-  std::shared_ptr<RequestStream> stream;
-  std::vector<RequestOutput> pending;  // outputs taken before the stream started
-  std::unique_ptr<ResponseBuilder> builder;
-  ResponseMeta meta;
-  bool include_usage = false;
-  bool completed = false;
+// Leaving generate() without a finished output cancels the request.
+struct CancelGuard {
+  AsyncEngine& engine;
+  RequestId id;
+  bool armed = true;
+  ~CancelGuard() {
+    if (armed) engine.cancel(id);
+  }
 };
 
 }  // namespace
 
-void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, bool chat) {
+  check_auth(req);
   std::shared_ptr<Loaded> l = get_loaded();
   if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
@@ -451,97 +407,76 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   if (sub.status == SubmitStatus::kStopped) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
-  // From here on, leaving without a finished output must cancel the request.
-  struct CancelGuard {
-    AsyncEngine& engine;
-    RequestId id;
-    bool armed = true;
-    ~CancelGuard() {
-      if (armed) engine.cancel(id);
-    }
-  } guard{*l->engine, sub.id};
+  CancelGuard guard{*l->engine, sub.id};
 
   const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
   const ResponseOptions options{cfg.server.stream_token_by_token, !proposer.empty()};
-  RequestOutput first = next_output(*sub.stream);
-  if (failed(first)) {
-    guard.armed = !first.finished;
-    throw engine_failure(first);
+  std::optional<RequestOutput> first = next_output(*sub.stream, ex);
+  if (!first) return;  // the client is gone
+  if (failed(*first)) {
+    guard.armed = !first->finished;
+    throw engine_failure(*first);
   }
-
-  if (!g.stream) {
-    ResponseBuilder builder(g, meta, *l->tok, options);
-    builder.add(first);
-    bool done = first.finished;
-    while (!done) {
-      RequestOutput out = next_output(*sub.stream);
-      if (failed(out)) {
-        guard.armed = !out.finished;
-        throw engine_failure(out);
-      }
-      builder.add(out);
-      done = out.finished;
-    }
-    guard.armed = false;
-    send_json(res, 200, builder.response());
+  ResponseBuilder builder(g, meta, *l->tok, options);
+  if (g.stream) {
+    stream_response(ex, g, builder, *sub.stream, std::move(*first));
+    guard.armed = !sub.stream->finished();
     return;
   }
+  builder.add(*first);
+  bool done = first->finished;
+  while (!done) {
+    std::optional<RequestOutput> out = next_output(*sub.stream, ex);
+    if (!out) return;
+    if (failed(*out)) {
+      guard.armed = !out->finished;
+      throw engine_failure(*out);
+    }
+    builder.add(*out);
+    done = out->finished;
+  }
+  guard.armed = false;
+  send_json(ex, 200, builder.response());
+}
 
-  auto st = std::make_shared<StreamState>();
-  st->loaded = l;
-  st->id = sub.id;
-  st->stream = sub.stream;
-  st->pending.push_back(std::move(first));
-  st->builder = std::make_unique<ResponseBuilder>(g, meta, *l->tok, options);
-  st->meta = meta;
-  st->include_usage = g.include_usage;
-  guard.armed = false;  // the releaser cancels from now on
-  begin_active();
-
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t, httplib::DataSink& sink) {
-        std::vector<RequestOutput> outs = std::move(st->pending);
-        st->pending.clear();
-        if (outs.empty()) {
-          auto out = st->stream->next(Clock::now() + std::chrono::milliseconds(200));
-          if (!out) return sink.is_writable();  // nothing new; the provider is called again
-          outs.push_back(std::move(*out));
-          for (RequestOutput& more : st->stream->drain()) outs.push_back(std::move(more));
-        }
-        std::string data;
-        std::vector<json> chunks;
-        for (const RequestOutput& out : outs) {
-          if (failed(out)) {
-            data += sse(error_body(engine_failure(out)));
-            if (!out.finished) st->loaded->engine->cancel(st->id);
-            st->completed = true;
-          } else {
-            chunks.clear();
-            st->builder->stream(out, chunks);
-            for (const json& c : chunks) data += sse(c);
-            if (out.finished && st->include_usage) data += sse(st->builder->usage_chunk());
-            st->completed = out.finished;
-          }
-          if (st->completed) {
-            data += "data: [DONE]\n\n";
-            break;
-          }
-        }
-        if (!data.empty() && !sink.write(data.data(), data.size())) return false;
-        if (st->completed) sink.done();
-        return true;
-      },
-      [this, st](bool) {
-        if (!st->completed) {
-          log.debug("stream {} ended early (client gone); cancelling", st->meta.id);
-          st->loaded->engine->cancel(st->id);
-        }
-        end_active();
-      });
+// Server-sent events: the chunks the builder makes for each batch of outputs, the usage chunk
+// when asked for, then [DONE]. Returns when the stream ended or the client went away.
+void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
+                                       RequestStream& stream, RequestOutput first) {
+  if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) return;
+  std::vector<RequestOutput> outs;
+  outs.push_back(std::move(first));
+  std::vector<json> chunks;
+  for (;;) {
+    std::string data;
+    bool completed = false;
+    for (const RequestOutput& out : outs) {
+      if (failed(out)) {
+        data += sse(error_body(engine_failure(out)));
+        completed = true;
+      } else {
+        chunks.clear();
+        builder.stream(out, chunks);
+        for (const json& c : chunks) data += sse(c);
+        if (out.finished && g.include_usage) data += sse(builder.usage_chunk());
+        completed = out.finished;
+      }
+      if (completed) {
+        data += "data: [DONE]\n\n";
+        break;
+      }
+    }
+    if (!data.empty() && !ex.write(std::move(data))) {
+      log.debug("stream ended early (client gone); cancelling");
+      return;
+    }
+    if (completed) return ex.end_stream();
+    std::optional<RequestOutput> out = next_output(stream, ex);
+    if (!out) return;
+    outs.clear();
+    outs.push_back(std::move(*out));
+    for (RequestOutput& more : stream.drain()) outs.push_back(std::move(more));
+  }
 }
 
 HttpServer::HttpServer(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -550,26 +485,14 @@ HttpServer::~HttpServer() { shutdown(std::chrono::milliseconds(0)); }
 
 int HttpServer::bind() {
   Impl& m = *impl_;
-  const std::string& host = m.cfg.server.host;
-  const int port = m.cfg.server.port;
-  if (port == 0) {
-    m.port = m.http.bind_to_any_port(host);
-  } else {
-    m.port = m.http.bind_to_port(host, port) ? port : -1;
-  }
-  if (m.port <= 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "server: cannot listen on " + host + ":" + std::to_string(port) + " (address in use or not local?)");
-  }
+  m.port = m.transport->bind(m.cfg.server.host, m.cfg.server.port);
   return m.port;
 }
 
 void HttpServer::start() {
   Impl& m = *impl_;
   SPECD_CHECK(m.port > 0, ErrorCode::kInvalidArgument, "HttpServer::start() before bind()");
-  m.listener = std::thread([&m] {
-    if (!m.http.listen_after_bind() && !m.draining) m.log.error("the HTTP listener stopped unexpectedly");
-  });
+  m.transport->start();
 }
 
 void HttpServer::load(std::unique_ptr<Engine> engine) {
@@ -615,18 +538,15 @@ void HttpServer::shutdown(std::chrono::milliseconds timeout) {
   std::lock_guard stop_lock(m.shutdown_mu);
   if (m.shut_down) return;
   m.shut_down = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   m.draining = true;
+  m.transport->drain();
   if (std::shared_ptr<Loaded> l = m.get_loaded()) {
     l->engine->stop(timeout);  // every stream has its finished output now
   }
-  {
-    // Let the handlers write what the engine produced; a client that stopped reading is cut
-    // off by the socket write timeout.
-    std::unique_lock lock(m.active_mu);
-    m.active_cv.wait_for(lock, std::chrono::seconds(10), [&] { return m.active == 0; });
-  }
-  m.http.stop();
-  if (m.listener.joinable()) m.listener.join();
+  // The handlers write what the engine produced (aborted streams end with an error event);
+  // a client that does not read it is cut off kFlushTime after the deadline at the latest.
+  m.transport->shutdown(std::max(deadline, std::chrono::steady_clock::now()) + kFlushTime);
   m.log.info("server stopped");
 }
 

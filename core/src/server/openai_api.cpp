@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/untrusted.hpp"
 #include "server/chat_messages.hpp"
 #include "server/chat_template.hpp"
 #include "specd/error.hpp"
@@ -34,13 +35,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 ordered_json parse_body(const std::string& body) {
   ordered_json j;
   try {
-    j = ordered_json::parse(body);
-  } catch (const ordered_json::parse_error& e) {
-    const std::string what = e.what();
-    if (what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos) {
-      throw bad_request("the request body is not valid UTF-8: " + what);
+    j = parse_ordered_json(body);
+  } catch (const JsonError& e) {
+    if (e.invalid_utf8) throw bad_request(std::string("the request body is not valid UTF-8: ") + e.what());
+    if (e.number_overflow && !e.path.empty()) {
+      throw bad_request(e.path + " must be a finite number; the value overflows a double", e.path);
     }
-    throw bad_request("the request body is not valid JSON: " + what);
+    throw bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object");
   return j;
@@ -55,16 +56,6 @@ bool present(const ordered_json& body, const char* key) {
   return it != body.end() && !it->is_null();
 }
 
-const char* type_name(const ordered_json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "boolean";
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number()) return "number";
-  if (v.is_string()) return "string";
-  if (v.is_array()) return "array";
-  return "object";
-}
-
 int64_t read_int(const ordered_json& v, const std::string& name, int64_t lo, int64_t hi) {
   const std::string range = fmt::format("[{}, {}]", lo, hi);
   if (!v.is_number_integer()) {
@@ -72,7 +63,7 @@ int64_t read_int(const ordered_json& v, const std::string& name, int64_t lo, int
         std::fabs(v.get<double>()) > 9.0e15) {
       throw bad_request(name + " is out of range: must be in " + range, name);
     }
-    throw bad_request(name + " must be an integer, got " + type_name(v), name);
+    throw bad_request(name + " must be an integer, got " + json_type_name(v), name);
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     throw bad_request(name + " is out of range: must be in " + range, name);
@@ -83,7 +74,7 @@ int64_t read_int(const ordered_json& v, const std::string& name, int64_t lo, int
 }
 
 double read_number(const ordered_json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
-  if (!v.is_number()) throw bad_request(name + " must be a number, got " + type_name(v), name);
+  if (!v.is_number()) throw bad_request(name + " must be a number, got " + json_type_name(v), name);
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
     throw bad_request(name + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() +
@@ -93,13 +84,28 @@ double read_number(const ordered_json& v, const std::string& name, double lo, do
   return x;
 }
 
+// A number the engine keeps as a float: besides the range, a non-zero value must stay non-zero
+// and normal as a float (1e-300 would silently become 0, a different request).
+float read_float(const ordered_json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+  const double x = read_number(v, name, lo, hi, lo_open);
+  const auto f = static_cast<float>(x);
+  if (x != 0.0 && !std::isnormal(f)) {
+    throw bad_request(fmt::format("{} must be {}at least {:.3g}{} (the smallest normal float; the engine computes in "
+                                  "float), got {}",
+                                  name, lo_open ? "" : "0 or ", std::numeric_limits<float>::min(),
+                                  lo < 0 ? " in magnitude" : "", v.dump()),
+                      name);
+  }
+  return f;
+}
+
 bool read_bool(const ordered_json& v, const std::string& name) {
-  if (!v.is_boolean()) throw bad_request(name + " must be a boolean, got " + type_name(v), name);
+  if (!v.is_boolean()) throw bad_request(name + " must be a boolean, got " + json_type_name(v), name);
   return v.get<bool>();
 }
 
 const std::string& read_string(const ordered_json& v, const std::string& name) {
-  if (!v.is_string()) throw bad_request(name + " must be a string, got " + type_name(v), name);
+  if (!v.is_string()) throw bad_request(name + " must be a string, got " + json_type_name(v), name);
   return v.get_ref<const std::string&>();
 }
 
@@ -143,7 +149,7 @@ void check_unsupported(const ordered_json& body) {
 SpeculativeOptions read_speculative(const ordered_json& v) {
   SpeculativeOptions s;
   if (v.is_null()) return s;
-  if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + type_name(v), "speculative");
+  if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + json_type_name(v), "speculative");
   for (const auto& [key, value] : v.items()) {
     if (value.is_null()) continue;
     if (key == "enabled") {
@@ -151,7 +157,8 @@ SpeculativeOptions read_speculative(const ordered_json& v) {
     } else if (key == "num_speculative_tokens") {
       s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
     } else {
-      throw bad_request("unknown field in speculative (expected enabled, num_speculative_tokens)", "speculative");
+      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens)",
+                        "speculative." + clip(key));
     }
   }
   return s;
@@ -166,7 +173,7 @@ std::vector<std::string> read_stop(const ordered_json& v) {
     if (v.size() > 16) throw bad_request("stop may hold at most 16 strings, got " + std::to_string(v.size()), "stop");
     for (const ordered_json& s : v) out.push_back(read_string(s, "stop[]"));
   } else {
-    throw bad_request(std::string("stop must be a string or an array of strings, got ") + type_name(v), "stop");
+    throw bad_request(std::string("stop must be a string or an array of strings, got ") + json_type_name(v), "stop");
   }
   for (const std::string& s : out)
     if (s.empty()) throw bad_request("stop strings must not be empty", "stop");
@@ -190,7 +197,7 @@ void read_logit_bias(const ordered_json& v, const ApiLimits& limits, SamplingPar
       throw bad_request("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size - 1) + "]",
                         "logit_bias");
     sp.logit_bias.emplace_back(static_cast<int32_t>(id),
-                               static_cast<float>(read_number(value, "logit_bias values", -100.0, 100.0)));
+                               read_float(value, "logit_bias." + key, -100.0, 100.0));
   }
 }
 
@@ -203,7 +210,7 @@ void read_sampling(const ordered_json& body, const ApiLimits& limits, SamplingPa
   if (d.min_p) sp.min_p = static_cast<float>(*d.min_p);
   if (d.repetition_penalty) sp.repetition_penalty = static_cast<float>(*d.repetition_penalty);
   auto number = [&](const char* key, double lo, double hi, bool lo_open, float& out) {
-    if (present(body, key)) out = static_cast<float>(read_number(body[key], key, lo, hi, lo_open));
+    if (present(body, key)) out = read_float(body[key], key, lo, hi, lo_open);
   };
   number("temperature", 0.0, 2.0, false, sp.temperature);
   number("top_p", 0.0, 1.0, true, sp.top_p);
@@ -263,7 +270,7 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
   if (!present(body, "model")) throw bad_request("model is required", "model");
   const std::string& model = read_string(body["model"], "model");
   if (model != limits.model_name) {
-    throw ApiError(404, "the model does not exist; this server serves '" + limits.model_name + "'",
+    throw ApiError(404, "the model '" + clip(model) + "' does not exist; this server serves '" + limits.model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
   read_sampling(body, limits, req.sampling);

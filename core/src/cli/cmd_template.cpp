@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "common/untrusted.hpp"
 #include "server/chat_messages.hpp"
 #include "server/openai_api.hpp"
 #include "specd/error.hpp"
@@ -40,11 +40,12 @@ struct TemplateOptions {
 };
 
 ordered_json read_json_file(const std::string& file, const char* flag) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, std::string(flag) + ": cannot open " + file);
-  const ordered_json j = ordered_json::parse(in, nullptr, false);
-  if (j.is_discarded()) throw Error(ErrorCode::kInvalidArgument, std::string(flag) + ": " + file + " is not valid JSON");
-  return j;
+  const std::string text = read_file_limited(file, kMaxSmallJsonBytes, std::string(flag) + " JSON");
+  try {
+    return parse_ordered_json(text);
+  } catch (const JsonError& e) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(flag) + ": " + file + " is not valid JSON: " + e.what());
+  }
 }
 
 void render(const TemplateOptions& o) {
@@ -60,7 +61,12 @@ void render(const TemplateOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, e.what());
   }
   if (!o.kwargs.empty()) {
-    const ordered_json k = ordered_json::parse(o.kwargs, nullptr, false);
+    ordered_json k;
+    try {
+      k = parse_ordered_json(o.kwargs);
+    } catch (const JsonError& e) {
+      throw Error(ErrorCode::kInvalidArgument, std::string("--kwargs is not valid JSON: ") + e.what());
+    }
     if (!k.is_object()) throw Error(ErrorCode::kInvalidArgument, "--kwargs must be a JSON object");
     for (auto it = k.begin(); it != k.end(); ++it) in.kwargs.emplace_back(it.key(), jinja::from_json(it.value()));
   }

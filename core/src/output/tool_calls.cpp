@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/untrusted.hpp"
+
 namespace specd::output {
 namespace {
 
@@ -35,7 +37,12 @@ std::string_view tool_call_format_name(ToolCallFormat format) noexcept {
 
 // {"name": string, "arguments" | "parameters": object or JSON text} → a call.
 bool ToolCallParser::parse_call(std::string_view text, Result& out) {
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(trim(text), nullptr, false);
+  nlohmann::ordered_json j;
+  try {
+    j = parse_ordered_json(trim(text));  // model output: nesting-limited before it is dumped
+  } catch (const JsonError&) {
+    return false;
+  }
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   const nlohmann::ordered_json* args = nullptr;
   for (const char* key : {"arguments", "parameters"})

@@ -1,5 +1,6 @@
 #include "server/chat_messages.hpp"
 
+#include "common/untrusted.hpp"
 #include "server/openai_api.hpp"
 #include "template/value.hpp"
 
@@ -54,8 +55,17 @@ Value tool_calls(const ordered_json& v, const std::string& at) {
     f->set(Value("name"), Value(string_field(fn["name"], c + ".function.name")));
     const std::string args = fn.contains("arguments") ? string_field(fn["arguments"], c + ".function.arguments") : "{}";
     // As vLLM does: templates expect the arguments as an object.
-    const ordered_json parsed = ordered_json::parse(args, nullptr, false);
-    f->set(Value("arguments"), parsed.is_object() ? jinja::from_json(parsed, 3) : Value(args));
+    ordered_json parsed;
+    try {
+      parsed = parse_ordered_json(args);
+    } catch (const JsonError&) {
+      // not JSON (or nested too deep): the template gets the string
+    }
+    try {
+      f->set(Value("arguments"), parsed.is_object() ? jinja::from_json(parsed, 3) : Value(args));
+    } catch (const jinja::TemplateError& e) {
+      throw bad_request(c + ".function.arguments: " + e.what(), c + ".function.arguments");
+    }
     out->set(Value("function"), Value(std::move(f)));
     calls.emplace_back(std::move(out));
   }

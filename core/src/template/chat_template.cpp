@@ -1,8 +1,8 @@
 #include "template/chat_template.hpp"
 
-#include <fstream>
 #include <map>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -58,10 +58,9 @@ std::string guess_builtin(const tokenizer::Tokenizer& tok) {
   return "llama2";
 }
 
+// A template file: a regular file of at most 16 MiB (a FIFO or a huge file is refused unread).
 std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "server.chat_template: cannot read " + file.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return read_file_limited(file, kMaxSmallJsonBytes, "a chat template");
 }
 
 std::vector<std::pair<std::string, Value>> special_token_values(const tokenizer::ChatTemplateConfig& config) {

@@ -34,11 +34,18 @@ size_t skip_spaces(std::string_view s, size_t i) {
   return i;
 }
 
+// A prefix of s (never longer: invalid UTF-8 is kept byte for byte, not re-encoded as U+FFFD),
+// without its trailing whitespace code points.
 std::string rstrip_spaces(std::string_view s) {
-  const std::u32string cs = pystr::decode(s);
-  size_t e = cs.size();
-  while (e > 0 && pystr::is_space(cs[e - 1])) --e;
-  return pystr::encode(std::u32string_view(cs).substr(0, e));
+  size_t e = s.size();
+  while (e > 0) {
+    size_t b = e - 1;  // start of the last code point (at most 4 bytes back)
+    while (b > 0 && e - b < 4 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+    const std::u32string cp = pystr::decode(s.substr(b, e - b));
+    if (cp.size() != 1 || !pystr::is_space(cp[0])) break;
+    e = b;
+  }
+  return std::string(s.substr(0, e));
 }
 
 bool all_spaces(std::string_view s) {

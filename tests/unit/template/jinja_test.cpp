@@ -41,6 +41,15 @@ TEST(Jinja, SyntaxErrorsNameTheLine) {
   EXPECT_EQ(error_of("{{ x | nosuchfilter }}"), "line 1: no filter named 'nosuchfilter'");
 }
 
+// Invalid UTF-8 before a whitespace-stripping tag is kept byte for byte (Python's Jinja would
+// not see such bytes at all; we must not throw std::out_of_range, found by fuzz_chat_template).
+TEST(Jinja, InvalidUtf8BeforeAStrippingTagRendersByteForByte) {
+  const std::string junk = "a\xff\xfe \n";
+  EXPECT_EQ(render(junk + "{%- if true %}b{% endif %}"), "a\xff\xfe" "b");
+  EXPECT_EQ(render("x\xff\xff\xff {%- set y = 1 %}z"), "x\xff\xff\xffz");
+  EXPECT_EQ(render("\xc3\xa9 \xe3\x80\x80{{- 'k' }}"), "\xc3\xa9k");  // U+3000 is a space, é is not
+}
+
 TEST(Jinja, UndefinedValuesFailWhenUsedAndPrintAsNothing) {
   EXPECT_EQ(render("[{{ missing }}][{{ missing | length }}][{% for x in missing %}{% endfor %}]"), "[][0][]");
   auto d = make_dict();

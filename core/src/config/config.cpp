@@ -270,11 +270,14 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (YAML::Node n = root["scheduler"];
-      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue"})) {
+      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue",
+                                 "async_scheduling", "num_scheduler_steps"})) {
     r.get_int(n, "scheduler", "max_num_seqs", 1, 4096, c.scheduler.max_num_seqs);
     r.get_int(n, "scheduler", "max_num_batched_tokens", 1, 1 << 20, c.scheduler.max_num_batched_tokens);
     r.get_bool(n, "scheduler", "chunked_prefill", c.scheduler.chunked_prefill);
     r.get_int(n, "scheduler", "max_queue", 1, 1 << 20, c.scheduler.max_queue);
+    r.get_bool(n, "scheduler", "async_scheduling", c.scheduler.async_scheduling);
+    r.get_int(n, "scheduler", "num_scheduler_steps", 1, 64, c.scheduler.num_scheduler_steps);
   }
   if (YAML::Node n = root["kv_cache"];
       r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "gpu_memory_fraction"})) {
@@ -418,7 +421,8 @@ std::string summary(const EngineConfig& c) {
   }
   os << "  scheduler:    max_num_seqs " << c.scheduler.max_num_seqs << ", max_num_batched_tokens "
      << c.scheduler.max_num_batched_tokens << ", chunked_prefill " << (c.scheduler.chunked_prefill ? "on" : "off")
-     << "\n";
+     << ", async_scheduling " << (c.scheduler.async_scheduling ? "on" : "off") << ", num_scheduler_steps "
+     << c.scheduler.num_scheduler_steps << "\n";
   os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", dtype " << c.kv_cache.dtype << ", memory "
      << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
   os << "  server:       " << c.server.host << ":" << c.server.port << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)")

@@ -48,6 +48,11 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;
   bool chunked_prefill = true;
   int32_t max_queue = 1024;  // waiting requests beyond this are refused
+  // A model worker thread runs step N while the engine thread processes the outputs of step N-1
+  // and prepares step N+1 (docs/scheduling.md); off = one thread does both in turn.
+  bool async_scheduling = false;
+  // Decode steps run per scheduler invocation (multi-step scheduling); 1 = schedule every step.
+  int32_t num_scheduler_steps = 1;
 };
 
 struct KvCacheConfig {

@@ -84,7 +84,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
                              cfg.scheduler.chunked_prefill, max_model_len, spec ? spec->max_k() : 0,
-                             cfg.speculative.disable_by_batch_size},
+                             cfg.speculative.disable_by_batch_size, cfg.scheduler.num_scheduler_steps},
       *kv, spec ? &spec->host() : nullptr);
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
@@ -96,6 +96,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
   probs.resize(static_cast<size_t>(mc.vocab_size));
   describe();
+  if (cfg.scheduler.async_scheduling) worker = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
 
 void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
@@ -157,6 +158,8 @@ void Engine::Impl::describe() {
   log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
+  log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
+           cfg.scheduler.num_scheduler_steps);
 }
 
 Engine::Engine(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -244,7 +247,7 @@ void Engine::add_request(RequestId id, const Request& request) {
       c.forks.push_back(std::move(choice));
     }
   }
-  m.scheduler->add(std::move(seq));
+  m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
 }
 
 void Engine::Impl::fork_choices(const sched::Sequence& first) {
@@ -286,18 +289,26 @@ void Engine::abort(RequestId id) {
   if (auto it = m.choices.find(id); it != m.choices.end())
     seqs.insert(seqs.end(), it->second.forked.begin(), it->second.forked.end());
   for (RequestId seq : seqs) {
-    if (m.scheduler->remove(seq)) {
-      if (m.spec) m.spec->release(seq);
-      m.report(m.output->abort(seq), m.pending);
+    if (!m.output->contains(seq)) continue;  // unknown, or already finished
+    m.report(m.output->abort(seq), m.pending);
+    auto at = std::find_if(m.arrivals.begin(), m.arrivals.end(), [&](const auto& s) { return s->id == seq; });
+    if (at != m.arrivals.end()) {
+      m.arrivals.erase(at);
+    } else {
+      m.retire(seq);
     }
   }
   m.end_waiting_choices(id, "", m.pending);
 }
 
-bool Engine::has_unfinished() const { return !impl_->scheduler->empty() || !impl_->pending.empty(); }
+bool Engine::has_unfinished() const {
+  const Impl& m = *impl_;
+  return !m.pending.empty() || m.output->num_requests() > 0 || m.in_flight();
+}
 
 std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   Impl& m = *impl_;
+  m.finish_flight(SteadyClock::now());  // the model is the caller's now; outputs wait for step()
   const auto n = static_cast<int32_t>(ids.size());
   if (n < 2) throw Error(ErrorCode::kInvalidArgument, "scoring needs at least 2 tokens, got " + std::to_string(n));
   if (n > m.max_model_len) {
@@ -350,7 +361,7 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
 
 const EngineInfo& Engine::info() const { return impl_->info; }
 
-spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec ? impl_->spec->metrics() : spec::SpecMetrics{}; }
+spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
 
 const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
 
@@ -358,11 +369,14 @@ EngineStats Engine::stats() const {
   const Impl& m = *impl_;
   EngineStats s;
   s.kv_blocks_total = m.kv->num_blocks();
-  s.kv_blocks_free = m.kv->num_free_blocks();
+  // The worker owns the KV cache while a step is in flight: its count when the step was launched.
+  s.kv_blocks_free = m.in_flight() ? m.kv_free_at_launch : m.kv->num_free_blocks();
   s.num_running = m.scheduler->num_running();
-  s.num_waiting = m.scheduler->num_waiting();
+  s.num_waiting = m.scheduler->num_waiting() + m.arrivals.size();
   s.num_preemptions = m.num_preemptions;
   return s;
 }
+
+StepStats Engine::step_stats() const { return impl_->stats; }
 
 }  // namespace specd

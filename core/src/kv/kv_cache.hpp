@@ -6,7 +6,8 @@
 //   reserve(s, n)   – false = out of blocks; the scheduler decides (wait, preempt, fail)
 //   forward          – writes K/V at positions [num_tokens, num_tokens + n), then commit(s, n)
 //   truncate(s, len) – rollback of rejected speculative tokens: a length change on the block
-//                      table; blocks past the new length go back to the pool.
+//                      table; blocks past the new length (and past any room asked to be kept)
+//                      go back to the pool.
 //   fork(p, c, len)  – c starts as the first len tokens of p, sharing p's blocks (refcounted);
 //                      the first write into a shared, partly filled block copies it (reserve).
 // Not thread-safe: owned by the engine's step thread.
@@ -78,8 +79,10 @@ class KvCache {
   void fork(SeqId parent, SeqId child, int32_t len);
   // Marks n more tokens as written. Throws kInternal past the reserved capacity.
   void commit(SeqId seq, int32_t n);
-  // Shrinks the sequence to new_len tokens (<= num_tokens) and frees blocks it no longer needs.
-  void truncate(SeqId seq, int32_t new_len);
+  // Shrinks the sequence to new_len tokens (<= num_tokens) and frees the blocks it no longer
+  // needs, keeping those that hold room for `keep_room` more tokens past new_len (a multi-step
+  // reservation survives the rollback of rejected drafts). Never allocates.
+  void truncate(SeqId seq, int32_t new_len, int32_t keep_room = 0);
 
   std::span<const int32_t> block_table(SeqId seq) const;
   // Row index (block * block_size + offset) of token position `pos` of `seq`.

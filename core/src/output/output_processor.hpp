@@ -52,6 +52,8 @@ class OutputProcessor {
   void add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
            const SamplingParams& params, ToolCallFormat tool_calls);
   bool contains(RequestId seq) const { return requests_.contains(seq); }
+  // Sequences added and not yet finished, failed or aborted.
+  size_t num_requests() const { return requests_.size(); }
 
   // A prefill chunk of `seq` ran through the target: with prompt_logprobs, the log-probabilities
   // of tokens [start + 1, start + n] of `tokens` from `logits` [n, vocab] join the next output

@@ -117,6 +117,7 @@ struct HttpServer::Impl {
   Gauge* kv_blocks_used = nullptr;
   Gauge* kv_usage = nullptr;
   Counter* preemptions = nullptr;
+  Family<Counter>* step_seconds = nullptr;
   // Speculative decoding, labelled by proposer and verifier (series exist only when it is on).
   Family<Counter>* spec_drafts = nullptr;
   Family<Counter>* spec_draft_tokens = nullptr;
@@ -142,6 +143,7 @@ struct HttpServer::Impl {
   void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
                        RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
+  void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
@@ -193,6 +195,11 @@ void HttpServer::Impl::register_metrics() {
   kv_blocks_used = &metrics.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({});
   kv_usage = &metrics.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({});
   preemptions = &metrics.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({});
+  step_seconds = &metrics.counter("specd_step_seconds_total",
+                                  "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
+                                  "target's), propose, verify, commit, schedule, output; with async scheduling "
+                                  "in_flight, overlap (worker busy meanwhile) and wait.",
+                                  {"phase"});
   const std::vector<std::string> arm = {"proposer", "verifier"};
   spec_drafts = &metrics.counter("specd_spec_drafts_total", "Speculative steps of a sequence with at least one draft.", arm);
   spec_draft_tokens = &metrics.counter("specd_spec_draft_tokens_total", "Draft tokens proposed.", arm);
@@ -222,6 +229,7 @@ void HttpServer::Impl::register_metrics() {
     kv_blocks_used->set(used);
     kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
     preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
+    set_step_seconds(s.steps);
     if (proposer.empty()) return;
     const std::vector<std::string> a = {proposer, verifier};
     const spec::SpecMetrics& m = s.spec;
@@ -241,6 +249,14 @@ void HttpServer::Impl::register_metrics() {
     spec_mean_length->with(a).set(m.mean_acceptance_length());
     spec_efficiency->with(a).set(m.system_efficiency());
   });
+}
+
+void HttpServer::Impl::set_step_seconds(const StepStats& s) {
+  const std::pair<const char*, double> phases[] = {
+      {"wall", s.wall},         {"forward", s.forward},   {"propose", s.propose},     {"verify", s.verify},
+      {"commit", s.commit},     {"schedule", s.schedule}, {"output", s.output},       {"in_flight", s.in_flight},
+      {"overlap", s.overlap},   {"wait", s.wait}};
+  for (const auto& [phase, seconds] : phases) step_seconds->with({phase}).set_total(seconds);
 }
 
 void HttpServer::Impl::on_finished(const RequestTrace& t) {

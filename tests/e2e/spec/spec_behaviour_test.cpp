@@ -51,8 +51,10 @@ double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a, const st
 
 // Joint distribution of generated tokens 2 and 3. Token 1 comes from the prefill step; with
 // max_tokens 4 the next step speculates k = 2 and emits tokens 2..4 through the verifier.
+// `controls` adds sampling controls to every request.
 std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
-                                                  specd::spec::SpecMetrics* metrics = nullptr) {
+                                                  specd::spec::SpecMetrics* metrics = nullptr,
+                                                  void (*controls)(specd::SamplingParams&) = nullptr) {
   std::vector<Request> reqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Request& r = reqs[static_cast<size_t>(i)];
@@ -62,6 +64,7 @@ std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineCon
     r.sampling.max_tokens = 4;
     r.sampling.ignore_eos = true;
     r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+    if (controls != nullptr) controls(r.sampling);
   }
   std::map<std::pair<int, int>, int> counts;
   for (const Generation& g : run_engine(cfg, reqs, metrics)) {
@@ -91,6 +94,34 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
   // Negative control: the greedy verifier at temperature 1 is not lossless, and the test sees it.
   const auto greedy = tokens_2_and_3(specd::spec_test::spec_config(target, "draft_model", "greedy", 2), n, 200001);
   EXPECT_LT(homogeneity_p_value(plain, greedy), 1e-6);
+}
+
+// With penalties and logit_bias the output must follow the penalised target distribution: the
+// verifier's p at draft position i counts drafts 0..i-1 as generated (a presence penalty this
+// large makes a token that repeats the one before it rare, so p at position 1 without draft 0 in
+// the history would repeat it far more often; checked by breaking that and seeing p < 1e-6).
+TEST(SpecSampling, RejectionWithPenaltiesAndLogitBiasIsLossless) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const int n = 3000;
+  auto controls = [](specd::SamplingParams& s) {
+    s.presence_penalty = 2.0f;
+    s.frequency_penalty = 0.5f;
+    s.repetition_penalty = 1.2f;
+    s.logit_bias = {{29871, 1.5f}, {13, 1.0f}};
+  };
+  const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1, nullptr, controls);
+  const auto uncontrolled = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1);
+  const auto cfg = specd::spec_test::spec_config(target, "draft_model", "rejection", 2,
+                                                 {{"speculative.proposer.temperature", "1.0"}});
+  specd::spec::SpecMetrics m;
+  const auto spec = tokens_2_and_3(cfg, n, 100001, &m, controls);
+  ASSERT_GE(m.draft_tokens, static_cast<uint64_t>(2 * n)) << "every request must speculate: " << m.summary();
+  EXPECT_GT(m.accepted_tokens, 0u);
+  EXPECT_LT(m.accepted_tokens, m.draft_tokens) << "rejections (the residual path) must happen";
+  EXPECT_LT(homogeneity_p_value(plain, uncontrolled), 1e-6) << "the controls must change the distribution";
+  const double p = homogeneity_p_value(plain, spec);
+  RecordProperty("p_value", std::to_string(p));
+  EXPECT_GT(p, 1e-3) << "speculative sampling with penalties does not match the penalised target distribution";
 }
 
 TEST(SpecAcceptance, DraftIdenticalToTargetIsAlwaysAccepted) {

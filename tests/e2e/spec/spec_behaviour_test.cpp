@@ -3,7 +3,9 @@
 // a failing plugin fails only the requests it touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,7 +56,7 @@ double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a, const st
 // `controls` adds sampling controls to every request.
 std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
                                                   specd::spec::SpecMetrics* metrics = nullptr,
-                                                  void (*controls)(specd::SamplingParams&) = nullptr) {
+                                                  const std::function<void(specd::SamplingParams&)>& controls = {}) {
   std::vector<Request> reqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Request& r = reqs[static_cast<size_t>(i)];
@@ -64,7 +66,7 @@ std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineCon
     r.sampling.max_tokens = 4;
     r.sampling.ignore_eos = true;
     r.sampling.seed = seed0 + static_cast<uint64_t>(i);
-    if (controls != nullptr) controls(r.sampling);
+    if (controls) controls(r.sampling);
   }
   std::map<std::pair<int, int>, int> counts;
   for (const Generation& g : run_engine(cfg, reqs, metrics)) {
@@ -96,29 +98,37 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
   EXPECT_LT(homogeneity_p_value(plain, greedy), 1e-6);
 }
 
-// With penalties and logit_bias the output must follow the penalised target distribution: the
-// verifier's p at draft position i counts drafts 0..i-1 as generated (a presence penalty this
-// large makes a token that repeats the one before it rare, so p at position 1 without draft 0 in
-// the history would repeat it far more often; checked by breaking that and seeing p < 1e-6).
+// With presence/frequency/repetition penalties and logit_bias, speculative sampling follows the
+// penalised target distribution (the verifier's p at draft position i counts drafts 0..i-1 as
+// generated). The bias goes to the most frequent second token `a`; the penalties stop it
+// repeating. (On this fixture the penalised and plain distributions of tokens 2 and 3 differ
+// little at position 1, so a p that forgot the drafts is caught by the greedy equality test,
+// spec_penalty_test.cpp, not by this one.)
 TEST(SpecSampling, RejectionWithPenaltiesAndLogitBiasIsLossless) {
   const fs::path target = specd::spec_test::target_fixture(false, 0.02);
-  const int n = 3000;
-  auto controls = [](specd::SamplingParams& s) {
+  const auto plain_cfg = specd::config::for_model_dir(target.string());
+  std::map<int, int> second;
+  for (const auto& [pair, count] : tokens_2_and_3(plain_cfg, 200, 300001)) second[pair.first] += count;
+  const int a = std::max_element(second.begin(), second.end(), [](auto& x, auto& y) { return x.second < y.second; })->first;
+  auto controls = [a](specd::SamplingParams& s) {
+    s.logit_bias = {{a, 4.0f}};
     s.presence_penalty = 2.0f;
-    s.frequency_penalty = 0.5f;
-    s.repetition_penalty = 1.2f;
-    s.logit_bias = {{29871, 1.5f}, {13, 1.0f}};
+    s.frequency_penalty = 2.0f;
+    s.repetition_penalty = 1.3f;
   };
-  const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1, nullptr, controls);
-  const auto uncontrolled = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1);
+  const int n = 3000;
+  const auto plain = tokens_2_and_3(plain_cfg, n, 1, nullptr, controls);
+  int a_second = 0;
+  for (const auto& [pair, count] : plain) a_second += pair.first == a ? count : 0;
+  EXPECT_GT(a_second, n / 10) << "token " << a << " must stay likely";
+  EXPECT_EQ(plain.count({a, a}), 0u) << "the penalties must stop token " << a << " repeating";
   const auto cfg = specd::spec_test::spec_config(target, "draft_model", "rejection", 2,
                                                  {{"speculative.proposer.temperature", "1.0"}});
   specd::spec::SpecMetrics m;
   const auto spec = tokens_2_and_3(cfg, n, 100001, &m, controls);
   ASSERT_GE(m.draft_tokens, static_cast<uint64_t>(2 * n)) << "every request must speculate: " << m.summary();
-  EXPECT_GT(m.accepted_tokens, 0u);
+  EXPECT_GT(m.accepted_tokens, m.draft_tokens / 10) << m.summary();
   EXPECT_LT(m.accepted_tokens, m.draft_tokens) << "rejections (the residual path) must happen";
-  EXPECT_LT(homogeneity_p_value(plain, uncontrolled), 1e-6) << "the controls must change the distribution";
   const double p = homogeneity_p_value(plain, spec);
   RecordProperty("p_value", std::to_string(p));
   EXPECT_GT(p, 1e-3) << "speculative sampling with penalties does not match the penalised target distribution";

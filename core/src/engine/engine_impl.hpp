@@ -26,6 +26,7 @@
 #include "sched/step_batch.hpp"
 #include "specd/engine.hpp"
 #include "specd/log.hpp"
+#include "speculative/ab_log.hpp"
 #include "speculative/scorer.hpp"
 #include "speculative/speculator.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -47,6 +48,11 @@ struct StepResult {
   output::SpecStep spec;
   int64_t logits_at = -1;  // logprobs: the tokens' raw target logits start at StepOutbox::logits[logits_at]
   std::string error;  // the row failed (before commit, or in the proposer's on_accept after it)
+  // A/B (verified rows): Σ log p of the tokens the serving verifier emitted, and the shadow
+  // arms' outcomes StepOutbox::shadows[first_shadow, first_shadow + num_shadows) (one per arm).
+  float emitted_logprob = 0;
+  uint32_t first_shadow = 0;
+  uint32_t num_shadows = 0;
 };
 
 // The model side's timing of one step (written by execute, read when the step is collected).
@@ -62,6 +68,8 @@ struct StepOutbox {
   // [tokens, vocab] logits rows of the rows whose requests ask for logprobs (copied: the scorer's
   // buffer belongs to the next step by the time the outputs are processed).
   std::vector<float> logits;
+  std::vector<sched::ShadowOutcome> shadows;
+  double row_s = 0;  // a row's share of the step's propose + forward + verify seconds (A/B log)
   ExecTimes times;
   bool pending = false;  // holds a step that has not been processed
 };
@@ -78,6 +86,8 @@ struct Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
   std::unique_ptr<speculative::Scorer> scorer;
   std::unique_ptr<output::OutputProcessor> output;
+  // speculative.ab_log: one line per finished request of an A/B arm (null when off).
+  std::unique_ptr<speculative::AbRecorder> ab;
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
@@ -93,6 +103,7 @@ struct Engine::Impl {
   RequestId next_choice_id = 0;
   uint64_t num_preemptions = 0;
   spec::SpecMetrics spec_metrics;      // engine-wide, recorded with the outputs
+  std::vector<spec::ArmMetrics> arm_metrics;  // per A/B arm (speculative/arm_verifiers.hpp), likewise
   log::Logger& log = log::get("engine");
 
   // Requests added since the last prepare (they enter the scheduler there), and requests that
@@ -144,6 +155,8 @@ struct Engine::Impl {
   void fork_choices(const sched::Sequence& first);
   void report(RequestOutput out, std::vector<RequestOutput>& outputs);
   void end_waiting_choices(RequestId request, const std::string& error, std::vector<RequestOutput>& outputs);
+  // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
+  std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
 };
 
 }  // namespace specd

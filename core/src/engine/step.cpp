@@ -45,6 +45,7 @@ std::vector<RequestOutput> Engine::step() {
   const SteadyClock::time_point t2 = SteadyClock::now();
   m.process(outputs);
   const SteadyClock::time_point t3 = SteadyClock::now();
+  if (m.ab) m.ab->outputs(outputs, t3);  // first tokens, steps, and the A/B log lines of finished requests
   m.stats.output += seconds(t3 - t2);
   if (has_unfinished()) {
     m.busy_since = t0;
@@ -99,10 +100,18 @@ void Engine::Impl::collect() {
         outbox.logits.insert(outbox.logits.end(), row.logits, row.logits + static_cast<size_t>(row.num_appended) * vocab);
       }
       r.error = std::move(row.error);
+      r.emitted_logprob = row.emitted_logprob;
+      r.first_shadow = static_cast<uint32_t>(outbox.shadows.size());
+      r.num_shadows = static_cast<uint32_t>(row.shadows.size());
+      outbox.shadows.insert(outbox.shadows.end(), row.shadows.begin(), row.shadows.end());
       if (row.sample && !row.failed() && row.seq->index == 0 && !choices.empty()) fork_choices(*row.seq);
     }
     if (ended) remove(id);
   }
+  // A/B: each row's share of the step's time, for the log; the verifier calls, for the arms' metrics.
+  outbox.row_s =
+      (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
+  if (spec) speculative::record_calls(arm_metrics, spec->arms().calls());
   batch.rows.clear();  // the rows point at sequences that may be gone now
   stats.propose += exec.propose;
   stats.forward += exec.forward;
@@ -159,8 +168,14 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
     const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
     const float* logits = r.logits_at >= 0 ? outbox.logits.data() + r.logits_at : nullptr;
     RequestOutput out = output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits});
-    if (r.spec.drafted > 0)
-      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, static_cast<int32_t>(out.new_token_ids.size()));
+    if (r.spec.drafted > 0) {
+      const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
+      const std::span<const sched::ShadowOutcome> shadows(outbox.shadows.data() + r.first_shadow, r.num_shadows);
+      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);
+      speculative::record_row(arm_metrics, out.arm, r.spec.k, r.spec.drafted, r.spec.accepted, emitted,
+                              r.emitted_logprob, shadows);
+      if (ab) ab->verified(r.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
+    }
     const bool ended = out.finish_reason != FinishReason::kNone;
     if (!ended && !r.error.empty()) {  // the proposer's on_accept failed
       fail(r.id, r.error, outputs);
@@ -172,6 +187,7 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
   outbox.rows.clear();
   outbox.tokens.clear();
   outbox.logits.clear();
+  outbox.shadows.clear();
 }
 
 // A sequence failed: its output, and the choices of its request still waiting for its prompt.

@@ -6,10 +6,11 @@
 namespace specd::output {
 
 void OutputProcessor::add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
-                          const SamplingParams& params, ToolCallFormat tool_calls) {
+                          const SamplingParams& params, ToolCallFormat tool_calls, int32_t arm) {
   Request& r = requests_[seq];
   r.request = request;
   r.index = index;
+  r.arm = arm;
   r.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(tok_, params.skip_special_tokens, prompt);
   r.stops = sampling::StopStringMatcher(params.stop, params.include_stop_str_in_output);
   r.tools = std::make_unique<ToolCallParser>(tool_calls);
@@ -53,6 +54,7 @@ void OutputProcessor::fill_counters(const Request& r, RequestOutput& out) const 
   out.num_draft_tokens = static_cast<int32_t>(r.spec.draft_tokens);
   out.num_accepted_tokens = static_cast<int32_t>(r.spec.accepted_tokens);
   out.num_spec_steps = static_cast<int32_t>(r.spec.num_drafts);
+  out.arm = r.arm;
   if (out.finish_reason != FinishReason::kNone) {
     out.drafted_at.assign(r.spec.drafted_at.begin(), r.spec.drafted_at.end());
     out.accepted_at.assign(r.spec.accepted_at.begin(), r.spec.accepted_at.end());

@@ -48,9 +48,10 @@ class OutputProcessor {
   OutputProcessor(const tokenizer::Tokenizer& tok, int64_t vocab_size) : tok_(tok), vocab_(vocab_size) {}
 
   // Sequence `seq` (choice `index` of `request`) entered the engine: its text continues after
-  // `prompt`, its stop strings are armed.
+  // `prompt`, its stop strings are armed. arm: its A/B arm (RequestOutput::arm of every output),
+  // -1 = none.
   void add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
-           const SamplingParams& params, ToolCallFormat tool_calls);
+           const SamplingParams& params, ToolCallFormat tool_calls, int32_t arm = -1);
   bool contains(RequestId seq) const { return requests_.contains(seq); }
   // Sequences added and not yet finished, failed or aborted.
   size_t num_requests() const { return requests_.size(); }
@@ -84,6 +85,7 @@ class OutputProcessor {
     std::vector<TokenLogprobs> pending_prompt;
     int32_t num_prompt = 0;
     int32_t num_generated = 0;
+    int32_t arm = -1;
     spec::SpecMetrics spec;  // this sequence's speculative counters
   };
   void fill_counters(const Request& r, RequestOutput& out) const;

@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
 #include <set>
 
 #include "common/untrusted.hpp"
+#include "config/config.hpp"
 #include "server/chat_messages.hpp"
 #include "server/chat_template.hpp"
 #include "specd/error.hpp"
@@ -156,8 +158,10 @@ SpeculativeOptions read_speculative(const ordered_json& v) {
       s.enabled = read_bool(value, "speculative.enabled");
     } else if (key == "num_speculative_tokens") {
       s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
+    } else if (key == "arm") {
+      s.arm = read_string(value, "speculative.arm");
     } else {
-      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens)",
+      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens, arm)",
                         "speculative." + clip(key));
     }
   }
@@ -279,6 +283,7 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
     throw bad_request("best_of must equal n: specd returns every choice it generates", "best_of");
   read_stream_options(body, req);
   if (body.contains("speculative")) req.speculative = read_speculative(body["speculative"]);
+  if (present(body, "user")) req.user = read_string(body["user"], "user");
 }
 
 void check_prompt_length(const GenerationRequest& req, const ApiLimits& limits, const std::string& param) {
@@ -435,6 +440,25 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
   apply_max_tokens(req, limits, "max_tokens", max_tokens, limits.defaults.max_tokens.value_or(0));
   check_sampling(req);
   return req;
+}
+
+void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLimits& limits) {
+  std::string& arm = req.speculative.arm;
+  const std::string param = arm.empty() && !header.empty() ? "X-Specd-Arm" : "speculative.arm";
+  if (!header.empty() && !arm.empty() && header != arm)
+    throw bad_request("speculative.arm and the X-Specd-Arm header name different arms; give one", "speculative.arm");
+  if (arm.empty()) arm = header;
+  if (arm.empty()) return;
+  if (!config::valid_arm_name(arm))
+    throw bad_request(param + " must be 1 to 64 characters of A-Z a-z 0-9 _ - .", param);
+  if (std::find(limits.arms.begin(), limits.arms.end(), arm) == limits.arms.end()) {
+    std::string known;
+    for (const std::string& a : limits.arms) known += (known.empty() ? "" : ", ") + a;
+    throw bad_request("unknown A/B arm '" + arm + "'" +
+                          (known.empty() ? std::string(": this server has no speculative decoding")
+                                         : " (arms: " + known + ")"),
+                      param);
+  }
 }
 
 }  // namespace specd::server

@@ -44,6 +44,7 @@ nlohmann::json error_body(const ApiError& e);
 struct SpeculativeOptions {
   std::optional<bool> enabled;
   std::optional<int32_t> num_speculative_tokens;  // [0, 32]; 0 = decode without drafts
+  std::string arm;  // the A/B arm to serve with ("" = assigned); see resolve_arm()
 };
 
 // Sampling defaults of the model (generation_config.json) for fields a request omits.
@@ -60,6 +61,7 @@ struct ApiLimits {
   int32_t max_tokens_limit = 0;   // operator cap on max_tokens (0 = the context)
   int64_t vocab_size = 0;
   SamplingDefaults defaults;
+  std::vector<std::string> arms;  // the engine's A/B arms (EngineInfo::arms)
 };
 
 struct GenerationRequest {
@@ -75,6 +77,7 @@ struct GenerationRequest {
   bool want_logprobs = false;       // completions logprobs: N / chat logprobs: true
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
   SpeculativeOptions speculative;
+  std::string user;                 // OpenAI `user`: sticky A/B arm assignment
 };
 
 // Parse and validate a request body. Throw ApiError (400 naming the field, 404 for an unknown
@@ -83,6 +86,11 @@ GenerationRequest parse_completion_request(const nlohmann::ordered_json& body, c
                                            const tokenizer::Tokenizer& tok);
 GenerationRequest parse_chat_request(const nlohmann::ordered_json& body, const ApiLimits& limits,
                                      const tokenizer::Tokenizer& tok, const ChatPrompter& prompter);
+
+// The A/B arm a request asks for: the body's speculative.arm or the X-Specd-Arm header
+// (`header`, "" = absent). Both given and different, a malformed name, or a name that is not one
+// of limits.arms → 400 naming it.
+void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLimits& limits);
 
 // Parses a body as JSON, keeping object key order (tools render in the order sent): malformed
 // JSON and invalid UTF-8 → 400; a non-object → 400.

@@ -115,6 +115,7 @@ json ResponseBuilder::usage() const {
                         {"drafted_at_position", drafted_at},
                         {"accepted_at_position", accepted_at}};
   }
+  if (!opts_.arm.empty()) u["arm"] = opts_.arm;
   return u;
 }
 

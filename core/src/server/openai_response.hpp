@@ -1,7 +1,7 @@
 // OpenAI response JSON from a request's RequestOutputs (docs/server.md): the whole response, or
 // the stream's chunks, for every choice (n), with logprobs in the completions or chat shape, echo,
 // tool calls (whole in a response; as deltas in a stream), finish reasons ("tool_calls" when a
-// choice called tools), and usage with the request's speculative-decoding statistics.
+// choice called tools), and usage with the request's speculative-decoding statistics and A/B arm.
 //
 //   ResponseBuilder b(g, meta, tok, options);
 //   for each output:  stream ? b.stream(out, chunks) : b.add(out);
@@ -32,6 +32,7 @@ struct ResponseMeta {
 struct ResponseOptions {
   bool token_by_token = false;  // server.stream_token_by_token: one event per token
   bool speculative = false;     // the engine speculates: usage carries its statistics
+  std::string arm;              // the serving A/B arm: usage.arm (an extension); "" = none
 };
 
 class ResponseBuilder {

@@ -5,10 +5,11 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang lld
+  build-essential cmake ninja-build ccache pkg-config clang lld libclang-rt-14-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
+  libopenmpi-dev openmpi-bin
   python3-numpy prometheus curl
 )
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with

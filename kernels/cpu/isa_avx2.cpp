@@ -90,7 +90,9 @@ void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
 // only which rows share a weight load, never the arithmetic of a row.
 template <template <int> class Tile>
 void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const bool prefetch = a.m > 1;
   for (int64_t j = j0; j < j1; ++j) {
+    if (prefetch) prefetch_weight_row(a, j);
     int64_t r = 0;
     for (; r + 4 <= a.m; r += 4) Tile<4>::run(a, j, r);
     switch (a.m - r) {

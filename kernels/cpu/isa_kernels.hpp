@@ -43,6 +43,18 @@ struct GemvArgs {
   int64_t ldc = 0;
 };
 
+// With several activation rows the GEMV loop spends longer on each weight line than the
+// hardware prefetchers allow for, and the stream stalls (compute and memory stop overlapping:
+// at 5 rows the time was about the sum of the two). Before weight row j, the multi-row walks
+// ask for the bytes kGemvPrefetchBytes ahead of it into L2 (prefetcht1). A single row runs at
+// the stream's speed without it (a request ahead measured no better there). Prefetching
+// changes no arithmetic, so results stay batch-invariant.
+constexpr size_t kGemvPrefetchBytes = 4096;
+inline void prefetch_weight_row(const GemvArgs& a, int64_t j) {
+  const uint8_t* p = a.w + static_cast<size_t>(j) * a.w_stride + kGemvPrefetchBytes;
+  for (size_t off = 0; off < a.w_stride; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
+
 using GemvFn = void (*)(const GemvArgs& args, int64_t j0, int64_t j1);
 // Prepares one row of k activations (F32) for weights of the table's dtype into `out`.
 using PrepFn = void (*)(const float* x, uint8_t* out, int64_t k);

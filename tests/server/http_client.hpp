@@ -38,6 +38,7 @@ class HttpConnection {
   HttpConnection& operator=(const HttpConnection&) = delete;
 
   bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   void close() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

@@ -289,6 +289,12 @@ TEST_F(Server, DisconnectMidStreamCancelsTheRequest) {
   EXPECT_EQ(running, 0);
   EXPECT_EQ(aborted, aborted_before + 1);
   EXPECT_EQ(kv_used, 0) << "the cancelled request's KV blocks were freed";
+  // Where the steps' time went (docs/scheduling.md): the target's forward is part of the wall time.
+  const std::string text = http_call(port(), "GET", "/metrics").body;
+  const double wall = metric_value(text, "specd_step_seconds_total{phase=\"wall\"}");
+  const double forward = metric_value(text, "specd_step_seconds_total{phase=\"forward\"}");
+  EXPECT_GT(forward, 0) << text;
+  EXPECT_LE(forward, wall);
 }
 
 TEST_F(Server, MetricsPassPromtool) {

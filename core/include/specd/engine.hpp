@@ -11,10 +11,16 @@
 // sampling parameters, KV cache exhausted, a failing plugin) finish that request with
 // FinishReason::kError and a message; they never throw out of step().
 //
+// With scheduler.async_scheduling, step() hands the next step to a model worker thread and
+// returns the outputs of the step before it, processed while the worker runs: outputs trail by
+// one call, and a request finished by a stop string or aborted still runs (discarded) in the
+// step already in flight. With scheduler.num_scheduler_steps = n, the scheduler runs once per n
+// decode steps; every step() still returns that step's outputs (docs/scheduling.md).
+//
 // Request ids belong to the caller (the server, the CLI, a test): outputs carry the id the
 // request was added with.
 //
-// Threading: an Engine is used from one thread at a time.
+// Threading: an Engine is used from one thread at a time (its model worker is its own).
 #pragma once
 
 #include <cstddef>
@@ -60,6 +66,29 @@ struct EngineInfo {
   bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
   std::string scorer;              // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;
+};
+
+// Where the engine's step time goes (docs/scheduling.md), summed since construction, in seconds.
+// A step's wall time runs from its start to the next step's start while requests are
+// unfinished (so it includes the caller's work between steps); everything but `forward` is work
+// outside the target's forward. Share outside the forward = 1 - forward / wall.
+struct StepStats {
+  uint64_t steps = 0;  // steps that ran the model
+  double wall = 0;
+  // Where the step executes (the model worker with async scheduling):
+  double forward = 0;  // the target's forward (the scorer stage)
+  double propose = 0;  // the proposer, a draft model's forwards included
+  double verify = 0;   // sampling and verification, proposer prefill notifications
+  double commit = 0;   // Scheduler::commit (tokens appended, KV rolled back) and on_accept
+  // On the engine thread:
+  double schedule = 0;  // the hand-off: finished requests removed, arrivals, Scheduler::schedule
+  double output = 0;    // the output processor: detokenization, stop strings, finish reasons
+  // Async scheduling: engine-thread time between handing a step to the worker and waiting for
+  // it (the previous step's outputs and the caller's work, e.g. streaming), the part of it
+  // during which the worker executed (the overlap achieved), and the time spent waiting.
+  double in_flight = 0;
+  double overlap = 0;
+  double wait = 0;
 };
 
 // Live counters, for metrics and health checks.
@@ -109,6 +138,7 @@ class Engine {
   // Engine-wide speculative-decoding counters since construction (all zero when off).
   spec::SpecMetrics spec_metrics() const;
   EngineStats stats() const;
+  StepStats step_stats() const;
 
  private:
   struct Impl;

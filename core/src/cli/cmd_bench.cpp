@@ -10,7 +10,9 @@
 // With a `speculative` config section every decode run is done twice on the same prompts and
 // the same engine: plain (Request.speculative.enabled = false) and speculative, and the report
 // adds the speedup, the acceptance metrics and the propose/score/verify time split (deltas of
-// Engine::spec_metrics() around the speculative run).
+// Engine::spec_metrics() around the speculative run). Every decode run also reports where its
+// step time went (Engine::step_stats(): the target's forward against everything outside it and,
+// with scheduler.async_scheduling, the overlap achieved; docs/scheduling.md).
 //
 // With --scorers the speculative runs are repeated once per speculative.scorer instead
 // (bench_scorers.hpp), e.g. the built-in multi-query scorer against the batch_expansion plugin.
@@ -71,7 +73,61 @@ struct DecodeResult {
   int64_t tokens = 0;  // tokens emitted in the timed region
   int64_t steps = 0;
   spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
+  StepStats timing;        // Engine::step_stats() delta over the whole run
 };
+
+// after - before, field by field.
+StepStats step_delta(const StepStats& before, const StepStats& after) {
+  StepStats d;
+  d.steps = after.steps - before.steps;
+  d.wall = after.wall - before.wall;
+  d.forward = after.forward - before.forward;
+  d.propose = after.propose - before.propose;
+  d.verify = after.verify - before.verify;
+  d.commit = after.commit - before.commit;
+  d.schedule = after.schedule - before.schedule;
+  d.output = after.output - before.output;
+  d.in_flight = after.in_flight - before.in_flight;
+  d.overlap = after.overlap - before.overlap;
+  d.wait = after.wait - before.wait;
+  return d;
+}
+
+nlohmann::json step_time_json(const StepStats& t) {
+  const double steps = static_cast<double>(std::max<uint64_t>(t.steps, 1));
+  return {{"steps", t.steps},
+          {"wall_ms_per_step", t.wall * 1e3 / steps},
+          {"forward_ms_per_step", t.forward * 1e3 / steps},
+          {"outside_forward_fraction", t.wall > 0 ? 1.0 - t.forward / t.wall : 0.0},
+          {"propose_s", t.propose},
+          {"verify_s", t.verify},
+          {"commit_s", t.commit},
+          {"schedule_s", t.schedule},
+          {"output_s", t.output},
+          {"in_flight_s", t.in_flight},
+          {"overlap_s", t.overlap},
+          {"wait_s", t.wait}};
+}
+
+// "step 1.23 ms: forward 0.80 ms, 35% outside it (propose 3%, verify 2%, commit 1%, schedule 4%,
+// output 5%); async overlap 0.31 ms/step"
+std::string step_time_line(const StepStats& t) {
+  const double steps = static_cast<double>(std::max<uint64_t>(t.steps, 1));
+  auto pct = [&](double x) { return t.wall > 0 ? 100.0 * x / t.wall : 0.0; };
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %.3f ms: forward %.3f ms, %.0f%% outside it (propose %.0f%%, verify %.0f%%, commit %.0f%%, "
+                "schedule %.0f%%, output %.0f%%)",
+                t.wall * 1e3 / steps, t.forward * 1e3 / steps, t.wall > 0 ? 100.0 - pct(t.forward) : 0.0,
+                pct(t.propose), pct(t.verify), pct(t.commit), pct(t.schedule), pct(t.output));
+  std::string line = buf;
+  if (t.in_flight > 0) {
+    std::snprintf(buf, sizeof buf, "; async overlap %.3f ms/step, wait %.3f ms/step", t.overlap * 1e3 / steps,
+                  t.wait * 1e3 / steps);
+    line += buf;
+  }
+  return line;
+}
 
 // after - before, counter by counter.
 spec::SpecMetrics metrics_delta(const spec::SpecMetrics& before, const spec::SpecMetrics& after) {
@@ -103,6 +159,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
   const spec::SpecMetrics before = engine.spec_metrics();
+  const StepStats timing_before = engine.step_stats();
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt_ids = prompt.empty()
@@ -138,6 +195,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   r.tokens = tokens;
   r.steps = steps;
   r.spec = metrics_delta(before, engine.spec_metrics());
+  r.timing = step_delta(timing_before, engine.step_stats());
   return r;
 }
 
@@ -270,6 +328,7 @@ nlohmann::json spec_json(const SpecRow& r) {
           {"mean_acceptance_length", m.mean_acceptance_length()},
           {"system_efficiency", m.system_efficiency()},
           {"acceptance_per_position", per_position},
+          {"step_time", step_time_json(r.spec.timing)},
           {"time",
            {{"propose_s", m.propose_seconds},
             {"score_s", m.score_seconds},
@@ -336,7 +395,8 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
     d.push_back({{"batch", p.batch},
                  {"tokens_per_s", p.tokens_per_s},
                  {"step_ms", p.step_ms},
-                 {"step_over_floor", floor_ms > 0 ? p.step_ms / floor_ms : 0.0}});
+                 {"step_over_floor", floor_ms > 0 ? p.step_ms / floor_ms : 0.0},
+                 {"step_time", step_time_json(p.timing)}});
   }
   nlohmann::json sc = nlohmann::json::array();
   for (const auto& s : r.scoring) {
@@ -396,6 +456,7 @@ void print_spec_row(const SpecRow& row) {
   std::printf("               per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
               m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps,
               pct(m.score_seconds), m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
+  std::printf("               %s\n", step_time_line(s.timing).c_str());
 }
 
 void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
@@ -414,6 +475,7 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
     const DecodeResult& p = row.plain;
     std::printf("  decode b=%-3d %.2f tokens/s, %.2f ms/step (%.2fx the bandwidth floor)%s\n", p.batch, p.tokens_per_s,
                 p.step_ms, floor_ms > 0 ? p.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
+    std::printf("               %s\n", step_time_line(p.timing).c_str());
     if (speculative) print_spec_row(row);
   }
   for (const auto& s : r.scoring) {

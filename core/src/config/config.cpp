@@ -5,10 +5,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/untrusted.hpp"
+#include "config/yaml_guard.hpp"
 #include "specd/error.hpp"
 
 namespace specd::config {
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string quote(const YAML::Node& n) {
-  if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
+  if (n.IsScalar()) return "\"" + clip(n.Scalar()) + "\"";
   if (n.IsSequence()) return "a sequence";
   if (n.IsMap()) return "a map";
   return "null";
@@ -49,7 +50,7 @@ class Reader {
       return false;
     }
     for (const auto& kv : node) {
-      const std::string key = kv.first.Scalar();
+      const std::string key = clip(kv.first.Scalar());
       bool known = false;
       for (const char* k : keys) known = known || key == k;
       if (!known) {
@@ -155,12 +156,14 @@ class Reader {
       return;
     }
     out.clear();
-    for (size_t i = 0; i < n.size(); ++i) {
-      if (!n[i].IsScalar()) {
-        error(n[i], p + "[" + std::to_string(i) + "]", "expected string, got " + quote(n[i]));
-        continue;
+    size_t i = 0;
+    for (const YAML::Node& item : n) {
+      if (!item.IsScalar()) {
+        error(item, p + "[" + std::to_string(i) + "]", "expected string, got " + quote(item));
+      } else {
+        out.push_back(paths ? resolve(p, item.Scalar()) : item.Scalar());
       }
-      out.push_back(paths ? resolve(p, n[i].Scalar()) : n[i].Scalar());
+      ++i;
     }
   }
 
@@ -273,11 +276,14 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (YAML::Node n = root["scheduler"];
-      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue"})) {
+      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue",
+                                 "async_scheduling", "num_scheduler_steps"})) {
     r.get_int(n, "scheduler", "max_num_seqs", 1, 4096, c.scheduler.max_num_seqs);
     r.get_int(n, "scheduler", "max_num_batched_tokens", 1, 1 << 20, c.scheduler.max_num_batched_tokens);
     r.get_bool(n, "scheduler", "chunked_prefill", c.scheduler.chunked_prefill);
     r.get_int(n, "scheduler", "max_queue", 1, 1 << 20, c.scheduler.max_queue);
+    r.get_bool(n, "scheduler", "async_scheduling", c.scheduler.async_scheduling);
+    r.get_int(n, "scheduler", "num_scheduler_steps", 1, 64, c.scheduler.num_scheduler_steps);
   }
   if (YAML::Node n = root["kv_cache"];
       r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "gpu_memory_fraction"})) {
@@ -290,7 +296,9 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
   if (YAML::Node n = root["server"];
       r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",
-                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "shutdown_timeout_s"})) {
+                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "shutdown_timeout_s",
+                              "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s",
+                              "write_timeout_s"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -302,6 +310,11 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_int(n, "server", "max_tokens_limit", 1, 1 << 24, s.max_tokens_limit);
     r.get_choice(n, "server", "chat_template", {"auto", "chatml", "llama2", "llama3"}, s.chat_template);
     r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
+    r.get_int(n, "server", "max_connections", 1, 1 << 20, s.max_connections);
+    r.get_float(n, "server", "idle_timeout_s", 0.0, 3600.0, true, s.idle_timeout_s);
+    r.get_float(n, "server", "header_timeout_s", 0.0, 3600.0, true, s.header_timeout_s);
+    r.get_float(n, "server", "body_timeout_s", 0.0, 3600.0, true, s.body_timeout_s);
+    r.get_float(n, "server", "write_timeout_s", 0.0, 3600.0, true, s.write_timeout_s);
   }
   if (YAML::Node n = root["plugins"]; r.section(n, "plugins", {"paths"})) {
     r.get_string_list(n, "plugins", "paths", true, c.plugins.paths);
@@ -312,7 +325,8 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
 }
 
-// Applies `a.b.c=value` to the tree; the value is parsed as YAML so lists work ("[a, b]").
+// Applies `a.b.c=value` to the tree; the value is parsed as YAML so lists work ("[a, b]"), with
+// the same structural checks as a file; text that is not valid YAML is taken as a string.
 void apply_override(YAML::Node& root, const std::string& key, const std::string& value) {
   std::vector<std::string> parts;
   std::string part;
@@ -324,6 +338,7 @@ void apply_override(YAML::Node& root, const std::string& key, const std::string&
   } catch (const YAML::Exception&) {
     parsed = YAML::Node(value);
   }
+  if (parsed.IsDefined() && !parsed.IsScalar()) parsed = load_yaml_checked(value, "--set " + key);
   if (parsed.IsNull() && !value.empty() && value != "null" && value != "~") parsed = YAML::Node(value);
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -360,14 +375,6 @@ EngineConfig load_node(YAML::Node root, const std::string& source, const fs::pat
   return c;
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw Error(ErrorCode::kConfig, source + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
-  }
-}
-
 }  // namespace
 
 std::pair<std::string, std::string> parse_override(const std::string& flag) {
@@ -381,16 +388,19 @@ std::pair<std::string, std::string> parse_override(const std::string& flag) {
 }
 
 EngineConfig load_file(const fs::path& file, const Overrides& overrides) {
-  std::ifstream in(file);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open config file " + file.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string text;
+  try {
+    text = read_file_limited(file, kMaxConfigYamlBytes, "a config file");
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotFound) throw Error(ErrorCode::kNotFound, "cannot open config file " + file.string());
+    throw Error(ErrorCode::kConfig, e.what());
+  }
   const std::string source = file.string();
-  return load_node(parse_yaml(ss.str(), source), source, file.parent_path(), overrides);
+  return load_node(load_yaml_checked(text, source), source, file.parent_path(), overrides);
 }
 
 EngineConfig load_string(const std::string& yaml, const std::string& source_name, const Overrides& overrides) {
-  return load_node(parse_yaml(yaml, source_name), source_name, {}, overrides);
+  return load_node(load_yaml_checked(yaml, source_name), source_name, {}, overrides);
 }
 
 EngineConfig for_model_dir(const std::string& model_dir, const Overrides& overrides) {
@@ -418,7 +428,8 @@ std::string summary(const EngineConfig& c) {
   }
   os << "  scheduler:    max_num_seqs " << c.scheduler.max_num_seqs << ", max_num_batched_tokens "
      << c.scheduler.max_num_batched_tokens << ", chunked_prefill " << (c.scheduler.chunked_prefill ? "on" : "off")
-     << "\n";
+     << ", async_scheduling " << (c.scheduler.async_scheduling ? "on" : "off") << ", num_scheduler_steps "
+     << c.scheduler.num_scheduler_steps << "\n";
   os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", dtype " << c.kv_cache.dtype << ", memory "
      << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
   os << "  server:       " << c.server.host << ":" << c.server.port << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)")

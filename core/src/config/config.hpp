@@ -52,6 +52,11 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;
   bool chunked_prefill = true;
   int32_t max_queue = 1024;  // waiting requests beyond this are refused
+  // A model worker thread runs step N while the engine thread processes the outputs of step N-1
+  // and prepares step N+1 (docs/scheduling.md); off = one thread does both in turn.
+  bool async_scheduling = false;
+  // Decode steps run per scheduler invocation (multi-step scheduling); 1 = schedule every step.
+  int32_t num_scheduler_steps = 1;
 };
 
 struct KvCacheConfig {
@@ -72,6 +77,11 @@ struct ServerConfig {
   int32_t max_tokens_limit = 4096;       // upper bound for a request's max_tokens
   std::string chat_template = "auto";    // auto | chatml | llama2 | llama3
   int32_t shutdown_timeout_s = 30;
+  int32_t max_connections = 1024;        // open connections; see docs/server.md "Limits"
+  double idle_timeout_s = 60;            // a connection waiting for the first byte of a request
+  double header_timeout_s = 10;          // first byte of a request to the end of its header
+  double body_timeout_s = 30;            // end of the header to the end of the body
+  double write_timeout_s = 30;           // each write of a response to a client
 };
 
 struct PluginsConfig {

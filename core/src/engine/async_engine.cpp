@@ -114,7 +114,7 @@ void AsyncEngine::stop(std::chrono::milliseconds timeout) {
 
 AsyncEngineStats AsyncEngine::stats() const {
   std::lock_guard lock(mu_);
-  return AsyncEngineStats{queue_.size(), num_running_, num_steps_, accepting_, engine_stats_, spec_metrics_};
+  return AsyncEngineStats{queue_.size(), num_running_, num_steps_, accepting_, engine_stats_, spec_metrics_, step_stats_};
 }
 
 void AsyncEngine::notify_finished(const RequestTrace& trace) {
@@ -264,11 +264,13 @@ void AsyncEngine::loop() {
     // The Engine belongs to this thread: snapshot what other threads may read.
     EngineStats engine_stats = engine_->stats();
     spec::SpecMetrics spec_metrics = engine_->spec_metrics();
+    const StepStats step_stats = engine_->step_stats();
     std::lock_guard lock(mu_);
     num_running_ = running_.size();
     if (stepping) ++num_steps_;
     engine_stats_ = engine_stats;
     spec_metrics_ = std::move(spec_metrics);
+    step_stats_ = step_stats;
   }
   std::lock_guard lock(mu_);
   num_running_ = 0;

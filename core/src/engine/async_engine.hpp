@@ -91,6 +91,7 @@ struct AsyncEngineStats {
   bool accepting = true;
   EngineStats engine;      // KV usage and scheduler counters, as of the last step
   spec::SpecMetrics spec;  // speculative counters, as of the last step
+  StepStats steps;         // where step time went, as of the last step
 };
 
 struct AsyncEngineOptions {
@@ -172,6 +173,7 @@ class AsyncEngine {
   uint64_t num_steps_ = 0;
   EngineStats engine_stats_;        // snapshots taken on the loop thread (guarded by mu_)
   spec::SpecMetrics spec_metrics_;
+  StepStats step_stats_;
 
   // Loop-thread state: the requests inside the Engine, by id.
   std::unordered_map<RequestId, Running> running_;

@@ -122,7 +122,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
                              cfg.scheduler.chunked_prefill, max_model_len, spec ? spec->max_k() : 0,
-                             cfg.speculative.disable_by_batch_size},
+                             cfg.speculative.disable_by_batch_size, cfg.scheduler.num_scheduler_steps},
       *kv, spec ? &spec->host() : nullptr);
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
@@ -134,6 +134,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
   probs.resize(static_cast<size_t>(mc.vocab_size));
   describe();
+  if (cfg.scheduler.async_scheduling) worker = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
 
 std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
@@ -212,6 +213,8 @@ void Engine::Impl::describe() {
   log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
+  log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
+           cfg.scheduler.num_scheduler_steps);
   if (leader) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
   if (leader && spec)
     log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
@@ -274,21 +277,29 @@ void Engine::add_request(RequestId id, const Request& request) {
   seq->stop_ids = request.sampling.stop_token_ids;
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
   m.output->add(id, seq->tokens, request.sampling);
-  m.scheduler->add(std::move(seq));
+  m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
 }
 
 void Engine::abort(RequestId id) {
   Impl& m = *impl_;
-  if (m.scheduler->remove(id)) {
-    if (m.spec) m.spec->release(id);
-    m.pending.push_back(m.output->abort(id));
+  if (!m.output->contains(id)) return;  // unknown, or already finished
+  m.pending.push_back(m.output->abort(id));
+  auto it = std::find_if(m.arrivals.begin(), m.arrivals.end(), [&](const auto& s) { return s->id == id; });
+  if (it != m.arrivals.end()) {
+    m.arrivals.erase(it);
+  } else {
+    m.retire(id);
   }
 }
 
-bool Engine::has_unfinished() const { return !impl_->scheduler->empty() || !impl_->pending.empty(); }
+bool Engine::has_unfinished() const {
+  const Impl& m = *impl_;
+  return !m.pending.empty() || m.output->num_requests() > 0 || m.in_flight();
+}
 
 std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   Impl& m = *impl_;
+  m.finish_flight(SteadyClock::now());  // the model is the caller's now; outputs wait for step()
   const auto n = static_cast<int32_t>(ids.size());
   if (n < 2) throw Error(ErrorCode::kInvalidArgument, "scoring needs at least 2 tokens, got " + std::to_string(n));
   if (n > m.max_model_len) {
@@ -341,7 +352,7 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
 
 const EngineInfo& Engine::info() const { return impl_->info; }
 
-spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec ? impl_->spec->metrics() : spec::SpecMetrics{}; }
+spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
 
 const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
 
@@ -349,11 +360,14 @@ EngineStats Engine::stats() const {
   const Impl& m = *impl_;
   EngineStats s;
   s.kv_blocks_total = m.kv->num_blocks();
-  s.kv_blocks_free = m.kv->num_free_blocks();
+  // The worker owns the KV cache while a step is in flight: its count when the step was launched.
+  s.kv_blocks_free = m.in_flight() ? m.kv_free_at_launch : m.kv->num_free_blocks();
   s.num_running = m.scheduler->num_running();
-  s.num_waiting = m.scheduler->num_waiting();
+  s.num_waiting = m.scheduler->num_waiting() + m.arrivals.size();
   s.num_preemptions = m.num_preemptions;
   return s;
 }
+
+StepStats Engine::step_stats() const { return impl_->stats; }
 
 }  // namespace specd

@@ -1,15 +1,23 @@
 // Engine::Impl: what an Engine owns, shared by engine.cpp (loading, requests, scoring prompts)
 // and step.cpp (the step). Members are declared in dependency order: each is destroyed before
-// what it refers to (the scorer and scheduler before the speculator's plugins and model host,
-// the output processor before the tokenizer).
+// what it refers to (the model worker first, then the scorer and scheduler before the
+// speculator's plugins and model host, the output processor before the tokenizer).
+//
+// Who touches what (docs/scheduling.md "Ownership"): `execute` (the model side of a step) runs
+// on the model worker with async scheduling; it uses the batch, the sequences of its rows, the
+// KV caches, the speculator, the scorer and `exec`. Everything else is the engine thread's, and
+// the engine thread touches the model side only while no step is in flight.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "dist/tensor_parallel.hpp"
+#include "engine/model_worker.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
 #include "model/llama.hpp"
@@ -23,6 +31,36 @@
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// What the output processor needs of one row of an executed step, copied out of the StepBatch
+// when the step is collected (the batch, its sequences and the speculator's buffers then go back
+// to the scheduler and the next step).
+struct StepResult {
+  RequestId id = 0;
+  uint32_t first = 0;  // the tokens appended this step: StepOutbox::tokens[first, first + count)
+  uint32_t count = 0;
+  FinishReason finish = FinishReason::kNone;  // the scheduler's token-level verdict
+  bool committed = false;                     // false: the row failed before its tokens were appended
+  bool speculated = false;                    // proposed this step (k > 0)
+  output::SpecStep spec;
+  std::string error;  // the row failed (before commit, or in the proposer's on_accept after it)
+};
+
+// The model side's timing of one step (written by execute, read when the step is collected).
+struct ExecTimes {
+  double propose = 0, forward = 0, verify = 0, commit = 0, total = 0;
+  bool verified = false;  // some row was verified: a speculative step
+};
+
+// Results of the last collected step, waiting for the output processor.
+struct StepOutbox {
+  std::vector<StepResult> rows;
+  std::vector<int32_t> tokens;
+  ExecTimes times;
+  bool pending = false;  // holds a step that has not been processed
+};
 
 struct Engine::Impl {
   config::EngineConfig cfg;
@@ -42,11 +80,30 @@ struct Engine::Impl {
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
   uint64_t num_preemptions = 0;
+  spec::SpecMetrics spec_metrics;      // engine-wide, recorded with the outputs
   log::Logger& log = log::get("engine");
-  // Per-step buffers, reused so that a decode step does not allocate.
+
+  // Requests added since the last prepare (they enter the scheduler there), and requests that
+  // finished or were aborted while a step that may hold them was in flight (removed when it is
+  // collected; its rows for them are discarded).
+  std::vector<std::unique_ptr<sched::Sequence>> arrivals;
+  std::vector<RequestId> discard;
+
+  // The step: prepared and collected on the engine thread, executed by `execute`.
   sched::StepBatch batch;
   std::vector<int32_t> sampled;  // [rows] the token a row without drafts sampled
   std::vector<float> probs;      // [vocab] sampling scratch
+  ExecTimes exec;
+  StepOutbox outbox;
+
+  // Step timing (StepStats) and the view of the KV cache other threads' callers get while a step
+  // is in flight.
+  StepStats stats;
+  std::optional<SteadyClock::time_point> busy_since;  // the engine has had work since then
+  SteadyClock::time_point launched;                   // the step in flight was handed over
+  int32_t kv_free_at_launch = 0;
+
+  std::unique_ptr<ModelWorker> worker;  // async_scheduling; last: stopped before the rest goes
 
   explicit Impl(const config::EngineConfig& c);
   // The target's weights (this rank's shard), loaded on every rank under tensor parallelism.
@@ -54,11 +111,22 @@ struct Engine::Impl {
   void size_kv_cache(const kv::KvCacheShape& shape);
   void describe();
 
-  // The stages of step() that live in the engine (step.cpp).
-  void retire_unscheduled(std::vector<RequestOutput>& outputs);
-  void sample();
-  void commit(sched::StepRow& row, std::vector<RequestOutput>& outputs);
-  void finish(RequestId id);
+  // The stages of step() (step.cpp). Engine thread: finish_flight (collect), admit, prepare,
+  // launch, process. Model side: execute.
+  double finish_flight(SteadyClock::time_point now);
+  void collect();
+  void admit();
+  void prepare(std::vector<RequestOutput>& outputs);
+  void launch();
+  void execute(sched::StepBatch& b);
+  void process(std::vector<RequestOutput>& outputs);
+  void sample(sched::StepBatch& b);
+  void commit(sched::StepRow& row);
+  // A request ended: out of the scheduler and the proposer now, or (a step in flight may hold
+  // it) once that step is collected.
+  void retire(RequestId id);
+  void remove(RequestId id);
+  bool in_flight() const { return worker && worker->busy(); }
 };
 
 }  // namespace specd

@@ -1,13 +1,21 @@
-// Engine::step: one engine step, top to bottom (docs/architecture.md "One engine step").
+// Engine::step: one engine step, top to bottom (docs/architecture.md "One engine step",
+// docs/scheduling.md for async and multi-step scheduling).
 //
-//   Scheduler::schedule   → StepBatch rows: prefill chunks and decodes, lookahead reserved
-//   Speculator::propose   → row.drafts                      (rows that speculate)
-//   Scorer::score         → row.logits, row.hidden          (one target forward)
-//   Speculator::observe   → prefill chunks and plain decodes reach the proposer
-//   Impl::sample          → row.emitted                     (rows without drafts)
-//   Speculator::verify    → row.num_accepted, row.emitted   (rows with drafts)
-//   per row: Scheduler::commit → OutputProcessor::process → Speculator::accept → finish
-#include <chrono>
+//   engine thread                               model side (the model worker when async)
+//   collect   the step in flight is done: copy its results, remove finished requests
+//   admit     deferred removals, then arrivals enter the scheduler
+//   prepare   Scheduler::schedule → StepBatch rows (a full schedule or the next sub-step)
+//   launch ───────────────────────────────────► execute
+//                                                 Speculator::propose   → row.drafts
+//                                                 Scorer::score         → row.logits, row.hidden
+//                                                 Speculator::observe, Impl::sample, Speculator::verify
+//                                                 per row: Scheduler::commit → Speculator::accept
+//   process   OutputProcessor on the collected step's results → RequestOutputs
+//
+// Without async scheduling launch executes the step in place and collects it, so process sees
+// this step's results. With it, launch hands the step to the worker and process sees the
+// previous step's, while the worker runs.
+#include <algorithm>
 
 #include "engine/engine_impl.hpp"
 #include "sampling/sampling.hpp"
@@ -16,41 +24,92 @@
 namespace specd {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-template <class Fn>
-double timed(Fn&& fn) {
-  const auto t0 = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
 
 std::vector<RequestOutput> Engine::step() {
   Impl& m = *impl_;
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  if (m.busy_since) m.stats.wall += seconds(t0 - *m.busy_since);
   std::vector<RequestOutput> outputs = std::move(m.pending);
   m.pending.clear();
-  sched::StepBatch& batch = m.batch;
-  m.scheduler->schedule(batch);
-  m.retire_unscheduled(outputs);
-  if (batch.rows.empty()) return outputs;
-
-  const double propose_s = m.spec ? timed([&] { m.spec->propose(batch); }) : 0.0;
-  const double score_s = timed([&] { m.scorer->score(batch, m.spec && m.spec->wants_hidden()); });
-  if (m.spec) m.spec->observe(batch);
-  m.sample();
-  bool verified = false;
-  const double verify_s = m.spec ? timed([&] { verified = m.spec->verify(batch); }) : 0.0;
-  if (verified) m.spec->metrics().add_times(propose_s, score_s, verify_s);
-
-  for (sched::StepRow& row : batch.rows) m.commit(row, outputs);
+  const double waited = m.finish_flight(t0);
+  m.admit();
+  m.prepare(outputs);
+  const SteadyClock::time_point t1 = SteadyClock::now();
+  m.stats.schedule += seconds(t1 - t0) - waited;
+  if (!m.batch.rows.empty()) m.launch();
+  const SteadyClock::time_point t2 = SteadyClock::now();
+  m.process(outputs);
+  const SteadyClock::time_point t3 = SteadyClock::now();
+  m.stats.output += seconds(t3 - t2);
+  if (has_unfinished()) {
+    m.busy_since = t0;
+  } else {
+    m.stats.wall += seconds(t3 - t0);
+    m.busy_since.reset();
+  }
   return outputs;
 }
 
-// Sequences the scheduler failed (they can never fit) or preempted (their KV is gone; the
-// proposer re-prefills with the target later).
-void Engine::Impl::retire_unscheduled(std::vector<RequestOutput>& outputs) {
+// ---- engine thread ----------------------------------------------------------------------------
+
+// The hand-off (async scheduling): waits for the step in flight, if any, and collects it. `now`
+// is when the engine thread came back for it. Returns the seconds it waited.
+double Engine::Impl::finish_flight(SteadyClock::time_point now) {
+  if (!in_flight()) return 0;
+  const double away = seconds(now - launched);
+  const double waited = worker->wait();  // rethrows what the step threw
+  stats.in_flight += away;
+  stats.wait += waited;
+  stats.overlap += std::min(away, exec.total);
+  collect();
+  return waited;
+}
+
+// Copies what the output processor needs out of the executed batch and removes the requests
+// that finished or failed in it. Rows of requests that ended while the step was in flight are
+// dropped (their output is already final).
+void Engine::Impl::collect() {
+  for (sched::StepRow& row : batch.rows) {
+    const RequestId id = row.seq->id;
+    if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
+    const bool ended = row.failed() || row.finish != FinishReason::kNone;
+    if (row.sample || row.failed()) {
+      StepResult& r = outbox.rows.emplace_back();
+      r.id = id;
+      r.first = static_cast<uint32_t>(outbox.tokens.size());
+      r.count = static_cast<uint32_t>(row.num_appended);
+      outbox.tokens.insert(outbox.tokens.end(), row.emitted.begin(), row.emitted.begin() + row.num_appended);
+      r.finish = row.finish;
+      r.committed = row.num_appended > 0;
+      r.speculated = row.speculates();
+      r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
+      r.error = std::move(row.error);
+    }
+    if (ended) remove(id);
+  }
+  batch.rows.clear();  // the rows point at sequences that may be gone now
+  stats.propose += exec.propose;
+  stats.forward += exec.forward;
+  stats.verify += exec.verify;
+  stats.commit += exec.commit;
+  if (exec.verified) spec_metrics.add_times(exec.propose, exec.forward, exec.verify);
+}
+
+// Removals deferred while a step was in flight, then the requests added since the last prepare.
+void Engine::Impl::admit() {
+  for (RequestId id : discard) remove(id);
+  discard.clear();
+  for (std::unique_ptr<sched::Sequence>& seq : arrivals) scheduler->add(std::move(seq));
+  arrivals.clear();
+}
+
+// Scheduler::schedule, and the sequences it failed (they can never fit) or preempted (their KV is
+// gone; the proposer re-prefills with the target later).
+void Engine::Impl::prepare(std::vector<RequestOutput>& outputs) {
+  scheduler->schedule(batch);
   num_preemptions += static_cast<uint64_t>(batch.num_preempted);
   for (auto& [id, message] : batch.failed) {
     if (spec) spec->release(id);
@@ -61,11 +120,82 @@ void Engine::Impl::retire_unscheduled(std::vector<RequestOutput>& outputs) {
   }
 }
 
+void Engine::Impl::launch() {
+  ++stats.steps;
+  if (worker) {
+    kv_free_at_launch = kv->num_free_blocks();
+    launched = SteadyClock::now();
+    worker->start(batch);
+  } else {
+    execute(batch);
+    collect();
+  }
+}
+
+// The output processor on the collected results: detokenization, stop strings, finish reasons,
+// the request's and the engine's speculative counters.
+void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
+  for (StepResult& r : outbox.rows) {
+    // Aborted after its step was collected (prompt_logprobs collects a step in flight): its
+    // output is already final.
+    if (!output->contains(r.id)) continue;
+    if (!r.committed) {
+      outputs.push_back(output->fail(r.id, r.error));
+      continue;
+    }
+    const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
+    RequestOutput out = output->process(r.id, appended, r.finish, r.speculated ? &r.spec : nullptr);
+    if (r.spec.drafted > 0)
+      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, static_cast<int32_t>(out.new_token_ids.size()));
+    if (!out.finished && !r.error.empty()) {  // the proposer's on_accept failed
+      outputs.push_back(output->fail(r.id, r.error));
+      continue;
+    }
+    if (out.finished && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
+    outputs.push_back(std::move(out));
+  }
+  outbox.rows.clear();
+  outbox.tokens.clear();
+}
+
+void Engine::Impl::retire(RequestId id) {
+  if (in_flight()) {
+    discard.push_back(id);
+  } else {
+    remove(id);
+  }
+}
+
+void Engine::Impl::remove(RequestId id) {
+  if (scheduler->remove(id) && spec) spec->release(id);
+}
+
+// ---- model side -------------------------------------------------------------------------------
+
+void Engine::Impl::execute(sched::StepBatch& b) {
+  const SteadyClock::time_point t0 = SteadyClock::now();
+  if (spec) spec->propose(b);
+  const SteadyClock::time_point t1 = SteadyClock::now();
+  scorer->score(b, spec && spec->wants_hidden());
+  const SteadyClock::time_point t2 = SteadyClock::now();
+  if (spec) spec->observe(b);
+  sample(b);
+  exec.verified = spec && spec->verify(b);
+  const SteadyClock::time_point t3 = SteadyClock::now();
+  for (sched::StepRow& row : b.rows) commit(row);
+  const SteadyClock::time_point t4 = SteadyClock::now();
+  exec.propose = seconds(t1 - t0);
+  exec.forward = seconds(t2 - t1);
+  exec.verify = seconds(t3 - t2);
+  exec.commit = seconds(t4 - t3);
+  exec.total = seconds(t4 - t0);
+}
+
 // Rows that end their known tokens without drafts draw the next token from their one logit row.
-void Engine::Impl::sample() {
-  sampled.resize(batch.rows.size());
-  for (size_t i = 0; i < batch.rows.size(); ++i) {
-    sched::StepRow& row = batch.rows[i];
+void Engine::Impl::sample(sched::StepBatch& b) {
+  sampled.resize(b.rows.size());
+  for (size_t i = 0; i < b.rows.size(); ++i) {
+    sched::StepRow& row = b.rows[i];
     if (!row.sample || row.failed() || row.drafted()) continue;
     const sched::Sequence& seq = *row.seq;
     try {
@@ -78,31 +208,12 @@ void Engine::Impl::sample() {
   }
 }
 
-// Commit → output → proposer bookkeeping for one row; a failed or finished request leaves.
-void Engine::Impl::commit(sched::StepRow& row, std::vector<RequestOutput>& outputs) {
-  const RequestId id = row.seq->id;
-  if (!row.failed()) {
-    scheduler->commit(row);
-    if (!row.sample) return;  // a prefill chunk that is not the prompt's last
-    const output::SpecStep step{row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
-    RequestOutput out = output->process(id, row.emitted.first(static_cast<size_t>(row.num_appended)), row.finish,
-                                        row.speculates() ? &step : nullptr);
-    if (row.drafted())
-      spec->metrics().record(step.k, step.drafted, step.accepted, static_cast<int32_t>(out.new_token_ids.size()));
-    if (!out.finished && spec) spec->accept(row);
-    if (!row.failed()) {
-      if (out.finished) finish(id);
-      outputs.push_back(std::move(out));
-      return;
-    }
-  }
-  outputs.push_back(output->fail(id, row.error));
-  finish(id);
-}
-
-void Engine::Impl::finish(RequestId id) {
-  scheduler->remove(id);
-  if (spec) spec->release(id);
+// Appends the row's tokens and rolls its KV back; a sequence that goes on tells the proposer
+// what was accepted. A failed on_accept fails the row after its tokens were appended.
+void Engine::Impl::commit(sched::StepRow& row) {
+  if (row.failed()) return;
+  scheduler->commit(row);
+  if (spec && row.sample && row.finish == FinishReason::kNone) spec->accept(row);
 }
 
 }  // namespace specd

@@ -107,13 +107,15 @@ void KvCache::commit(SeqId seq, int32_t n) {
   t.num_tokens += n;
 }
 
-void KvCache::truncate(SeqId seq, int32_t new_len) {
+void KvCache::truncate(SeqId seq, int32_t new_len, int32_t keep_room) {
   BlockTable& t = table(seq);
-  SPECD_CHECK(new_len >= 0 && new_len <= t.num_tokens, ErrorCode::kInternal,
+  SPECD_CHECK(new_len >= 0 && new_len <= t.num_tokens && keep_room >= 0, ErrorCode::kInternal,
               "KV cache: truncating sequence " + std::to_string(seq) + " of " +
-                  std::to_string(t.num_tokens) + " tokens to " + std::to_string(new_len));
+                  std::to_string(t.num_tokens) + " tokens to " + std::to_string(new_len) + " (room " +
+                  std::to_string(keep_room) + ")");
   t.num_tokens = new_len;
-  const size_t keep = static_cast<size_t>((new_len + shape_.block_size - 1) / shape_.block_size);
+  const int64_t keep_tokens = static_cast<int64_t>(new_len) + keep_room;
+  const auto keep = static_cast<size_t>((keep_tokens + shape_.block_size - 1) / shape_.block_size);
   while (t.blocks.size() > keep) {
     allocator_.free(t.blocks.back());
     t.blocks.pop_back();

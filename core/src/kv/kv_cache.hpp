@@ -6,7 +6,8 @@
 //   reserve(s, n)   – false = out of blocks; the scheduler decides (wait, preempt, fail)
 //   forward          – writes K/V at positions [num_tokens, num_tokens + n), then commit(s, n)
 //   truncate(s, len) – rollback of rejected speculative tokens: a length change on the block
-//                      table; blocks past the new length go back to the pool.
+//                      table; blocks past the new length (and past any room asked to be kept)
+//                      go back to the pool.
 // Not thread-safe: owned by the engine's step thread.
 #pragma once
 
@@ -72,8 +73,10 @@ class KvCache {
   bool reserve(SeqId seq, int32_t n);
   // Marks n more tokens as written. Throws kInternal past the reserved capacity.
   void commit(SeqId seq, int32_t n);
-  // Shrinks the sequence to new_len tokens (<= num_tokens) and frees blocks it no longer needs.
-  void truncate(SeqId seq, int32_t new_len);
+  // Shrinks the sequence to new_len tokens (<= num_tokens) and frees the blocks it no longer
+  // needs, keeping those that hold room for `keep_room` more tokens past new_len (a multi-step
+  // reservation survives the rollback of rejected drafts). Never allocates.
+  void truncate(SeqId seq, int32_t new_len, int32_t keep_room = 0);
 
   // Tensor parallelism, ranks 1..N-1 (dist::Follower): the sequences of rank 0's next forward,
   // each with rank 0's committed length and block table, replace whatever this cache held. Such

@@ -11,6 +11,7 @@
 #include "model/mapped_file.hpp"
 #include "model/safetensors.hpp"
 #include "model/json_file.hpp"
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/convert.hpp"
 
@@ -40,19 +41,22 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 // model.safetensors.index.json -> tensor name -> shard file name (relative to the directory).
 std::map<std::string, std::string> read_weight_map(const std::filesystem::path& index_path) {
-  json doc = read_json_file(index_path);
+  json doc = read_json_file(index_path, kMaxIndexJsonBytes);
   if (!doc.contains("weight_map") || !doc["weight_map"].is_object()) {
     fail(ErrorCode::kModelFormat, index_path, "missing object 'weight_map'");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [name, shard] : doc["weight_map"].items()) {
-    if (!shard.is_string()) fail(ErrorCode::kModelFormat, index_path, "weight_map['" + name + "'] is not a string");
+    if (!shard.is_string()) {
+      fail(ErrorCode::kModelFormat, index_path, "weight_map['" + clip(name) + "'] is not a string");
+    }
     const std::string file = shard.get<std::string>();
     const std::filesystem::path rel(file);
     // Shards live beside the index; refuse paths that leave the model directory.
     if (file.empty() || rel.is_absolute() || rel.has_parent_path() || file == "." || file == "..") {
       fail(ErrorCode::kModelFormat, index_path,
-           "weight_map['" + name + "'] names shard '" + file + "', which is not a file name in the model directory");
+           "weight_map['" + clip(name) + "'] names shard '" + clip(file) +
+               "', which is not a file name in the model directory");
     }
     weight_map.emplace(name, file);
   }
@@ -113,7 +117,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
       auto it = ckpt->tensors_.find(name);
       if (it == ckpt->tensors_.end() || it->second.file.filename() != shard) {
         fail(ErrorCode::kModelFormat, index,
-             "weight_map puts tensor '" + name + "' in " + shard + ", which does not contain it");
+             "weight_map puts tensor '" + clip(name) + "' in " + clip(shard) + ", which does not contain it");
       }
     }
   } else {
@@ -128,7 +132,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
     const size_t dot = name.find('.', 4);
     const std::string digits = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
     if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) {
-      fail(ErrorCode::kModelFormat, view.file, "tensor '" + name + "' is not named mtp.<index>.<...>");
+      fail(ErrorCode::kModelFormat, view.file, "tensor '" + clip(name) + "' is not named mtp.<index>.<...>");
     }
     mtp.insert(std::stoll(digits));
   }
@@ -146,7 +150,22 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
     }
     ckpt->config_.num_mtp_modules = count;
   }
+  // Sizes from config.json that nothing else checks against the weights before allocating:
+  // the layer count (the loader sizes its layer table from it).
+  if (!ckpt->holds_last_layer()) {
+    fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
+         "num_hidden_layers is " + std::to_string(ckpt->config_.num_layers) + " but the weights in " +
+             model_dir.string() + " hold no tensor model.layers." + std::to_string(ckpt->config_.num_layers - 1) +
+             ".*");
+  }
+
   return ckpt;
+}
+
+bool Checkpoint::holds_last_layer() const {
+  const std::string prefix = "model.layers." + std::to_string(config_.num_layers - 1) + ".";
+  const auto it = tensors_.lower_bound(prefix);
+  return it != tensors_.end() && it->first.rfind(prefix, 0) == 0;
 }
 
 const TensorView* Checkpoint::find(std::string_view name) const {

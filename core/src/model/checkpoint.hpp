@@ -135,6 +135,9 @@ class Checkpoint {
   Checkpoint();
   static std::unique_ptr<Checkpoint> open_dir(const std::filesystem::path& model_dir);
   static std::unique_ptr<Checkpoint> open_gguf(const std::filesystem::path& file);  // gguf_checkpoint.cpp
+  // Whether a tensor of the last layer the config declares exists: the loader sizes its layer
+  // table from the declared count, so an untrusted count is checked against the weights first.
+  bool holds_last_layer() const;
   struct Mapping;
   std::filesystem::path dir_;
   ModelConfig config_;

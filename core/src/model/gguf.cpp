@@ -226,6 +226,7 @@ class Parser {
         continue;
       }
       const size_t child = top.first + top.next++;
+      reserved_ -= kMinNestedArray;  // this slot's bytes are being read now
       const auto depth = static_cast<uint32_t>(stack.size() + 1);
       Value nested;
       nested.type = ValueType::kArray;
@@ -245,9 +246,13 @@ class Parser {
     v.count = read<uint64_t>(where + " array length");
     const size_t size = scalar_size(v.elem_type);
     const uint64_t min_elem = size > 0 ? size : v.elem_type == ValueType::kString ? 8 : kMinNestedArray;
-    if (v.count > remaining() / min_elem) {
+    // The bytes left, less what the nested arrays already announced but not yet read need at
+    // least: so all the slots reserved in values_ together stay bounded by the file's size.
+    const uint64_t available = remaining() > reserved_ ? remaining() - reserved_ : 0;
+    if (v.count > available / min_elem) {
       fail(where + " array length " + std::to_string(v.count) + " (" + std::string(value_type_name(v.elem_type)) +
-           ") cannot fit in the " + std::to_string(remaining()) + " bytes left in the file");
+           ") cannot fit in the " + std::to_string(available) + " bytes left in the file" +
+           (reserved_ > 0 ? " (less the " + std::to_string(reserved_) + " its enclosing arrays still need)" : ""));
     }
     if (size > 0) {
       v.raw = take(v.count * size, where + " array");
@@ -261,6 +266,7 @@ class Parser {
     }
     v.first = f_.values_.size();
     f_.values_.resize(f_.values_.size() + static_cast<size_t>(v.count));
+    reserved_ += v.count * kMinNestedArray;
     return v.count > 0;
   }
 
@@ -343,6 +349,7 @@ class Parser {
   uint64_t pos_ = 0;
   uint64_t tensor_count_ = 0;
   uint64_t kv_count_ = 0;
+  uint64_t reserved_ = 0;  // bytes still owed by nested arrays announced but not yet read
 };
 
 // ---- File ------------------------------------------------------------------------------------

@@ -231,6 +231,10 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
     TensorView view = tensor_view(f, t, hf);
     ckpt->tensors_.emplace(std::move(hf), std::move(view));
   }
+  if (!ckpt->holds_last_layer()) {
+    f.fail("metadata key '" + std::string(f.require_string("general.architecture")) + ".block_count' = " +
+           std::to_string(c.num_layers) + " but the file holds no tensor blk." + std::to_string(c.num_layers - 1) + ".*");
+  }
   return ckpt;
 }
 

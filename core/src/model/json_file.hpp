@@ -4,12 +4,17 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <filesystem>
+
+#include "common/untrusted.hpp"
 
 namespace specd::model {
 
-// Parses `file`, which must hold a JSON object. Throws specd::Error: kNotFound ("<file>: cannot
-// open") or kModelFormat ("<file>: invalid JSON: ..." / "<file>: top level is not a JSON object").
-nlohmann::json read_json_file(const std::filesystem::path& file);
+// Parses `file`, which must be a regular file of at most `max_bytes` holding a JSON object
+// nested at most kMaxJsonDepth deep. Throws specd::Error: kNotFound ("<file>: cannot open") or
+// kModelFormat ("<file>: invalid JSON: ..." / "<file>: top level is not a JSON object" / "<file>:
+// not a regular file" / "<file>: N bytes, more than the M-byte limit ...").
+nlohmann::json read_json_file(const std::filesystem::path& file, uint64_t max_bytes = kMaxSmallJsonBytes);
 
 }  // namespace specd::model

@@ -36,7 +36,8 @@ class FileDescriptor {
 MappedFile MappedFile::open(const std::filesystem::path& path) {
   MappedFile file;
   file.path_ = path;
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO named like a shard must not block the loader; fstat refuses it below.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
     throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kModelFormat,

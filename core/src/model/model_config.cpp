@@ -1,11 +1,10 @@
 // config.json (+ generation_config.json) -> ModelConfig, for the Llama family.
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "model/checkpoint.hpp"
+#include "common/untrusted.hpp"
 #include "model/json_file.hpp"
 #include "specd/error.hpp"
 
@@ -114,9 +113,16 @@ class Fields {
     return static_cast<int32_t>(id);
   }
   [[noreturn]] void bad_type(const char* key, const char* expected) const {
-    std::string shown = doc_.at(key).dump();
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    fail(ErrorCode::kModelFormat, file_, std::string("field '") + key + "' must be " + expected + ", got " + shown);
+    fail(ErrorCode::kModelFormat, file_,
+         std::string("field '") + key + "' must be " + expected + ", got " + describe(doc_.at(key)));
+  }
+
+  // A scalar as written (numbers and short strings), anything else by its type: never a dump of
+  // an untrusted tree.
+  static std::string describe(const json& v) {
+    if (v.is_number() || v.is_boolean()) return v.dump();
+    if (v.is_string()) return "\"" + clip(v.get_ref<const std::string&>(), 40) + "\"";
+    return std::string("an ") + json_type_name(v);
   }
 
   const json& doc_;
@@ -150,7 +156,7 @@ Architecture parse_architecture(const Fields& f) {
       }
       Architecture arch{};
       if (from_class(item.get<std::string>(), &arch)) return arch;
-      names += (names.empty() ? "'" : ", '") + item.get<std::string>() + "'";
+      names += (names.empty() ? "'" : ", '") + clip(item.get<std::string>()) + "'";
     }
     fail(ErrorCode::kUnsupported, f.file(),
          "unsupported architecture " + names + " (specd runs " + std::string(kSupportedArchitectures) + ")");
@@ -163,7 +169,7 @@ Architecture parse_architecture(const Fields& f) {
   if (model_type == "qwen2") return Architecture::kQwen2;
   if (model_type == "qwen3") return Architecture::kQwen3;
   fail(ErrorCode::kUnsupported, f.file(),
-       "unsupported model_type '" + model_type + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
+       "unsupported model_type '" + clip(model_type) + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
 
 RopeScaling parse_rope_scaling(const Fields& config) {
@@ -200,27 +206,26 @@ RopeScaling parse_rope_scaling(const Fields& config) {
     return scaling;
   }
   fail(ErrorCode::kUnsupported, config.file(),
-       "rope_scaling type '" + type + "' is not supported (specd implements llama3 and linear)");
+       "rope_scaling type '" + clip(type) + "' is not supported (specd implements llama3 and linear)");
 }
 
+// Dimensions and counts: positive and within int32, so products of two never overflow int64 and
+// kernels may index with int32.
 void require_positive(const Fields& f, const char* key, int64_t value) {
-  if (value <= 0) {
+  if (value <= 0 || value > INT32_MAX) {
     fail(ErrorCode::kModelFormat, f.file(),
-         std::string("field '") + key + "' must be positive, got " + std::to_string(value));
+         std::string("field '") + key + "' must be in [1, " + std::to_string(INT32_MAX) + "], got " +
+             std::to_string(value));
   }
 }
 
 }  // namespace
 
-json read_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, file, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+json read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
   json doc;
   try {
-    doc = json::parse(text.str());
-  } catch (const json::exception& e) {
+    doc = parse_json(read_file_limited(file, max_bytes, file.filename().string()));
+  } catch (const JsonError& e) {
     fail(ErrorCode::kModelFormat, file, std::string("invalid JSON: ") + e.what());
   }
   if (!doc.is_object()) fail(ErrorCode::kModelFormat, file, "top level is not a JSON object");
@@ -229,7 +234,8 @@ json read_json_file(const std::filesystem::path& file) {
 
 ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "config.json";
-  if (!std::filesystem::is_regular_file(path)) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {  // anything else that is there is read (and refused) below
     throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
   }
   const json doc = read_json_file(path);
@@ -241,7 +247,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
 
   const std::string act = f.string_or("hidden_act", "silu");
   if (act != "silu") {
-    fail(ErrorCode::kUnsupported, path, "hidden_act '" + act + "' is not supported (specd implements silu)");
+    fail(ErrorCode::kUnsupported, path, "hidden_act '" + clip(act) + "' is not supported (specd implements silu)");
   }
 
   c.vocab_size = f.require_int("vocab_size");
@@ -324,13 +330,17 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   }
 
   c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);
-  if (c.num_mtp_modules < 0) fail(ErrorCode::kModelFormat, path, "field 'num_nextn_predict_layers' must be >= 0");
+  if (c.num_mtp_modules < 0 || c.num_mtp_modules > INT32_MAX) {
+    fail(ErrorCode::kModelFormat, path,
+         "field 'num_nextn_predict_layers' must be in [0, " + std::to_string(INT32_MAX) + "], got " +
+             std::to_string(c.num_mtp_modules));
+  }
   c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", ""));
   if (const std::vector<int32_t> bos = f.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.int_list("eos_token_id");
 
   const std::filesystem::path gen_path = model_dir / "generation_config.json";
-  if (std::filesystem::is_regular_file(gen_path)) {
+  if (std::filesystem::exists(gen_path, ec)) {
     const json gen_doc = read_json_file(gen_path);
     const Fields gen(gen_doc, gen_path);
     if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();

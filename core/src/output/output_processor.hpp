@@ -36,6 +36,8 @@ class OutputProcessor {
   // A request entered the engine: its text continues after `prompt`, its stop strings are armed.
   void add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params);
   bool contains(RequestId id) const { return requests_.contains(id); }
+  // Requests added and not yet finished, failed or aborted.
+  size_t num_requests() const { return requests_.size(); }
 
   // The tokens appended for request `id` this step, in order. token_finish is the scheduler's
   // verdict on the last of them: kStop (a stop token id: its text is not output), kLength, or

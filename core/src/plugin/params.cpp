@@ -7,6 +7,9 @@
 namespace specd::plugin {
 namespace {
 
+// Pre-order (a map or sequence entry comes before its children, which follow it contiguously).
+// Recursion depth and size are bounded by the checks every config file passes
+// (config/yaml_guard.hpp: no aliases, nesting <= 64).
 void flatten(const YAML::Node& node, const std::string& key, std::vector<Params::Entry>& out) {
   const int32_t line = node.Mark().line >= 0 ? node.Mark().line + 1 : 0;
   switch (node.Type()) {
@@ -15,7 +18,8 @@ void flatten(const YAML::Node& node, const std::string& key, std::vector<Params:
       return;
     case YAML::NodeType::Sequence: {
       out.push_back({key, SPECD_PARAM_SEQUENCE, "", line});
-      for (size_t i = 0; i < node.size(); ++i) flatten(node[i], key + "[" + std::to_string(i) + "]", out);
+      size_t i = 0;
+      for (const YAML::Node& item : node) flatten(item, key + "[" + std::to_string(i++) + "]", out);
       return;
     }
     case YAML::NodeType::Map: {

@@ -11,6 +11,7 @@
 #include <set>
 #include <system_error>
 
+#include "plugin/elf_check.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 
@@ -110,9 +111,24 @@ void Registry::scan(const std::vector<fs::path>& dirs) {
       plugin_log().debug("plugin directory {} does not exist; skipped", dir.string());
       continue;
     }
+    // Every entry is judged on its own: one that cannot be stat'ed (a symlink loop, no
+    // permission), or is not a regular file (a FIFO, a directory) named *.so, is refused and
+    // the scan goes on.
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.is_regular_file() && entry.path().extension() == ".so") files.push_back(entry.path());
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const fs::path& path = it->path();
+      if (path.extension() != ".so") continue;
+      std::error_code stat_ec;
+      const fs::file_status st = it->status(stat_ec);
+      if (stat_ec) {
+        refuse_file(path, "cannot be read: " + stat_ec.message());
+      } else if (!fs::is_regular_file(st)) {
+        refuse_file(path, "not a regular file");
+      } else {
+        files.push_back(path);
+      }
+    }
     if (ec) throw Error(ErrorCode::kPluginLoad, "cannot read plugin directory " + dir.string() + ": " + ec.message());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
@@ -126,15 +142,24 @@ void Registry::scan(const std::vector<fs::path>& dirs) {
   }
 }
 
+void Registry::refuse_file(const fs::path& file, const std::string& reason) {
+  const std::string message = "plugin " + file.string() + ": " + reason;
+  refusals_.push_back({file, message});
+  plugin_log().warn("{}", message);
+}
+
 const PluginInfo& Registry::load(const fs::path& file_in) {
   std::error_code ec;
-  const fs::path file = fs::weakly_canonical(file_in, ec);
   auto refuse = [&](const std::string& reason) -> Error {
     return Error(ErrorCode::kPluginLoad, "plugin " + file_in.string() + ": " + reason);
   };
+  const fs::path file = fs::weakly_canonical(file_in, ec);
+  if (ec) throw refuse("cannot be resolved: " + ec.message());  // e.g. a symlink loop
   for (const auto* p : plugin_list_)
     if (p->path == file) return *p;
-  if (!fs::is_regular_file(file, ec)) throw refuse("no such file");
+  if (!fs::exists(file, ec)) throw refuse("no such file");
+  // dlopen trusts the ELF headers; a truncated file would crash the process (SIGBUS).
+  if (const std::string bad = check_elf_shared_object(file); !bad.empty()) throw refuse(bad);
 
   boost::dll::shared_library lib;
   try {

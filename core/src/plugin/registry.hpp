@@ -68,8 +68,9 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Loads every *.so in each directory (non-recursive, sorted by name). Refused files are
-  // recorded in refusals(); the scan itself only throws for an unreadable directory.
+  // Loads every *.so in each directory (non-recursive, sorted by name). Refused files (not
+  // loadable, not a regular file, a symlink loop, ...) are recorded in refusals(); the scan
+  // itself only throws for an unreadable directory.
   void scan(const std::vector<std::filesystem::path>& dirs);
   // Loads one plugin file; throws specd::Error (kPluginLoad) naming the file and the reason.
   const PluginInfo& load(const std::filesystem::path& file);
@@ -113,6 +114,7 @@ class Registry {
   std::vector<const PluginInfo*> plugin_list_;
   std::vector<std::unique_ptr<ComponentInfo>> component_store_;
   std::map<std::pair<int, std::string>, const ComponentInfo*, std::less<>> by_name_;
+  void refuse_file(const std::filesystem::path& file, const std::string& reason);
   std::vector<Refusal> refusals_;
   std::vector<Shadowed> shadowed_;
 };

@@ -7,9 +7,21 @@
 
 namespace specd::sched {
 
+namespace {
+
+// Tokens of `seq` to run through the target, at most: all uncomputed ones, except that a
+// preempted sequence that had generated tokens re-prefills all but its last one (see the header).
+int32_t tokens_to_run(const Sequence& seq) {
+  const int32_t remaining = seq.num_uncomputed();
+  return seq.num_generated() > 0 && remaining > 1 ? remaining - 1 : remaining;
+}
+
+}  // namespace
+
 Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* hosted)
     : limits_(limits), kv_(kv), hosted_(hosted) {
-  SPECD_CHECK(limits.max_num_seqs >= 1 && limits.max_num_batched_tokens >= 1 && limits.max_model_len >= 1,
+  SPECD_CHECK(limits.max_num_seqs >= 1 && limits.max_num_batched_tokens >= 1 && limits.max_model_len >= 1 &&
+                  limits.num_scheduler_steps >= 1,
               ErrorCode::kInvalidArgument, "scheduler limits must be >= 1");
 }
 
@@ -70,9 +82,84 @@ int32_t Scheduler::lookahead(const Sequence& seq, size_t num_running) const {
 
 void Scheduler::schedule(StepBatch& batch) {
   batch.clear();
+  if (substeps_left_ > 0) {
+    --substeps_left_;
+    schedule_substep(batch);
+    if (!batch.rows.empty()) return;
+    substeps_left_ = 0;  // every sequence of the multi-step has finished
+  }
+  end_multi_step();
   int32_t budget = limits_.max_num_batched_tokens;
   schedule_running(batch, budget);
   admit_waiting(batch, budget);
+  if (limits_.num_scheduler_steps > 1) start_multi_step(batch);
+}
+
+// A sub-step: one decode row per sequence of the multi-step, on the KV reserved up front.
+void Scheduler::schedule_substep(StepBatch& batch) {
+  int32_t budget = limits_.max_num_batched_tokens;  // lookahead counts against it as in a full schedule
+  for (const std::unique_ptr<Sequence>& s : running_) {
+    Sequence& seq = *s;
+    if (seq.kv_reserved == 0) continue;
+    SPECD_CHECK(seq.num_uncomputed() == 1 && kv_.num_tokens(static_cast<kv::SeqId>(seq.id)) == seq.num_computed,
+                ErrorCode::kInternal, "scheduler: sequence " + std::to_string(seq.id) + " is not decoding in a multi-step");
+    StepRow& row = batch.rows.emplace_back();
+    row.seq = &seq;
+    row.start = seq.num_computed;
+    row.n = 1;
+    row.sample = true;
+    // The same k_i a full schedule would give (so acceptance does not depend on the mode). The
+    // reservation covers k_i + 1 tokens per sub-step (start_multi_step), so its cap never binds;
+    // it keeps the forward inside the reserved blocks whatever happens.
+    row.lookahead = std::max(0, std::min({lookahead(seq, running_.size()), budget - 1,
+                                          seq.kv_reserved - seq.num_computed - 1}));
+    budget -= 1 + row.lookahead;
+  }
+}
+
+// Makes this schedule the first of n sub-steps when it holds a decode row for every running
+// sequence and nothing else, and the pool has KV for n × (k_i + 1) more tokens of each (fewer
+// when max_tokens or the context ends the sequence sooner). Otherwise it stays a single step:
+// a multi-step never preempts anyone.
+void Scheduler::start_multi_step(const StepBatch& batch) {
+  if (batch.rows.empty() || batch.rows.size() != running_.size()) return;
+  for (const StepRow& row : batch.rows)
+    if (!row.sample || row.n != 1) return;
+  const int32_t n = limits_.num_scheduler_steps;
+  std::vector<int32_t>& room = room_;
+  room.clear();
+  for (const StepRow& row : batch.rows) {
+    const Sequence& seq = *row.seq;
+    const int32_t k = lookahead(seq, 0);  // the most any sub-step may propose
+    const auto to_context = static_cast<int32_t>(
+        std::min<int64_t>(limits_.max_model_len - static_cast<int64_t>(seq.tokens.size()), INT32_MAX));
+    const int32_t remaining = std::min(seq.params.max_tokens - seq.num_generated(), to_context);
+    room.push_back(std::max(row.n + row.lookahead, std::min(n * (k + 1), remaining + k)));
+  }
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    if (kv_.reserve(static_cast<kv::SeqId>(batch.rows[i].seq->id), room[i])) continue;
+    for (size_t j = 0; j < i; ++j) {  // give the extensions back: this stays a single step
+      const StepRow& row = batch.rows[j];
+      const auto sid = static_cast<kv::SeqId>(row.seq->id);
+      kv_.truncate(sid, kv_.num_tokens(sid), row.n + row.lookahead);
+    }
+    return;
+  }
+  for (size_t i = 0; i < batch.rows.size(); ++i) batch.rows[i].seq->kv_reserved = batch.rows[i].seq->num_computed + room[i];
+  substeps_left_ = n - 1;
+  multi_step_ = true;
+}
+
+// The multi-step is over: KV its sequences reserved and did not use goes back to the pool.
+void Scheduler::end_multi_step() {
+  if (!multi_step_) return;
+  multi_step_ = false;
+  for (const std::unique_ptr<Sequence>& seq : running_) {
+    if (seq->kv_reserved == 0) continue;
+    const auto sid = static_cast<kv::SeqId>(seq->id);
+    kv_.truncate(sid, kv_.num_tokens(sid));
+    seq->kv_reserved = 0;
+  }
 }
 
 // Running sequences, oldest first.
@@ -81,11 +168,11 @@ void Scheduler::schedule_running(StepBatch& batch, int32_t& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence& seq = *running_[i];
     const int32_t remaining = seq.num_uncomputed();
-    if (!limits_.chunked_prefill && remaining > budget) {
+    if (!limits_.chunked_prefill && tokens_to_run(seq) > budget) {
       ++i;
       continue;
     }
-    const int32_t n = std::min(remaining, budget);
+    const int32_t n = std::min(tokens_to_run(seq), budget);
     // A decode may carry speculative lookahead: k extra slots, counted against the budget.
     int32_t lookahead = remaining == 1 ? std::max(0, std::min(this->lookahead(seq, num_running), budget - n)) : 0;
     const auto sid = static_cast<kv::SeqId>(seq.id);
@@ -125,7 +212,7 @@ void Scheduler::schedule_running(StepBatch& batch, int32_t& budget) {
 void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<size_t>(limits_.max_num_seqs)) {
     Sequence& seq = *waiting_.front();
-    const int32_t remaining = seq.num_uncomputed();
+    const int32_t remaining = tokens_to_run(seq);
     const int64_t blocks_total = (static_cast<int64_t>(seq.tokens.size()) + kv_.block_size()) / kv_.block_size();
     if (blocks_total > kv_.num_blocks()) {
       batch.failed.emplace_back(seq.id, too_large_message(seq));
@@ -152,8 +239,9 @@ void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
     }
     StepRow& row = batch.rows.emplace_back();
     row.seq = &seq;
+    row.start = seq.num_computed;
     row.n = n;
-    row.sample = n == static_cast<int32_t>(seq.tokens.size());
+    row.sample = seq.num_computed + n == static_cast<int32_t>(seq.tokens.size());
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -167,7 +255,7 @@ void Scheduler::commit(StepRow& row) {
   // The forward wrote K/V for the chunk and, on a drafted row, for every draft: keep the chunk
   // and the accepted drafts (vLLM: num_computed_tokens -= num_rejected).
   const int32_t keep = row.start + row.n + row.num_accepted;
-  if (row.drafted()) kv_.truncate(sid, keep);
+  if (row.drafted()) kv_.truncate(sid, keep, std::max(0, seq.kv_reserved - keep));
   if (row.speculates() && hosted_ != nullptr) hosted_->truncate(sid, keep);
   seq.num_computed = keep;
   row.num_appended = 0;

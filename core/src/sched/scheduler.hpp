@@ -12,7 +12,22 @@
 // strings and per-request statistics belong to the output processor (core/src/output/).
 //
 // A sequence is uniformly "tokens + how many are in the KV cache": prefill, decode and
-// re-prefill after preemption are the same operation. Not thread-safe.
+// re-prefill after preemption are the same operation. A preempted sequence that had generated
+// tokens re-prefills all but its last token, so its next step is the decode (with speculation)
+// it would have run anyway: what a request emits per step, and so its acceptance counts and its
+// sampled tokens, does not depend on memory pressure.
+//
+// Multi-step scheduling (num_scheduler_steps = n > 1, docs/scheduling.md): when a schedule holds
+// a decode row for every running sequence and nothing else, and the pool holds KV for
+// n × (k_i + 1) more tokens of each of them, it becomes the first of n sub-steps. The next n - 1
+// schedule() calls return one decode row per remaining sequence of the multi-step without
+// admitting, reserving or preempting; the first full schedule after it gives back the KV the
+// sequences did not use. Prefill chunks and new arrivals wait for that schedule: a request added
+// during a multi-step is scheduled within n steps.
+//
+// Threading: the scheduler is used by one thread at a time. With async scheduling, commit() runs
+// on the model worker while the engine thread may call add(), num_running() and num_waiting()
+// (commit touches only the row's Sequence and the KV caches, never the queues).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +52,9 @@ struct Sequence {
   uint64_t seed = 0;            // the request's Philox seed
   std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
   int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
+  // KV positions [0, kv_reserved) held for the running multi-step (0 = none): a rollback keeps
+  // them; the first full schedule after the multi-step gives back what was not used.
+  int32_t kv_reserved = 0;
 
   int32_t num_generated() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
@@ -53,6 +71,7 @@ struct SchedulerLimits {
   // limit) and the running-sequence count above which nobody speculates (0 = never).
   int32_t max_lookahead = 0;
   int32_t disable_speculation_above = 0;
+  int32_t num_scheduler_steps = 1;  // decode steps per full schedule (multi-step scheduling)
 };
 
 // KV caches that shadow the target's sequences: the models a proposer hosts (draft model, MTP
@@ -72,7 +91,8 @@ class Scheduler {
 
   void add(std::unique_ptr<Sequence> seq);
   // This step's rows (the batch is cleared first): running sequences, oldest first, then
-  // admitted waiting ones; plus the sequences that failed or were preempted.
+  // admitted waiting ones; plus the sequences that failed or were preempted. During a multi-step:
+  // the next sub-step's decode rows.
   void schedule(StepBatch& batch);
   // Applies a row's outcome (see the file comment). Rows that failed are not committed.
   void commit(StepRow& row);
@@ -83,10 +103,15 @@ class Scheduler {
   bool empty() const { return waiting_.empty() && running_.empty(); }
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
+  // Sub-steps of the running multi-step still to come (0 = the next schedule is a full one).
+  int32_t substeps_left() const { return substeps_left_; }
 
  private:
   void schedule_running(StepBatch& batch, int32_t& budget);
   void admit_waiting(StepBatch& batch, int32_t& budget);
+  void schedule_substep(StepBatch& batch);
+  void start_multi_step(const StepBatch& batch);
+  void end_multi_step();
   int32_t lookahead(const Sequence& seq, size_t num_running) const;
   void preempt(size_t running_index, StepBatch& batch);
   void drop_kv(RequestId id);
@@ -97,6 +122,9 @@ class Scheduler {
   HostedKv* hosted_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  int32_t substeps_left_ = 0;
+  bool multi_step_ = false;  // sequences may hold multi-step reservations (kv_reserved)
+  std::vector<int32_t> room_;  // start_multi_step's per-row reservation, reused
 };
 
 }  // namespace specd::sched

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -13,7 +14,7 @@ std::string normalized_role(const std::string& role) {
   if (role == "developer") return "system";
   if (role == "system" || role == "user" || role == "assistant") return role;
   throw Error(ErrorCode::kInvalidArgument,
-              "messages: unsupported role '" + role + "' (expected system, developer, user or assistant)");
+              "messages: unsupported role '" + clip(role) + "' (expected system, developer, user or assistant)");
 }
 
 std::string render_chatml(const std::vector<ChatMessage>& messages) {

@@ -1,19 +1,17 @@
 #include "server/http_server.hpp"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <random>
-#include <thread>
 
 #include "config/config.hpp"
 #include "engine/async_engine.hpp"
+#include "server/http_transport.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
 #include "specd/error.hpp"
@@ -45,15 +43,17 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump(body), "application/json");
+void send_json(http::Exchange& ex, int status, const json& body) {
+  ex.reply(http::Response{status, "application/json", dump(body), {}});
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
-  send_json(res, e.status, error_body(e));
+http::Response error_response(const ApiError& e) {
+  http::Headers headers;
+  if (e.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  return http::Response{e.status, "application/json", dump(error_body(e)), std::move(headers)};
 }
+
+void send_error(http::Exchange& ex, const ApiError& e) { ex.reply(error_response(e)); }
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
@@ -68,6 +68,10 @@ std::string endpoint_label(const std::string& path) {
 
 }  // namespace
 
+// After the engine stopped, how long responses may still be written before every connection is
+// closed (so shutdown takes at most server.shutdown_timeout_s plus this).
+constexpr auto kFlushTime = std::chrono::seconds(1);
+
 // What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
 struct Loaded {
   const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
@@ -81,8 +85,7 @@ struct HttpServer::Impl {
   std::string model_name;
   std::vector<std::string> api_keys;
   log::Logger& log = log::get("server");
-  httplib::Server http;
-  std::thread listener;
+  std::unique_ptr<http::Transport> transport;
   int port = -1;
   int64_t started_at = static_cast<int64_t>(std::time(nullptr));
 
@@ -91,11 +94,6 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   bool shut_down = false;
   std::mutex shutdown_mu;
-
-  // Handlers that still write a response (streams until their releaser has run).
-  std::mutex active_mu;
-  std::condition_variable active_cv;
-  int active = 0;
 
   std::atomic<uint64_t> next_response_id{0};
   uint64_t id_salt = std::random_device{}();
@@ -117,6 +115,7 @@ struct HttpServer::Impl {
   Gauge* kv_blocks_used = nullptr;
   Gauge* kv_usage = nullptr;
   Counter* preemptions = nullptr;
+  Family<Counter>* step_seconds = nullptr;
   // Speculative decoding, labelled by proposer and verifier (series exist only when it is on).
   Family<Counter>* spec_drafts = nullptr;
   Family<Counter>* spec_draft_tokens = nullptr;
@@ -137,23 +136,15 @@ struct HttpServer::Impl {
     std::lock_guard lock(mu);
     return loaded;
   }
-  void check_auth(const httplib::Request& req) const;
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void check_auth(const http::Request& req) const;
+  void generate(const http::Request& req, http::Exchange ex, bool chat);
+  void stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
+                       RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
+  void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
-  }
-  void begin_active() {
-    std::lock_guard lock(active_mu);
-    ++active;
-  }
-  void end_active() {
-    {
-      std::lock_guard lock(active_mu);
-      --active;
-    }
-    active_cv.notify_all();
   }
 };
 
@@ -203,6 +194,11 @@ void HttpServer::Impl::register_metrics() {
   kv_blocks_used = &metrics.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({});
   kv_usage = &metrics.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({});
   preemptions = &metrics.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({});
+  step_seconds = &metrics.counter("specd_step_seconds_total",
+                                  "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
+                                  "target's), propose, verify, commit, schedule, output; with async scheduling "
+                                  "in_flight, overlap (worker busy meanwhile) and wait.",
+                                  {"phase"});
   const std::vector<std::string> arm = {"proposer", "verifier"};
   spec_drafts = &metrics.counter("specd_spec_drafts_total", "Speculative steps of a sequence with at least one draft.", arm);
   spec_draft_tokens = &metrics.counter("specd_spec_draft_tokens_total", "Draft tokens proposed.", arm);
@@ -232,6 +228,7 @@ void HttpServer::Impl::register_metrics() {
     kv_blocks_used->set(used);
     kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
     preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
+    set_step_seconds(s.steps);
     if (proposer.empty()) return;
     const std::vector<std::string> a = {proposer, verifier};
     const spec::SpecMetrics& m = s.spec;
@@ -253,6 +250,14 @@ void HttpServer::Impl::register_metrics() {
   });
 }
 
+void HttpServer::Impl::set_step_seconds(const StepStats& s) {
+  const std::pair<const char*, double> phases[] = {
+      {"wall", s.wall},         {"forward", s.forward},   {"propose", s.propose},     {"verify", s.verify},
+      {"commit", s.commit},     {"schedule", s.schedule}, {"output", s.output},       {"in_flight", s.in_flight},
+      {"overlap", s.overlap},   {"wait", s.wait}};
+  for (const auto& [phase, seconds] : phases) step_seconds->with({phase}).set_total(seconds);
+}
+
 void HttpServer::Impl::on_finished(const RequestTrace& t) {
   requests_total->with({std::string(finish_reason_name(t.finish_reason))}).inc();
   prompt_tokens->inc(t.num_prompt_tokens);
@@ -265,9 +270,9 @@ void HttpServer::Impl::on_finished(const RequestTrace& t) {
   }
 }
 
-void HttpServer::Impl::check_auth(const httplib::Request& req) const {
+void HttpServer::Impl::check_auth(const http::Request& req) const {
   if (api_keys.empty()) return;
-  const std::string header = req.get_header_value("Authorization");
+  const std::string& header = req.header("authorization");
   static const std::string kBearer = "Bearer ";
   if (header.empty()) {
     throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "authentication_error", "",
@@ -281,88 +286,72 @@ void HttpServer::Impl::check_auth(const httplib::Request& req) const {
   if (!ok) throw ApiError(401, "invalid API key", "authentication_error", "", "invalid_api_key");
 }
 
-void HttpServer::Impl::routes() {
-  http.set_payload_max_length(static_cast<size_t>(cfg.server.max_body_bytes));
-  http.set_tcp_nodelay(true);
-  http.set_keep_alive_max_count(1000);
-  const size_t threads = std::clamp<size_t>(
-      static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+namespace {
 
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+void HttpServer::Impl::routes() {
+  http::Options opt;
+  const config::ServerConfig& sc = cfg.server;
+  opt.limits.max_body_bytes = static_cast<uint64_t>(sc.max_body_bytes);
+  opt.limits.idle_timeout = millis(sc.idle_timeout_s);
+  opt.limits.header_timeout = millis(sc.header_timeout_s);
+  opt.limits.body_timeout = millis(sc.body_timeout_s);
+  opt.limits.write_timeout = millis(sc.write_timeout_s);
+  opt.limits.max_connections = static_cast<size_t>(sc.max_connections);
+  // A generation request holds a worker while it waits for tokens: as many as the engine can
+  // run or queue (bounded), the rest wait for a worker.
+  opt.worker_threads = std::clamp<size_t>(
+      static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
+  opt.max_pending_work = static_cast<size_t>(std::max(1, cfg.scheduler.max_queue));
+  opt.error_response = [](int status, const std::string& message, const std::string& code) {
+    return error_response(ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
+  };
+  opt.on_response = [this](const http::Request& req, int status) {
+    http_requests_total->with({endpoint_label(req.path), std::to_string(status)}).inc();
+    log.debug("{} {} -> {}", req.method, req.path, status);
+  };
+  transport = std::make_unique<http::Transport>(std::move(opt), log);
+
+  transport->route("GET", "/health", http::Dispatch::kInline, [this](const http::Request&, http::Exchange ex) {
+    if (draining) {
+      send_json(ex, 503, json{{"status", "shutting_down"}});
+    } else if (!get_loaded()) {
+      send_json(ex, 503, json{{"status", "loading"}});
+    } else {
+      send_json(ex, 200, json{{"status", "ok"}});
+    }
+  });
+  transport->route("GET", "/metrics", http::Dispatch::kInline, [this](const http::Request&, http::Exchange ex) {
+    ex.reply(http::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(), {}});
+  });
+  transport->route("GET", "/v1/models", http::Dispatch::kInline, [this](const http::Request& req, http::Exchange ex) {
     try {
       check_auth(req);
     } catch (const ApiError& e) {
-      send_error(res, e);
-      return httplib::Server::HandlerResponse::Handled;
+      return send_error(ex, e);
     }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining) {
-      send_json(res, 503, json{{"status", "shutting_down"}});
-    } else if (!get_loaded()) {
-      send_json(res, 503, json{{"status", "loading"}});
-    } else {
-      send_json(res, 200, json{{"status", "ok"}});
-    }
-  });
-
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     json model = {{"id", model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "specd"}};
     if (auto l = get_loaded()) model["max_model_len"] = l->limits.max_model_len;
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({model})}});
+    send_json(ex, 200, json{{"object", "list"}, {"data", json::array({model})}});
   });
 
   auto generation = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+    return [this, chat](const http::Request& req, http::Exchange ex) {
       try {
-        generate(req, res, chat);
+        generate(req, ex, chat);
       } catch (const ApiError& e) {
         if (e.status >= 500) log.warn("{} {}: {}", req.method, req.path, e.what());
-        send_error(res, e);
+        send_error(ex, e);
       }
     };
   };
-  http.Post("/v1/completions", generation(false));
-  http.Post("/v1/chat/completions", generation(true));
-
-  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413) {
-      send_error(res, ApiError(413, "the request body is larger than server.max_body_bytes = " +
-                                        std::to_string(cfg.server.max_body_bytes) + " bytes",
-                               "invalid_request_error", "", "request_too_large"));
-    } else if (res.status == 404) {
-      send_error(res, ApiError(404, "no route for " + req.method + " " + req.path, "invalid_request_error", "",
-                               "not_found"));
-    } else {
-      send_error(res, ApiError(res.status, "the request could not be processed (HTTP " +
-                                               std::to_string(res.status) + ")",
-                               res.status >= 500 ? "server_error" : "invalid_request_error"));
-    }
-  });
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    log.error("{} {} failed: {}", req.method, req.path, what);
-    send_error(res, ApiError(500, "internal server error: " + what, "server_error"));
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    http_requests_total->with({endpoint_label(req.path), std::to_string(res.status)}).inc();
-    log.debug("{} {} -> {}", req.method, req.path, res.status);
-  });
+  transport->route("POST", "/v1/completions", http::Dispatch::kWorker, generation(false));
+  transport->route("POST", "/v1/chat/completions", http::Dispatch::kWorker, generation(true));
 }
 
 namespace {
@@ -379,10 +368,12 @@ Request to_engine_request(const GenerationRequest& g) {
   return r;
 }
 
-// Waits for the next output; the AsyncEngine guarantees every stream ends (stop() aborts).
-RequestOutput next_output(RequestStream& stream) {
+// Waits for the next output; nullopt once the client has gone away. The AsyncEngine guarantees
+// every stream ends (stop() aborts).
+std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exchange& ex) {
   for (;;) {
-    if (auto out = stream.next(Clock::now() + std::chrono::seconds(1))) return std::move(*out);
+    if (ex.client_gone()) return std::nullopt;
+    if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
   }
 }
 
@@ -393,22 +384,24 @@ ApiError engine_failure(const RequestOutput& out) {
   return ApiError(500, "generation failed: " + out.error, "server_error", "", "engine_error");
 }
 
-// One streaming response's state, shared by the content provider and its releaser.
-struct StreamState {
-  std::shared_ptr<Loaded> loaded;
-  RequestId id = 0;  // the request (AsyncEngine ids are the engine's)
-  std::shared_ptr<RequestStream> stream;
-  std::vector<RequestOutput> pending;  // outputs taken before the stream started
-  ResponseMeta meta;
-  bool chat = false;
-  bool include_usage = false;
-  bool sent_role = false;
-  bool completed = false;
+bool finished_ok(const RequestOutput& out) {
+  return out.finish_reason == FinishReason::kStop || out.finish_reason == FinishReason::kLength;
+}
+
+// Leaving generate() without a finished output cancels the request.
+struct CancelGuard {
+  AsyncEngine& engine;
+  RequestId id;
+  bool armed = true;
+  ~CancelGuard() {
+    if (armed) engine.cancel(id);
+  }
 };
 
 }  // namespace
 
-void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, bool chat) {
+  check_auth(req);
   std::shared_ptr<Loaded> l = get_loaded();
   if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
@@ -426,104 +419,82 @@ void HttpServer::Impl::generate(const httplib::Request& req, httplib::Response& 
   if (sub.status == SubmitStatus::kStopped) {
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
-  // From here on, leaving without a finished output must cancel the request.
-  struct CancelGuard {
-    AsyncEngine& engine;
-    RequestId id;
-    bool armed = true;
-    ~CancelGuard() {
-      if (armed) engine.cancel(id);
-    }
-  } guard{*l->engine, sub.id};
+  CancelGuard guard{*l->engine, sub.id};
 
-  ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
-  RequestOutput first = next_output(*sub.stream);
-  if (first.finished && first.finish_reason != FinishReason::kStop && first.finish_reason != FinishReason::kLength) {
+  const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
+  std::optional<RequestOutput> first = next_output(*sub.stream, ex);
+  if (!first) return;  // the client is gone
+  if (first->finished && !finished_ok(*first)) {
     guard.armed = false;
-    throw engine_failure(first);
+    throw engine_failure(*first);
   }
-
-  if (!g.stream) {
-    std::string text = first.text_delta;
-    RequestOutput last = std::move(first);
-    while (!last.finished) {
-      last = next_output(*sub.stream);
-      text += last.text_delta;
-    }
-    guard.armed = false;
-    if (last.finish_reason != FinishReason::kStop && last.finish_reason != FinishReason::kLength) {
-      throw engine_failure(last);
-    }
-    const std::string reason(finish_reason_name(last.finish_reason));
-    send_json(res, 200,
-              chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
-                   : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens));
+  if (g.stream) {
+    stream_response(ex, g, meta, *sub.stream, std::move(*first));
+    guard.armed = !sub.stream->finished();
     return;
   }
+  std::string text = first->text_delta;
+  RequestOutput last = std::move(*first);
+  while (!last.finished) {
+    std::optional<RequestOutput> out = next_output(*sub.stream, ex);
+    if (!out) return;
+    last = std::move(*out);
+    text += last.text_delta;
+  }
+  guard.armed = false;
+  if (!finished_ok(last)) throw engine_failure(last);
+  const std::string reason(finish_reason_name(last.finish_reason));
+  send_json(ex, 200,
+            chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
+                 : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens));
+}
 
-  auto st = std::make_shared<StreamState>();
-  st->loaded = l;
-  st->id = sub.id;
-  st->stream = sub.stream;
-  st->pending.push_back(std::move(first));
-  st->meta = meta;
-  st->chat = chat;
-  st->include_usage = g.include_usage;
-  guard.armed = false;  // the releaser cancels from now on
-  begin_active();
-
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t, httplib::DataSink& sink) {
-        std::vector<RequestOutput> outs = std::move(st->pending);
-        st->pending.clear();
-        if (outs.empty()) {
-          auto out = st->stream->next(Clock::now() + std::chrono::milliseconds(200));
-          if (!out) return sink.is_writable();  // nothing new; the provider is called again
-          outs.push_back(std::move(*out));
-          for (RequestOutput& more : st->stream->drain()) outs.push_back(std::move(more));
+// Server-sent events: one `data:` event per batch of new text, the finish reason, the usage
+// chunk when asked for, then [DONE]. Returns when the stream ended or the client went away.
+void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
+                                       RequestStream& stream, RequestOutput first) {
+  if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) return;
+  const bool chat = g.chat;
+  std::vector<RequestOutput> outs;
+  outs.push_back(std::move(first));
+  bool sent_role = false;
+  for (;;) {
+    std::string data;
+    bool completed = false;
+    for (const RequestOutput& out : outs) {
+      if (chat && !sent_role) {
+        data += sse(chat_chunk(meta, "", "", true));
+        sent_role = true;
+      }
+      if (!out.finished) {
+        if (!out.text_delta.empty()) {
+          data += sse(chat ? chat_chunk(meta, out.text_delta, "", false) : completion_chunk(meta, out.text_delta, ""));
         }
-        std::string data;
-        for (const RequestOutput& out : outs) {
-          if (st->chat && !st->sent_role) {
-            data += sse(chat_chunk(st->meta, "", "", true));
-            st->sent_role = true;
-          }
-          if (!out.finished) {
-            if (!out.text_delta.empty()) {
-              data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, "", false)
-                                   : completion_chunk(st->meta, out.text_delta, ""));
-            }
-            continue;
-          }
-          if (out.finish_reason == FinishReason::kStop || out.finish_reason == FinishReason::kLength) {
-            const std::string reason(finish_reason_name(out.finish_reason));
-            data += sse(st->chat ? chat_chunk(st->meta, out.text_delta, reason, false)
-                                 : completion_chunk(st->meta, out.text_delta, reason));
-            if (st->include_usage) {
-              data += sse(usage_chunk(st->meta, st->chat, out.num_prompt_tokens, out.num_generated_tokens));
-            }
-          } else {
-            data += sse(error_body(engine_failure(out)));
-          }
-          data += "data: [DONE]\n\n";
-          st->completed = true;
-          break;
-        }
-        if (!data.empty() && !sink.write(data.data(), data.size())) return false;
-        if (st->completed) sink.done();
-        return true;
-      },
-      [this, st](bool) {
-        if (!st->completed) {
-          log.debug("stream {} ended early (client gone); cancelling", st->meta.id);
-          st->loaded->engine->cancel(st->id);
-        }
-        end_active();
-      });
+        continue;
+      }
+      if (finished_ok(out)) {
+        const std::string reason(finish_reason_name(out.finish_reason));
+        data += sse(chat ? chat_chunk(meta, out.text_delta, reason, false)
+                         : completion_chunk(meta, out.text_delta, reason));
+        if (g.include_usage) data += sse(usage_chunk(meta, chat, out.num_prompt_tokens, out.num_generated_tokens));
+      } else {
+        data += sse(error_body(engine_failure(out)));
+      }
+      data += "data: [DONE]\n\n";
+      completed = true;
+      break;
+    }
+    if (!data.empty() && !ex.write(std::move(data))) {
+      log.debug("stream {} ended early (client gone); cancelling", meta.id);
+      return;
+    }
+    if (completed) return ex.end_stream();
+    std::optional<RequestOutput> out = next_output(stream, ex);
+    if (!out) return;
+    outs.clear();
+    outs.push_back(std::move(*out));
+    for (RequestOutput& more : stream.drain()) outs.push_back(std::move(more));
+  }
 }
 
 HttpServer::HttpServer(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -532,26 +503,14 @@ HttpServer::~HttpServer() { shutdown(std::chrono::milliseconds(0)); }
 
 int HttpServer::bind() {
   Impl& m = *impl_;
-  const std::string& host = m.cfg.server.host;
-  const int port = m.cfg.server.port;
-  if (port == 0) {
-    m.port = m.http.bind_to_any_port(host);
-  } else {
-    m.port = m.http.bind_to_port(host, port) ? port : -1;
-  }
-  if (m.port <= 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "server: cannot listen on " + host + ":" + std::to_string(port) + " (address in use or not local?)");
-  }
+  m.port = m.transport->bind(m.cfg.server.host, m.cfg.server.port);
   return m.port;
 }
 
 void HttpServer::start() {
   Impl& m = *impl_;
   SPECD_CHECK(m.port > 0, ErrorCode::kInvalidArgument, "HttpServer::start() before bind()");
-  m.listener = std::thread([&m] {
-    if (!m.http.listen_after_bind() && !m.draining) m.log.error("the HTTP listener stopped unexpectedly");
-  });
+  m.transport->start();
 }
 
 void HttpServer::load(std::unique_ptr<Engine> engine) {
@@ -595,18 +554,15 @@ void HttpServer::shutdown(std::chrono::milliseconds timeout) {
   std::lock_guard stop_lock(m.shutdown_mu);
   if (m.shut_down) return;
   m.shut_down = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   m.draining = true;
+  m.transport->drain();
   if (std::shared_ptr<Loaded> l = m.get_loaded()) {
     l->engine->stop(timeout);  // every stream has its finished output now
   }
-  {
-    // Let the handlers write what the engine produced; a client that stopped reading is cut
-    // off by the socket write timeout.
-    std::unique_lock lock(m.active_mu);
-    m.active_cv.wait_for(lock, std::chrono::seconds(10), [&] { return m.active == 0; });
-  }
-  m.http.stop();
-  if (m.listener.joinable()) m.listener.join();
+  // The handlers write what the engine produced (aborted streams end with an error event);
+  // a client that does not read it is cut off kFlushTime after the deadline at the latest.
+  m.transport->shutdown(std::max(deadline, std::chrono::steady_clock::now()) + kFlushTime);
   m.log.info("server stopped");
 }
 

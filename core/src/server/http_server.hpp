@@ -1,5 +1,5 @@
-// The OpenAI-compatible HTTP server (docs/server.md). cpp-httplib stays inside
-// http_server.cpp; this header is cheap to include.
+// The OpenAI-compatible HTTP server (docs/server.md): routes, authentication, generation and
+// metrics over the HTTP transport (http_transport.hpp); this header is cheap to include.
 //
 //   server::HttpServer http(cfg);
 //   int port = http.bind();          // listening now; /health answers 503 until load()
@@ -10,6 +10,9 @@
 //
 // Threading: every member may be called from any thread; shutdown() blocks until the listener
 // and every request handler have finished.
+//
+// Slow or hostile clients hold no thread: connections are asynchronous, bounded by
+// server.max_connections, and every phase of a request has a deadline (server.*_timeout_s).
 #pragma once
 
 #include <chrono>
@@ -44,9 +47,10 @@ class HttpServer {
   // on /health is 200.
   void load(std::unique_ptr<Engine> engine);
 
-  // Graceful stop: /health turns 503 and new generation requests are refused with 503, the
-  // requests already admitted may finish until `timeout` has passed, the rest are aborted
-  // (streams end with an error event), then the listener stops. Idempotent.
+  // Graceful stop: /health turns 503 and new generation requests are refused with 503, idle
+  // connections are closed, the requests already admitted may finish until `timeout` has
+  // passed, the rest are aborted (streams end with an error event), then every connection still
+  // open is closed (at most 1 s later) and the listener stops. Idempotent.
   void shutdown(std::chrono::milliseconds timeout);
 
   // The metrics behind GET /metrics; add families here (e.g. speculative decoding counters).

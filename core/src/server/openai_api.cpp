@@ -1,9 +1,12 @@
 #include "server/openai_api.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <set>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -27,13 +30,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 json parse_body(const std::string& body) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    const std::string what = e.what();
-    if (what.find("UTF-8") != std::string::npos || what.find("surrogate") != std::string::npos) {
-      throw bad_request("the request body is not valid UTF-8: " + what);
+    j = parse_json(body);
+  } catch (const JsonError& e) {
+    if (e.invalid_utf8) throw bad_request(std::string("the request body is not valid UTF-8: ") + e.what());
+    if (e.number_overflow && !e.path.empty()) {
+      throw bad_request(e.path + " must be a finite number; the value overflows a double", e.path);
     }
-    throw bad_request("the request body is not valid JSON: " + what);
+    throw bad_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object");
   return j;
@@ -48,16 +51,6 @@ bool is_null_or_absent(const json& body, const char* key) {
   return it == body.end() || it->is_null();
 }
 
-const char* type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "boolean";
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number()) return "number";
-  if (v.is_string()) return "string";
-  if (v.is_array()) return "array";
-  return "object";
-}
-
 int64_t read_int(const json& v, const std::string& name, int64_t lo, int64_t hi) {
   if (!v.is_number_integer()) {
     if (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
@@ -66,7 +59,7 @@ int64_t read_int(const json& v, const std::string& name, int64_t lo, int64_t hi)
                             "]",
                         name);
     }
-    throw bad_request(name + " must be an integer, got " + type_name(v), name);
+    throw bad_request(name + " must be an integer, got " + json_type_name(v), name);
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     throw bad_request(name + " is out of range: must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
@@ -82,7 +75,7 @@ int64_t read_int(const json& v, const std::string& name, int64_t lo, int64_t hi)
 }
 
 double read_number(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
-  if (!v.is_number()) throw bad_request(name + " must be a number, got " + type_name(v), name);
+  if (!v.is_number()) throw bad_request(name + " must be a number, got " + json_type_name(v), name);
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
     throw bad_request(name + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() +
@@ -92,13 +85,27 @@ double read_number(const json& v, const std::string& name, double lo, double hi,
   return x;
 }
 
+// A number the engine keeps as a float: besides the range, a non-zero value must stay non-zero
+// and normal as a float (1e-300 would silently become 0, a different request).
+float read_float(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+  const double x = read_number(v, name, lo, hi, lo_open);
+  const auto f = static_cast<float>(x);
+  if (x != 0.0 && !std::isnormal(f)) {
+    throw bad_request(fmt::format("{} must be {}at least {:.3g} (the smallest normal float; the engine computes in "
+                                  "float), got {}",
+                                  name, lo_open ? "" : "0 or ", std::numeric_limits<float>::min(), v.dump()),
+                      name);
+  }
+  return f;
+}
+
 bool read_bool(const json& v, const std::string& name) {
-  if (!v.is_boolean()) throw bad_request(name + " must be a boolean, got " + type_name(v), name);
+  if (!v.is_boolean()) throw bad_request(name + " must be a boolean, got " + json_type_name(v), name);
   return v.get<bool>();
 }
 
 const std::string& read_string(const json& v, const std::string& name) {
-  if (!v.is_string()) throw bad_request(name + " must be a string, got " + type_name(v), name);
+  if (!v.is_string()) throw bad_request(name + " must be a string, got " + json_type_name(v), name);
   return v.get_ref<const std::string&>();
 }
 
@@ -141,8 +148,8 @@ void check_neutral(const json& body, const std::string& key) {
     neutral = v.is_string() && v.get_ref<const std::string&>() == "none";
   }
   if (!neutral) {
-    throw bad_request("'" + key + "' is not supported by specd (got " + v.dump() +
-                          "); omit it or pass its neutral value",
+    throw bad_request("'" + key + "' is not supported by specd (got " + (v.empty() ? "an empty " : "a non-neutral ") +
+                          json_type_name(v) + "); omit it or pass its neutral value",
                       key);
   }
 }
@@ -157,7 +164,7 @@ const std::set<std::string>& neutral_fields() {
 SpeculativeOptions read_speculative(const json& v) {
   SpeculativeOptions s;
   if (v.is_null()) return s;
-  if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + type_name(v), "speculative");
+  if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + json_type_name(v), "speculative");
   for (const auto& [key, value] : v.items()) {
     if (value.is_null()) continue;
     if (key == "enabled") {
@@ -165,8 +172,8 @@ SpeculativeOptions read_speculative(const json& v) {
     } else if (key == "num_speculative_tokens") {
       s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
     } else {
-      throw bad_request("unknown field speculative." + key + " (expected enabled, num_speculative_tokens)",
-                        "speculative." + key);
+      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens)",
+                        "speculative." + clip(key));
     }
   }
   return s;
@@ -181,7 +188,7 @@ std::vector<std::string> read_stop(const json& v) {
     if (v.size() > 16) throw bad_request("stop may hold at most 16 strings, got " + std::to_string(v.size()), "stop");
     for (const json& s : v) out.push_back(read_string(s, "stop[]"));
   } else {
-    throw bad_request(std::string("stop must be a string or an array of strings, got ") + type_name(v), "stop");
+    throw bad_request(std::string("stop must be a string or an array of strings, got ") + json_type_name(v), "stop");
   }
   for (const std::string& s : out) {
     if (s.empty()) throw bad_request("stop strings must not be empty", "stop");
@@ -202,13 +209,13 @@ void read_common(const json& body, const ApiLimits& limits, const std::set<std::
       check_neutral(body, key);
       continue;
     }
-    throw bad_request("unknown field '" + key + "'", key);
+    throw bad_request("unknown field '" + clip(key) + "'", clip(key));
   }
 
   if (is_null_or_absent(body, "model")) throw bad_request("model is required", "model");
   const std::string& model = read_string(body["model"], "model");
   if (model != limits.model_name) {
-    throw ApiError(404, "the model '" + model + "' does not exist; this server serves '" + limits.model_name + "'",
+    throw ApiError(404, "the model '" + clip(model) + "' does not exist; this server serves '" + limits.model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
 
@@ -217,13 +224,13 @@ void read_common(const json& body, const ApiLimits& limits, const std::set<std::
     max_tokens = read_int(body["max_tokens"], "max_tokens", 1, limits.max_tokens_limit);
   }
   if (!is_null_or_absent(body, "temperature")) {
-    sp.temperature = static_cast<float>(read_number(body["temperature"], "temperature", 0.0, 2.0));
+    sp.temperature = read_float(body["temperature"], "temperature", 0.0, 2.0);
   }
-  if (!is_null_or_absent(body, "top_p")) sp.top_p = static_cast<float>(read_number(body["top_p"], "top_p", 0.0, 1.0, true));
+  if (!is_null_or_absent(body, "top_p")) sp.top_p = read_float(body["top_p"], "top_p", 0.0, 1.0, true);
   if (!is_null_or_absent(body, "top_k")) {
     sp.top_k = static_cast<int32_t>(read_int(body["top_k"], "top_k", -1, limits.vocab_size));
   }
-  if (!is_null_or_absent(body, "min_p")) sp.min_p = static_cast<float>(read_number(body["min_p"], "min_p", 0.0, 1.0));
+  if (!is_null_or_absent(body, "min_p")) sp.min_p = read_float(body["min_p"], "min_p", 0.0, 1.0);
   if (!is_null_or_absent(body, "seed")) {
     sp.seed = static_cast<uint64_t>(
         read_int(body["seed"], "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
@@ -250,7 +257,7 @@ void read_common(const json& body, const ApiLimits& limits, const std::set<std::
       if (key == "include_usage") {
         if (!value.is_null()) req.include_usage = read_bool(value, "stream_options.include_usage");
       } else {
-        throw bad_request("unknown field stream_options." + key, "stream_options." + key);
+        throw bad_request("unknown field stream_options." + clip(key), "stream_options." + clip(key));
       }
     }
   }
@@ -277,6 +284,12 @@ void apply_max_tokens(GenerationRequest& req, const ApiLimits& limits, std::opti
   }
   const int64_t room = limits.max_model_len - static_cast<int64_t>(req.prompt_ids.size());
   req.sampling.max_tokens = static_cast<int32_t>(std::max<int64_t>(1, std::min(fallback, room)));
+}
+
+// The engine's own check of the sampling parameters: whatever it would refuse is a 400 here,
+// never a failed generation (500) later.
+void check_sampling(const GenerationRequest& req) {
+  if (std::string err = validate_sampling_params(req.sampling); !err.empty()) throw bad_request(err);
 }
 
 std::vector<int32_t> read_token_ids(const json& arr, const ApiLimits& limits) {
@@ -311,6 +324,7 @@ GenerationRequest parse_completion_request(const json& body, const ApiLimits& li
   if (req.prompt_ids.empty()) throw bad_request("prompt must not be empty", "prompt");
   check_prompt_length(req, limits, "prompt");
   apply_max_tokens(req, limits, max_tokens, 16);
+  check_sampling(req);
   return req;
 }
 
@@ -356,7 +370,7 @@ GenerationRequest parse_chat_request(const json& body, const ApiLimits& limits, 
       } else if (key == "name") {
         (void)read_string(value, at + ".name");
       } else {
-        throw bad_request(at + ": unsupported field '" + key + "'", at + "." + key);
+        throw bad_request(at + ": unsupported field '" + clip(key) + "'", at + "." + clip(key));
       }
     }
     if (cm.role.empty()) throw bad_request(at + ".role is required", at + ".role");
@@ -370,6 +384,7 @@ GenerationRequest parse_chat_request(const json& body, const ApiLimits& limits, 
   check_prompt_length(req, limits, "messages");
   for (int32_t id : chat_stop_token_ids(chat_template, tok)) req.sampling.stop_token_ids.push_back(id);
   apply_max_tokens(req, limits, max_tokens, limits.max_tokens_limit);
+  check_sampling(req);
   return req;
 }
 

@@ -200,7 +200,10 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   for (const sched::StepRow* row : rows) {
     SeqState& st = seqs_[row->seq->id];
     st.next_pos = row->start + row->n;
-    if (row->sample) st.prefilled = true;
+    // The chunk that ends the prompt, or the one that ends a preempted sequence's re-prefill
+    // (all but its last token: the scheduler leaves that one to the next decode).
+    const auto len = static_cast<int64_t>(row->seq->tokens.size());
+    if (row->sample || (row->seq->num_generated() > 0 && st.next_pos == len - 1)) st.prefilled = true;
   }
 }
 

@@ -16,7 +16,9 @@
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
 // registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
-// reusable batch buffers. Used from the engine's step thread only.
+// reusable batch buffers. Used by one thread at a time: propose / observe / verify / accept run
+// where the step executes (the model worker with async scheduling), release between steps. The
+// engine keeps the acceptance metrics (they are recorded with the outputs).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,6 @@
 #include "speculative/model_host.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
-#include "specd/spec_metrics.hpp"
 
 namespace specd::speculative {
 
@@ -72,8 +73,6 @@ class Speculator {
   // the scheduler's to free).
   void release(RequestId id);
 
-  spec::SpecMetrics& metrics() { return metrics_; }
-
  private:
   struct SeqState {
     bool prefilled = false;   // the chunk that ends the (re-)prefill went through on_prefill
@@ -97,7 +96,6 @@ class Speculator {
   int64_t hidden_size_;
   // The proposer gets on_prefill / on_accept / on_release (abi.h, keeps_state).
   bool keeps_state_;
-  spec::SpecMetrics metrics_;
   std::unordered_map<RequestId, SeqState> seqs_;
 
   // Per-step buffers, reused.

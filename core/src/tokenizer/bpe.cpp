@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
 
@@ -92,7 +93,7 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
   vocab_.reserve(vocab_it->size());
   for (const auto& [token, id] : vocab_it->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      throw Error(ErrorCode::kModelFormat, where + ": vocab id of '" + token + "' is not a non-negative int32");
+      throw Error(ErrorCode::kModelFormat, where + ": vocab id of '" + clip(token) + "' is not a non-negative int32");
     vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
   }
 
@@ -146,7 +147,7 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
       const auto& text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ');
       if (space == std::string::npos)
-        throw Error(ErrorCode::kModelFormat, where + ": merge '" + text + "' is not two tokens separated by a space");
+        throw Error(ErrorCode::kModelFormat, where + ": merge '" + clip(text) + "' is not two tokens separated by a space");
       left = text.substr(0, space);
       right = text.substr(space + 1, text.find(' ', space + 1) - space - 1);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
@@ -160,7 +161,7 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
         !continuing_subword_prefix_.empty() && right.starts_with(continuing_subword_prefix_) ? continuing_subword_prefix_.size() : 0);
     const auto l = vocab_.find(left), r = vocab_.find(right), j = vocab_.find(joined);
     if (l == vocab_.end() || r == vocab_.end() || j == vocab_.end())
-      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " ('" + left + "', '" + right +
+      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " ('" + clip(left) + "', '" + clip(right) +
                                                "') uses a token that is not in the vocab");
     // A pair listed twice keeps its last rank, as the official implementations do.
     add_merge(l->second, r->second, rank, j->second);

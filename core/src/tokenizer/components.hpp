@@ -79,6 +79,14 @@ std::string oniguruma_to_pcre2(std::string_view pattern, const std::string& wher
 // tokenizer.json's {"String": "..."} (literal) or {"Regex": "..."} (Oniguruma) pattern.
 std::unique_ptr<Regex> make_pattern(const nlohmann::json& pattern, const std::string& where);
 
+// ---- Component loading -----------------------------------------------------------------------
+
+// Sequence components may nest (a Sequence inside a Sequence); loading recurses once per level
+// and decoding runs the chain recursively, so the nesting is bounded. depth: how many
+// Sequences enclose this one. Throws specd::Error naming `where` beyond kMaxSequenceDepth.
+inline constexpr int kMaxSequenceDepth = 8;
+void check_sequence_depth(int depth, const std::string& where);
+
 // ---- Normalizers (normalize.cpp) -------------------------------------------------------------
 
 class Normalizer {
@@ -87,7 +95,7 @@ class Normalizer {
   virtual std::string normalize(std::string_view text) const = 0;
 };
 // Returns nullptr for JSON null. file: for error messages.
-std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const std::string& file);
+std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const std::string& file, int depth = 0);
 
 // ---- Pre-tokenizers (pretokenize.cpp) --------------------------------------------------------
 
@@ -102,7 +110,7 @@ class PreTokenizer {
   // Replaces pieces by their splits, in order.
   virtual void split(std::vector<PreToken>& pieces) const = 0;
 };
-std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, const std::string& file);
+std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, const std::string& file, int depth = 0);
 
 // ---- BPE model (bpe.cpp) ---------------------------------------------------------------------
 

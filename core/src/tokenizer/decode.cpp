@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
 
@@ -179,10 +180,10 @@ class Sequence final : public Decoder {
 
 // fused: whether a Fuse came earlier in the chain (the strings are then the whole text rather
 // than one per token, which matters for streaming).
-std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& file, bool& fused) {
+std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& file, bool& fused, int depth) {
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw Error(ErrorCode::kModelFormat, file + ": decoder must be an object with a \"type\"");
-  const std::string type = config["type"].get<std::string>();
+  const std::string type = clip(config["type"].get<std::string>());  // names it in errors
   const std::string where = file + ": decoder " + type;
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Metaspace") {
@@ -230,8 +231,9 @@ std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& f
   if (type == "Sequence") {
     const auto it = config.find("decoders");
     if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'decoders' array");
+    check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<Decoder>> parts;
-    for (const auto& part : *it) parts.push_back(make(part, file, fused));
+    for (const auto& part : *it) parts.push_back(make(part, file, fused, depth + 1));
     return std::make_unique<Sequence>(std::move(parts));
   }
   throw Error(ErrorCode::kUnsupported, file + ": unsupported decoder type '" + type +
@@ -243,7 +245,7 @@ std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& f
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& config, const std::string& file) {
   if (config.is_null()) return nullptr;
   bool fused = false;
-  return make(config, file, fused);
+  return make(config, file, fused, 0);
 }
 
 std::string clean_up_tokenization(std::string_view text, std::vector<char>* keep) {

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "model/gguf.hpp"
@@ -19,15 +20,19 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open tokenizer file " + file.string());
+json parse_file_json(std::string_view text, const std::string& name) {
+  json j;
   try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::kModelFormat, file.string() + ": not valid JSON: " + e.what());
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    throw Error(ErrorCode::kModelFormat, name + ": not valid JSON: " + e.what());
   }
+  return j;
 }
+
+// Ids a tokenizer may leave unused below its highest id: the id -> token table is sized by the
+// highest id, so a lone huge id (2^31 - 1) must not decide how much memory loading takes.
+constexpr int64_t kMaxUnusedIds = int64_t{1} << 16;
 
 // "bos_token": "<s>" or {"content": "<s>", ...} or null.
 std::optional<std::string> token_content(const json& value) {
@@ -59,19 +64,20 @@ class Loader {
  public:
   Loader(Tokenizer::Impl& impl, std::string file) : impl_(impl), file_(std::move(file)) {}
 
-  std::unique_ptr<detail::PostProcessor> post_processor(const json& config) {
+  std::unique_ptr<detail::PostProcessor> post_processor(const json& config, int depth = 0) {
     if (config.is_null()) return nullptr;
     if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
       throw Error(ErrorCode::kModelFormat, file_ + ": post_processor must be an object with a \"type\"");
-    const std::string type = config["type"].get<std::string>();
+    const std::string type = clip(config["type"].get<std::string>());  // names it in errors
     const std::string where = file_ + ": post_processor " + type;
     if (type == "ByteLevel") return std::make_unique<ByteLevelPost>();
     if (type == "Sequence") {
       const auto it = config.find("processors");
       if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'processors' array");
+      detail::check_sequence_depth(depth, where);
       std::vector<std::unique_ptr<detail::PostProcessor>> parts;
       for (const auto& part : *it)
-        if (auto p = post_processor(part)) parts.push_back(std::move(p));
+        if (auto p = post_processor(part, depth + 1)) parts.push_back(std::move(p));
       return std::make_unique<SequencePost>(std::move(parts));
     }
     if (type == "TemplateProcessing") {
@@ -92,16 +98,16 @@ class Loader {
       if (const auto it = specials->find(name); it != specials->end()) {
         const auto ids = it->find("ids");
         if (ids == it->end() || !ids->is_array())
-          throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has no 'ids'");
+          throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has no 'ids'");
         std::vector<int32_t> out;
         for (const auto& id : *ids) {
-          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + name + "' has a non-integer id");
+          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has a non-integer id");
           out.push_back(id.get<int32_t>());
         }
         return out;
       }
     }
-    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + name + "' missing from 'special_tokens'");
+    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + clip(name) + "' missing from 'special_tokens'");
   }
 
   std::vector<detail::TemplateItem> template_items(const json& config, const std::string& where) {
@@ -156,6 +162,9 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& co
   return std::nullopt;
 }
 
+std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+                                                const std::string& config_name);
+
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
@@ -166,27 +175,46 @@ std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path tokenizer_file = path;
   if (std::filesystem::is_directory(path, ec)) tokenizer_file = path / "tokenizer.json";
-  if (!std::filesystem::is_regular_file(tokenizer_file, ec))
+  if (!std::filesystem::exists(tokenizer_file, ec))
     throw Error(ErrorCode::kNotFound, "tokenizer not found: " + tokenizer_file.string() +
                                           " (expected a model directory with tokenizer.json, a tokenizer.json file or "
                                           "a GGUF file)");
   const std::filesystem::path config_file = tokenizer_file.parent_path() / "tokenizer_config.json";
-  const json root = read_json(tokenizer_file);
-  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, tokenizer_file.string() + ": the top level is not an object");
-  json config = json::object();
-  if (std::filesystem::is_regular_file(config_file, ec)) {
-    config = read_json(config_file);
-    if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_file.string() + ": the top level is not an object");
-  }
-  return build_impl(root, config, tokenizer_file, config_file.string());
+  const std::string text = read_file_limited(tokenizer_file, kMaxTokenizerJsonBytes, "tokenizer.json");
+  const std::string config_text = std::filesystem::exists(config_file, ec)
+                                      ? read_file_limited(config_file, kMaxSmallJsonBytes, "tokenizer_config.json")
+                                      : std::string("{}");
+  return load_impl_from_text(text, config_text, tokenizer_file, config_file.string());
+}
+
+std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                                     const std::filesystem::path& source,
+                                                     const std::string& config_name) {
+  const std::string file = source.string();
+  return build_impl(parse_file_json(tokenizer_json, file), parse_file_json(config_json, config_name), source,
+                    config_name);
 }
 
 std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::filesystem::path& source,
                                             const std::string& config_name) {
   const std::string file = source.string();
-  auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->source = source;
+  if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
+  if (!config.is_object()) throw Error(ErrorCode::kModelFormat, config_name + ": the top level is not an object");
+  try {
+    auto impl = build_pipeline(root, config, file, config_name);
+    impl->source = source;
+    return impl;
+  } catch (const json::exception& e) {
+    // A value of the wrong type where a component reads it with json::value / get.
+    throw Error(ErrorCode::kModelFormat, file + ": " + e.what());
+  }
+}
 
+namespace {
+
+std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+                                                const std::string& config_name) {
+  auto impl = std::make_unique<Tokenizer::Impl>();
   auto member = [&](const char* key) -> const json& {
     static const json null_value;
     const auto it = root.find(key);
@@ -199,7 +227,7 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
   std::string model_type = model.value("type", std::string());
   if (model_type.empty() && model.contains("merges") && model.contains("vocab")) model_type = "BPE";
   if (model_type != "BPE")
-    throw Error(ErrorCode::kUnsupported, file + ": unsupported model type '" + model_type + "' (supported: BPE)");
+    throw Error(ErrorCode::kUnsupported, file + ": unsupported model type '" + clip(model_type) + "' (supported: BPE)");
   impl->model = std::make_unique<detail::BpeModel>(model, file);
 
   impl->normalizer = detail::make_normalizer(member("normalizer"), file);
@@ -249,10 +277,16 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
   impl->model->resolve_unk(impl->added_ids);
 
   // The id -> token table over the vocab and the added tokens.
-  int32_t max_id = -1;
-  for (const auto& [token, id] : impl->model->vocab()) max_id = std::max(max_id, id);
-  for (const auto& t : impl->added) max_id = std::max(max_id, t.id);
-  const size_t size = static_cast<size_t>(max_id + 1);
+  int64_t max_id = -1;
+  for (const auto& [token, id] : impl->model->vocab()) max_id = std::max<int64_t>(max_id, id);
+  for (const auto& t : impl->added) max_id = std::max<int64_t>(max_id, t.id);
+  const auto defined = static_cast<int64_t>(impl->model->vocab().size() + impl->added.size());
+  if (max_id >= defined + kMaxUnusedIds) {
+    throw Error(ErrorCode::kModelFormat, file + ": token id " + std::to_string(max_id) + " leaves more than " +
+                                             std::to_string(kMaxUnusedIds) + " ids unused (the file defines " +
+                                             std::to_string(defined) + " tokens)");
+  }
+  const auto size = static_cast<size_t>(max_id + 1);
   impl->tokens.assign(size, std::string());
   impl->has_token.assign(size, 0);
   impl->special.assign(size, 0);
@@ -289,7 +323,7 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
     const auto content = token_content(*it);
     if (!content) return std::nullopt;
     const auto id = lookup(*impl, *content);
-    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + *content + "' is not a token of " + file);
+    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + clip(*content) + "' is not a token of " + file);
     return id;
   };
   impl->bos = resolve("bos_token");
@@ -347,5 +381,7 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
                               impl->bos ? std::to_string(*impl->bos) : "none", impl->eos ? std::to_string(*impl->eos) : "none");
   return impl;
 }
+
+}  // namespace
 
 }  // namespace specd::tokenizer

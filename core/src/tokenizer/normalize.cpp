@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
 
@@ -153,11 +154,18 @@ std::unique_ptr<Regex> make_pattern(const nlohmann::json& pattern, const std::st
   throw Error(ErrorCode::kModelFormat, where + ": pattern must be {\"String\": ...} or {\"Regex\": ...}");
 }
 
-std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const std::string& file) {
+void check_sequence_depth(int depth, const std::string& where) {
+  if (depth >= kMaxSequenceDepth) {
+    throw Error(ErrorCode::kUnsupported,
+                where + ": Sequences nested more than " + std::to_string(kMaxSequenceDepth) + " deep");
+  }
+}
+
+std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const std::string& file, int depth) {
   if (config.is_null()) return nullptr;
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw Error(ErrorCode::kModelFormat, file + ": normalizer must be an object with a \"type\"");
-  const std::string type = config["type"].get<std::string>();
+  const std::string type = clip(config["type"].get<std::string>());  // names it in errors
   const std::string where = file + ": normalizer " + type;
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") return std::make_unique<UnicodeForm>(type, file);
   if (type == "Lowercase") return std::make_unique<Lowercase>();
@@ -172,9 +180,10 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const 
   if (type == "Sequence") {
     const auto it = config.find("normalizers");
     if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'normalizers' array");
+    check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const auto& part : *it)
-      if (auto n = make_normalizer(part, file)) parts.push_back(std::move(n));
+      if (auto n = make_normalizer(part, file, depth + 1)) parts.push_back(std::move(n));
     return std::make_unique<Sequence>(std::move(parts));
   }
   throw Error(ErrorCode::kUnsupported, file + ": unsupported normalizer type '" + type +

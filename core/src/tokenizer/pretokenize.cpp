@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
 
@@ -89,7 +90,7 @@ Behavior parse_behavior(const nlohmann::json& config, const std::string& where) 
   if (b == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
-  throw Error(ErrorCode::kUnsupported, where + ": unsupported split behavior '" + b + "'");
+  throw Error(ErrorCode::kUnsupported, where + ": unsupported split behavior '" + clip(b) + "'");
 }
 
 class Split final : public PreTokenizer {
@@ -244,11 +245,11 @@ class Sequence final : public PreTokenizer {
 
 }  // namespace
 
-std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, const std::string& file) {
+std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, const std::string& file, int depth) {
   if (config.is_null()) return nullptr;
   if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
     throw Error(ErrorCode::kModelFormat, file + ": pre_tokenizer must be an object with a \"type\"");
-  const std::string type = config["type"].get<std::string>();
+  const std::string type = clip(config["type"].get<std::string>());  // names it in errors
   const std::string where = file + ": pre_tokenizer " + type;
   if (type == "Split") {
     if (!config.contains("pattern")) throw Error(ErrorCode::kModelFormat, where + ": missing 'pattern'");
@@ -270,7 +271,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, c
       if (scheme == "always") prepend = Metaspace::Prepend::kAlways;
       else if (scheme == "first") prepend = Metaspace::Prepend::kFirst;
       else if (scheme == "never") prepend = Metaspace::Prepend::kNever;
-      else throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + scheme + "'");
+      else throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + clip(scheme) + "'");
     } else if (const auto legacy = config.find("add_prefix_space"); legacy != config.end() && legacy->is_boolean()) {
       prepend = legacy->get<bool>() ? Metaspace::Prepend::kAlways : Metaspace::Prepend::kNever;
     }
@@ -280,9 +281,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, c
   if (type == "Sequence") {
     const auto it = config.find("pretokenizers");
     if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'pretokenizers' array");
+    check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<PreTokenizer>> parts;
     for (const auto& part : *it)
-      if (auto p = make_pre_tokenizer(part, file)) parts.push_back(std::move(p));
+      if (auto p = make_pre_tokenizer(part, file, depth + 1)) parts.push_back(std::move(p));
     return std::make_unique<Sequence>(std::move(parts));
   }
   throw Error(ErrorCode::kUnsupported, file + ": unsupported pre_tokenizer type '" + type +

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
 
@@ -498,7 +499,7 @@ std::unique_ptr<Regex> Regex::from_pcre2(const std::string& pattern, const std::
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
-    throw Error(ErrorCode::kUnsupported, where + ": cannot compile regex '" + pattern + "': " +
+    throw Error(ErrorCode::kUnsupported, where + ": cannot compile regex '" + clip(pattern, 200) + "': " +
                                              reinterpret_cast<const char*>(message) + " at offset " +
                                              std::to_string(offset));
   }

@@ -225,6 +225,12 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& path) {
   return std::unique_ptr<Tokenizer>(new Tokenizer(load_impl(path)));
 }
 
+std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                                                const std::string& name) {
+  return std::unique_ptr<Tokenizer>(
+      new Tokenizer(load_impl_from_text(tokenizer_json, tokenizer_config_json, name, "tokenizer_config.json")));
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& opts) const {
   return impl_->encode(text, opts);
 }

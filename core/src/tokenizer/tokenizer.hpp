@@ -47,6 +47,10 @@ class Tokenizer {
   // kNotFound (no file), kModelFormat (malformed JSON or values), kUnsupported (a component
   // specd does not implement).
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& path);
+  // The same from the text of tokenizer.json and tokenizer_config.json ("{}" = none); `name`
+  // stands for the file in error messages.
+  static std::unique_ptr<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = "{}",
+                                              const std::string& name = "tokenizer.json");
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;

@@ -111,6 +111,10 @@ struct Tokenizer::Impl {
 // Reads tokenizer.json (+ tokenizer_config.json), or a GGUF file's vocabulary, into an Impl
 // (load.cpp).
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path);
+// The same from the files' text; `source` and `config_name` name them in error messages.
+std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_json, std::string_view config_json,
+                                                     const std::filesystem::path& source,
+                                                     const std::string& config_name);
 
 // Builds the pipeline from a tokenizer.json document and a tokenizer_config.json document (an
 // empty object when there is none). source: the file named in messages and by source();

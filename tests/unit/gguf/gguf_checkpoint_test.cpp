@@ -200,6 +200,9 @@ TEST(GgufCheckpoint, RefusalsNameTheFileKeyOrTensorAndValue) {
   g.u32s["llama.block_count"] = 0;
   refused(g, ErrorCode::kModelFormat, {"'llama.block_count' = 0 is out of range"});
   g = {};
+  g.u32s["llama.block_count"] = uint32_t{1} << 31;  // the loader would size its layer table from it
+  refused(g, ErrorCode::kModelFormat, {"'llama.block_count' = 2147483648 but the file holds no tensor blk.2147483647.*"});
+  g = {};
   g.strings["llama.embedding_length"] = "256";
   refused(g, ErrorCode::kModelFormat, {"'llama.embedding_length' must be an integer, got string"});
   g = {};

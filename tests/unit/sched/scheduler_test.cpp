@@ -122,14 +122,52 @@ TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumesItFirst) {
   EXPECT_EQ(two->num_computed, 0) << "recompute: its KV was dropped";
   EXPECT_EQ(two->tokens.size(), 9u) << "its generated tokens are kept and will be re-prefilled";
   run(kv, p);
-  // Finishing 1 frees its blocks; 2 resumes with all 9 tokens, ahead of newer arrivals.
+  // Finishing 1 frees its blocks; 2 resumes ahead of newer arrivals. It had generated a token,
+  // so it re-prefills all but its last token and the next step decodes that one, as it would
+  // have without the preemption.
   s.add(seq(3, 2));
   s.remove(1);
   p = schedule(s);
   ASSERT_GE(p.rows.size(), 1u);
   EXPECT_EQ(p.rows[0].seq->id, 2u);
-  EXPECT_EQ(p.rows[0].n, 9);
+  EXPECT_EQ(p.rows[0].n, 8);
+  EXPECT_FALSE(p.rows[0].sample);
+  run(kv, p);
+  p = schedule(s);
+  ASSERT_GE(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].seq->id, 2u);
+  EXPECT_EQ(p.rows[0].start, 8);
+  EXPECT_EQ(p.rows[0].n, 1);
   EXPECT_TRUE(p.rows[0].sample);
+}
+
+TEST(Scheduler, ResumedSequenceSpeculatesAgainRightAfterItsRePrefill) {
+  kv::KvCache kv(shape(), 4);  // 16 slots
+  Scheduler s({8, 100, true, 1000, 0, 0}, kv);
+  s.add(speculating(seq(1, 7), 2));
+  auto second = speculating(seq(2, 6), 2);
+  Sequence* two = second.get();
+  s.add(std::move(second));
+  run(kv, schedule(s));  // prefills: 8 and 7 tokens
+  StepBatch p = schedule(s);
+  ASSERT_EQ(p.rows.size(), 2u);
+  EXPECT_EQ(p.rows[1].lookahead, 0) << "no room for 2's lookahead: it decodes plainly";
+  run(kv, p);
+  p = schedule(s);  // 1 needs a third block: 2 is preempted
+  ASSERT_EQ(p.preempted, (std::vector<RequestId>{2}));
+  run(kv, p);
+  s.remove(1);
+  p = schedule(s);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].n, 7) << "8 tokens, all but the last re-prefilled";
+  EXPECT_FALSE(p.rows[0].sample);
+  run(kv, p);
+  p = schedule(s);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].seq, two);
+  EXPECT_EQ(p.rows[0].n, 1);
+  EXPECT_TRUE(p.rows[0].sample);
+  EXPECT_EQ(p.rows[0].lookahead, 2) << "the decode it would have run, with its drafts";
 }
 
 TEST(Scheduler, RequestThatCanNeverFitFails) {
@@ -202,6 +240,106 @@ TEST(Scheduler, LookaheadSlotsAreReservedAndBudgetedButNeverPreempt) {
   ASSERT_EQ(p.rows.size(), 2u);
   EXPECT_EQ(p.rows[0].lookahead, 0);
   EXPECT_EQ(p.rows[1].lookahead, 0);
+}
+
+// ---- multi-step scheduling --------------------------------------------------------------------
+
+SchedulerLimits multi_step(int32_t n, int32_t max_num_batched_tokens = 100) {
+  SchedulerLimits l{8, max_num_batched_tokens, true, 1000};
+  l.num_scheduler_steps = n;
+  return l;
+}
+
+TEST(MultiStep, ReservesForEverySubStepUpFrontAndAdmitsOnlyBetweenMultiSteps) {
+  kv::KvCache kv(shape(), 64);
+  Scheduler s(multi_step(4), kv);
+  s.add(speculating(seq(1, 3), 2));
+  s.add(seq(2, 5));
+  run(kv, schedule(s));  // prefill chunks: a single step
+  EXPECT_EQ(s.substeps_left(), 0);
+  StepBatch p = schedule(s);  // decodes only: the first of 4 sub-steps
+  ASSERT_EQ(p.rows.size(), 2u);
+  EXPECT_EQ(s.substeps_left(), 3);
+  EXPECT_GE(kv.capacity(1), 3 + 4 * (2 + 1)) << "n x (k + 1) past its computed tokens";
+  EXPECT_GE(kv.capacity(2), 5 + 4 * 1);
+  const int32_t free_during = kv.num_free_blocks();
+  run(kv, p);
+  s.add(seq(3, 2));  // arrives mid-run: waits for the next full schedule
+  for (int sub = 2; sub <= 4; ++sub) {
+    p = schedule(s);
+    EXPECT_EQ(shape_of(p), (std::vector<std::pair<RequestId, int32_t>>{{1, 1}, {2, 1}})) << "sub-step " << sub;
+    EXPECT_EQ(p.rows[0].lookahead, 2);
+    EXPECT_EQ(p.rows[0].start, p.rows[0].seq->num_computed);
+    EXPECT_EQ(kv.num_free_blocks(), free_during) << "sub-steps reserve nothing";
+    run(kv, p);
+  }
+  EXPECT_EQ(s.substeps_left(), 0);
+  p = schedule(s);  // the multi-step is over: unused KV back, the arrival admitted
+  ASSERT_EQ(p.rows.size(), 3u);
+  EXPECT_EQ(p.rows[2].seq->id, 3u);
+  EXPECT_EQ(s.substeps_left(), 0) << "a prefill chunk in the batch: a single step";
+  EXPECT_EQ(kv.capacity(2), 12) << "9 computed + this step's token: 3 blocks, the rest given back";
+}
+
+TEST(MultiStep, ReservationIsCappedByWhatTheSequenceCanStillGenerate) {
+  kv::KvCache kv(shape(), 64);
+  Scheduler s(multi_step(8), kv);
+  s.add(seq(1, 4, /*max_tokens=*/3));
+  run(kv, schedule(s));
+  schedule(s);
+  EXPECT_EQ(kv.capacity(1), 8) << "2 more tokens to generate: 4 + 2 slots, not 4 + 8";
+}
+
+TEST(MultiStep, DoesNotStartWhenThePoolCannotHoldItAndNeverPreempts) {
+  kv::KvCache kv(shape(), 5);  // 20 slots
+  Scheduler s(multi_step(4), kv);
+  s.add(seq(1, 7));
+  s.add(seq(2, 7));
+  run(kv, schedule(s));
+  const StepBatch p = schedule(s);
+  EXPECT_EQ(p.num_preempted, 0);
+  EXPECT_EQ(p.rows.size(), 2u);
+  EXPECT_EQ(s.substeps_left(), 0) << "n x 1 more slots for both do not fit: a single step";
+  EXPECT_EQ(kv.num_free_blocks(), 1) << "the extension taken for the first sequence was given back";
+}
+
+TEST(MultiStep, FinishedSequencesLeaveAndTheLastOneEndsIt) {
+  kv::KvCache kv(shape(), 64);
+  Scheduler s(multi_step(4), kv);
+  s.add(seq(1, 3));
+  s.add(seq(2, 3));
+  run(kv, schedule(s));
+  run(kv, schedule(s));  // sub-step 1
+  const int32_t free_before = kv.num_free_blocks();
+  s.remove(2);  // finished (or aborted) in sub-step 1: its blocks are free at once
+  EXPECT_GT(kv.num_free_blocks(), free_before);
+  StepBatch p = schedule(s);
+  EXPECT_EQ(shape_of(p), (std::vector<std::pair<RequestId, int32_t>>{{1, 1}}));
+  run(kv, p);
+  s.remove(1);
+  s.add(seq(3, 2));
+  p = schedule(s);  // nobody left in the multi-step: a full schedule right away
+  EXPECT_EQ(shape_of(p), (std::vector<std::pair<RequestId, int32_t>>{{3, 2}}));
+}
+
+TEST(MultiStep, RollbackOfRejectedDraftsKeepsTheReservation) {
+  kv::KvCache kv(shape(), 64);
+  Scheduler s(multi_step(4), kv);
+  s.add(speculating(seq(1, 5), 3));
+  run(kv, schedule(s));
+  StepBatch p = schedule(s);
+  ASSERT_EQ(s.substeps_left(), 3);
+  const int32_t capacity = kv.capacity(1);
+  EXPECT_GE(capacity, 5 + 4 * 4);
+  StepRow& row = p.rows[0];
+  std::vector<int32_t> drafts = {11, 12, 13}, emitted = {99};
+  row.drafts = drafts;
+  kv.commit(1, 4);  // the last token and three drafts went through the target
+  row.num_accepted = 0;
+  row.emitted = emitted;
+  s.commit(row);
+  EXPECT_EQ(kv.num_tokens(1), 6) << "the rejected drafts are rolled back";
+  EXPECT_EQ(kv.capacity(1), capacity) << "but the blocks of the later sub-steps stay reserved";
 }
 
 // ---- Scheduler::commit ------------------------------------------------------------------------
@@ -321,12 +459,18 @@ TEST(SchedulerCommit, PreemptedSequenceDropsHostedKvAndResumesWithItsTokens) {
   EXPECT_FALSE(hosted.len.contains(2));
   run(kv, p);
   s.remove(1);
-  // Resumed: all 9 tokens re-prefill in one row that samples; commit appends after them.
+  // Resumed: 8 of its 9 tokens re-prefill, then the 9th decodes; commit appends after it.
+  p = schedule(s);
+  ASSERT_EQ(p.rows.size(), 1u);
+  EXPECT_EQ(p.rows[0].seq, two);
+  EXPECT_EQ(p.rows[0].n, 8);
+  kv.commit(2, p.rows[0].n);
+  s.commit(p.rows[0]);
+  EXPECT_EQ(two->num_computed, 8);
   p = schedule(s);
   ASSERT_EQ(p.rows.size(), 1u);
   StepRow& row = p.rows[0];
-  EXPECT_EQ(row.seq, two);
-  EXPECT_EQ(row.n, 9);
+  EXPECT_EQ(row.n, 1);
   kv.commit(2, row.n);
   std::vector<int32_t> token = {42};
   row.emitted = token;

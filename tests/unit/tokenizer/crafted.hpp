@@ -2,6 +2,8 @@
 // whose vocab is the 256 byte characters (id = byte value) plus "aa" (256) and "aaaa" (257).
 #pragma once
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -33,9 +35,16 @@ inline std::filesystem::path write_tokenizer(const std::string& name, const std:
                                              const std::string& config = {}) {
   const auto dir = std::filesystem::path(SPECD_TEST_WORK_DIR) / "tokenizer" / name;
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "tokenizer.json") << text;
+  // Written aside and renamed: tests run as parallel processes and may load the same directory
+  // while another one rewrites it.
+  auto write = [&](const char* file, const std::string& content) {
+    const auto tmp = dir / (std::string(file) + "." + std::to_string(::getpid()));
+    std::ofstream(tmp) << content;
+    std::filesystem::rename(tmp, dir / file);
+  };
+  write("tokenizer.json", text);
   if (config.empty()) std::filesystem::remove(dir / "tokenizer_config.json");
-  else std::ofstream(dir / "tokenizer_config.json") << config;
+  else write("tokenizer_config.json", config);
   return dir;
 }
 

@@ -138,13 +138,20 @@ class Params {
   }
 
   // Adds "unknown key" errors for every key never read, then throws all errors at once.
+  // Linear in the number of entries: they come in pre-order, so the children of an unknown key
+  // follow it and are covered by its one error.
   void check() {
+    size_t unknown = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
       if (used_[i]) continue;
-      const std::string key = entries_[i].key;
-      errors_.push_back(detail::concat(file_, ":", entries_[i].line, ": ", full(key), ": unknown key"));
-      mark_children(key);
+      const std::string_view key = entries_[i].key;
+      if (++unknown <= kMaxReportedUnknown)
+        errors_.push_back(detail::concat(file_, ":", entries_[i].line, ": ", full(key), ": unknown key"));
+      while (i + 1 < entries_.size() && is_child(entries_[i + 1].key, key)) ++i;
     }
+    if (unknown > kMaxReportedUnknown)
+      errors_.push_back(detail::concat(file_, ":", line_, ": ", path_, ": ", unknown - kMaxReportedUnknown,
+                                       " more unknown keys"));
     if (errors_.empty()) return;
     std::string all;
     for (const auto& e : errors_) all += (all.empty() ? "" : "\n") + e;
@@ -169,12 +176,13 @@ class Params {
   }
   // A key read as a whole (e.g. a map handed to a sub-parser) covers its children.
   void mark_children(std::string_view key) {
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      std::string_view k = entries_[i].key;
-      if (k.size() > key.size() && k.substr(0, key.size()) == key && (k[key.size()] == '.' || k[key.size()] == '['))
-        used_[i] = true;
-    }
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (is_child(entries_[i].key, key)) used_[i] = true;
   }
+  static bool is_child(std::string_view k, std::string_view key) {
+    return k.size() > key.size() && k.substr(0, key.size()) == key && (k[key.size()] == '.' || k[key.size()] == '[');
+  }
+  static constexpr size_t kMaxReportedUnknown = 20;
   std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
   static std::string kind_name(int32_t kind) {
     switch (kind) {

@@ -1,0 +1,148 @@
+#include "plugin/elf_check.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace specd::plugin {
+
+static_assert(sizeof(void*) == 8, "plugins are checked as 64-bit ELF files");
+
+namespace {
+
+#if defined(__x86_64__)
+constexpr uint16_t kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+#else
+constexpr uint16_t kHostMachine = EM_NONE;  // not checked
+#endif
+
+std::string machine_name(uint16_t m) {
+  switch (m) {
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "AArch64";
+    case EM_386: return "i386";
+    case EM_ARM: return "ARM";
+    case EM_RISCV: return "RISC-V";
+    case EM_PPC64: return "PowerPC64";
+    default: return "machine " + std::to_string(m);
+  }
+}
+
+class File {
+ public:
+  explicit File(const std::filesystem::path& path) : fd_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)) {}
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  int fd() const { return fd_; }
+  bool read_at(uint64_t offset, void* out, size_t n) const {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd_, static_cast<char*>(out) + got, n - got, static_cast<off_t>(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+// [offset, offset + count * entry) inside a file of `size` bytes, without overflow.
+bool within(uint64_t offset, uint64_t count, uint64_t entry, uint64_t size) {
+  if (entry != 0 && count > size / entry) return false;
+  return offset <= size && count * entry <= size - offset;
+}
+
+std::string truncated(const std::string& what, uint64_t offset, uint64_t length, uint64_t size) {
+  return "truncated or corrupt: " + what + " at bytes [" + std::to_string(offset) + ", +" + std::to_string(length) +
+         ") is not within the " + std::to_string(size) + "-byte file";
+}
+
+// Reads the `count` entries of a header table at `offset` once they are known to lie within the
+// file. Returns "" or the reason.
+template <typename T>
+std::string read_table(const File& file, uint64_t offset, uint64_t count, uint64_t size, const char* what,
+                       std::vector<T>& out) {
+  if (!within(offset, count, sizeof(T), size)) {
+    return truncated(std::string("the ") + what + " table", offset, count * sizeof(T), size);
+  }
+  out.resize(count);
+  if (!file.read_at(offset, out.data(), out.size() * sizeof(T))) return std::string("cannot read the ") + what + " table";
+  return "";
+}
+
+std::string check_header(const Elf64_Ehdr& h) {
+  if (std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  if (h.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (h.e_ident[EI_DATA] != ELFDATA2LSB) return "a big-endian ELF file on a little-endian host";
+#else
+  if (h.e_ident[EI_DATA] != ELFDATA2MSB) return "a little-endian ELF file on a big-endian host";
+#endif
+  if (h.e_ident[EI_VERSION] != EV_CURRENT || h.e_version != EV_CURRENT) return "unknown ELF version";
+  if (h.e_type != ET_DYN) return "not a shared object (ELF type " + std::to_string(h.e_type) + ")";
+  if (kHostMachine != EM_NONE && h.e_machine != kHostMachine) {
+    return "built for " + machine_name(h.e_machine) + ", this host is " + machine_name(kHostMachine);
+  }
+  if (h.e_phentsize != sizeof(Elf64_Phdr) || h.e_phnum == 0 || h.e_phnum == PN_XNUM) {
+    return "corrupt program header table (" + std::to_string(h.e_phnum) + " entries of " +
+           std::to_string(h.e_phentsize) + " bytes)";
+  }
+  if (h.e_shnum != 0 && (h.e_shentsize != sizeof(Elf64_Shdr) || h.e_shstrndx >= h.e_shnum)) {
+    return "corrupt section header table";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_elf_shared_object(const std::filesystem::path& path) {
+  const File file(path);
+  if (file.fd() < 0) return std::string("cannot open: ") + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(file.fd(), &st) != 0) return std::string("cannot stat: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  const auto size = static_cast<uint64_t>(st.st_size);
+
+  Elf64_Ehdr h{};
+  if (size < sizeof(h) || !file.read_at(0, &h, sizeof(h))) {
+    return "not an ELF file (" + std::to_string(size) + " bytes, shorter than an ELF header)";
+  }
+  if (std::string bad = check_header(h); !bad.empty()) return bad;
+
+  std::vector<Elf64_Phdr> segments;
+  if (std::string bad = read_table(file, h.e_phoff, h.e_phnum, size, "program header", segments); !bad.empty()) return bad;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Elf64_Phdr& p = segments[i];
+    if ((p.p_type == PT_LOAD || p.p_type == PT_DYNAMIC) && !within(p.p_offset, 1, p.p_filesz, size)) {
+      return truncated("segment " + std::to_string(i), p.p_offset, p.p_filesz, size);
+    }
+    if (p.p_type == PT_LOAD && p.p_filesz > p.p_memsz) return "corrupt segment " + std::to_string(i);
+  }
+
+  if (h.e_shnum == 0) return "";
+  std::vector<Elf64_Shdr> sections;
+  if (std::string bad = read_table(file, h.e_shoff, h.e_shnum, size, "section header", sections); !bad.empty()) return bad;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const Elf64_Shdr& s = sections[i];
+    if (s.sh_type != SHT_NOBITS && s.sh_type != SHT_NULL && !within(s.sh_offset, 1, s.sh_size, size)) {
+      return truncated("section " + std::to_string(i), s.sh_offset, s.sh_size, size);
+    }
+  }
+  return "";
+}
+
+}  // namespace specd::plugin

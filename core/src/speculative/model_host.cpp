@@ -138,13 +138,11 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context, std::string kv_dtype, model::WeightPlacement placement,
-                     dist::Leader* leader)
+                     int64_t max_context, std::string kv_dtype, dist::Leader* leader)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
       kv_dtype_(std::move(kv_dtype)),
-      placement_(placement),
       leader_(leader) {}
 
 namespace {

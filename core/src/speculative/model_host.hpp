@@ -43,11 +43,11 @@ namespace specd::speculative {
 class ModelHost final : public sched::HostedKv {
  public:
   // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
-  // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype);
-  // placement: model.mmap, for every model loaded here. leader: the engine's tensor-parallel
-  // leader (null on a single rank); it must outlive the host.
+  // dtype, and every model loaded here takes their placement (model.mmap). kv_dtype: the
+  // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). leader: the
+  // engine's tensor-parallel leader (null on a single rank); it must outlive the host.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-            std::string kv_dtype, model::WeightPlacement placement, dist::Leader* leader = nullptr);
+            std::string kv_dtype, dist::Leader* leader = nullptr);
   ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -89,7 +89,6 @@ class ModelHost final : public sched::HostedKv {
   int32_t block_size_;
   int64_t max_context_;
   std::string kv_dtype_;
-  model::WeightPlacement placement_;
   dist::Leader* leader_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;

@@ -18,9 +18,7 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
                        int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader)
     : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
-  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype,
-                                      cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy,
-                                      leader);
+  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   verifier_ = registry_.create_verifier(cfg.speculative.verifier.name, cfg.speculative.verifier.params);

@@ -299,6 +299,16 @@ TEST(MpirunServer, PassesTheOfficialOpenAIClient) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out << r.err;
   EXPECT_NE(s.log().find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << s.log();
+  // A request that fails (its prompt exceeds max_model_len 256) fails alone, on rank 0, before
+  // any forward is announced: the ranks stay in step and the next request is served.
+  std::string long_prompt;
+  for (int i = 0; i < 400; ++i) long_prompt += "cat ";
+  const HttpResponse bad = http_call(s.port(), "POST", "/v1/completions",
+                                     json{{"model", "tiny"}, {"prompt", long_prompt}, {"max_tokens", 4}}.dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  const HttpResponse good = http_call(s.port(), "POST", "/v1/completions",
+                                      json{{"model", "tiny"}, {"prompt", "hi"}, {"max_tokens", 4}}.dump());
+  EXPECT_EQ(good.status, 200) << good.body;
   // SIGTERM to mpirun reaches rank 0, which drains and ends the session; the job ends (mpirun
   // itself exits 1 after forwarding a signal, docs/distributed.md).
   EXPECT_NE(s.stop(std::chrono::seconds(30)), -SIGKILL) << s.log();

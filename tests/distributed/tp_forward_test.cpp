@@ -8,6 +8,7 @@
 // no test returns early on one rank only.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -128,6 +129,35 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "safetensors", DType::kQ4_0}, Case{"tiny", "f32", std::nullopt},
                       Case{"tiny-qwen2", "q8_0", std::nullopt}),
     case_name);
+
+// Rank r's value at element i (every rank can compute every rank's part).
+float part_of(int rank, int64_t i) { return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank)) * 1.7f; }
+
+TEST(MpiCommunicator, CollectivesOnSmallAndLargeMessages) {
+  dist::Communicator& c = world();
+  // Below and above the size where all_reduce_sum switches from one all-gather to all-to-all +
+  // all-gather (2^16 floats gathered), with counts that do not divide by the ranks.
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{40001}, int64_t{100003}}) {
+    std::vector<float> data(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) data[static_cast<size_t>(i)] = part_of(c.rank(), i);
+    c.all_reduce_sum(data.data(), count);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      float want = part_of(0, i);
+      for (int r = 1; r < c.size(); ++r) want += part_of(r, i);  // rank order, as documented
+      wrong += data[static_cast<size_t>(i)] != want;
+    }
+    EXPECT_EQ(wrong, 0) << "count " << count;
+
+    std::vector<float> mine(static_cast<size_t>(count), static_cast<float>(c.rank() + 1));
+    std::vector<float> all(static_cast<size_t>(count * c.size()), -1.0f);
+    c.all_gather(mine.data(), all.data(), count);
+    for (int r = 0; r < c.size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r * count + count - 1)], r + 1.0f);
+  }
+  std::vector<int32_t> ids = {c.rank() == 0 ? 42 : 0, c.rank() == 0 ? -7 : 0};
+  c.broadcast(ids.data(), ids.size() * sizeof(int32_t), 0);
+  EXPECT_EQ(ids, (std::vector<int32_t>{42, -7}));
+}
 
 TEST(TensorParallelShapes, HeadsThatDoNotDivideAreRefusedNamingTheField) {
   // tiny: 4 attention heads, 2 KV heads (GQA).

@@ -261,7 +261,7 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
   r.component(n, "proposer", "speculative.proposer", s.proposer, true, {"tensor_parallel_size"});
-  if (const YAML::Node p = n["proposer"]; p.IsMap())
+  if (const YAML::Node p = n["proposer"]; p.IsDefined() && p.IsMap())
     r.get_int(p, "speculative.proposer", "tensor_parallel_size", 1, 1024, s.proposer_tensor_parallel_size);
   s.verifier.name = "rejection";
   s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");

@@ -17,9 +17,9 @@ configure: bootstrap
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The bundled default: configs/default.yaml on a generated `tiny` fixture checkpoint (real HF
-# layout, Llama-2 tokenizer, random weights) in models/tiny. scripts/demo.sh generates it,
-# runs `specd generate` plain and speculative, then serves one curl request.
+# The bundled default: configs/default.yaml on the models trained by tools/train (models/specd-py
+# with its MTP heads, models/specd-py-draft; card: models/README.md). scripts/demo.sh completes a
+# code prompt plain and with each proposer, prints speedups and acceptance, then serves one curl request.
 demo: build
 	bash scripts/demo.sh $(BUILD)
 

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
-  python3-numpy prometheus curl
+  python3-numpy python3-torch python3-doc prometheus curl
 )
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with
 # Debian's npm package); otherwise take Debian's.

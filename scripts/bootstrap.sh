@@ -11,6 +11,7 @@ packages=(
   libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
   python3-numpy python3-torch python3-doc prometheus curl
+  chromium
 )
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with
 # Debian's npm package); otherwise take Debian's.
@@ -33,8 +34,9 @@ else
   echo "bootstrap: system packages present"
 fi
 
-# npm tools used by the tests (tokenizer oracle, OpenAI client). Installed into tools/,
-# git-ignored, from tools/package.json.
+# npm tools used by the tests (tokenizer oracle, OpenAI client) and by `specd ab report --html`
+# (Vega and Vega-Lite, inlined into the page at build time). Installed into tools/, git-ignored,
+# from tools/package.json; configure after this so the build finds Vega.
 if [ -f "$here/tools/package.json" ]; then
   if [ ! -d "$here/tools/node_modules" ] || [ "$here/tools/package.json" -nt "$here/tools/node_modules/.stamp" ]; then
     (cd "$here/tools" && npm install --no-audit --no-fund --loglevel=error && touch node_modules/.stamp)

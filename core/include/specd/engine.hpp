@@ -42,6 +42,16 @@ namespace tokenizer {
 class Tokenizer;
 }
 
+// One A/B arm as configured.
+struct ArmInfo {
+  std::string name;
+  std::string verifier;
+  bool lossless = false;  // the verifier's capability
+  int32_t num_speculative_tokens = 0;
+  double weight = 0;
+  bool shadow = false;  // verifies the other arms' drafts as a shadow
+};
+
 // What the engine loaded, for logs, `specd bench` and tests.
 struct EngineInfo {
   std::string model_dir;
@@ -66,6 +76,11 @@ struct EngineInfo {
   bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
   std::string scorer;              // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;
+  // A/B arms (docs/ab-testing.md): without speculative.arms, one arm "default". With several,
+  // `verifier` lists their verifiers ("rejection,typical_acceptance") and `verifier_lossless`
+  // holds when every arm's does.
+  std::vector<ArmInfo> arms;
+  std::string ab_log;  // the A/B log file; "" = off
 };
 
 // Where the engine's step time goes (docs/scheduling.md), summed since construction, in seconds.
@@ -137,6 +152,9 @@ class Engine {
   const EngineInfo& info() const;
   // Engine-wide speculative-decoding counters since construction (all zero when off).
   spec::SpecMetrics spec_metrics() const;
+  // Per A/B arm (indexed like EngineInfo::arms), since construction; empty when speculation is
+  // off. The reference is valid until the next step().
+  const std::vector<spec::ArmMetrics>& arm_metrics() const;
   EngineStats stats() const;
   StepStats step_stats() const;
 

@@ -38,6 +38,11 @@ struct SpeculativeOptions {
   // Proposal length k for this request, in [0, 32]; unset = speculative.num_speculative_tokens.
   // 0 is the same as enabled = false.
   std::optional<int32_t> num_speculative_tokens;
+  // The A/B arm (speculative.arms) that serves this request; "" = assigned by `user`,
+  // else by a seeded draw. An unknown name fails the request.
+  std::string arm;
+  // The end user (OpenAI `user`): requests of the same user get the same A/B arm (sticky).
+  std::string user;
 };
 
 struct Request {
@@ -71,6 +76,9 @@ struct RequestOutput {
   int32_t num_draft_tokens = 0;
   int32_t num_accepted_tokens = 0;
   int32_t num_spec_steps = 0;
+  // The A/B arm serving the request: an index into EngineInfo::arms; -1 = none (speculation
+  // off for the request, or the request failed before it was assigned).
+  int32_t arm = -1;
 };
 
 }  // namespace specd

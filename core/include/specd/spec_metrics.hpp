@@ -40,6 +40,36 @@ struct SpecMetrics {
   // "acceptance 0.734 (2201/2998), mean length 3.20, efficiency 0.61, per position
   // [0.91 0.80 0.70 0.52], propose 12.1 ms score 80.2 ms verify 1.3 ms"
   std::string summary() const;
+  // Counter by counter: this minus `before` (metrics over an interval, e.g. one bench run).
+  SpecMetrics since(const SpecMetrics& before) const;
+};
+
+// A/B testing (docs/ab-testing.md): what one arm did while serving and, as a shadow, what it
+// would have done with the drafts of the steps other arms served. Indexes are arm indexes
+// (EngineInfo::arms).
+//
+//   token disagreement = differing_tokens / compared_tokens: at the positions both the shadow
+//                        and the serving arm emit, how often their tokens differ (same uniforms)
+//   mean log p         = logprob_sum / logprob_tokens: target log-probability (after the
+//                        request's sampling transforms) of the tokens the verifier emitted
+struct ShadowMetrics {
+  // Counterfactual counters: drafts cut to the shadow arm's k, emitted = accepted + 1 (no stop
+  // conditions), verify_seconds = the shadow verifier's calls, num_steps = steps it shadowed.
+  SpecMetrics counterfactual;
+  uint64_t compared_tokens = 0;
+  uint64_t differing_tokens = 0;
+  double logprob_sum = 0;
+  uint64_t logprob_tokens = 0;
+  uint64_t failures = 0;  // shadow verifier calls that failed (the served requests went on)
+};
+
+struct ArmMetrics {
+  uint64_t num_requests = 0;  // requests assigned to the arm
+  SpecMetrics serving;        // the steps it served; verify_seconds = its own verifier calls
+  double logprob_sum = 0;
+  uint64_t logprob_tokens = 0;
+  // [serving arm] this arm as a shadow of that arm's steps (all zero where it is not one).
+  std::vector<ShadowMetrics> shadow;
 };
 
 }  // namespace specd::spec

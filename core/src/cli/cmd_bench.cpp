@@ -30,6 +30,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/arm_report.hpp"
 #include "cli/bench_scorers.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
@@ -129,26 +130,6 @@ std::string step_time_line(const StepStats& t) {
   return line;
 }
 
-// after - before, counter by counter.
-spec::SpecMetrics metrics_delta(const spec::SpecMetrics& before, const spec::SpecMetrics& after) {
-  spec::SpecMetrics d = after;
-  d.num_steps -= before.num_steps;
-  d.num_drafts -= before.num_drafts;
-  d.draft_tokens -= before.draft_tokens;
-  d.accepted_tokens -= before.accepted_tokens;
-  d.emitted_tokens -= before.emitted_tokens;
-  d.draft_slots -= before.draft_slots;
-  for (size_t i = 0; i < before.drafted_at.size() && i < d.drafted_at.size(); ++i)
-    d.drafted_at[i] -= before.drafted_at[i];
-  for (size_t i = 0; i < before.accepted_at.size() && i < d.accepted_at.size(); ++i) {
-    d.accepted_at[i] -= before.accepted_at[i];
-  }
-  d.propose_seconds -= before.propose_seconds;
-  d.score_seconds -= before.score_seconds;
-  d.verify_seconds -= before.verify_seconds;
-  return d;
-}
-
 // Runs `batch` requests together; returns decode throughput measured over the steps after
 // every request has its first token (so prefill is excluded). `prompt` non-empty: every request
 // uses it; otherwise synthetic prompts from `salt`. `speculative` sets Request.speculative.enabled.
@@ -194,7 +175,7 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
   }
   r.tokens = tokens;
   r.steps = steps;
-  r.spec = metrics_delta(before, engine.spec_metrics());
+  r.spec = engine.spec_metrics().since(before);
   r.timing = step_delta(timing_before, engine.step_stats());
   return r;
 }
@@ -344,6 +325,10 @@ nlohmann::json spec_json(const SpecRow& r) {
 // Everything measured for one weight dtype (one engine).
 struct RunResult {
   EngineInfo info;
+  // Per A/B arm over all speculative runs (plain runs use no arm), with the engine-wide metrics
+  // of the same runs for the shadow arms' cost per step.
+  std::vector<spec::ArmMetrics> arms;
+  spec::SpecMetrics spec_total;
   double load_s = 0;
   double prefill = 0;  // tokens/s
   std::vector<SpecRow> rows;
@@ -375,6 +360,8 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
     }
     res.rows.push_back(best);
   }
+  res.arms = engine.arm_metrics();
+  res.spec_total = engine.spec_metrics();
   // It times a whole model on this process alone: not what a tensor-parallel step costs.
   if (res.info.tensor_parallel_size == 1)
     res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
@@ -432,7 +419,8 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
                         {"verifier", info.verifier},
                         {"k", info.num_speculative_tokens},
                         {"rows", srows},
-                        {"scoring", scoring}};
+                        {"scoring", scoring},
+                        {"arms", arms_json(info, r.arms, r.spec_total)}};
   }
   return j;
 }
@@ -487,6 +475,9 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
                 p.step_ms, floor_ms > 0 ? p.step_ms / floor_ms : 0.0, speculative ? " [plain]" : "");
     std::printf("               %s\n", step_time_line(p.timing).c_str());
     if (speculative) print_spec_row(row);
+  }
+  if (speculative) {
+    std::printf("  per arm, over all speculative runs:\n%s", arms_text(info, r.arms, r.spec_total, "    ").c_str());
   }
   if (info.tensor_parallel_size > 1) std::printf("  scoring cost ratio: not measured under tensor parallelism\n");
   for (const auto& s : r.scoring) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/arm_report.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "specd/engine.hpp"
@@ -27,6 +28,7 @@ struct GenerateOptions {
   std::optional<uint64_t> seed;
   std::optional<int32_t> num_speculative_tokens;  // per-request k (0 = plain decoding)
   bool no_speculation = false;
+  std::string arm;  // the A/B arm to serve with ("" = assigned)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -65,8 +67,10 @@ Generated generate(Engine& engine, const Request& req, bool quiet) {
   return g;
 }
 
-void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g, double load_s) {
+void report(const GenerateOptions& o, const Engine& engine, const Generated& g, double load_s) {
+  const EngineInfo& info = engine.info();
   const RequestOutput& last = g.last;  // its speculative counters cover the whole request
+  const std::string arm = last.arm >= 0 ? info.arms[static_cast<size_t>(last.arm)].name : std::string();
   const double decode_s = g.total_s - g.ttft_s;
   const double decode_tps = g.ids.size() > 1 && decode_s > 0 ? static_cast<double>(g.ids.size() - 1) / decode_s : 0.0;
   const bool speculative = !info.proposer.empty();
@@ -75,7 +79,8 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
   // Tokens per target forward over the steps that verified a draft (1 + accepted / drafts).
   const double mean_len =
       last.num_spec_steps > 0 ? 1.0 + static_cast<double>(last.num_accepted_tokens) / last.num_spec_steps : 0.0;
-  const int32_t k = o.num_speculative_tokens.value_or(info.num_speculative_tokens);
+  const int32_t k = o.num_speculative_tokens.value_or(
+      last.arm >= 0 ? info.arms[static_cast<size_t>(last.arm)].num_speculative_tokens : info.num_speculative_tokens);
   if (o.json) {
     nlohmann::json j = {{"text", g.text},
                         {"token_ids", g.ids},
@@ -97,7 +102,9 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
                           {"draft_tokens", last.num_draft_tokens},
                           {"accepted_tokens", last.num_accepted_tokens},
                           {"acceptance_rate", acceptance_rate},
-                          {"mean_acceptance_length", mean_len}};
+                          {"mean_acceptance_length", mean_len},
+                          {"arm", arm.empty() ? nlohmann::json(nullptr) : nlohmann::json(arm)},
+                          {"arms", arms_json(info, engine.arm_metrics(), engine.spec_metrics())}};
     }
     std::cout << j.dump() << "\n";
     return;
@@ -112,6 +119,8 @@ void report(const GenerateOptions& o, const EngineInfo& info, const Generated& g
                  "mean acceptance length %.2f\n",
                  info.proposer.c_str(), info.verifier.c_str(), k, last.num_accepted_tokens, last.num_draft_tokens,
                  acceptance_rate * 100.0, last.num_spec_steps, mean_len);
+    if (info.arms.size() > 1 || (!info.arms.empty() && info.arms[0].shadow))
+      std::fprintf(stderr, "%s", arms_text(info, engine.arm_metrics(), engine.spec_metrics(), "[specd] ").c_str());
   }
 }
 
@@ -126,8 +135,9 @@ void run_generate(GenerateOptions& o) {
   req.sampling.seed = o.seed;
   req.speculative.enabled = !o.no_speculation;
   req.speculative.num_speculative_tokens = o.num_speculative_tokens;
+  req.speculative.arm = o.arm;
   const Generated g = generate(engine, req, o.json);
-  report(o, engine.info(), g, load_s);
+  report(o, engine, g, load_s);
 }
 
 }  // namespace
@@ -151,6 +161,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--num-speculative-tokens", o->num_speculative_tokens,
                   "this request's proposal length k in [0, 32] (default: speculative.num_speculative_tokens)");
   cmd->add_flag("--no-speculation", o->no_speculation, "decode this request without speculation");
+  cmd->add_option("--arm", o->arm, "the A/B arm (speculative.arms) that serves the request");
   cmd->callback([o] { run_generate(*o); });
 }
 

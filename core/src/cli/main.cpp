@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   cli::add_bench_command(app);
   cli::add_serve_command(app);
   cli::add_inspect_command(app);
+  cli::add_ab_commands(app);
 
   try {
     app.parse(argc, argv);

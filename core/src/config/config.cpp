@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -250,10 +252,67 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "model", "tensor_parallel_size", 0, 1024, c.model.tensor_parallel_size);
 }
 
+void read_arm(Reader& r, const YAML::Node& n, const std::string& path, SpeculativeConfig& s) {
+  if (!n.IsMap()) {
+    r.error(n, path, "expected a map with name, verifier, num_speculative_tokens, weight, got " + quote(n));
+    return;
+  }
+  r.section(n, path, {"name", "verifier", "num_speculative_tokens", "weight"});
+  ArmConfig arm;
+  r.get_string(n, path, "name", arm.name);
+  if (!valid_arm_name(arm.name)) {
+    r.error(n["name"].IsDefined() ? n["name"] : n, path + ".name",
+            "expected 1 to 64 characters of A-Z a-z 0-9 _ - ., got \"" + arm.name + "\"");
+  }
+  for (const ArmConfig& other : s.arms)
+    if (!arm.name.empty() && other.name == arm.name) r.error(n["name"], path + ".name", "duplicate arm \"" + arm.name + "\"");
+  r.component(n, "verifier", path + ".verifier", arm.verifier, true);
+  r.get_int(n, path, "num_speculative_tokens", 1, 32, arm.num_speculative_tokens);
+  r.get_float(n, path, "weight", 0.0, 1e6, false, arm.weight);
+  s.arms.push_back(std::move(arm));
+}
+
+// speculative.arms, speculative.shadow and the A/B log (docs/ab-testing.md).
+void read_ab(Reader& r, const YAML::Node& n, SpeculativeConfig& s) {
+  if (const YAML::Node arms = n["arms"]; arms.IsDefined() && !arms.IsNull()) {
+    if (!arms.IsSequence() || arms.size() == 0) {
+      r.error(arms, "speculative.arms", "expected a non-empty list of arms, got " + quote(arms));
+    } else {
+      for (size_t i = 0; i < arms.size(); ++i) read_arm(r, arms[i], "speculative.arms[" + std::to_string(i) + "]", s);
+      if (n["verifier"].IsDefined() && !n["verifier"].IsNull())
+        r.error(n["verifier"], "speculative.verifier", "give either speculative.verifier or speculative.arms, not both");
+      double total = 0;
+      for (const ArmConfig& a : s.arms) total += a.weight;
+      if (total <= 0) r.error(arms, "speculative.arms", "at least one arm needs a weight above 0");
+    }
+  }
+  if (const YAML::Node sh = n["shadow"]; sh.IsDefined() && !sh.IsNull()) {
+    if (s.arms.empty()) {
+      r.error(sh, "speculative.shadow", "needs speculative.arms (a shadow arm verifies another arm's drafts)");
+    } else if (sh.IsScalar() && sh.Scalar() == "all") {
+      for (const ArmConfig& a : s.arms) s.shadow.push_back(a.name);
+    } else {
+      r.get_string_list(n, "speculative", "shadow", false, s.shadow);
+      std::set<std::string> seen;
+      for (size_t i = 0; i < s.shadow.size(); ++i) {
+        const std::string& name = s.shadow[i];
+        const std::string at = "speculative.shadow[" + std::to_string(i) + "]";
+        const bool known = std::any_of(s.arms.begin(), s.arms.end(), [&](const ArmConfig& a) { return a.name == name; });
+        if (!known) r.error(sh, at, "no arm is named \"" + name + "\" (or give `all`)");
+        if (!seen.insert(name).second) r.error(sh, at, "arm \"" + name + "\" is listed twice");
+      }
+    }
+  }
+  r.get_path(n, "speculative", "ab_log", s.ab_log);
+  r.get_int(n, "speculative", "ab_log_max_mib", 1, int64_t{1} << 20, s.ab_log_max_mib);
+  r.get_int(n, "speculative", "ab_log_keep", 1, 1000, s.ab_log_keep);
+}
+
 void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   const YAML::Node n = root["speculative"];
   if (!r.section(n, "speculative",
-                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "scorer", "disable_by_batch_size"}))
+                 {"enabled", "num_speculative_tokens", "proposer", "verifier", "scorer", "disable_by_batch_size", "arms",
+                  "shadow", "ab_log", "ab_log_max_mib", "ab_log_keep"}))
     return;
   auto& s = c.speculative;
   s.enabled = true;
@@ -272,6 +331,7 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (s.scorer.name == "mqa" && s.scorer.params.size() > 0)
     r.error(n["scorer"], "speculative.scorer." + s.scorer.params.entries().front().key,
             "unknown key (the built-in mqa scorer takes no parameters)");
+  read_ab(r, n, s);
 }
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
@@ -377,6 +437,13 @@ EngineConfig load_node(YAML::Node root, const std::string& source, const fs::pat
 
 }  // namespace
 
+bool valid_arm_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.') return false;
+  return true;
+}
+
 std::pair<std::string, std::string> parse_override(const std::string& flag) {
   const size_t eq = flag.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -417,12 +484,22 @@ std::string summary(const EngineConfig& c) {
   if (c.model.tensor_parallel_size > 0) os << ", tensor_parallel_size " << c.model.tensor_parallel_size;
   os << ")\n";
   if (c.speculative.enabled) {
-    os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier " << c.speculative.verifier.name
-       << ", scorer " << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens;
+    os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier "
+       << (c.speculative.arms.empty() ? c.speculative.verifier.name : "per arm") << ", scorer "
+       << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens;
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
     if (c.speculative.proposer_tensor_parallel_size > 0)
       os << ", proposer tensor_parallel_size " << c.speculative.proposer_tensor_parallel_size;
     os << "\n";
+    for (const ArmConfig& a : c.speculative.arms) {
+      const bool shadow = std::find(c.speculative.shadow.begin(), c.speculative.shadow.end(), a.name) !=
+                          c.speculative.shadow.end();
+      os << "  arm " << a.name << ":" << std::string(a.name.size() < 8 ? 8 - a.name.size() : 0, ' ') << " verifier "
+         << a.verifier.name << ", k = "
+         << (a.num_speculative_tokens > 0 ? a.num_speculative_tokens : c.speculative.num_speculative_tokens)
+         << ", weight " << a.weight << (shadow ? ", shadow" : "") << "\n";
+    }
+    if (!c.speculative.ab_log.empty()) os << "  A/B log:      " << c.speculative.ab_log << "\n";
   } else {
     os << "  speculative:  off\n";
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,14 @@ struct ComponentConfig {
   int32_t line = 0;
 };
 
+// One A/B arm (docs/ab-testing.md): a verifier, optionally its own k, and a traffic weight.
+struct ArmConfig {
+  std::string name;                    // [A-Za-z0-9_.-], at most 64 characters, unique
+  ComponentConfig verifier;
+  int32_t num_speculative_tokens = 0;  // k cap of the arm's requests; 0 = speculative.num_speculative_tokens
+  double weight = 1.0;                 // share of assigned traffic; 0 = only when asked for by name
+};
+
 struct SpeculativeConfig {
   bool enabled = false;                // true when the `speculative` section is present
   int32_t num_speculative_tokens = 4;  // k, in [1, 32]
@@ -45,6 +54,13 @@ struct SpeculativeConfig {
   ComponentConfig verifier;            // default: rejection
   ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin
   int32_t disable_by_batch_size = 0;   // 0 = never disable
+  // A/B testing (docs/ab-testing.md). Without `arms` the engine has one arm, "default", that
+  // serves with `verifier`; `arms` and `verifier` are exclusive.
+  std::vector<ArmConfig> arms;
+  std::vector<std::string> shadow;     // arms that verify every other arm's drafts (`all` expanded)
+  std::string ab_log;                  // JSON-lines file, one line per finished request; "" = off
+  int64_t ab_log_max_mib = 64;         // the file is rotated when it reaches this size
+  int32_t ab_log_keep = 5;             // rotated files kept: FILE.1 (newest) .. FILE.<keep>
 };
 
 struct SchedulerConfig {
@@ -118,6 +134,10 @@ EngineConfig load_string(const std::string& yaml, const std::string& source_name
                          const Overrides& overrides = {});
 // A config with documented defaults for a model directory alone (`--model DIR`).
 EngineConfig for_model_dir(const std::string& model_dir, const Overrides& overrides = {});
+
+// An A/B arm name: 1 to 64 characters of A-Z a-z 0-9 _ - . (names appear in HTTP headers,
+// metric labels and reports).
+bool valid_arm_name(std::string_view name);
 
 // A one-screen human summary (what `specd validate` prints on success).
 std::string summary(const EngineConfig& config);

@@ -114,7 +114,8 @@ void AsyncEngine::stop(std::chrono::milliseconds timeout) {
 
 AsyncEngineStats AsyncEngine::stats() const {
   std::lock_guard lock(mu_);
-  return AsyncEngineStats{queue_.size(), num_running_, num_steps_, accepting_, engine_stats_, spec_metrics_, step_stats_};
+  return AsyncEngineStats{queue_.size(), num_running_, num_steps_,  accepting_,
+                          engine_stats_, spec_metrics_, step_stats_, arm_metrics_};
 }
 
 void AsyncEngine::notify_finished(const RequestTrace& trace) {
@@ -270,6 +271,7 @@ void AsyncEngine::loop() {
     if (stepping) ++num_steps_;
     engine_stats_ = engine_stats;
     spec_metrics_ = std::move(spec_metrics);
+    arm_metrics_ = engine_->arm_metrics();
     step_stats_ = step_stats;
   }
   std::lock_guard lock(mu_);

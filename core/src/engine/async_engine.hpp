@@ -92,6 +92,7 @@ struct AsyncEngineStats {
   EngineStats engine;      // KV usage and scheduler counters, as of the last step
   spec::SpecMetrics spec;  // speculative counters, as of the last step
   StepStats steps;         // where step time went, as of the last step
+  std::vector<spec::ArmMetrics> arms;  // per A/B arm, as of the last step
 };
 
 struct AsyncEngineOptions {
@@ -174,6 +175,7 @@ class AsyncEngine {
   EngineStats engine_stats_;        // snapshots taken on the loop thread (guarded by mu_)
   spec::SpecMetrics spec_metrics_;
   StepStats step_stats_;
+  std::vector<spec::ArmMetrics> arm_metrics_;  // copy-assigned: no allocation once sized
 
   // Loop-thread state: the requests inside the Engine, by id.
   std::unordered_map<RequestId, Running> running_;

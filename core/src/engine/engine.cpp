@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "common/hash.hpp"
 #include "engine/engine_impl.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/cpu_isa.hpp"
@@ -17,13 +18,6 @@
 
 namespace specd {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
 constexpr kv::SeqId kScoringSeq = -1;
@@ -127,6 +121,10 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok);
+  if (spec) arm_metrics = spec->arms().zero_metrics();
+  if (spec && !cfg.speculative.ab_log.empty())
+    ab = std::make_unique<speculative::AbRecorder>(spec->arms(), cfg.speculative.ab_log,
+                                                   cfg.speculative.ab_log_max_mib << 20, cfg.speculative.ab_log_keep);
 
   eos_ids = mc.eos_token_ids;
   if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
@@ -205,10 +203,18 @@ void Engine::Impl::describe() {
   info.num_threads = kernels::num_threads();
   if (spec) {
     info.proposer = spec->proposer_name();
-    info.verifier = spec->verifier_name();
-    info.verifier_lossless = spec->verifier_lossless();
     info.scorer = scorer->name();
     info.num_speculative_tokens = spec->default_k();
+    info.verifier_lossless = true;
+    const speculative::ArmVerifiers& arms = spec->arms();
+    for (size_t i = 0; i < arms.size(); ++i) {
+      const speculative::Arm& a = arms.arm(i);
+      const bool lossless = a.verifier->capabilities().lossless != 0;
+      info.arms.push_back({a.name, a.verifier->name(), lossless, a.k, a.weight, a.shadow});
+      info.verifier += (i == 0 ? "" : ",") + a.verifier->name();
+      info.verifier_lossless = info.verifier_lossless && lossless;
+    }
+    info.ab_log = cfg.speculative.ab_log;
   }
   log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
@@ -269,15 +275,38 @@ void Engine::add_request(RequestId id, const Request& request) {
   }
   seq->num_prompt = n;
   seq->params = request.sampling;
-  if (m.spec && request.speculative.enabled) {
-    seq->spec_k = request.speculative.num_speculative_tokens.value_or(m.spec->default_k());
+  if (std::string err = m.assign_arm(id, request, *seq); !err.empty()) {
+    fail(err, n);
+    return;
   }
   seq->seed = request.sampling.seed ? *request.sampling.seed
                                     : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
   seq->stop_ids = request.sampling.stop_token_ids;
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  m.output->add(id, seq->tokens, request.sampling);
+  m.output->add(id, seq->tokens, request.sampling, seq->arm);
   m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
+}
+
+// An explicit arm must exist; a request that speculates gets an arm (explicit, by user, or drawn)
+// and the arm's k unless it sets its own.
+std::string Engine::Impl::assign_arm(RequestId id, const Request& request, sched::Sequence& seq) {
+  const std::string& name = request.speculative.arm;
+  auto unknown = [&] {
+    if (!config::valid_arm_name(name)) return std::string("speculative.arm is not a valid arm name");
+    if (!spec) return "speculative.arm '" + name + "': the engine has no A/B arms (no speculative section)";
+    return "unknown A/B arm '" + name + "' (arms: " + spec->arm_list() + ")";
+  };
+  const std::optional<int32_t>& k = request.speculative.num_speculative_tokens;
+  if (!spec || !request.speculative.enabled || (k && *k == 0)) {
+    return name.empty() || (spec && spec->has_arm(name)) ? "" : unknown();  // no arm: it does not speculate
+  }
+  const std::optional<speculative::ArmAssignment> a = spec->assign(name, request.speculative.user, id);
+  if (!a) return unknown();
+  seq.arm = a->arm;
+  ++arm_metrics[static_cast<size_t>(a->arm)].num_requests;
+  seq.spec_k = k.value_or(spec->arms().arm(static_cast<size_t>(a->arm)).k);
+  if (ab) ab->add(id, *a, request.sampling, seq.spec_k, speculative::AbRecorder::Clock::now());
+  return "";
 }
 
 void Engine::abort(RequestId id) {
@@ -353,6 +382,10 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
 const EngineInfo& Engine::info() const { return impl_->info; }
 
 spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
+
+const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const {
+  return impl_->arm_metrics;
+}
 
 const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
 

@@ -26,6 +26,7 @@
 #include "sched/step_batch.hpp"
 #include "specd/engine.hpp"
 #include "specd/log.hpp"
+#include "speculative/ab_log.hpp"
 #include "speculative/scorer.hpp"
 #include "speculative/speculator.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -46,6 +47,11 @@ struct StepResult {
   bool speculated = false;                    // proposed this step (k > 0)
   output::SpecStep spec;
   std::string error;  // the row failed (before commit, or in the proposer's on_accept after it)
+  // A/B (verified rows): Σ log p of the tokens the serving verifier emitted, and the shadow
+  // arms' outcomes StepOutbox::shadows[first_shadow, first_shadow + num_shadows) (one per arm).
+  float emitted_logprob = 0;
+  uint32_t first_shadow = 0;
+  uint32_t num_shadows = 0;
 };
 
 // The model side's timing of one step (written by execute, read when the step is collected).
@@ -58,6 +64,8 @@ struct ExecTimes {
 struct StepOutbox {
   std::vector<StepResult> rows;
   std::vector<int32_t> tokens;
+  std::vector<sched::ShadowOutcome> shadows;
+  double row_s = 0;  // a row's share of the step's propose + forward + verify seconds (A/B log)
   ExecTimes times;
   bool pending = false;  // holds a step that has not been processed
 };
@@ -76,11 +84,14 @@ struct Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
   std::unique_ptr<speculative::Scorer> scorer;
   std::unique_ptr<output::OutputProcessor> output;
+  // speculative.ab_log: one line per finished request of an A/B arm (null when off).
+  std::unique_ptr<speculative::AbRecorder> ab;
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
   uint64_t num_preemptions = 0;
   spec::SpecMetrics spec_metrics;      // engine-wide, recorded with the outputs
+  std::vector<spec::ArmMetrics> arm_metrics;  // per A/B arm (speculative/arm_verifiers.hpp), likewise
   log::Logger& log = log::get("engine");
 
   // Requests added since the last prepare (they enter the scheduler there), and requests that
@@ -127,6 +138,8 @@ struct Engine::Impl {
   void retire(RequestId id);
   void remove(RequestId id);
   bool in_flight() const { return worker && worker->busy(); }
+  // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
+  std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
 };
 
 }  // namespace specd

@@ -43,6 +43,7 @@ std::vector<RequestOutput> Engine::step() {
   const SteadyClock::time_point t2 = SteadyClock::now();
   m.process(outputs);
   const SteadyClock::time_point t3 = SteadyClock::now();
+  if (m.ab) m.ab->outputs(outputs, t3);  // first tokens, steps, and the A/B log lines of finished requests
   m.stats.output += seconds(t3 - t2);
   if (has_unfinished()) {
     m.busy_since = t0;
@@ -87,9 +88,17 @@ void Engine::Impl::collect() {
       r.speculated = row.speculates();
       r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
       r.error = std::move(row.error);
+      r.emitted_logprob = row.emitted_logprob;
+      r.first_shadow = static_cast<uint32_t>(outbox.shadows.size());
+      r.num_shadows = static_cast<uint32_t>(row.shadows.size());
+      outbox.shadows.insert(outbox.shadows.end(), row.shadows.begin(), row.shadows.end());
     }
     if (ended) remove(id);
   }
+  // A/B: each row's share of the step's time, for the log; the verifier calls, for the arms' metrics.
+  outbox.row_s =
+      (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
+  if (spec) speculative::record_calls(arm_metrics, spec->arms().calls());
   batch.rows.clear();  // the rows point at sequences that may be gone now
   stats.propose += exec.propose;
   stats.forward += exec.forward;
@@ -145,8 +154,14 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
     }
     const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
     RequestOutput out = output->process(r.id, appended, r.finish, r.speculated ? &r.spec : nullptr);
-    if (r.spec.drafted > 0)
-      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, static_cast<int32_t>(out.new_token_ids.size()));
+    if (r.spec.drafted > 0) {
+      const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
+      const std::span<const sched::ShadowOutcome> shadows(outbox.shadows.data() + r.first_shadow, r.num_shadows);
+      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);
+      speculative::record_row(arm_metrics, out.arm, r.spec.k, r.spec.drafted, r.spec.accepted, emitted,
+                              r.emitted_logprob, shadows);
+      if (ab) ab->verified(r.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
+    }
     if (!out.finished && !r.error.empty()) {  // the proposer's on_accept failed
       outputs.push_back(output->fail(r.id, r.error));
       continue;
@@ -156,6 +171,7 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
   }
   outbox.rows.clear();
   outbox.tokens.clear();
+  outbox.shadows.clear();
 }
 
 void Engine::Impl::retire(RequestId id) {

@@ -2,8 +2,10 @@
 
 namespace specd::output {
 
-void OutputProcessor::add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params) {
+void OutputProcessor::add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params,
+                          int32_t arm) {
   Request& r = requests_[id];
+  r.arm = arm;
   r.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(tok_, true, prompt);
   r.stops = sampling::StopStringMatcher(params.stop);
   r.num_prompt = static_cast<int32_t>(prompt.size());
@@ -15,6 +17,7 @@ void OutputProcessor::fill_counters(const Request& r, RequestOutput& out) const 
   out.num_draft_tokens = static_cast<int32_t>(r.spec.draft_tokens);
   out.num_accepted_tokens = static_cast<int32_t>(r.spec.accepted_tokens);
   out.num_spec_steps = static_cast<int32_t>(r.spec.num_drafts);
+  out.arm = r.arm;
 }
 
 // End of stream: releases text the detokenizer and the stop matcher were holding back, unless
@@ -71,6 +74,7 @@ RequestOutput OutputProcessor::fail(RequestId id, const std::string& message, in
   out.num_prompt_tokens = num_prompt;
   if (auto it = requests_.find(id); it != requests_.end()) {
     out.num_prompt_tokens = it->second.num_prompt;
+    out.arm = it->second.arm;
     requests_.erase(it);
   }
   return out;

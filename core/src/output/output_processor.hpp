@@ -34,7 +34,8 @@ class OutputProcessor {
   explicit OutputProcessor(const tokenizer::Tokenizer& tok) : tok_(tok) {}
 
   // A request entered the engine: its text continues after `prompt`, its stop strings are armed.
-  void add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params);
+  // arm: its A/B arm (RequestOutput::arm of every output), -1 = none.
+  void add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params, int32_t arm = -1);
   bool contains(RequestId id) const { return requests_.contains(id); }
   // Requests added and not yet finished, failed or aborted.
   size_t num_requests() const { return requests_.size(); }
@@ -59,6 +60,7 @@ class OutputProcessor {
     sampling::StopStringMatcher stops;
     int32_t num_prompt = 0;
     int32_t num_generated = 0;
+    int32_t arm = -1;
     spec::SpecMetrics spec;  // this request's speculative counters
   };
   void fill_counters(const Request& r, RequestOutput& out) const;

@@ -52,6 +52,7 @@ struct Sequence {
   uint64_t seed = 0;            // the request's Philox seed
   std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
   int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
+  int32_t arm = -1;             // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
   // KV positions [0, kv_reserved) held for the running multi-step (0 = none): a rollback keeps
   // them; the first full schedule after the multi-step gives back what was not used.
   int32_t kv_reserved = 0;

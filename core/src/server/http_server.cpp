@@ -14,6 +14,7 @@
 #include "server/http_transport.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
+#include "server/spec_exporter.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -116,18 +117,8 @@ struct HttpServer::Impl {
   Gauge* kv_usage = nullptr;
   Counter* preemptions = nullptr;
   Family<Counter>* step_seconds = nullptr;
-  // Speculative decoding, labelled by proposer and verifier (series exist only when it is on).
-  Family<Counter>* spec_drafts = nullptr;
-  Family<Counter>* spec_draft_tokens = nullptr;
-  Family<Counter>* spec_accepted_tokens = nullptr;
-  Family<Counter>* spec_emitted_tokens = nullptr;
-  Family<Counter>* spec_drafted_at = nullptr;
-  Family<Counter>* spec_accepted_at = nullptr;
-  Family<Counter>* spec_seconds = nullptr;
-  Family<Gauge>* spec_acceptance_rate = nullptr;
-  Family<Gauge>* spec_mean_length = nullptr;
-  Family<Gauge>* spec_efficiency = nullptr;
-  std::string proposer, verifier;  // set once the model is loaded
+  // Speculative decoding: engine-wide, per A/B arm and per shadow arm (series exist only when on).
+  SpecExporter spec{metrics};
 
   explicit Impl(const config::EngineConfig& c);
   void register_metrics();
@@ -138,8 +129,9 @@ struct HttpServer::Impl {
   }
   void check_auth(const http::Request& req) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
+  // arm: the serving A/B arm ("" = none), sent as X-Specd-Arm and in the usage chunk.
   void stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
-                       RequestStream& stream, RequestOutput first);
+                       const std::string& arm, RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
   void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
@@ -199,24 +191,6 @@ void HttpServer::Impl::register_metrics() {
                                   "target's), propose, verify, commit, schedule, output; with async scheduling "
                                   "in_flight, overlap (worker busy meanwhile) and wait.",
                                   {"phase"});
-  const std::vector<std::string> arm = {"proposer", "verifier"};
-  spec_drafts = &metrics.counter("specd_spec_drafts_total", "Speculative steps of a sequence with at least one draft.", arm);
-  spec_draft_tokens = &metrics.counter("specd_spec_draft_tokens_total", "Draft tokens proposed.", arm);
-  spec_accepted_tokens = &metrics.counter("specd_spec_accepted_tokens_total", "Draft tokens accepted.", arm);
-  spec_emitted_tokens =
-      &metrics.counter("specd_spec_emitted_tokens_total", "Tokens emitted by speculative steps.", arm);
-  spec_drafted_at = &metrics.counter("specd_spec_drafted_at_position_total",
-                                     "Drafts that proposed a token at this position.", {"proposer", "verifier", "position"});
-  spec_accepted_at = &metrics.counter("specd_spec_accepted_at_position_total",
-                                      "Drafts whose token at this position was accepted.",
-                                      {"proposer", "verifier", "position"});
-  spec_seconds = &metrics.counter("specd_spec_seconds_total", "Time in each phase of speculative steps.",
-                                  {"proposer", "verifier", "phase"});
-  spec_acceptance_rate = &metrics.gauge("specd_spec_acceptance_rate", "Accepted / draft tokens.", arm);
-  spec_mean_length =
-      &metrics.gauge("specd_spec_mean_acceptance_length", "1 + accepted tokens / drafts (tokens per target forward).", arm);
-  spec_efficiency =
-      &metrics.gauge("specd_spec_system_efficiency", "Emitted tokens / sum of (k + 1) over drafts.", arm);
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
@@ -229,24 +203,7 @@ void HttpServer::Impl::register_metrics() {
     kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
     preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
     set_step_seconds(s.steps);
-    if (proposer.empty()) return;
-    const std::vector<std::string> a = {proposer, verifier};
-    const spec::SpecMetrics& m = s.spec;
-    spec_drafts->with(a).set_total(static_cast<double>(m.num_drafts));
-    spec_draft_tokens->with(a).set_total(static_cast<double>(m.draft_tokens));
-    spec_accepted_tokens->with(a).set_total(static_cast<double>(m.accepted_tokens));
-    spec_emitted_tokens->with(a).set_total(static_cast<double>(m.emitted_tokens));
-    for (size_t i = 0; i < m.drafted_at.size(); ++i) {
-      const std::vector<std::string> at = {proposer, verifier, std::to_string(i)};
-      spec_drafted_at->with(at).set_total(static_cast<double>(m.drafted_at[i]));
-      spec_accepted_at->with(at).set_total(static_cast<double>(m.accepted_at[i]));
-    }
-    spec_seconds->with({proposer, verifier, "propose"}).set_total(m.propose_seconds);
-    spec_seconds->with({proposer, verifier, "score"}).set_total(m.score_seconds);
-    spec_seconds->with({proposer, verifier, "verify"}).set_total(m.verify_seconds);
-    spec_acceptance_rate->with(a).set(m.acceptance_rate());
-    spec_mean_length->with(a).set(m.mean_acceptance_length());
-    spec_efficiency->with(a).set(m.system_efficiency());
+    spec.collect(s.spec, s.arms);
   });
 }
 
@@ -356,16 +313,22 @@ void HttpServer::Impl::routes() {
 
 namespace {
 
-// The engine request for a parsed API request. Speculative options are parsed and validated
-// by the API layer; the engine's Request has no per-request speculative fields yet, so they are
-// not forwarded (docs/server.md says so).
+// The engine request for a parsed API request (speculative options and the arm validated).
 Request to_engine_request(const GenerationRequest& g) {
   Request r;
   r.prompt_ids = g.prompt_ids;
   r.sampling = g.sampling;
   if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
   r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
+  r.speculative.arm = g.speculative.arm;
+  r.speculative.user = g.user;
   return r;
+}
+
+// The serving A/B arm of a response: header X-Specd-Arm and usage.arm ("" = none).
+std::string arm_name(const Loaded& l, const RequestOutput& out) {
+  return out.arm >= 0 && static_cast<size_t>(out.arm) < l.limits.arms.size() ? l.limits.arms[static_cast<size_t>(out.arm)]
+                                                                                : std::string();
 }
 
 // Waits for the next output; nullopt once the client has gone away. The AsyncEngine guarantees
@@ -409,6 +372,7 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   const json body = parse_body(req.body);
   GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
                              : parse_completion_request(body, l->limits, *l->tok);
+  resolve_arm(g, req.header("x-specd-arm"), l->limits);
 
   Submission sub = l->engine->submit(to_engine_request(g));
   if (sub.status == SubmitStatus::kQueueFull) {
@@ -429,7 +393,8 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
     throw engine_failure(*first);
   }
   if (g.stream) {
-    stream_response(ex, g, meta, *sub.stream, std::move(*first));
+    const std::string arm = arm_name(*l, *first);
+    stream_response(ex, g, meta, arm, *sub.stream, std::move(*first));
     guard.armed = !sub.stream->finished();
     return;
   }
@@ -444,16 +409,23 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   guard.armed = false;
   if (!finished_ok(last)) throw engine_failure(last);
   const std::string reason(finish_reason_name(last.finish_reason));
-  send_json(ex, 200,
-            chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
-                 : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens));
+  json out = chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
+                  : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens);
+  http::Headers headers;
+  if (const std::string arm = arm_name(*l, last); !arm.empty()) {
+    add_arm_to_usage(out, arm);
+    headers.emplace_back("X-Specd-Arm", arm);
+  }
+  ex.reply(http::Response{200, "application/json", dump(out), std::move(headers)});
 }
 
 // Server-sent events: one `data:` event per batch of new text, the finish reason, the usage
 // chunk when asked for, then [DONE]. Returns when the stream ended or the client went away.
 void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
-                                       RequestStream& stream, RequestOutput first) {
-  if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}})) return;
+                                       const std::string& arm, RequestStream& stream, RequestOutput first) {
+  http::Headers headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  if (!arm.empty()) headers.emplace_back("X-Specd-Arm", arm);
+  if (!ex.begin_stream(200, "text/event-stream", headers)) return;
   const bool chat = g.chat;
   std::vector<RequestOutput> outs;
   outs.push_back(std::move(first));
@@ -476,7 +448,11 @@ void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationReque
         const std::string reason(finish_reason_name(out.finish_reason));
         data += sse(chat ? chat_chunk(meta, out.text_delta, reason, false)
                          : completion_chunk(meta, out.text_delta, reason));
-        if (g.include_usage) data += sse(usage_chunk(meta, chat, out.num_prompt_tokens, out.num_generated_tokens));
+        if (g.include_usage) {
+          json usage = usage_chunk(meta, chat, out.num_prompt_tokens, out.num_generated_tokens);
+          if (!arm.empty()) add_arm_to_usage(usage, arm);
+          data += sse(usage);
+        }
       } else {
         data += sse(error_body(engine_failure(out)));
       }
@@ -528,11 +504,8 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.vocab_size = info.vocab_size;
   m.kv_blocks->set(info.kv_num_blocks);
-  {
-    std::lock_guard lock(m.mu);
-    m.proposer = info.proposer;
-    m.verifier = info.verifier;
-  }
+  for (const ArmInfo& a : info.arms) l->limits.arms.push_back(a.name);
+  m.spec.set_engine(info);  // before `loaded` is published: the collect hook reads it after get_loaded()
 
   AsyncEngineOptions opts;
   opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
 #include "common/untrusted.hpp"
+#include "config/config.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -113,7 +115,7 @@ const std::string& read_string(const json& v, const std::string& name) {
 
 // OpenAI fields specd accepts without acting on them (they do not change the tokens produced).
 const std::set<std::string>& ignored_fields() {
-  static const std::set<std::string> s = {"user", "store", "metadata", "service_tier", "parallel_tool_calls"};
+  static const std::set<std::string> s = {"store", "metadata", "service_tier", "parallel_tool_calls"};
   return s;
 }
 
@@ -171,8 +173,10 @@ SpeculativeOptions read_speculative(const json& v) {
       s.enabled = read_bool(value, "speculative.enabled");
     } else if (key == "num_speculative_tokens") {
       s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
+    } else if (key == "arm") {
+      s.arm = read_string(value, "speculative.arm");
     } else {
-      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens)",
+      throw bad_request("unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens, arm)",
                         "speculative." + clip(key));
     }
   }
@@ -202,7 +206,7 @@ void read_common(const json& body, const ApiLimits& limits, const std::set<std::
                  GenerationRequest& req, std::optional<int64_t>& max_tokens) {
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
-      "stream", "stream_options", "n", "ignore_eos", "speculative"};
+      "stream", "stream_options", "n", "ignore_eos", "speculative", "user"};
   for (const auto& [key, value] : body.items()) {
     if (kCommon.count(key) || allowed.count(key) || ignored_fields().count(key)) continue;
     if (neutral_fields().count(key)) {
@@ -262,6 +266,7 @@ void read_common(const json& body, const ApiLimits& limits, const std::set<std::
     }
   }
   if (body.contains("speculative")) req.speculative = read_speculative(body["speculative"]);
+  if (!is_null_or_absent(body, "user")) req.user = read_string(body["user"], "user");
 }
 
 void check_prompt_length(const GenerationRequest& req, const ApiLimits& limits, const std::string& param) {
@@ -388,6 +393,25 @@ GenerationRequest parse_chat_request(const json& body, const ApiLimits& limits, 
   return req;
 }
 
+void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLimits& limits) {
+  std::string& arm = req.speculative.arm;
+  const std::string param = arm.empty() && !header.empty() ? "X-Specd-Arm" : "speculative.arm";
+  if (!header.empty() && !arm.empty() && header != arm)
+    throw bad_request("speculative.arm and the X-Specd-Arm header name different arms; give one", "speculative.arm");
+  if (arm.empty()) arm = header;
+  if (arm.empty()) return;
+  if (!config::valid_arm_name(arm))
+    throw bad_request(param + " must be 1 to 64 characters of A-Z a-z 0-9 _ - .", param);
+  if (std::find(limits.arms.begin(), limits.arms.end(), arm) == limits.arms.end()) {
+    std::string known;
+    for (const std::string& a : limits.arms) known += (known.empty() ? "" : ", ") + a;
+    throw bad_request("unknown A/B arm '" + arm + "'" +
+                          (known.empty() ? std::string(": this server has no speculative decoding")
+                                         : " (arms: " + known + ")"),
+                      param);
+  }
+}
+
 // ---- responses --------------------------------------------------------------------------------
 
 namespace {
@@ -458,6 +482,10 @@ json usage_chunk(const ResponseMeta& m, bool chat, int32_t prompt_tokens, int32_
               {"model", m.model},
               {"choices", json::array()},
               {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+void add_arm_to_usage(json& response, const std::string& arm) {
+  if (auto it = response.find("usage"); it != response.end() && it->is_object()) (*it)["arm"] = arm;
 }
 
 }  // namespace specd::server

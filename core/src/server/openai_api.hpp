@@ -40,6 +40,7 @@ nlohmann::json error_body(const ApiError& e);
 struct SpeculativeOptions {
   std::optional<bool> enabled;
   std::optional<int32_t> num_speculative_tokens;  // [0, 32]; 0 = decode without drafts
+  std::string arm;  // the A/B arm to serve with ("" = assigned); see resolve_arm()
 };
 
 // What the server needs to validate a request.
@@ -49,6 +50,7 @@ struct ApiLimits {
   int32_t max_prompt_tokens = 0;  // effective limit (already min'ed with max_model_len - 1)
   int32_t max_tokens_limit = 4096;
   int64_t vocab_size = 0;
+  std::vector<std::string> arms;  // the engine's A/B arms (EngineInfo::arms)
 };
 
 struct GenerationRequest {
@@ -58,6 +60,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   SpeculativeOptions speculative;
+  std::string user;                 // OpenAI `user`: sticky A/B arm assignment
 };
 
 // Parse and validate a request body. Throw ApiError (400 naming the field, 404 for an unknown
@@ -66,6 +69,11 @@ GenerationRequest parse_completion_request(const nlohmann::json& body, const Api
                                            const tokenizer::Tokenizer& tok);
 GenerationRequest parse_chat_request(const nlohmann::json& body, const ApiLimits& limits,
                                      const tokenizer::Tokenizer& tok, ChatTemplateKind chat_template);
+
+// The A/B arm a request asks for: the body's speculative.arm or the X-Specd-Arm header
+// (`header`, "" = absent). Both given and different, a malformed name, or a name that is not one
+// of limits.arms → 400 naming it.
+void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLimits& limits);
 
 // Parses a body as JSON: malformed JSON and invalid UTF-8 → 400; a non-object → 400.
 nlohmann::json parse_body(const std::string& body);
@@ -91,5 +99,7 @@ nlohmann::json chat_chunk(const ResponseMeta& m, const std::string& text, const 
                           bool first);
 // The final usage-only chunk of a stream with stream_options.include_usage (choices empty).
 nlohmann::json usage_chunk(const ResponseMeta& m, bool chat, int32_t prompt_tokens, int32_t completion_tokens);
+// Adds the serving A/B arm to a response's or chunk's usage object: usage.arm (an extension).
+void add_arm_to_usage(nlohmann::json& response, const std::string& arm);
 
 }  // namespace specd::server

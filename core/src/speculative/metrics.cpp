@@ -52,6 +52,24 @@ double SpecMetrics::acceptance_at(size_t position) const {
   return static_cast<double>(accepted_at[position]) / static_cast<double>(drafted_at[position]);
 }
 
+SpecMetrics SpecMetrics::since(const SpecMetrics& before) const {
+  SpecMetrics d = *this;
+  d.num_steps -= before.num_steps;
+  d.num_drafts -= before.num_drafts;
+  d.draft_tokens -= before.draft_tokens;
+  d.accepted_tokens -= before.accepted_tokens;
+  d.emitted_tokens -= before.emitted_tokens;
+  d.draft_slots -= before.draft_slots;
+  for (size_t i = 0; i < before.drafted_at.size() && i < d.drafted_at.size(); ++i) {
+    d.drafted_at[i] -= before.drafted_at[i];
+    d.accepted_at[i] -= before.accepted_at[i];
+  }
+  d.propose_seconds -= before.propose_seconds;
+  d.score_seconds -= before.score_seconds;
+  d.verify_seconds -= before.verify_seconds;
+  return d;
+}
+
 std::string SpecMetrics::summary() const {
   std::string per_position;
   for (size_t i = 0; i < drafted_at.size(); ++i)

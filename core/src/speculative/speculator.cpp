@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "sampling/sampling.hpp"
 #include "speculative/abi_views.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
@@ -11,6 +10,16 @@ namespace specd::speculative {
 namespace {
 
 log::Logger& spec_log() { return log::get("spec"); }
+
+ArmAssigner make_assigner(const ArmVerifiers& arms, uint64_t seed) {
+  std::vector<std::string> names;
+  std::vector<double> weights;
+  for (size_t i = 0; i < arms.size(); ++i) {
+    names.push_back(arms.arm(i).name);
+    weights.push_back(arms.arm(i).weight);
+  }
+  return ArmAssigner(std::move(names), weights, seed);
+}
 
 }  // namespace
 
@@ -21,19 +30,36 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
-  verifier_ = registry_.create_verifier(cfg.speculative.verifier.name, cfg.speculative.verifier.params);
+  arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);
+  assigner_.emplace(make_assigner(*arms_, static_cast<uint64_t>(cfg.model.seed)));
   const auto& caps = proposer_->capabilities();
   // ABI 1.0 hosts called on_accept and on_release whatever keeps_state said.
   keeps_state_ = caps.keeps_state != 0 || proposer_->abi_minor() < 1;
-  if (verifier_->capabilities().needs_draft_probs == 0 && caps.produces_draft_probs != 0)
-    spec_log().info("verifier '{}' ignores the draft probabilities proposer '{}' produces", verifier_->name(),
-                    proposer_->name());
-  if (!verifier_lossless())
-    spec_log().info("verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
-                    "distribution exactly",
-                    verifier_->name());
-  spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}", proposer_->name(), verifier_->name(),
-                  default_k_);
+  for (size_t i = 0; i < arms_->size(); ++i) {
+    const Arm& arm = arms_->arm(i);
+    const specd_verifier_caps& vc = arm.verifier->capabilities();
+    if (vc.needs_draft_probs == 0 && caps.produces_draft_probs != 0)
+      spec_log().info("verifier '{}' ignores the draft probabilities proposer '{}' produces", arm.verifier->name(),
+                      proposer_->name());
+    if (vc.lossless == 0)
+      spec_log().info("verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
+                      "distribution exactly",
+                      arm.verifier->name());
+    if (arms_->size() > 1 || arm.shadow)
+      spec_log().info("A/B arm '{}': verifier {}, k = {}, weight {}{}", arm.name, arm.verifier->name(), arm.k,
+                      arm.weight, arm.shadow ? ", shadow" : "");
+  }
+  spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}", proposer_->name(),
+                  arms_->size() == 1 ? arms_->arm(0).verifier->name() : std::string("per A/B arm"), default_k_);
+}
+
+std::optional<ArmAssignment> Speculator::assign(const std::string& arm, const std::string& user, RequestId id) {
+  std::optional<ArmAssignment> a = assigner_->assign(arm, user, id);
+  if (a) {
+    spec_log().debug("request {} → arm '{}' ({})", id, arms_->arm(static_cast<size_t>(a->arm)).name,
+                     arm_choice_name(a->choice));
+  }
+  return a;
 }
 
 Speculator::~Speculator() = default;
@@ -222,68 +248,7 @@ bool Speculator::verify(sched::StepBatch& batch) {
   rows_.clear();
   for (sched::StepRow& row : batch.rows)
     if (row.drafted() && !row.failed()) rows_.push_back(&row);
-  if (rows_.empty()) return false;
-  const size_t b = rows_.size();
-  int32_t k = 0;
-  for (const sched::StepRow* row : rows_) k = std::max(k, static_cast<int32_t>(row->drafts.size()));
-  const size_t V = static_cast<size_t>(vocab_);
-  const size_t width = static_cast<size_t>(k) + 1;
-  const bool with_probs = verifier_->capabilities().needs_draft_probs != 0 && rows_.front()->draft_probs != nullptr;
-  target_probs_.resize(b * width * V);
-  verify_drafts_.assign(b * static_cast<size_t>(k), -1);
-  verify_counts_.resize(b);
-  if (with_probs) verify_q_.resize(b * static_cast<size_t>(k) * V);
-  seeds_.resize(b);
-  steps_.resize(b);
-  out_tokens_.assign(b * width, -1);
-  num_accepted_.assign(b, 0);
-  try {
-    for (size_t i = 0; i < b; ++i) {
-      const sched::StepRow& row = *rows_[i];
-      const sched::Sequence& s = *row.seq;
-      const auto m = static_cast<int32_t>(row.drafts.size());
-      verify_counts_[i] = m;
-      seeds_[i] = s.seed;
-      steps_[i] = s.step();
-      std::copy(row.drafts.begin(), row.drafts.end(), verify_drafts_.begin() + static_cast<ptrdiff_t>(i * k));
-      if (with_probs) std::copy_n(row.draft_probs, static_cast<size_t>(m) * V, verify_q_.data() + i * k * V);
-      for (int32_t j = 0; j <= m; ++j)
-        sampling::transform_logits_to_probs({row.logits + static_cast<size_t>(j) * V, V}, s.params,
-                                            {target_probs_.data() + (i * width + static_cast<size_t>(j)) * V, V});
-    }
-    specd_verify_batch vb{};
-    vb.struct_size = sizeof(vb);
-    vb.device = {SPECD_DEVICE_CPU, 0};
-    vb.num_seqs = static_cast<int32_t>(b);
-    vb.k_max = k;
-    vb.vocab_size = static_cast<int32_t>(vocab_);
-    vb.num_drafted = verify_counts_.data();
-    vb.draft_tokens = verify_drafts_.data();
-    vb.target_probs = target_probs_.data();
-    vb.draft_probs = with_probs ? verify_q_.data() : nullptr;
-    vb.seeds = seeds_.data();
-    vb.steps = steps_.data();
-    vb.out_tokens = out_tokens_.data();
-    vb.num_accepted = num_accepted_.data();
-    verifier_->verify(vb);
-    for (size_t i = 0; i < b; ++i) {
-      const int32_t a = num_accepted_[i];
-      const int32_t token = a >= 0 && a <= verify_counts_[i] ? out_tokens_[i * width + static_cast<size_t>(a)] : -1;
-      if (token < 0 || token >= vocab_)
-        throw Error(ErrorCode::kPluginCall, "verifier '" + verifier_->name() +
-                                                "' returned an invalid result for sequence " +
-                                                std::to_string(rows_[i]->seq->id) + " (accepted " +
-                                                std::to_string(a) + " of " + std::to_string(verify_counts_[i]) + ")");
-    }
-  } catch (const Error& e) {
-    fail(rows_, "verifier", e);
-    return false;
-  }
-  for (size_t i = 0; i < b; ++i) {
-    rows_[i]->num_accepted = num_accepted_[i];
-    rows_[i]->emitted = {out_tokens_.data() + i * width, static_cast<size_t>(num_accepted_[i]) + 1};
-  }
-  return true;
+  return arms_->verify(rows_);
 }
 
 // ---- after commit -----------------------------------------------------------------------------

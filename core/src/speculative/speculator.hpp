@@ -7,22 +7,26 @@
 //   observe(batch)   prefill chunks and plain decodes reach the proposer (on_prefill, target
 //                    hidden states buffered for the next propose)
 //   verify(batch)    each drafted row's m+1 logit rows → the request's sampling transform →
-//                    probabilities; the verifier accepts a prefix and emits one more token
-//                    (row.num_accepted, row.emitted)
+//                    probabilities; the verifier of the row's A/B arm accepts a prefix and
+//                    emits one more token (row.num_accepted, row.emitted); shadow arms verify
+//                    the same rows and only record (ArmVerifiers, row.shadows)
 //   (Scheduler::commit appends the tokens and rolls the KV back; the output processor
 //    detokenizes and applies stop strings)
 //   accept(row)      a row that speculated and goes on: hidden states of its committed
 //                    positions and on_accept, so the proposer rolls back its own state
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
-// registry, the model host (draft / MTP models with their own KV) and the plugin instances, plus
-// reusable batch buffers. Used by one thread at a time: propose / observe / verify / accept run
-// where the step executes (the model worker with async scheduling), release between steps. The
-// engine keeps the acceptance metrics (they are recorded with the outputs).
+// registry, the model host (draft / MTP models with their own KV) and the plugin instances (the
+// A/B arms' verifiers included), plus reusable batch buffers. Used by one thread at a time:
+// propose / observe / verify / accept run where the step executes (the model worker with async
+// scheduling), release between steps; the A/B assignment (assign, has_arm, arm_list) touches
+// only the assigner and runs on the engine thread at any time. The engine keeps the acceptance
+// metrics, the A/B arms' included (they are recorded with the outputs).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -34,6 +38,8 @@
 #include "plugin/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
+#include "speculative/arm_verifiers.hpp"
+#include "speculative/arms.hpp"
 #include "speculative/model_host.hpp"
 #include "speculative/scorer.hpp"
 #include "specd/error.hpp"
@@ -52,8 +58,7 @@ class Speculator {
 
   ModelHost& host() { return *host_; }
   const std::string& proposer_name() const { return proposer_->name(); }
-  const std::string& verifier_name() const { return verifier_->name(); }
-  bool verifier_lossless() const { return verifier_->capabilities().lossless != 0; }
+  const ArmVerifiers& arms() const { return *arms_; }
   int32_t max_k() const { return proposer_->capabilities().max_k; }
   int32_t default_k() const { return default_k_; }
   // The proposer wants the target's hidden states of every position (the scorer returns them).
@@ -63,6 +68,12 @@ class Speculator {
   // built-in multi-query scorer (mqa) or a scorer plugin on the model host.
   std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
                                       kv::KvCache& kv);
+
+  // The request's A/B arm (arms.hpp); nullopt for an unknown arm name.
+  std::optional<ArmAssignment> assign(const std::string& arm, const std::string& user, RequestId id);
+  bool has_arm(const std::string& name) const { return assigner_->find(name).has_value(); }
+  // "a, b": the arm names, for messages.
+  std::string arm_list() const { return assigner_->list(); }
 
   void propose(sched::StepBatch& batch);
   void observe(sched::StepBatch& batch);
@@ -90,7 +101,8 @@ class Speculator {
   plugin::Registry registry_;  // first: the plugin libraries outlive the instances
   std::unique_ptr<ModelHost> host_;
   std::unique_ptr<plugin::ProposerInstance> proposer_;
-  std::unique_ptr<plugin::VerifierInstance> verifier_;
+  std::unique_ptr<ArmVerifiers> arms_;
+  std::optional<ArmAssigner> assigner_;  // set once the arms exist
   int32_t default_k_;
   int64_t vocab_;
   int64_t hidden_size_;
@@ -101,10 +113,8 @@ class Speculator {
   // Per-step buffers, reused.
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
-  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_, out_tokens_, num_accepted_;
-  std::vector<float> draft_probs_, target_probs_, hidden_buf_, verify_q_;
-  std::vector<uint64_t> seeds_, steps_;
-  std::vector<int32_t> verify_drafts_, verify_counts_;
+  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_;
+  std::vector<float> draft_probs_, hidden_buf_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "fixture.hpp"
 
@@ -148,6 +149,70 @@ TEST(CliSpec, BenchJsonReportsPlainAndSpeculativeRows) {
     EXPECT_GT(row.at("decode_ms").get<double>(), 0.0);
     EXPECT_GT(row.at("score_ms").get<double>(), 0.0);
   }
+}
+
+// Per-arm output of `specd bench` (two A/B arms, each a shadow of the other): every speculative
+// request is counted on one arm, the arms' drafts add up to the speculative rows' drafts, and
+// each shadow verified exactly the drafts its serving arm verified (same k), at a cost > 0.
+TEST(CliBench, PerArmNumbersAddUpToTheTotals) {
+  const std::string arms =
+      " --set speculative.proposer.name=draft_model --set speculative.proposer.layers=1"
+      " --set speculative.num_speculative_tokens=3 --set kv_cache.memory_mib=16"
+      " --set 'speculative.arms=[{name: a, verifier: greedy}, {name: b, verifier: rejection}]'"
+      " --set speculative.shadow=all";
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + arms +
+                       " --prompt-tokens 16 --gen-tokens 8 --batch 2,3 --repeats 1 --score-k 2 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const nlohmann::json& s = j.at("speculative");
+  ASSERT_EQ(s.at("arms").size(), 2u) << s;
+  uint64_t row_drafts = 0, row_draft_tokens = 0, row_accepted = 0;
+  for (const nlohmann::json& row : s.at("rows")) {
+    row_drafts += row.at("num_drafts").get<uint64_t>();
+    row_draft_tokens += row.at("draft_tokens").get<uint64_t>();
+    row_accepted += row.at("accepted_tokens").get<uint64_t>();
+  }
+  uint64_t requests = 0, drafts = 0, draft_tokens = 0, accepted = 0;
+  for (const nlohmann::json& arm : s.at("arms")) {
+    requests += arm.at("requests").get<uint64_t>();
+    drafts += arm.at("drafts").get<uint64_t>();
+    draft_tokens += arm.at("draft_tokens").get<uint64_t>();
+    accepted += arm.at("accepted_tokens").get<uint64_t>();
+    EXPECT_EQ(arm.at("k"), 3);
+    EXPECT_TRUE(arm.at("shadow").get<bool>());
+  }
+  // Batches 2 and 3 (one speculative run each) and the prefill run's one-token request, which
+  // gets an arm but never drafts.
+  EXPECT_EQ(requests, 6u);
+  EXPECT_GT(row_draft_tokens, 0u);
+  EXPECT_EQ(drafts, row_drafts);
+  EXPECT_EQ(draft_tokens, row_draft_tokens);
+  EXPECT_EQ(accepted, row_accepted);
+  // Each arm as a shadow on the other's steps: the same drafts (same k), and greedy and rejection
+  // at temperature 0 accept the same prefix.
+  const nlohmann::json& a = s.at("arms")[0];
+  const nlohmann::json& b = s.at("arms")[1];
+  for (const auto& [shadow, serving] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    if (serving->at("drafts").get<uint64_t>() == 0) continue;  // the draw gave this arm no request
+    ASSERT_EQ(shadow->at("shadows").size(), 1u) << *shadow;
+    const nlohmann::json& sh = shadow->at("shadows")[0];
+    EXPECT_EQ(sh.at("serving_arm"), serving->at("arm"));
+    EXPECT_EQ(sh.at("draft_tokens"), serving->at("draft_tokens"));
+    EXPECT_EQ(sh.at("accepted_tokens"), serving->at("accepted_tokens"));
+    EXPECT_EQ(sh.at("token_disagreement").get<double>(), 0.0);
+    EXPECT_GT(sh.at("verify_ms_per_step").get<double>(), 0.0);
+    EXPECT_GT(sh.at("cost_fraction_of_step").get<double>(), 0.0);
+    EXPECT_LT(sh.at("cost_fraction_of_step").get<double>(), 1.0);
+  }
+  // The human summary prints the same per-arm lines.
+  const CliRun text = run("bench --model '" + tiny().string() + "'" + arms +
+                          " --prompt-tokens 16 --gen-tokens 8 --batch 2,3 --repeats 1 --score-k 2");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("per arm, over all speculative runs:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("arm a (greedy, lossy, k=3): "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("arm b (rejection, k=3): "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("as a shadow on "), std::string::npos) << text.out;
 }
 
 TEST(CliSpec, ShippedConfigsValidate) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chi_square.hpp"
 #include "spec_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -15,39 +16,10 @@ using specd::FinishReason;
 using specd::Request;
 using specd::spec_test::Generation;
 using specd::spec_test::add_request;
+using specd::spec_test::homogeneity_p_value;
 using specd::spec_test::run_engine;
 
 namespace {
-
-// Upper tail probability of a chi-square variable (Wilson–Hilferty approximation).
-double chi2_sf(double x, double df) {
-  const double z = (std::cbrt(x / df) - (1.0 - 2.0 / (9.0 * df))) / std::sqrt(2.0 / (9.0 * df));
-  return 0.5 * std::erfc(z / std::sqrt(2.0));
-}
-
-// Chi-square test of homogeneity between two equally sized samples of (t1, t2) pairs.
-double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a, const std::map<std::pair<int, int>, int>& b) {
-  std::map<std::pair<int, int>, std::pair<int, int>> joint;
-  for (const auto& [k, n] : a) joint[k].first += n;
-  for (const auto& [k, n] : b) joint[k].second += n;
-  double chi2 = 0;
-  int cells = 0;
-  int pooled_a = 0, pooled_b = 0;  // rare cells pooled so the approximation holds
-  for (const auto& [k, ab] : joint) {
-    if (ab.first + ab.second < 10) {
-      pooled_a += ab.first;
-      pooled_b += ab.second;
-      continue;
-    }
-    chi2 += std::pow(ab.first - ab.second, 2) / (ab.first + ab.second);
-    ++cells;
-  }
-  if (pooled_a + pooled_b > 0) {
-    chi2 += std::pow(pooled_a - pooled_b, 2) / (pooled_a + pooled_b);
-    ++cells;
-  }
-  return cells < 2 ? 1.0 : chi2_sf(chi2, cells - 1);
-}
 
 // Joint distribution of generated tokens 2 and 3. Token 1 comes from the prefill step; with
 // max_tokens 4 the next step speculates k = 2 and emits tokens 2..4 through the verifier.

@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
+  libopenmpi-dev openmpi-bin
   python3-numpy python3-jinja2 python3-torch python3-doc prometheus curl
   chromium
 )

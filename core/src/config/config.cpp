@@ -169,8 +169,9 @@ class Reader {
     }
   }
 
+  // `core_keys`: keys of the node the core reads itself; they are not handed to the plugin.
   void component(const YAML::Node& parent, const char* key, const std::string& path, ComponentConfig& out,
-                 bool required) {
+                 bool required, std::initializer_list<std::string_view> core_keys = {}) {
     const YAML::Node n = parent[key];
     if (!n.IsDefined() || n.IsNull()) {
       if (required) error(parent, path, "required key is missing");
@@ -192,7 +193,7 @@ class Reader {
       return;
     }
     out.name = name.Scalar();
-    out.params = plugin::Params::from_yaml(n, file_, path);
+    out.params = plugin::Params::from_yaml(n, file_, path, core_keys);
   }
 
   static bool parse_int(const std::string& s, int64_t* out) {
@@ -229,7 +230,9 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.errors().push_back(r.file() + ": model: required section is missing");
     return;
   }
-  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap"}))
+  if (!r.section(n, "model",
+                 {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap",
+                  "tensor_parallel_size"}))
     return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
@@ -246,6 +249,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
   r.get_bool(n, "model", "mmap", c.model.mmap);
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
+  r.get_int(n, "model", "tensor_parallel_size", 0, 1024, c.model.tensor_parallel_size);
 }
 
 void read_arm(Reader& r, const YAML::Node& n, const std::string& path, SpeculativeConfig& s) {
@@ -315,7 +319,9 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_bool(n, "speculative", "enabled", s.enabled);
   r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
-  r.component(n, "proposer", "speculative.proposer", s.proposer, true);
+  r.component(n, "proposer", "speculative.proposer", s.proposer, true, {"tensor_parallel_size"});
+  if (const YAML::Node p = n["proposer"]; p.IsDefined() && p.IsMap())
+    r.get_int(p, "speculative.proposer", "tensor_parallel_size", 1, 1024, s.proposer_tensor_parallel_size);
   s.verifier.name = "rejection";
   s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");
   r.component(n, "verifier", "speculative.verifier", s.verifier, false);
@@ -477,12 +483,15 @@ std::string summary(const EngineConfig& c) {
   os << "config " << c.source_file << "\n";
   os << "  model:        " << c.model.path << " (dtype " << c.model.dtype << ", device " << c.model.device;
   if (c.model.max_model_len > 0) os << ", max_model_len " << c.model.max_model_len;
+  if (c.model.tensor_parallel_size > 0) os << ", tensor_parallel_size " << c.model.tensor_parallel_size;
   os << ")\n";
   if (c.speculative.enabled) {
     os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier "
        << (c.speculative.arms.empty() ? c.speculative.verifier.name : "per arm") << ", scorer "
        << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens;
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
+    if (c.speculative.proposer_tensor_parallel_size > 0)
+      os << ", proposer tensor_parallel_size " << c.speculative.proposer_tensor_parallel_size;
     os << "\n";
     for (const ArmConfig& a : c.speculative.arms) {
       const bool shadow = std::find(c.speculative.shadow.begin(), c.speculative.shadow.end(), a.name) !=

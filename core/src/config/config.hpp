@@ -27,6 +27,7 @@ struct ModelConfig {
   int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
   bool mmap = false;           // use tensors in place in the file map where possible (docs)
   int32_t seed = 0;            // default seed for requests that set none
+  int32_t tensor_parallel_size = 0;  // ranks the target is split over; 0 = the MPI job's size (1 without mpirun)
 };
 
 struct ComponentConfig {
@@ -47,6 +48,9 @@ struct SpeculativeConfig {
   bool enabled = false;                // true when the `speculative` section is present
   int32_t num_speculative_tokens = 4;  // k, in [1, 32]
   ComponentConfig proposer;
+  // speculative.proposer.tensor_parallel_size: ranks the proposer's draft models run on, 1 or
+  // the target's; 0 = the target's. Read by the core, not handed to the plugin.
+  int32_t proposer_tensor_parallel_size = 0;
   ComponentConfig verifier;            // default: rejection
   ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin
   int32_t disable_by_batch_size = 0;   // 0 = never disable

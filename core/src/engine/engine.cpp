@@ -31,6 +31,45 @@ size_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
 }
 
+// model.tensor_parallel_size against the MPI job this process is part of: the target runs on
+// every rank of the job, or (1) on rank 0 alone while the other ranks wait (docs/distributed.md).
+int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Session* session) {
+  const int world = session != nullptr ? session->size() : 1;
+  if (session != nullptr && !session->leader()) {
+    throw Error(ErrorCode::kInternal, "an Engine on rank " + std::to_string(session->rank()) +
+                                          ": ranks other than 0 run dist::Session::follow()");
+  }
+  const int32_t tp = cfg.model.tensor_parallel_size > 0 ? cfg.model.tensor_parallel_size : world;
+  if (tp == world) return tp;
+  if (world == 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "model.tensor_parallel_size = " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                    " MPI ranks, but this process was not started by an MPI launcher (run: mpirun -np " +
+                    std::to_string(tp) + " specd ...)");
+  }
+  if (tp != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "model.tensor_parallel_size = " + std::to_string(tp) + " but the MPI job has " +
+                    std::to_string(world) + " ranks: the target is split over every rank of the job (set it to " +
+                    std::to_string(world) + ", leave it unset, or set 1 to run on rank 0 alone)");
+  }
+  log::get("engine").warn("model.tensor_parallel_size = 1 in an MPI job of {} ranks: the model runs on rank 0 alone",
+                          world);
+  return tp;
+}
+
+int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
+  const int32_t p = cfg.speculative.proposer_tensor_parallel_size;
+  if (p == 0) return tp;
+  if (p != 1 && p != tp) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "speculative.proposer.tensor_parallel_size = " + std::to_string(p) +
+                    ": expected 1 (the draft on rank 0 alone) or the target's tensor_parallel_size (" +
+                    std::to_string(tp) + ")");
+  }
+  return p;
+}
+
 }  // namespace
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
@@ -38,7 +77,10 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + cfg.model.device +
                                              "\" is not supported yet; this build runs models on the cpu");
   }
-  kernels::set_num_threads(cfg.model.num_threads);
+  info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
+  if (cfg.speculative.enabled)
+    info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
+  kernels::set_num_threads(dist::kernel_threads(cfg.model.num_threads));
   log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
@@ -63,16 +105,15 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                     mc.config_path.string() + ")");
   }
 
-  const std::optional<model::DType> weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
-  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
-  std::shared_ptr<const model::LlamaWeights> weights =
-      model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
-  model = std::make_unique<model::LlamaModel>(weights);
+  std::shared_ptr<const model::LlamaWeights> weights = load_target();
+  model = std::make_unique<model::LlamaModel>(weights, -1, leader ? &leader->group() : nullptr);
+  if (leader) leader->attach(*model, dist::Leader::kTarget);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
   if (cfg.speculative.enabled) {
-    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);
+    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
+                                                     leader.get());
   }
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
@@ -97,9 +138,27 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   if (cfg.scheduler.async_scheduling) worker = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
 
+std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
+  const std::optional<model::DType> dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
+  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  const int32_t tp = info.tensor_parallel_size;
+  std::shared_ptr<const model::LlamaWeights> weights;
+  auto load_here = [&] { weights = model::LlamaWeights::load(checkpoint, -1, dtype, placement, {0, tp}); };
+  if (tp == 1) {
+    load_here();
+    return weights;
+  }
+  const int32_t proposer = info.proposer_tensor_parallel_size > 0 ? info.proposer_tensor_parallel_size : tp;
+  leader = std::make_unique<dist::Leader>(
+      *dist::Session::current(), dist::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer},
+      load_here);
+  return weights;
+}
+
 void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   // Target and hosted models get equal block counts; one "block" of the budget is a target
-  // block plus one block of every hosted model (docs/speculative.md).
+  // block plus one block of every hosted model (docs/speculative.md). Under tensor parallelism
+  // every size is this rank's share (its KV heads), and rank 0 picks the count for all ranks.
   const size_t block_bytes = kv::bytes_per_block(shape) + (spec ? spec->host().hosted_bytes_per_block() : 0);
   size_t budget = 0;
   if (cfg.kv_cache.memory_mib > 0) {
@@ -118,7 +177,12 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
                     " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
                     " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
   }
-  kv = std::make_unique<kv::KvCache>(shape, blocks);
+  auto allocate = [&] { kv = std::make_unique<kv::KvCache>(shape, blocks); };
+  if (leader) {
+    leader->allocate_kv(dist::Leader::kTarget, shape, blocks, allocate);
+  } else {
+    allocate();
+  }
   if (spec) spec->host().allocate_kv(blocks);
 }
 
@@ -166,6 +230,9 @@ void Engine::Impl::describe() {
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
   log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
            cfg.scheduler.num_scheduler_steps);
+  if (leader) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
+  if (leader && spec)
+    log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
 }
 
 Engine::Engine(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "dist/tensor_parallel.hpp"
 #include "engine/model_worker.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
@@ -79,6 +80,8 @@ struct Engine::Impl {
   EngineInfo info;
   std::shared_ptr<const model::Checkpoint> checkpoint;
   std::unique_ptr<tokenizer::Tokenizer> tok;
+  // Tensor parallelism (null at TP 1): drives the other ranks; outlives every model.
+  std::unique_ptr<dist::Leader> leader;
   std::unique_ptr<model::LlamaModel> model;
   // Speculative decoding (null without a `speculative` section or with enabled: false).
   std::unique_ptr<speculative::Speculator> spec;
@@ -129,6 +132,8 @@ struct Engine::Impl {
   std::unique_ptr<ModelWorker> worker;  // async_scheduling; last: stopped before the rest goes
 
   explicit Impl(const config::EngineConfig& c);
+  // The target's weights (this rank's shard), loaded on every rank under tensor parallelism.
+  std::shared_ptr<const model::LlamaWeights> load_target();
   void size_kv_cache(const kv::KvCacheShape& shape);
   void describe();
 

@@ -164,6 +164,20 @@ void KvCache::truncate(SeqId seq, int32_t new_len, int32_t keep_room) {
   }
 }
 
+void KvCache::mirror(std::span<const MirroredSeq> seqs) {
+  seqs_.clear();
+  for (const MirroredSeq& m : seqs) {
+    for (int32_t b : m.blocks) {
+      SPECD_CHECK(b >= 0 && b < num_blocks(), ErrorCode::kInternal,
+                  "KV cache: mirrored block " + std::to_string(b) + " is outside the pool of " +
+                      std::to_string(num_blocks()));
+    }
+    SPECD_CHECK(m.num_tokens >= 0 && static_cast<size_t>(m.num_tokens) <= m.blocks.size() * shape_.block_size,
+                ErrorCode::kInternal, "KV cache: mirrored sequence " + std::to_string(m.seq) + " is longer than its table");
+    seqs_.try_emplace(m.seq, BlockTable{{m.blocks.begin(), m.blocks.end()}, m.num_tokens});
+  }
+}
+
 std::span<const int32_t> KvCache::block_table(SeqId seq) const { return table(seq).blocks; }
 
 int64_t KvCache::slot(SeqId seq, int32_t pos) const {

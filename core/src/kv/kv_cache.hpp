@@ -84,6 +84,19 @@ class KvCache {
   // reservation survives the rollback of rejected drafts). Never allocates.
   void truncate(SeqId seq, int32_t new_len, int32_t keep_room = 0);
 
+  // Tensor parallelism, ranks 1..N-1 (dist::Follower): the sequences of rank 0's next forward,
+  // each with rank 0's committed length and block table, replace whatever this cache held. Such
+  // a cache is storage addressed by rank 0's tables; its own pool is never used, so mirror()
+  // is not mixed with reserve / truncate / remove_sequence. A sequence listed twice (batch
+  // expansion) keeps its first entry. Throws kInternal for a block outside the pool or a
+  // length past the table.
+  struct MirroredSeq {
+    SeqId seq = 0;
+    int32_t num_tokens = 0;
+    std::span<const int32_t> blocks;
+  };
+  void mirror(std::span<const MirroredSeq> seqs);
+
   std::span<const int32_t> block_table(SeqId seq) const;
   // Row index (block * block_size + offset) of token position `pos` of `seq`.
   int64_t slot(SeqId seq, int32_t pos) const;

@@ -24,11 +24,10 @@ ArmAssigner make_assigner(const ArmVerifiers& arms, uint64_t seed) {
 }  // namespace
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-                       int32_t block_size, int64_t max_model_len, int64_t vocab_size)
+                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader)
     : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
-  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype,
-                                      cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy);
+  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);

@@ -9,7 +9,8 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
-  python3-numpy python3-torch python3-doc prometheus curl
+  libopenmpi-dev openmpi-bin
+  python3-numpy python3-jinja2 python3-torch python3-doc prometheus curl
   chromium
 )
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with

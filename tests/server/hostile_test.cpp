@@ -107,17 +107,61 @@ TEST_F(Hostile, DeepJsonInEveryFieldIs400WithoutEchoingIt) {
   EXPECT_EQ(post(json{{"model", "tiny"}, {"prompt", "still serving"}, {"max_tokens", 2}}.dump()).status, 200);
 }
 
+// The chat endpoint's own fields (issue 19: tools, logprobs, n, chat_template_kwargs, ...) get
+// the same nesting limit before anything parses or renders them.
+TEST_F(Hostile, DeepJsonInEveryChatFieldIs400) {
+  const std::string deep = nested(70000);
+  const std::string messages = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+  for (const char* field : {"tools", "chat_template_kwargs", "logprobs", "top_logprobs", "n", "logit_bias",
+                            "min_tokens", "presence_penalty", "add_generation_prompt", "max_completion_tokens"}) {
+    const HttpResponse r = post("{\"model\":\"tiny\"," + messages + ",\"" + field + "\":" + deep + "}",
+                                "/v1/chat/completions");
+    EXPECT_EQ(r.status, 400) << field << ": " << r.body.substr(0, 300);
+    const json e = error_of(r);
+    ASSERT_TRUE(e.is_object()) << field;
+    EXPECT_NE(e["message"].get<std::string>().find("nesting deeper than 64"), std::string::npos) << e;
+    EXPECT_LT(r.body.size(), 600u) << field;
+  }
+  // Within the limit: template kwargs as deep as the body allows are served (the template's data
+  // depth limit matches), and tool-call arguments nested past it (a JSON string) reach the
+  // template as a string.
+  const HttpResponse kwargs = post("{\"model\":\"tiny\",\"max_tokens\":2," + messages +
+                                       ",\"chat_template_kwargs\":{\"x\":" + nested(62) + "}}",
+                                   "/v1/chat/completions");
+  EXPECT_EQ(kwargs.status, 200) << kwargs.body.substr(0, 300);
+  json call = {{"model", "tiny"}, {"max_tokens", 2}};
+  call["messages"] = json::array(
+      {{{"role", "user"}, {"content", "x"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", nested(70000)}}}}}}},
+       {{"role", "tool"}, {"tool_call_id", "c"}, {"content", "1"}}});
+  const HttpResponse args = post(call.dump(), "/v1/chat/completions");
+  EXPECT_TRUE(args.status == 200 || args.status == 400) << args.status << " " << args.body.substr(0, 300);
+  // Arguments within the JSON limit but past the template's data depth: a 400 naming them, not a 500.
+  call["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{\"a\":" + nested(62) + "}";
+  const HttpResponse deep_args = post(call.dump(), "/v1/chat/completions");
+  EXPECT_EQ(deep_args.status, 400) << deep_args.body.substr(0, 300);
+  EXPECT_EQ(error_of(deep_args)["param"], "messages[1].tool_calls[0].function.arguments") << deep_args.body;
+}
+
 TEST_F(Hostile, NonFiniteAndUnderflowingNumbersAre400NamingTheField) {
   struct Case {
     std::string field, value;
   };
   for (const Case& c : {Case{"temperature", "1e400"}, Case{"temperature", "-1e400"}, Case{"top_p", "1e-300"},
                         Case{"min_p", "1e-320"}, Case{"temperature", "1e-45"}, Case{"max_tokens", "1e400"},
-                        Case{"seed", "1e400"}}) {
+                        Case{"seed", "1e400"}, Case{"presence_penalty", "1e-300"},
+                        Case{"frequency_penalty", "-1e-300"}, Case{"repetition_penalty", "1e-300"},
+                        Case{"n", "1e400"}, Case{"logprobs", "1e400"}}) {
     const HttpResponse r = post("{\"model\":\"tiny\",\"prompt\":\"x\",\"" + c.field + "\":" + c.value + "}");
     EXPECT_EQ(r.status, 400) << c.field << "=" << c.value << ": " << r.body;
     EXPECT_EQ(error_of(r)["param"], c.field) << r.body;
   }
+  // A logit_bias value that would round to 0 as a float is named by its token.
+  const HttpResponse bias = post(R"({"model":"tiny","prompt":"x","logit_bias":{"5":1e-300}})");
+  EXPECT_EQ(bias.status, 400) << bias.body;
+  EXPECT_EQ(error_of(bias)["param"], "logit_bias.5") << bias.body;
 }
 
 // Sends `chunks` as a chunked body (from a second thread, which stops at the first send error
@@ -163,9 +207,10 @@ TEST_F(Hostile, MalformedRequestsGet4xx) {
   EXPECT_EQ(raw("GARBAGE\r\n\r\n").status, 400);
   EXPECT_EQ(raw("GET /health HTTP/1.1\r\nX-Big: " + std::string(20 << 10, 'a') + "\r\n\r\n").status, 431);
   EXPECT_EQ(raw("POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").status, 400);
-  const HttpResponse wrong = raw("DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n");
+  HttpResponse wrong = raw("DELETE /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(wrong.status, 405);
   EXPECT_EQ(error_of(wrong)["code"], "method_not_allowed");
+  EXPECT_EQ(wrong.headers["allow"], "POST");
 }
 
 TEST_F(Hostile, SlowOrSilentClientsAreClosedAtTheirDeadlines) {

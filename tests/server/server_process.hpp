@@ -27,8 +27,15 @@ namespace specd::test {
 
 class ServerProcess {
  public:
-  // env: extra NAME=VALUE entries for the child.
-  ServerProcess(const std::string& config_file, std::vector<std::string> env = {}) {
+  // env: extra NAME=VALUE entries for the child. launcher: a command the server runs under
+  // (e.g. {"mpirun", "-np", "2"}); pid() is then the launcher's.
+  ServerProcess(const std::string& config_file, std::vector<std::string> env = {},
+                std::vector<std::string> launcher = {}) {
+    std::vector<std::string> args = std::move(launcher);
+    for (const char* a : {SPECD_CLI_PATH, "serve", "--config", config_file.c_str(), "--port", "0"}) args.emplace_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int fds[2];
     if (::pipe(fds) != 0) return;
     pid_ = ::fork();
@@ -41,8 +48,7 @@ class ServerProcess {
       ::close(fds[0]);
       ::close(fds[1]);
       for (auto& e : env) ::putenv(e.data());
-      ::execl(SPECD_CLI_PATH, "specd", "serve", "--config", config_file.c_str(), "--port", "0",
-              static_cast<char*>(nullptr));
+      ::execvp(argv[0], argv.data());
       std::_Exit(127);
     }
     ::close(fds[1]);

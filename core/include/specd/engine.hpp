@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,12 +63,14 @@ struct EngineInfo {
   int64_t max_model_len = 0;
   int32_t kv_block_size = 0;
   int32_t kv_num_blocks = 0;
-  size_t kv_bytes = 0;           // KV storage reserved (touched as used)
-  size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes
+  size_t kv_bytes = 0;           // KV storage reserved (touched as used); rank 0's share under TP
+  size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
   std::string weight_dtype;        // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
   std::string kv_dtype;            // f32 | f16 | bf16
   std::string cpu_isa;             // CPU kernel level: scalar | avx2 | avx512
-  int32_t num_threads = 0;
+  int32_t num_threads = 0;         // CPU kernel threads (per rank)
+  int32_t tensor_parallel_size = 1;           // ranks the target is split over (MPI job size)
+  int32_t proposer_tensor_parallel_size = 0;  // ranks the proposer's draft models run on (0: no proposer)
   // Speculative decoding; empty proposer = off.
   std::string proposer;
   std::string verifier;
@@ -75,6 +78,9 @@ struct EngineInfo {
   std::string scorer;              // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;  // k; with dynamic_k the largest k
   bool dynamic_k = false;              // speculative.dynamic: the policy picks k per sequence and step
+  // The model's generation_config.json sampling defaults (unset: not given there).
+  std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
+  std::optional<int64_t> default_top_k, default_max_tokens;
   // A/B arms (docs/ab-testing.md): without speculative.arms, one arm "default". With several,
   // `verifier` lists their verifiers ("rejection,typical_acceptance") and `verifier_lossless`
   // holds when every arm's does.

@@ -29,6 +29,9 @@ void set_level(Level level);
 Level level() noexcept;
 // Applies SPECD_LOG_LEVEL when it is set; returns true if it was.
 bool apply_env_level();
+// Puts "[tag]" in front of every logger's name in the output of existing and future loggers
+// (an MPI job's ranks tag their lines "rank N").
+void set_tag(const std::string& tag);
 // All output goes to stderr; stdout is kept for command results.
 
 class Logger {

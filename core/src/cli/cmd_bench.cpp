@@ -293,7 +293,9 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
   }
   res.arms = engine.arm_metrics();
   res.spec_total = engine.spec_metrics();
-  res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
+  // It times a whole model on this process alone: not what a tensor-parallel step costs.
+  if (res.info.tensor_parallel_size == 1)
+    res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
@@ -330,6 +332,8 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
                       {"kv_dtype", info.kv_dtype},
                       {"cpu_isa", info.cpu_isa},
                       {"threads", info.num_threads},
+                      {"tensor_parallel_size", info.tensor_parallel_size},
+                      {"proposer_tensor_parallel_size", info.proposer_tensor_parallel_size},
                       {"load_s", r.load_s},
                       {"prompt_tokens", o.prompt_tokens},
                       {"gen_tokens", o.gen_tokens},
@@ -387,6 +391,12 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
               info.weight_dtype.c_str(), info.kv_dtype.c_str(), static_cast<double>(info.decode_weight_bytes) / (1 << 20),
               floor_ms, 1e3 / floor_ms);
   std::printf("  loaded in %.2f s; peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
+  if (info.tensor_parallel_size > 1) {
+    std::printf("  tensor parallel over %d ranks (weights, floor and RSS are rank 0's shard)%s\n",
+                info.tensor_parallel_size,
+                speculative ? (", draft models on " + std::to_string(info.proposer_tensor_parallel_size) + " of them").c_str()
+                            : "");
+  }
   if (speculative) {
     std::printf("  speculative: proposer %s, verifier %s, k=%s%d%s; decode runs plain and speculative on the same prompts\n",
                 info.proposer.c_str(), info.verifier.c_str(), info.dynamic_k ? "0.." : "", info.num_speculative_tokens,
@@ -403,6 +413,7 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
   if (speculative) {
     std::printf("  per arm, over all speculative runs:\n%s", arms_text(info, r.arms, r.spec_total, "    ").c_str());
   }
+  if (info.tensor_parallel_size > 1) std::printf("  scoring cost ratio: not measured under tensor parallelism\n");
   for (const auto& s : r.scoring) {
     std::printf("  scoring b=%-2d %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = %.2fx\n", s.batch,
                 o.score_k + 1, s.score_ms, s.decode_ms, o.score_k + 1, s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0);

@@ -129,7 +129,8 @@ json inspect(const std::filesystem::path& path) {
     t["adds_bos"] = tok->bos_id() && !tok->encode("a").empty() && tok->encode("a").front() == *tok->bos_id();
     t["text"] = "bos " + special_text(*tok, tok->bos_id()) + ", eos " + special_text(*tok, tok->eos_id());
     out["tokenizer"] = t;
-    out["chat_template_bytes"] = tok->chat_template() ? json(tok->chat_template()->size()) : json(nullptr);
+    const auto& templates = tok->chat_template_config().templates;
+    out["chat_template_bytes"] = templates.empty() ? json(nullptr) : json(templates.front().second.size());
   } catch (const Error& e) {
     out["tokenizer"] = {{"error", e.what()}};
     out["chat_template_bytes"] = nullptr;

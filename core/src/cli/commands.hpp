@@ -27,6 +27,7 @@ void add_serve_command(CLI::App& app);      // specd serve --config FILE | --mod
 void add_generate_command(CLI::App& app);   // specd generate (--config FILE | --model DIR) --prompt TEXT
 void add_score_command(CLI::App& app);      // specd score (--config FILE | --model DIR) --prompt TEXT
 void add_bench_command(CLI::App& app);      // specd bench (--config FILE | --model DIR)
+void add_template_command(CLI::App& app);   // specd template render --model DIR --messages FILE
 void add_inspect_command(CLI::App& app);    // specd inspect FILE|DIR [--json]
 void add_ab_commands(CLI::App& app);        // specd ab run / specd ab report
 

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.hpp"
+#include "dist/session.hpp"
 #include "specd/error.hpp"
 #include "specd/sdk/abi.h"
 #include "specd/log.hpp"
@@ -43,6 +45,18 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   using namespace specd;
+  // Under mpirun (docs/distributed.md) rank 0 runs the command and ranks 1..N-1 hold the other
+  // shards of the models it loads; without a launcher this is a one-rank session and MPI is
+  // never initialized.
+  std::unique_ptr<dist::Session> session;
+  try {
+    session = std::make_unique<dist::Session>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "specd: error: %s\n", e.what());
+    return 1;
+  }
+  if (!session->leader()) return session->follow();
+
   CLI::App app{"specd: a speculative-decoding inference engine", "specd"};
   app.require_subcommand(1);
   app.set_version_flag("--version", cli::version_text());
@@ -62,6 +76,7 @@ int main(int argc, char** argv) {
   cli::add_score_command(app);
   cli::add_bench_command(app);
   cli::add_serve_command(app);
+  cli::add_template_command(app);
   cli::add_inspect_command(app);
   cli::add_ab_commands(app);
 

@@ -27,6 +27,7 @@ spdlog::level::level_enum to_spd(Level l) {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Logger>> loggers;
+  std::string pattern = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v";
   std::shared_ptr<spdlog::sinks::stderr_color_sink_mt> sink =
       std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
 };
@@ -85,7 +86,7 @@ Logger::Logger(std::string name) : name_(std::move(name)), impl_(nullptr) {
   auto& r = registry();
   auto logger = std::make_shared<spdlog::logger>(name_, r.sink);
   logger->set_level(spdlog::level::trace);
-  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");
+  logger->set_pattern(r.pattern);  // get() holds r.mu
   spdlog::register_logger(logger);
   impl_ = logger.get();
 }
@@ -101,6 +102,13 @@ void Logger::write(Level lvl, std::string_view message) const {
     std::lock_guard lock(g_observer_mu);
     if (g_observer) g_observer(name_, lvl, message);
   }
+}
+
+void set_tag(const std::string& tag) {
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  r.pattern = "[%Y-%m-%d %H:%M:%S.%e] [" + tag + "] [%n] [%l] %v";
+  for (auto& [name, logger] : r.loggers) spdlog::get(name)->set_pattern(r.pattern);
 }
 
 void set_observer(Observer observer) {

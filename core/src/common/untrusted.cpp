@@ -146,14 +146,16 @@ class ErrorLocator final : public nlohmann::json_sax<nlohmann::json> {
   std::string path_;
 };
 
-}  // namespace
 
-nlohmann::json parse_json(std::string_view text) {
+// parse_json for either JSON type; the error replay only locates the failure, so it always runs
+// as nlohmann::json.
+template <class Json>
+Json parse_limited(std::string_view text) {
   if (const size_t at = excess_nesting_at(text, kMaxJsonDepth); at != std::string_view::npos) {
     throw JsonError("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(at));
   }
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     // nlohmann's message ends with "last read: '<token>'", which can be a whole long string
     // token: keep the description, clip the excerpt.
@@ -169,7 +171,8 @@ nlohmann::json parse_json(std::string_view text) {
   }
 }
 
-const char* json_type_name(const nlohmann::json& v) {
+template <class Json>
+const char* type_name_of(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "boolean";
   if (v.is_number_integer()) return "integer";
@@ -178,6 +181,14 @@ const char* json_type_name(const nlohmann::json& v) {
   if (v.is_array()) return "array";
   return "object";
 }
+
+}  // namespace
+
+nlohmann::json parse_json(std::string_view text) { return parse_limited<nlohmann::json>(text); }
+nlohmann::ordered_json parse_ordered_json(std::string_view text) { return parse_limited<nlohmann::ordered_json>(text); }
+
+const char* json_type_name(const nlohmann::json& v) { return type_name_of(v); }
+const char* json_type_name(const nlohmann::ordered_json& v) { return type_name_of(v); }
 
 std::string clip(std::string_view text, size_t max_chars) {
   if (text.size() <= max_chars) return std::string(text);

@@ -44,10 +44,13 @@ struct JsonError : std::runtime_error {
   bool number_overflow = false;  // a number literal beyond the range of a double (1e400)
 };
 nlohmann::json parse_json(std::string_view text);
+// The same, keeping the order of object keys (request bodies whose key order reaches a template).
+nlohmann::ordered_json parse_ordered_json(std::string_view text);
 
 // A JSON value's type as a word ("object", "array", "string", ...), for messages that name a
 // field and its type instead of echoing the value.
 const char* json_type_name(const nlohmann::json& value);
+const char* json_type_name(const nlohmann::ordered_json& value);
 
 // `text` shortened to at most `max_chars` bytes (cut at a UTF-8 boundary, "..." appended), for
 // names taken from untrusted input (tensor names, vocab tokens) in error messages.

@@ -169,8 +169,9 @@ class Reader {
     }
   }
 
+  // `core_keys`: keys of the node the core reads itself; they are not handed to the plugin.
   void component(const YAML::Node& parent, const char* key, const std::string& path, ComponentConfig& out,
-                 bool required) {
+                 bool required, std::initializer_list<std::string_view> core_keys = {}) {
     const YAML::Node n = parent[key];
     if (!n.IsDefined() || n.IsNull()) {
       if (required) error(parent, path, "required key is missing");
@@ -192,7 +193,7 @@ class Reader {
       return;
     }
     out.name = name.Scalar();
-    out.params = plugin::Params::from_yaml(n, file_, path);
+    out.params = plugin::Params::from_yaml(n, file_, path, core_keys);
   }
 
   static bool parse_int(const std::string& s, int64_t* out) {
@@ -229,7 +230,9 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.errors().push_back(r.file() + ": model: required section is missing");
     return;
   }
-  if (!r.section(n, "model", {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap"}))
+  if (!r.section(n, "model",
+                 {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap",
+                  "tensor_parallel_size"}))
     return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
@@ -246,6 +249,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
   r.get_bool(n, "model", "mmap", c.model.mmap);
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
+  r.get_int(n, "model", "tensor_parallel_size", 0, 1024, c.model.tensor_parallel_size);
 }
 
 void read_arm(Reader& r, const YAML::Node& n, const std::string& path, SpeculativeConfig& s) {
@@ -316,7 +320,9 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
   r.get_bool(n, "speculative", "dynamic", s.dynamic);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
-  r.component(n, "proposer", "speculative.proposer", s.proposer, true);
+  r.component(n, "proposer", "speculative.proposer", s.proposer, true, {"tensor_parallel_size"});
+  if (const YAML::Node p = n["proposer"]; p.IsDefined() && p.IsMap())
+    r.get_int(p, "speculative.proposer", "tensor_parallel_size", 1, 1024, s.proposer_tensor_parallel_size);
   s.verifier.name = "rejection";
   s.verifier.params = plugin::Params::from_pairs({}, r.file(), "speculative.verifier");
   r.component(n, "verifier", "speculative.verifier", s.verifier, false);
@@ -351,9 +357,9 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
   if (YAML::Node n = root["server"];
       r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",
-                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "shutdown_timeout_s",
-                              "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s",
-                              "write_timeout_s"})) {
+                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "tool_call_parser",
+                              "stream_token_by_token", "shutdown_timeout_s", "max_connections", "idle_timeout_s",
+                              "header_timeout_s", "body_timeout_s", "write_timeout_s"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -362,8 +368,10 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_string(n, "server", "api_key_env", s.api_key_env);
     r.get_int(n, "server", "max_body_bytes", 1024, int64_t{1} << 30, s.max_body_bytes);
     r.get_int(n, "server", "max_prompt_tokens", 0, 1 << 24, s.max_prompt_tokens);
-    r.get_int(n, "server", "max_tokens_limit", 1, 1 << 24, s.max_tokens_limit);
-    r.get_choice(n, "server", "chat_template", {"auto", "chatml", "llama2", "llama3"}, s.chat_template);
+    r.get_int(n, "server", "max_tokens_limit", 0, 1 << 24, s.max_tokens_limit);
+    r.get_string(n, "server", "chat_template", s.chat_template);
+    r.get_choice(n, "server", "tool_call_parser", {"auto", "hermes", "llama3_json", "none"}, s.tool_call_parser);
+    r.get_bool(n, "server", "stream_token_by_token", s.stream_token_by_token);
     r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
     r.get_int(n, "server", "max_connections", 1, 1 << 20, s.max_connections);
     r.get_float(n, "server", "idle_timeout_s", 0.0, 3600.0, true, s.idle_timeout_s);
@@ -476,6 +484,7 @@ std::string summary(const EngineConfig& c) {
   os << "config " << c.source_file << "\n";
   os << "  model:        " << c.model.path << " (dtype " << c.model.dtype << ", device " << c.model.device;
   if (c.model.max_model_len > 0) os << ", max_model_len " << c.model.max_model_len;
+  if (c.model.tensor_parallel_size > 0) os << ", tensor_parallel_size " << c.model.tensor_parallel_size;
   os << ")\n";
   if (c.speculative.enabled) {
     os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier "
@@ -485,6 +494,8 @@ std::string summary(const EngineConfig& c) {
                                        " per sequence and step)"
                                  : " (static)");
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
+    if (c.speculative.proposer_tensor_parallel_size > 0)
+      os << ", proposer tensor_parallel_size " << c.speculative.proposer_tensor_parallel_size;
     os << "\n";
     for (const ArmConfig& a : c.speculative.arms) {
       const bool shadow = std::find(c.speculative.shadow.begin(), c.speculative.shadow.end(), a.name) !=

@@ -27,6 +27,7 @@ struct ModelConfig {
   int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
   bool mmap = false;           // use tensors in place in the file map where possible (docs)
   int32_t seed = 0;            // default seed for requests that set none
+  int32_t tensor_parallel_size = 0;  // ranks the target is split over; 0 = the MPI job's size (1 without mpirun)
 };
 
 struct ComponentConfig {
@@ -49,6 +50,9 @@ struct SpeculativeConfig {
   bool dynamic = false;                // the policy picks k in [0, k] per sequence and step
                                        // (off by default until it wins the issue-17 benchmark grid)
   ComponentConfig proposer;
+  // speculative.proposer.tensor_parallel_size: ranks the proposer's draft models run on, 1 or
+  // the target's; 0 = the target's. Read by the core, not handed to the plugin.
+  int32_t proposer_tensor_parallel_size = 0;
   ComponentConfig verifier;            // default: rejection
   ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin
   int32_t disable_by_batch_size = 0;   // 0 = never disable
@@ -88,8 +92,10 @@ struct ServerConfig {
   std::string api_key_env;               // environment variable holding one more key
   int64_t max_body_bytes = 1 << 20;
   int32_t max_prompt_tokens = 0;         // 0 = the model's context length
-  int32_t max_tokens_limit = 4096;       // upper bound for a request's max_tokens
-  std::string chat_template = "auto";    // auto | chatml | llama2 | llama3
+  int32_t max_tokens_limit = 0;          // upper bound for a request's max_tokens; 0 = the context
+  std::string chat_template = "auto";    // auto (the model's own) | a Jinja template file
+  std::string tool_call_parser = "auto";  // auto | hermes | llama3_json | none
+  bool stream_token_by_token = false;    // one SSE event per token, not per engine step
   int32_t shutdown_timeout_s = 30;
   int32_t max_connections = 1024;        // open connections; see docs/server.md "Limits"
   double idle_timeout_s = 60;            // a connection waiting for the first byte of a request

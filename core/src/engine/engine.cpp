@@ -21,11 +21,53 @@ namespace {
 
 // Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
 constexpr kv::SeqId kScoringSeq = -1;
+// Sequence ids of choices 1.. of requests with n > 1: above every request id (below 2^63).
+constexpr RequestId kFirstChoiceId = RequestId{1} << 63;
+constexpr int32_t kMaxChoices = 64;
 
 size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
+}
+
+// model.tensor_parallel_size against the MPI job this process is part of: the target runs on
+// every rank of the job, or (1) on rank 0 alone while the other ranks wait (docs/distributed.md).
+int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Session* session) {
+  const int world = session != nullptr ? session->size() : 1;
+  if (session != nullptr && !session->leader()) {
+    throw Error(ErrorCode::kInternal, "an Engine on rank " + std::to_string(session->rank()) +
+                                          ": ranks other than 0 run dist::Session::follow()");
+  }
+  const int32_t tp = cfg.model.tensor_parallel_size > 0 ? cfg.model.tensor_parallel_size : world;
+  if (tp == world) return tp;
+  if (world == 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "model.tensor_parallel_size = " + std::to_string(tp) + " needs " + std::to_string(tp) +
+                    " MPI ranks, but this process was not started by an MPI launcher (run: mpirun -np " +
+                    std::to_string(tp) + " specd ...)");
+  }
+  if (tp != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "model.tensor_parallel_size = " + std::to_string(tp) + " but the MPI job has " +
+                    std::to_string(world) + " ranks: the target is split over every rank of the job (set it to " +
+                    std::to_string(world) + ", leave it unset, or set 1 to run on rank 0 alone)");
+  }
+  log::get("engine").warn("model.tensor_parallel_size = 1 in an MPI job of {} ranks: the model runs on rank 0 alone",
+                          world);
+  return tp;
+}
+
+int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
+  const int32_t p = cfg.speculative.proposer_tensor_parallel_size;
+  if (p == 0) return tp;
+  if (p != 1 && p != tp) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "speculative.proposer.tensor_parallel_size = " + std::to_string(p) +
+                    ": expected 1 (the draft on rank 0 alone) or the target's tensor_parallel_size (" +
+                    std::to_string(tp) + ")");
+  }
+  return p;
 }
 
 }  // namespace
@@ -35,7 +77,10 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + cfg.model.device +
                                              "\" is not supported yet; this build runs models on the cpu");
   }
-  kernels::set_num_threads(cfg.model.num_threads);
+  info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
+  if (cfg.speculative.enabled)
+    info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
+  kernels::set_num_threads(dist::kernel_threads(cfg.model.num_threads));
   log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
@@ -60,16 +105,15 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                     mc.config_path.string() + ")");
   }
 
-  const std::optional<model::DType> weight_dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
-  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
-  std::shared_ptr<const model::LlamaWeights> weights =
-      model::LlamaWeights::load(checkpoint, -1, weight_dtype, placement);
-  model = std::make_unique<model::LlamaModel>(weights);
+  std::shared_ptr<const model::LlamaWeights> weights = load_target();
+  model = std::make_unique<model::LlamaModel>(weights, -1, leader ? &leader->group() : nullptr);
+  if (leader) leader->attach(*model, dist::Leader::kTarget);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
   if (cfg.speculative.enabled) {
-    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size);
+    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
+                                                     leader.get());
   }
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
@@ -79,7 +123,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
       *kv, spec ? &spec->host() : nullptr);
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
-  output = std::make_unique<output::OutputProcessor>(*tok);
+  output = std::make_unique<output::OutputProcessor>(*tok, mc.vocab_size);
   if (spec) {
     // The policy's cost prior (any request may ask for dynamic speculation): steps up to every
     // sequence drafting k tokens, within the token budget.
@@ -101,9 +145,27 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   if (cfg.scheduler.async_scheduling) worker = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
 
+std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
+  const std::optional<model::DType> dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
+  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  const int32_t tp = info.tensor_parallel_size;
+  std::shared_ptr<const model::LlamaWeights> weights;
+  auto load_here = [&] { weights = model::LlamaWeights::load(checkpoint, -1, dtype, placement, {0, tp}); };
+  if (tp == 1) {
+    load_here();
+    return weights;
+  }
+  const int32_t proposer = info.proposer_tensor_parallel_size > 0 ? info.proposer_tensor_parallel_size : tp;
+  leader = std::make_unique<dist::Leader>(
+      *dist::Session::current(), dist::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer},
+      load_here);
+  return weights;
+}
+
 void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   // Target and hosted models get equal block counts; one "block" of the budget is a target
-  // block plus one block of every hosted model (docs/speculative.md).
+  // block plus one block of every hosted model (docs/speculative.md). Under tensor parallelism
+  // every size is this rank's share (its KV heads), and rank 0 picks the count for all ranks.
   const size_t block_bytes = kv::bytes_per_block(shape) + (spec ? spec->host().hosted_bytes_per_block() : 0);
   size_t budget = 0;
   if (cfg.kv_cache.memory_mib > 0) {
@@ -122,7 +184,12 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
                     " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
                     " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
   }
-  kv = std::make_unique<kv::KvCache>(shape, blocks);
+  auto allocate = [&] { kv = std::make_unique<kv::KvCache>(shape, blocks); };
+  if (leader) {
+    leader->allocate_kv(dist::Leader::kTarget, shape, blocks, allocate);
+  } else {
+    allocate();
+  }
   if (spec) spec->host().allocate_kv(blocks);
 }
 
@@ -143,6 +210,12 @@ void Engine::Impl::describe() {
   info.weight_dtype = std::string(kernels::dtype_name(model->weights().dtype()));
   info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
+  info.default_temperature = mc.default_temperature;
+  info.default_top_p = mc.default_top_p;
+  info.default_min_p = mc.default_min_p;
+  info.default_repetition_penalty = mc.default_repetition_penalty;
+  info.default_top_k = mc.default_top_k;
+  info.default_max_tokens = mc.default_max_tokens;
   info.num_threads = kernels::num_threads();
   if (spec) {
     info.proposer = spec->proposer_name();
@@ -165,6 +238,9 @@ void Engine::Impl::describe() {
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
   log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
            cfg.scheduler.num_scheduler_steps);
+  if (leader) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
+  if (leader && spec)
+    log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
 }
 
 Engine::Engine(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -214,6 +290,20 @@ void Engine::add_request(RequestId id, const Request& request) {
     fail("speculative.num_speculative_tokens must be in [0, 32], got " + std::to_string(*k), n);
     return;
   }
+  if (request.n < 1 || request.n > kMaxChoices || (request.n > 1 && request.sampling.max_tokens == 0)) {
+    fail("n must be in [1, " + std::to_string(kMaxChoices) + "] (1 when max_tokens is 0), got " +
+             std::to_string(request.n),
+         n);
+    return;
+  }
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    if (token < 0 || token >= m.info.vocab_size) {
+      fail("logit_bias names token id " + std::to_string(token) + " outside the vocabulary [0, " +
+               std::to_string(m.info.vocab_size) + ")",
+           n);
+      return;
+    }
+  }
   seq->num_prompt = n;
   seq->params = request.sampling;
   if (std::string err = m.assign_arm(id, request, *seq); !err.empty()) {
@@ -224,8 +314,55 @@ void Engine::add_request(RequestId id, const Request& request) {
                                     : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
   seq->stop_ids = request.sampling.stop_token_ids;
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  m.output->add(id, seq->tokens, request.sampling, seq->arm);
+  seq->request = id;
+  m.output->add(id, id, 0, seq->tokens, request.sampling, request.tool_calls, seq->arm);
+  if (request.n > 1) {
+    Impl::Choices& c = m.choices[id];
+    c.open = request.n;
+    for (int32_t i = 1; i < request.n; ++i) {
+      auto choice = std::make_unique<sched::Sequence>(*seq);
+      choice->id = kFirstChoiceId + m.next_choice_id++;
+      choice->index = i;
+      choice->seed = seq->seed + static_cast<uint64_t>(i);  // its own stream (vLLM: seed + index)
+      choice->params.prompt_logprobs = -1;                  // reported once, with choice 0
+      m.output->add(choice->id, id, i, choice->tokens, choice->params, request.tool_calls, choice->arm);
+      c.forks.push_back(std::move(choice));
+    }
+  }
   m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
+}
+
+void Engine::Impl::fork_choices(const sched::Sequence& first) {
+  auto it = choices.find(first.id);
+  if (it == choices.end() || it->second.forks.empty()) return;
+  // The prompt's KV up to its last token is shared; each choice recomputes that token to get its
+  // own logits row. A proposer that needs the target's hidden states of the prompt gets them only
+  // from a full prefill, so then each choice prefills alone.
+  const int32_t shared = spec && spec->wants_hidden() ? 0 : first.num_prompt - 1;
+  for (auto& choice : it->second.forks) {
+    it->second.forked.push_back(choice->id);
+    scheduler->add_fork(std::move(choice), first.id, shared);
+  }
+  it->second.forks.clear();
+}
+
+void Engine::Impl::report(RequestOutput out, std::vector<RequestOutput>& outputs) {
+  if (out.finish_reason != FinishReason::kNone && !choices.empty()) {
+    if (auto it = choices.find(out.id); it != choices.end()) {
+      out.finished = --it->second.open == 0;
+      if (out.finished) choices.erase(it);
+    }
+  }
+  outputs.push_back(std::move(out));
+}
+
+void Engine::Impl::end_waiting_choices(RequestId request, const std::string& error,
+                                       std::vector<RequestOutput>& outputs) {
+  auto it = choices.find(request);
+  if (it == choices.end()) return;
+  std::vector<std::unique_ptr<sched::Sequence>> forks = std::move(it->second.forks);
+  it->second.forks.clear();
+  for (const auto& f : forks) report(error.empty() ? output->abort(f->id) : output->fail(f->id, error), outputs);
 }
 
 // An explicit arm must exist; a request that speculates gets an arm (explicit, by user, or drawn)
@@ -253,14 +390,20 @@ std::string Engine::Impl::assign_arm(RequestId id, const Request& request, sched
 
 void Engine::abort(RequestId id) {
   Impl& m = *impl_;
-  if (!m.output->contains(id)) return;  // unknown, or already finished
-  m.pending.push_back(m.output->abort(id));
-  auto it = std::find_if(m.arrivals.begin(), m.arrivals.end(), [&](const auto& s) { return s->id == id; });
-  if (it != m.arrivals.end()) {
-    m.arrivals.erase(it);
-  } else {
-    m.retire(id);
+  std::vector<RequestId> seqs = {id};
+  if (auto it = m.choices.find(id); it != m.choices.end())
+    seqs.insert(seqs.end(), it->second.forked.begin(), it->second.forked.end());
+  for (RequestId seq : seqs) {
+    if (!m.output->contains(seq)) continue;  // unknown, or already finished
+    m.report(m.output->abort(seq), m.pending);
+    auto at = std::find_if(m.arrivals.begin(), m.arrivals.end(), [&](const auto& s) { return s->id == seq; });
+    if (at != m.arrivals.end()) {
+      m.arrivals.erase(at);
+    } else {
+      m.retire(seq);
+    }
   }
+  m.end_waiting_choices(id, "", m.pending);
 }
 
 bool Engine::has_unfinished() const {

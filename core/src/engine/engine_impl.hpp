@@ -13,9 +13,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
+#include "dist/tensor_parallel.hpp"
 #include "engine/model_worker.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
@@ -45,6 +47,7 @@ struct StepResult {
   bool committed = false;                     // false: the row failed before its tokens were appended
   bool speculated = false;                    // proposed this step (k > 0)
   output::SpecStep spec;
+  int64_t logits_at = -1;  // logprobs: the tokens' raw target logits start at StepOutbox::logits[logits_at]
   std::string error;  // the row failed (before commit, or in the proposer's on_accept after it)
   // A/B (verified rows): Σ log p of the tokens the serving verifier emitted, and the shadow
   // arms' outcomes StepOutbox::shadows[first_shadow, first_shadow + num_shadows) (one per arm).
@@ -63,6 +66,9 @@ struct ExecTimes {
 struct StepOutbox {
   std::vector<StepResult> rows;
   std::vector<int32_t> tokens;
+  // [tokens, vocab] logits rows of the rows whose requests ask for logprobs (copied: the scorer's
+  // buffer belongs to the next step by the time the outputs are processed).
+  std::vector<float> logits;
   std::vector<sched::ShadowOutcome> shadows;
   double row_s = 0;  // a row's share of the step's propose + forward + verify seconds (A/B log)
   ExecTimes times;
@@ -74,6 +80,8 @@ struct Engine::Impl {
   EngineInfo info;
   std::shared_ptr<const model::Checkpoint> checkpoint;
   std::unique_ptr<tokenizer::Tokenizer> tok;
+  // Tensor parallelism (null at TP 1): drives the other ranks; outlives every model.
+  std::unique_ptr<dist::Leader> leader;
   std::unique_ptr<model::LlamaModel> model;
   // Speculative decoding (null without a `speculative` section or with enabled: false).
   std::unique_ptr<speculative::Speculator> spec;
@@ -86,6 +94,16 @@ struct Engine::Impl {
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
+  // Requests with n > 1 choices: choice 0 runs under the request's id; the other choices wait
+  // here (`forks`) until choice 0 has prefilled the prompt, then share its KV blocks under ids
+  // from kFirstChoiceId on. `open` counts the choices not finished yet.
+  struct Choices {
+    int32_t open = 0;
+    std::vector<std::unique_ptr<sched::Sequence>> forks;
+    std::vector<RequestId> forked;  // sequence ids of choices 1.. in the scheduler
+  };
+  std::unordered_map<RequestId, Choices> choices;
+  RequestId next_choice_id = 0;
   uint64_t num_preemptions = 0;
   spec::SpecMetrics spec_metrics;      // engine-wide, recorded with the outputs
   std::vector<spec::ArmMetrics> arm_metrics;  // per A/B arm (speculative/arm_verifiers.hpp), likewise
@@ -114,6 +132,8 @@ struct Engine::Impl {
   std::unique_ptr<ModelWorker> worker;  // async_scheduling; last: stopped before the rest goes
 
   explicit Impl(const config::EngineConfig& c);
+  // The target's weights (this rank's shard), loaded on every rank under tensor parallelism.
+  std::shared_ptr<const model::LlamaWeights> load_target();
   void size_kv_cache(const kv::KvCacheShape& shape);
   void describe();
 
@@ -131,8 +151,15 @@ struct Engine::Impl {
   // A request ended: out of the scheduler and the proposer now, or (a step in flight may hold
   // it) once that step is collected.
   void retire(RequestId id);
+  void fail(RequestId id, const std::string& message, std::vector<RequestOutput>& outputs);
   void remove(RequestId id);
   bool in_flight() const { return worker && worker->busy(); }
+
+  // n > 1 (engine.cpp): the other choices start from choice 0's prefilled prompt; outputs say
+  // whether the whole request ended; a failed or aborted choice 0 takes the waiting ones along.
+  void fork_choices(const sched::Sequence& first);
+  void report(RequestOutput out, std::vector<RequestOutput>& outputs);
+  void end_waiting_choices(RequestId request, const std::string& error, std::vector<RequestOutput>& outputs);
   // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
   std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
 };

@@ -2,13 +2,15 @@
 // docs/scheduling.md for async and multi-step scheduling).
 //
 //   engine thread                               model side (the model worker when async)
-//   collect   the step in flight is done: copy its results, remove finished requests
+//   collect   the step in flight is done: copy its results (with the logits rows of logprobs
+//             requests), prompt logprobs, n > 1 forks, remove finished requests
 //   admit     deferred removals, then arrivals enter the scheduler
 //   prepare   Scheduler::schedule → StepBatch rows (a full schedule or the next sub-step)
 //   launch ───────────────────────────────────► execute
 //                                                 Speculator::plan      → row.lookahead = k_i (dynamic)
 //                                                 Speculator::propose   → row.drafts
-//                                                 Scorer::score         → row.logits, row.hidden
+//                                                 Scorer::score         → row.logits, row.hidden,
+//                                                                         row.chunk_logits
 //                                                 Speculator::observe, Impl::sample, Speculator::verify
 //                                                 Speculator::end_step  → the policy learns the times
 //                                                 per row: Scheduler::commit → Speculator::accept
@@ -73,12 +75,18 @@ double Engine::Impl::finish_flight(SteadyClock::time_point now) {
 
 // Copies what the output processor needs out of the executed batch and removes the requests
 // that finished or failed in it. Rows of requests that ended while the step was in flight are
-// dropped (their output is already final).
+// dropped (their output is already final). What needs the step's own buffers or KV happens here,
+// before the next step takes them: prompt logprobs of prefill chunks, the logits rows of requests
+// that asked for logprobs (copied, only theirs), and the forks of n > 1 choices off choice 0's
+// prompt (before a choice 0 that ended with its first token leaves the KV cache).
 void Engine::Impl::collect() {
+  const auto vocab = static_cast<size_t>(info.vocab_size);
   for (sched::StepRow& row : batch.rows) {
     const RequestId id = row.seq->id;
     if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
     const bool ended = row.failed() || row.finish != FinishReason::kNone;
+    if (row.chunk_logits != nullptr && !row.failed())
+      output->prompt_chunk(id, row.seq->tokens, row.start, row.n, row.chunk_logits);
     if (row.sample || row.failed()) {
       StepResult& r = outbox.rows.emplace_back();
       r.id = id;
@@ -86,14 +94,19 @@ void Engine::Impl::collect() {
       r.count = static_cast<uint32_t>(row.num_appended);
       outbox.tokens.insert(outbox.tokens.end(), row.emitted.begin(), row.emitted.begin() + row.num_appended);
       r.finish = row.finish;
-      r.committed = row.num_appended > 0;
+      r.committed = row.num_appended > 0 || !row.failed();  // max_tokens 0 appends nothing
       r.speculated = row.speculates();
       r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
+      if (row.seq->params.logprobs >= 0 && row.num_appended > 0 && row.logits != nullptr) {
+        r.logits_at = static_cast<int64_t>(outbox.logits.size());
+        outbox.logits.insert(outbox.logits.end(), row.logits, row.logits + static_cast<size_t>(row.num_appended) * vocab);
+      }
       r.error = std::move(row.error);
       r.emitted_logprob = row.emitted_logprob;
       r.first_shadow = static_cast<uint32_t>(outbox.shadows.size());
       r.num_shadows = static_cast<uint32_t>(row.shadows.size());
       outbox.shadows.insert(outbox.shadows.end(), row.shadows.begin(), row.shadows.end());
+      if (row.sample && !row.failed() && row.seq->index == 0 && !choices.empty()) fork_choices(*row.seq);
     }
     if (ended) remove(id);
   }
@@ -125,7 +138,7 @@ void Engine::Impl::prepare(std::vector<RequestOutput>& outputs) {
   num_preemptions += static_cast<uint64_t>(batch.num_preempted);
   for (auto& [id, message] : batch.failed) {
     if (spec) spec->release(id);
-    outputs.push_back(output->fail(id, message));
+    fail(id, message, outputs);
   }
   if (spec) {
     for (RequestId id : batch.preempted) spec->release(id);
@@ -152,11 +165,12 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
     // output is already final.
     if (!output->contains(r.id)) continue;
     if (!r.committed) {
-      outputs.push_back(output->fail(r.id, r.error));
+      fail(r.id, r.error, outputs);
       continue;
     }
     const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
-    RequestOutput out = output->process(r.id, appended, r.finish, r.speculated ? &r.spec : nullptr);
+    const float* logits = r.logits_at >= 0 ? outbox.logits.data() + r.logits_at : nullptr;
+    RequestOutput out = output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits});
     if (r.spec.drafted > 0) {
       const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
       const std::span<const sched::ShadowOutcome> shadows(outbox.shadows.data() + r.first_shadow, r.num_shadows);
@@ -165,16 +179,24 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
                               r.emitted_logprob, shadows);
       if (ab) ab->verified(r.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
     }
-    if (!out.finished && !r.error.empty()) {  // the proposer's on_accept failed
-      outputs.push_back(output->fail(r.id, r.error));
+    const bool ended = out.finish_reason != FinishReason::kNone;
+    if (!ended && !r.error.empty()) {  // the proposer's on_accept failed
+      fail(r.id, r.error, outputs);
       continue;
     }
-    if (out.finished && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
-    outputs.push_back(std::move(out));
+    if (ended && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
+    report(std::move(out), outputs);
   }
   outbox.rows.clear();
   outbox.tokens.clear();
+  outbox.logits.clear();
   outbox.shadows.clear();
+}
+
+// A sequence failed: its output, and the choices of its request still waiting for its prompt.
+void Engine::Impl::fail(RequestId id, const std::string& message, std::vector<RequestOutput>& outputs) {
+  report(output->fail(id, message), outputs);
+  end_waiting_choices(id, message, outputs);
 }
 
 void Engine::Impl::retire(RequestId id) {
@@ -218,11 +240,11 @@ void Engine::Impl::sample(sched::StepBatch& b) {
   sampled.resize(b.rows.size());
   for (size_t i = 0; i < b.rows.size(); ++i) {
     sched::StepRow& row = b.rows[i];
-    if (!row.sample || row.failed() || row.drafted()) continue;
+    if (!row.sample || row.failed() || row.drafted() || row.seq->params.max_tokens == 0) continue;
     const sched::Sequence& seq = *row.seq;
     try {
-      sampled[i] = sampling::sample_token({row.logits, static_cast<size_t>(info.vocab_size)}, seq.params, seq.seed,
-                                          seq.step(), probs);
+      sampled[i] = sampling::sample_token({row.logits, static_cast<size_t>(info.vocab_size)}, seq.params,
+                                          seq.history(), seq.seed, seq.step(), probs);
       row.emitted = {&sampled[i], 1};
     } catch (const Error& e) {
       row.fail(std::string("sampling failed: ") + e.what());

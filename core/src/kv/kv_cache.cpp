@@ -1,5 +1,6 @@
 #include "kv/kv_cache.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "specd/error.hpp"
@@ -84,18 +85,59 @@ int32_t KvCache::capacity(SeqId seq) const {
   return static_cast<int32_t>(table(seq).blocks.size()) * shape_.block_size;
 }
 
+int32_t KvCache::shared_tail(const BlockTable& t, int32_t n) const {
+  if (n <= 0 || t.num_tokens % shape_.block_size == 0) return -1;
+  const auto last = static_cast<size_t>(t.num_tokens / shape_.block_size);
+  if (last >= t.blocks.size() || allocator_.refs(t.blocks[last]) <= 1) return -1;
+  return static_cast<int32_t>(last);
+}
+
 int32_t KvCache::blocks_needed(SeqId seq, int32_t n) const {
   const BlockTable& t = table(seq);
   const int64_t want = static_cast<int64_t>(t.num_tokens) + n;
   const int64_t blocks = (want + shape_.block_size - 1) / shape_.block_size;
   const int64_t extra = blocks - static_cast<int64_t>(t.blocks.size());
-  return extra > 0 ? static_cast<int32_t>(extra) : 0;
+  return (extra > 0 ? static_cast<int32_t>(extra) : 0) + (shared_tail(t, n) >= 0 ? 1 : 0);
 }
 
 bool KvCache::reserve(SeqId seq, int32_t n) {
   SPECD_CHECK(n >= 0, ErrorCode::kInternal, "KV cache: negative reservation");
+  BlockTable& t = table(seq);
   const int32_t extra = blocks_needed(seq, n);
-  return allocator_.allocate(extra, table(seq).blocks);
+  if (extra > allocator_.num_free()) return false;
+  if (const int32_t tail = shared_tail(t, n); tail >= 0) {
+    std::vector<int32_t> fresh;
+    allocator_.allocate(1, fresh);
+    int32_t& block = t.blocks[static_cast<size_t>(tail)];
+    copy_block(block, fresh[0]);
+    allocator_.free(block);  // the other holders keep it
+    block = fresh[0];
+  }
+  return allocator_.allocate(blocks_needed(seq, n), t.blocks);
+}
+
+void KvCache::copy_block(int32_t from, int32_t to) {
+  const size_t bytes = static_cast<size_t>(shape_.block_size) * static_cast<size_t>(row_elems()) *
+                       element_bytes(shape_.dtype);
+  for (int32_t l = 0; l < shape_.num_layers; ++l) {
+    for (auto* storage : {&k_, &v_}) {
+      std::byte* base = (*storage)[static_cast<size_t>(l)].get();
+      std::memcpy(base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes, bytes);
+    }
+  }
+}
+
+void KvCache::fork(SeqId parent, SeqId child, int32_t len) {
+  const BlockTable& p = table(parent);
+  SPECD_CHECK(len >= 0 && len <= p.num_tokens, ErrorCode::kInternal,
+              "KV cache: forking " + std::to_string(len) + " tokens of sequence " + std::to_string(parent) + " of " +
+                  std::to_string(p.num_tokens));
+  add_sequence(child);
+  BlockTable& c = table(child);
+  const auto blocks = static_cast<size_t>((len + shape_.block_size - 1) / shape_.block_size);
+  c.blocks.assign(p.blocks.begin(), p.blocks.begin() + static_cast<std::ptrdiff_t>(blocks));
+  for (int32_t b : c.blocks) allocator_.share(b);
+  c.num_tokens = len;
 }
 
 void KvCache::commit(SeqId seq, int32_t n) {
@@ -119,6 +161,20 @@ void KvCache::truncate(SeqId seq, int32_t new_len, int32_t keep_room) {
   while (t.blocks.size() > keep) {
     allocator_.free(t.blocks.back());
     t.blocks.pop_back();
+  }
+}
+
+void KvCache::mirror(std::span<const MirroredSeq> seqs) {
+  seqs_.clear();
+  for (const MirroredSeq& m : seqs) {
+    for (int32_t b : m.blocks) {
+      SPECD_CHECK(b >= 0 && b < num_blocks(), ErrorCode::kInternal,
+                  "KV cache: mirrored block " + std::to_string(b) + " is outside the pool of " +
+                      std::to_string(num_blocks()));
+    }
+    SPECD_CHECK(m.num_tokens >= 0 && static_cast<size_t>(m.num_tokens) <= m.blocks.size() * shape_.block_size,
+                ErrorCode::kInternal, "KV cache: mirrored sequence " + std::to_string(m.seq) + " is longer than its table");
+    seqs_.try_emplace(m.seq, BlockTable{{m.blocks.begin(), m.blocks.end()}, m.num_tokens});
   }
 }
 

@@ -8,6 +8,8 @@
 //   truncate(s, len) – rollback of rejected speculative tokens: a length change on the block
 //                      table; blocks past the new length (and past any room asked to be kept)
 //                      go back to the pool.
+//   fork(p, c, len)  – c starts as the first len tokens of p, sharing p's blocks (refcounted);
+//                      the first write into a shared, partly filled block copies it (reserve).
 // Not thread-safe: owned by the engine's step thread.
 #pragma once
 
@@ -68,15 +70,32 @@ class KvCache {
   int32_t capacity(SeqId seq) const;
   // Blocks that reserve(seq, n) would take from the pool.
   int32_t blocks_needed(SeqId seq, int32_t n) const;
-  // Makes room for n tokens past num_tokens(seq). All or nothing: false (and no change) when
+  // Makes room for n tokens past num_tokens(seq), copying a partly filled last block that
+  // another sequence shares first (copy-on-write). All or nothing: false (and no change) when
   // the pool has too few free blocks.
   bool reserve(SeqId seq, int32_t n);
+  // Registers `child` holding the first len tokens of `parent` (<= num_tokens(parent)) in the
+  // parent's blocks, shared. Throws kInternal if the child exists or len is out of range.
+  void fork(SeqId parent, SeqId child, int32_t len);
   // Marks n more tokens as written. Throws kInternal past the reserved capacity.
   void commit(SeqId seq, int32_t n);
   // Shrinks the sequence to new_len tokens (<= num_tokens) and frees the blocks it no longer
   // needs, keeping those that hold room for `keep_room` more tokens past new_len (a multi-step
   // reservation survives the rollback of rejected drafts). Never allocates.
   void truncate(SeqId seq, int32_t new_len, int32_t keep_room = 0);
+
+  // Tensor parallelism, ranks 1..N-1 (dist::Follower): the sequences of rank 0's next forward,
+  // each with rank 0's committed length and block table, replace whatever this cache held. Such
+  // a cache is storage addressed by rank 0's tables; its own pool is never used, so mirror()
+  // is not mixed with reserve / truncate / remove_sequence. A sequence listed twice (batch
+  // expansion) keeps its first entry. Throws kInternal for a block outside the pool or a
+  // length past the table.
+  struct MirroredSeq {
+    SeqId seq = 0;
+    int32_t num_tokens = 0;
+    std::span<const int32_t> blocks;
+  };
+  void mirror(std::span<const MirroredSeq> seqs);
 
   std::span<const int32_t> block_table(SeqId seq) const;
   // Row index (block * block_size + offset) of token position `pos` of `seq`.
@@ -95,6 +114,9 @@ class KvCache {
   };
   const BlockTable& table(SeqId seq) const;
   BlockTable& table(SeqId seq);
+  // The partly filled last block that a write of n > 0 tokens would copy first, or -1.
+  int32_t shared_tail(const BlockTable& t, int32_t n) const;
+  void copy_block(int32_t from, int32_t to);
 
   KvCacheShape shape_;
   BlockAllocator allocator_;

@@ -76,6 +76,9 @@ struct ModelConfig {
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // config.json, overridden by generation_config.json
   std::string torch_dtype;             // as declared ("float32", "bfloat16", ...); empty for GGUF
+  // generation_config.json's sampling defaults: what a request that omits the field gets (vLLM).
+  std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
+  std::optional<int64_t> default_top_k, default_max_tokens;
   std::filesystem::path config_path;   // the config.json (or GGUF file) this was read from (for messages)
 };
 

@@ -52,9 +52,15 @@ void deinterleave_heads(float* rows, int64_t n, int64_t head_dim, float* tmp) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers)
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers, dist::Communicator* comm)
     : weights_(std::move(weights)) {
   SPECD_CHECK(weights_ != nullptr, ErrorCode::kInternal, "LlamaModel: null weights");
+  const TensorShard shard = weights_->shard();
+  SPECD_CHECK(shard.size == 1 || (comm != nullptr && comm->size() == shard.size && comm->rank() == shard.rank),
+              ErrorCode::kInternal,
+              "LlamaModel: weights of rank " + std::to_string(shard.rank) + " of " + std::to_string(shard.size) +
+                  " need that rank's communicator");
+  if (comm != nullptr && comm->size() > 1) comm_ = comm;
   num_layers_ = num_layers < 0 ? weights_->num_layers() : num_layers;
   if (num_layers_ <= 0 || num_layers_ > weights_->num_layers()) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -71,17 +77,14 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
 }
 
 kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const {
-  const ModelConfig& c = config();
-  return {static_cast<int32_t>(num_layers_), static_cast<int32_t>(c.num_kv_heads),
-          static_cast<int32_t>(c.head_dim), block_size, kv_dtype};
+  return {static_cast<int32_t>(num_layers_), static_cast<int32_t>(weights_->dims().num_kv_heads),
+          static_cast<int32_t>(config().head_dim), block_size, kv_dtype};
 }
 
 void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const ModelConfig& c = config();
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, hd = c.head_dim, half = hd / 2;
-  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  const int64_t nkv = weights_->dims().num_kv_heads, hd = c.head_dim;
 
   const kv::KvCacheShape& ks = kv.shape();
   SPECD_CHECK(ks.num_layers == num_layers_ && ks.num_kv_heads == nkv && ks.head_dim == hd,
@@ -127,7 +130,12 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
                     std::to_string(kv.capacity(in.seq)) + " reserved");
     const auto t0 = static_cast<int32_t>(s_.tokens.size());
     for (int32_t i = 0; i < n; ++i) {
-      s_.tokens.push_back(in.tokens[static_cast<size_t>(i)]);
+      const int32_t token = in.tokens[static_cast<size_t>(i)];
+      if (token < 0 || token >= V) {  // before anything is written to the cache or sent to other ranks
+        throw Error(ErrorCode::kInvalidArgument,
+                    "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      }
+      s_.tokens.push_back(token);
       s_.positions.push_back(start + i);
       s_.slots.push_back(kv.slot(in.seq, start + i));
     }
@@ -148,6 +156,29 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     const auto table = kv.block_table(batch.seqs[static_cast<size_t>(s)].seq);
     std::copy(table.begin(), table.end(), s_.block_tables.begin() + static_cast<int64_t>(s) * stride);
   }
+  s_.block_table_stride = stride;
+
+  if (announce_) announce_(batch, kv);
+  if (comm_ == nullptr) {
+    compute(batch, kv, out);
+    return;
+  }
+  try {
+    compute(batch, kv, out);
+  } catch (const std::exception& e) {
+    comm_->abort(std::string("a tensor-parallel forward failed after its collectives began: ") + e.what());
+  }
+}
+
+void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
+  const ModelConfig& c = config();
+  const ShardDims& d = weights_->dims();
+  const int64_t H = c.hidden_size, I = d.intermediate, V = c.vocab_size;
+  const int64_t nh = d.num_heads, nkv = d.num_kv_heads, hd = c.head_dim, half = hd / 2;
+  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const bool mtp = weights_->is_mtp();
+  const auto S = static_cast<int32_t>(batch.seqs.size());
   const auto T = static_cast<int64_t>(s_.tokens.size());
   const auto R = static_cast<int64_t>(s_.out_rows.size());
 
@@ -166,8 +197,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   float* h = s_.h.data();
   float* o = s_.o.data();
 
-  // Validates every token id before anything is written to the cache.
-  kernels::embedding(kCpu, weights_->embed(), s_.tokens.data(), T, x);
+  embed(T, x);
   if (mtp) {
     // x = eh_proj · concat(enorm(embed(token)), hnorm(h_prev)), row by row.
     ensure(s_.cat, T * 2 * H);
@@ -190,7 +220,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ap.query_start = s_.query_start.data();
   ap.context_lens = s_.context_lens.data();
   ap.block_tables = s_.block_tables.data();
-  ap.block_table_stride = stride;
+  ap.block_table_stride = s_.block_table_stride;
   ap.num_blocks = kv.num_blocks();
   ap.block_size = kv.block_size();
   ap.num_heads = static_cast<int32_t>(nh);
@@ -230,6 +260,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     kernels::paged_attention(kCpu, ap);
 
     kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T);
+    all_reduce(o, T * H);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
     if (w.w_gate.dtype == w.w_up.dtype) {
       kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
@@ -243,6 +274,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
       }
     }
     kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T);
+    all_reduce(o, T * H);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
 
@@ -253,7 +285,7 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
                 static_cast<size_t>(H) * sizeof(float));
   }
   out.logits.resize(static_cast<size_t>(R * V));
-  if (R > 0) kernels::matmul(kCpu, s_.rows.data(), weights_->lm_head(), nullptr, out.logits.data(), R);
+  if (R > 0) lm_head(s_.rows.data(), R, out.logits.data());
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {
     out.hidden.assign(h, h + T * H);
@@ -263,6 +295,55 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     out.hidden.clear();
   }
   for (const SequenceInput& in : batch.seqs) kv.commit(in.seq, static_cast<int32_t>(in.tokens.size()));
+}
+
+void LlamaModel::embed(int64_t T, float* x) {
+  const WeightView& table = weights_->embed();
+  if (comm_ == nullptr) {
+    kernels::embedding(kCpu, table, s_.tokens.data(), T, x);
+    return;
+  }
+  // Each rank fills the rows of its vocabulary slice and zeros the rest; the sum has exactly
+  // one non-zero term per element.
+  const int64_t H = config().hidden_size, begin = weights_->dims().vocab_begin;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t local = s_.tokens[static_cast<size_t>(t)] - static_cast<int32_t>(begin);
+    if (local >= 0 && local < table.rows) {
+      kernels::embedding(kCpu, table, &local, 1, x + t * H);
+    } else {
+      std::fill(x + t * H, x + (t + 1) * H, 0.0f);
+    }
+  }
+  all_reduce(x, T * H);
+}
+
+void LlamaModel::lm_head(const float* rows, int64_t R, float* logits) {
+  const WeightView& head = weights_->lm_head();
+  if (comm_ == nullptr) {
+    kernels::matmul(kCpu, rows, head, nullptr, logits, R);
+    return;
+  }
+  // Every rank sends [R, stride] (its vocabulary slice, zero-padded on the last rank).
+  const ShardDims& d = weights_->dims();
+  const int64_t V = config().vocab_size, stride = d.vocab_stride, n = comm_->size();
+  ensure(s_.head_local, R * stride);
+  ensure(s_.head_all, n * R * stride);
+  kernels::matmul(kCpu, rows, head, nullptr, s_.head_local.data(), R);
+  if (d.vocab_rows < stride) {
+    for (int64_t r = R - 1; r >= 0; --r) {  // spread [R, vocab_rows] to [R, stride] in place
+      float* dst = s_.head_local.data() + r * stride;
+      std::memmove(dst, s_.head_local.data() + r * d.vocab_rows, static_cast<size_t>(d.vocab_rows) * sizeof(float));
+      std::fill(dst + d.vocab_rows, dst + stride, 0.0f);
+    }
+  }
+  comm_->all_gather(s_.head_local.data(), s_.head_all.data(), R * stride);
+  for (int64_t rank = 0; rank < n; ++rank) {
+    const int64_t begin = rank * stride, count = std::min(stride, V - begin);
+    for (int64_t r = 0; r < R; ++r) {
+      const float* src = s_.head_all.data() + (rank * R + r) * stride;
+      std::copy(src, src + count, logits + r * V + begin);
+    }
+  }
 }
 
 }  // namespace specd::model

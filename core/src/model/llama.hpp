@@ -2,12 +2,22 @@
 // GQA attention with rotary embeddings (Qwen3: per-head q/k RMSNorm first) and a SwiGLU MLP,
 // on the CPU kernels. Weights are in
 // their compute dtype (weights.hpp), activations in F32, the KV cache in its own dtype.
+//
+// Tensor parallelism (docs/distributed.md): built from sharded weights and their group's
+// communicator, every rank runs the same forward on its shard (Megatron): q/k/v and gate/up
+// produce this rank's heads and MLP columns, o_proj and down_proj produce partial sums that
+// one all-reduce each completes, the embedding lookup is vocabulary-parallel (one all-reduce
+// per forward) and the LM head's vocabulary slices are all-gathered into full logit rows. The
+// all-reduce is rank-ordered and batch invariant (dist/communicator.hpp), so greedy
+// speculative output still equals plain output.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "dist/communicator.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/forward.hpp"
 #include "model/weights.hpp"
@@ -17,8 +27,11 @@ namespace specd::model {
 class LlamaModel {
  public:
   // Runs the first `num_layers` layers of `weights` (< 0: all it holds). Several models may
-  // share one LlamaWeights: a self-draft is the target's weights with fewer layers.
-  explicit LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers = -1);
+  // share one LlamaWeights: a self-draft is the target's weights with fewer layers. `comm`:
+  // the tensor-parallel group of sharded weights (rank and size equal to weights.shard());
+  // null for a whole model. It must outlive the model.
+  explicit LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers = -1,
+                      dist::Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return weights_->config(); }
   const LlamaWeights& weights() const { return *weights_; }
@@ -26,8 +39,15 @@ class LlamaModel {
   int64_t vocab_size() const { return config().vocab_size; }
   // The KV cache shape this model needs for a given block size and cache dtype.
   kv::KvCacheShape kv_shape(int32_t block_size, DType kv_dtype) const;
-  // Weight bytes read per decode step (the memory-bandwidth floor's numerator).
+  // Weight bytes read per decode step (the memory-bandwidth floor's numerator), this rank's.
   size_t decode_bytes() const { return weights_->decode_bytes(num_layers_); }
+  int32_t tensor_parallel_size() const { return weights_->shard().size; }
+
+  // Tensor parallelism, rank 0: called once per forward, after the batch was checked and
+  // before any collective, to send the call to the other ranks (dist::Leader). Every forward
+  // that passes its checks runs on all ranks; one that fails them fails on rank 0 alone.
+  using Announce = std::function<void(const ForwardBatch& batch, const kv::KvCache& kv)>;
+  void set_announce(Announce announce) { announce_ = std::move(announce); }
 
   // An MTP module (weights().is_mtp()) takes batch.input_hidden and runs its one block over
   // eh_proj(concat(enorm(embed(token)), hnorm(input_hidden))) (docs/model-formats.md).
@@ -35,7 +55,9 @@ class LlamaModel {
   // (kv.num_tokens(seq) grows by the number of new tokens), and fills `out`.
   // Throws specd::Error: kInvalidArgument for a token id outside the vocabulary or an empty
   // sequence input, kInternal when the KV reservation does not cover the new tokens or the
-  // cache does not match this model. On throw, no sequence's length has changed.
+  // cache does not match this model. On throw, no sequence's length has changed. Under tensor
+  // parallelism a failure after the collectives began ends the whole job (the ranks would
+  // fall out of step), through Communicator::abort.
   // Not thread-safe: one call at a time per LlamaModel (it owns its scratch buffers).
   void forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
 
@@ -43,11 +65,24 @@ class LlamaModel {
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all;
+    int32_t block_table_stride = 1;
   };
+  // The layers and the LM head over the batch layout forward() built in s_.
+  void compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
+  void embed(int64_t T, float* x);
+  // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).
+  void lm_head(const float* rows, int64_t R, float* logits);
+  // Completes the row-parallel projections' partial sums (no-op without tensor parallelism).
+  void all_reduce(float* data, int64_t count) {
+    if (comm_ != nullptr) comm_->all_reduce_sum(data, count);
+  }
 
   std::shared_ptr<const LlamaWeights> weights_;
   int64_t num_layers_;
+  dist::Communicator* comm_ = nullptr;  // null or size 1: no collectives
+  Announce announce_;
   std::vector<float> inv_freq_;
   Scratch s_;
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/gguf.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/convert.hpp"
 
@@ -14,7 +15,59 @@ namespace {
 constexpr kernels::Device kCpu = kernels::Device::kCpu;
 constexpr int64_t kConvertChunk = int64_t{1} << 20;  // elements widened at a time while converting
 
+// The block a tensor's bytes are stored in: elements per block and its name.
+struct StoredBlock {
+  int64_t elems = 1;
+  std::string type;
+};
+
+StoredBlock stored_block(const TensorView& t) {
+  if (t.converted_from) return {gguf::type_info(*t.converted_from).block, gguf::type_name(*t.converted_from)};
+  return {kernels::is_quantized(t.dtype) ? kernels::kQuantBlock : 1, std::string(kernels::dtype_name(t.dtype))};
+}
+
+// Bytes of the first `elems` elements of a row of `t` (elems on a block boundary).
+size_t stored_bytes(const TensorView& t, int64_t elems) {
+  if (t.converted_from) {
+    const gguf::TypeInfo& info = gguf::type_info(*t.converted_from);
+    return static_cast<size_t>(elems / info.block) * info.bytes;
+  }
+  return kernels::row_bytes(t.dtype, elems);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 }  // namespace
+
+ShardDims ShardDims::of(const ModelConfig& c, TensorShard shard) {
+  SPECD_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size, ErrorCode::kInternal,
+              "ShardDims: rank " + std::to_string(shard.rank) + " of " + std::to_string(shard.size));
+  const int64_t n = shard.size;
+  auto require_divides = [&](int64_t value, const char* field, const char* why) {
+    if (value % n != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "tensor parallelism over " + std::to_string(n) + " ranks: " + field + " = " + std::to_string(value) +
+                      " in " + c.config_path.string() + " is not divisible by " + std::to_string(n) + " (" + why +
+                      "); choose a tensor_parallel_size that divides it");
+    }
+  };
+  require_divides(c.num_heads, "num_attention_heads", "each rank holds whole attention heads");
+  require_divides(c.num_kv_heads, "num_key_value_heads", "each rank holds whole KV heads");
+  require_divides(c.intermediate_size, "intermediate_size", "each rank holds an equal part of the MLP");
+  ShardDims d;
+  d.num_heads = c.num_heads / n;
+  d.num_kv_heads = c.num_kv_heads / n;
+  d.intermediate = c.intermediate_size / n;
+  d.vocab_stride = ceil_div(c.vocab_size, n);
+  d.vocab_begin = std::min(c.vocab_size, shard.rank * d.vocab_stride);
+  d.vocab_rows = std::min(c.vocab_size - d.vocab_begin, d.vocab_stride);
+  if (d.vocab_rows <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, "tensor parallelism over " + std::to_string(n) + " ranks: vocab_size " +
+                                                 std::to_string(c.vocab_size) + " in " + c.config_path.string() +
+                                                 " leaves rank " + std::to_string(shard.rank) + " no vocabulary rows");
+  }
+  return d;
+}
 
 std::optional<DType> resolve_weight_dtype(const std::string& requested, const std::string& what) {
   if (requested == "auto") return std::nullopt;
@@ -32,61 +85,97 @@ std::byte* LlamaWeights::allocate(size_t bytes) {
   return owned_.back().get();
 }
 
-WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> want) {
+WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> want,
+                                Slice rows_part, Slice cols_part) {
   const TensorView& t = checkpoint_->require(name, {rows, cols});
   const DType dtype = want.value_or(t.dtype);
-  const size_t row = kernels::row_bytes_checked(dtype, cols, checkpoint_->dir().string() + ": " + name);
-  const size_t align = dtype == DType::kF32 ? 4 : 2;  // the widest scalar the kernels read
-  const bool stored = t.in_place() && t.dtype == dtype;
-  if (placement_ == WeightPlacement::kMap && stored && reinterpret_cast<uintptr_t>(t.data) % align == 0)
-    return {dtype, t.data, rows, cols};
-  std::byte* dst = allocate(row * static_cast<size_t>(rows));
-  if (stored) {
-    std::memcpy(dst, t.data, t.nbytes);
-  } else {
-    // Widen to F32 and narrow/quantize, a chunk of whole rows at a time.
-    const int64_t rows_per_chunk = std::max<int64_t>(1, kConvertChunk / cols);
-    std::vector<float> tmp(static_cast<size_t>(std::min(rows, rows_per_chunk) * cols));
-    const size_t src_row = t.nbytes / static_cast<size_t>(rows);
-    for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
-      const int64_t nr = std::min(rows_per_chunk, rows - r0);
-      Checkpoint::to_f32(t, t.data + static_cast<size_t>(r0) * src_row, tmp.data(), nr * cols);
-      kernels::from_f32(kCpu, tmp.data(), dtype, dst + static_cast<size_t>(r0) * row, nr * cols);
+  const int64_t r0 = rows_part.begin, nr = rows_part.count < 0 ? rows : rows_part.count;
+  const int64_t c0 = cols_part.begin, nc = cols_part.count < 0 ? cols : cols_part.count;
+  const std::string what = checkpoint_->dir().string() + ": " + name;
+  if (nc != cols) {  // row-parallel: this rank's input columns, whole blocks of both types
+    const StoredBlock stored = stored_block(t);
+    const int64_t compute_block = kernels::is_quantized(dtype) ? kernels::kQuantBlock : 1;
+    for (const auto& [block, type] : {std::pair{stored.elems, stored.type},
+                                      std::pair{compute_block, std::string(kernels::dtype_name(dtype))}}) {
+      if (c0 % block != 0 || nc % block != 0) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    what + ": tensor parallelism over " + std::to_string(shard_.size) + " ranks gives each rank " +
+                        std::to_string(nc) + " of its " + std::to_string(cols) + " input columns, which splits its " +
+                        type + " blocks of " + std::to_string(block) +
+                        " elements (quantized weights are split along whole blocks; choose a tensor_parallel_size "
+                        "that keeps num_attention_heads * head_dim and intermediate_size per rank multiples of " +
+                        std::to_string(block) + ")");
+      }
     }
   }
-  return {dtype, dst, rows, cols};
+  const size_t row = kernels::row_bytes_checked(dtype, nc, what);
+  const size_t align = dtype == DType::kF32 ? 4 : 2;  // the widest scalar the kernels read
+  const bool stored = t.in_place() && t.dtype == dtype;
+  const size_t src_row = t.nbytes / static_cast<size_t>(rows);
+  const std::byte* src = t.data + static_cast<size_t>(r0) * src_row + stored_bytes(t, c0);
+  const bool whole_rows = nc == cols;
+  if (placement_ == WeightPlacement::kMap && stored && whole_rows && reinterpret_cast<uintptr_t>(src) % align == 0)
+    return {dtype, src, nr, nc};
+  std::byte* dst = allocate(row * static_cast<size_t>(nr));
+  if (stored && whole_rows) {
+    std::memcpy(dst, src, row * static_cast<size_t>(nr));
+  } else if (stored) {
+    for (int64_t r = 0; r < nr; ++r) std::memcpy(dst + static_cast<size_t>(r) * row, src + static_cast<size_t>(r) * src_row, row);
+  } else {
+    // Widen to F32 and narrow/quantize, a chunk of whole (part) rows at a time.
+    const int64_t rows_per_chunk = std::max<int64_t>(1, kConvertChunk / nc);
+    std::vector<float> tmp(static_cast<size_t>(std::min(nr, rows_per_chunk) * nc));
+    for (int64_t r0c = 0; r0c < nr; r0c += rows_per_chunk) {
+      const int64_t n = std::min(rows_per_chunk, nr - r0c);
+      if (whole_rows) {
+        Checkpoint::to_f32(t, src + static_cast<size_t>(r0c) * src_row, tmp.data(), n * nc);
+      } else {
+        for (int64_t r = 0; r < n; ++r)
+          Checkpoint::to_f32(t, src + static_cast<size_t>(r0c + r) * src_row, tmp.data() + r * nc, nc);
+      }
+      kernels::from_f32(kCpu, tmp.data(), dtype, dst + static_cast<size_t>(r0c) * row, n * nc);
+    }
+  }
+  return {dtype, dst, nr, nc};
 }
 
-const float* LlamaWeights::vector(const std::string& name, int64_t n) {
+const float* LlamaWeights::vector(const std::string& name, int64_t n, Slice part) {
   const TensorView& t = checkpoint_->require(name, {n});
-  auto* dst = reinterpret_cast<float*>(allocate(static_cast<size_t>(n) * sizeof(float)));
-  Checkpoint::to_f32(t, dst);
+  const int64_t count = part.count < 0 ? n : part.count;
+  auto* dst = reinterpret_cast<float*>(allocate(static_cast<size_t>(count) * sizeof(float)));
+  Checkpoint::to_f32(t, t.data + stored_bytes(t, part.begin), dst, count);
   return dst;
 }
 
 void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
   const ModelConfig& c = config();
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
-  const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t q_out = c.num_heads * hd, kv_out = c.num_kv_heads * hd;
+  // This rank's heads, KV heads and MLP columns (all of them without tensor parallelism).
+  const int64_t rank = shard_.rank;
+  const Slice q_part{rank * dims_.num_heads * hd, dims_.num_heads * hd};
+  const Slice kv_part{rank * dims_.num_kv_heads * hd, dims_.num_kv_heads * hd};
+  const Slice mlp_part{rank * dims_.intermediate, dims_.intermediate};
   l.attn_norm = vector(p + "input_layernorm.weight", H);
-  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, requested_);
-  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, requested_);
-  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, requested_);
+  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, requested_, q_part);
+  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, requested_, kv_part);
+  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, requested_, kv_part);
   if (c.attention_bias) {
-    l.bq = vector(p + "self_attn.q_proj.bias", q_out);
-    l.bk = vector(p + "self_attn.k_proj.bias", kv_out);
-    l.bv = vector(p + "self_attn.v_proj.bias", kv_out);
+    l.bq = vector(p + "self_attn.q_proj.bias", q_out, q_part);
+    l.bk = vector(p + "self_attn.k_proj.bias", kv_out, kv_part);
+    l.bv = vector(p + "self_attn.v_proj.bias", kv_out, kv_part);
   }
   if (c.qk_norm) {
     l.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
     l.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
   }
-  l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, requested_);
-  if (c.attention_out_bias) l.bo = vector(p + "self_attn.o_proj.bias", H);
+  l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, requested_, {}, q_part);
+  // Row-parallel: the ranks' partial outputs are summed, so the bias is added by one of them.
+  if (c.attention_out_bias && rank == 0) l.bo = vector(p + "self_attn.o_proj.bias", H);
   l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
-  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, requested_);
-  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, requested_);
-  l.w_down = matrix(p + "mlp.down_proj.weight", H, I, requested_);
+  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, requested_, mlp_part);
+  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, requested_, mlp_part);
+  l.w_down = matrix(p + "mlp.down_proj.weight", H, I, requested_, {}, mlp_part);
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target,
@@ -104,6 +193,8 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
   w->dtype_ = target->dtype_;
   w->requested_ = target->requested_;
   w->placement_ = target->placement_;
+  w->shard_ = target->shard_;
+  w->dims_ = target->dims_;
   w->embed_ = target->embed_;
   w->final_norm_ = target->final_norm_;
   w->lm_head_ = target->lm_head_;
@@ -120,13 +211,15 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint,
                                                        int64_t num_layers, std::optional<DType> dtype,
-                                                       WeightPlacement placement) {
+                                                       WeightPlacement placement, TensorShard shard) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = std::move(checkpoint);
   w->requested_ = dtype;
   w->placement_ = placement;
+  w->shard_ = shard;
   const ModelConfig& c = w->config();
+  w->dims_ = ShardDims::of(c, shard);
   if (num_layers < 0) num_layers = c.num_layers;
   if (num_layers == 0 || num_layers > c.num_layers) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -138,9 +231,10 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
   std::optional<DType> head_dtype = dtype;
   if (dtype && is_quantized(*dtype)) head_dtype = DType::kF16;
   const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
-  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, head_dtype);
+  const Slice vocab_part{w->dims_.vocab_begin, w->dims_.vocab_rows};
+  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, head_dtype, vocab_part);
   w->final_norm_ = w->vector("model.norm.weight", H);
-  w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype);
+  w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype, vocab_part);
   w->layers_.resize(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i)
     w->load_layer("model.layers." + std::to_string(i) + ".", w->layers_[static_cast<size_t>(i)]);
@@ -159,15 +253,15 @@ DType LlamaWeights::layers_dtype() const {
 size_t LlamaWeights::decode_bytes(int64_t num_layers) const {
   const ModelConfig& c = config();
   const size_t H = static_cast<size_t>(c.hidden_size);
-  const size_t q_out = static_cast<size_t>(c.num_heads * c.head_dim);
-  const size_t kv_out = static_cast<size_t>(c.num_kv_heads * c.head_dim);
+  const size_t q_out = static_cast<size_t>(dims_.num_heads * c.head_dim);
+  const size_t kv_out = static_cast<size_t>(dims_.num_kv_heads * c.head_dim);
   size_t bytes = 0;
   for (int64_t i = 0; i < num_layers; ++i) {
     const LayerWeights& l = layer(i);
     bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() + l.w_up.bytes() +
              l.w_down.bytes() + 2 * H * sizeof(float);
     if (c.attention_bias) bytes += (q_out + 2 * kv_out) * sizeof(float);
-    if (c.attention_out_bias) bytes += H * sizeof(float);
+    if (l.bo != nullptr) bytes += H * sizeof(float);
     if (c.qk_norm) bytes += 2 * static_cast<size_t>(c.head_dim) * sizeof(float);
   }
   bytes += H * sizeof(float) + lm_head_.bytes();

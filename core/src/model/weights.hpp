@@ -23,6 +23,16 @@
 // start, pages shared with the page cache; a GGUF file's Q/K rows too, see
 // ModelConfig::qk_rows_interleaved); others are converted into owned memory either way.
 // Pointers stay valid as long as the LlamaWeights object lives (it keeps the Checkpoint).
+//
+// Tensor parallelism (docs/distributed.md): with a TensorShard of size N, rank r holds only its
+// part of each matrix, Megatron style, and reads only those bytes of the checkpoint:
+//   column-parallel (whole rows): q/k/v (whole heads; KV heads split too), gate/up, their biases;
+//   row-parallel (input columns): o_proj, down_proj; o_proj's bias on rank 0 only (added once);
+//   vocabulary-parallel: rows [vocab_begin, vocab_begin + vocab_rows) of the embeddings and the
+//     LM head (one slice when they are tied);
+//   replicated: norms, Qwen3's q/k norms, an MTP module's enorm/hnorm/eh_proj.
+// A quantized matrix is split along whole blocks (32 elements for q8_0/q4_0, the GGUF type's
+// block for a type converted at load); a split inside a block is refused.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +49,33 @@
 namespace specd::model {
 
 using kernels::WeightView;
+
+// Rank `rank` of a tensor-parallel group of `size` ranks; {0, 1} is the whole model.
+struct TensorShard {
+  int32_t rank = 0;
+  int32_t size = 1;
+  bool operator==(const TensorShard&) const = default;
+};
+
+// Part of a dimension: [begin, begin + count); count < 0 = all of it.
+struct Slice {
+  int64_t begin = 0;
+  int64_t count = -1;
+};
+
+// One rank's part of each split dimension.
+struct ShardDims {
+  int64_t num_heads = 0;     // attention heads on this rank
+  int64_t num_kv_heads = 0;  // KV heads on this rank (its KV cache holds only these)
+  int64_t intermediate = 0;  // MLP width on this rank
+  int64_t vocab_begin = 0;   // this rank's vocabulary rows: [vocab_begin, vocab_begin + vocab_rows)
+  int64_t vocab_rows = 0;
+  int64_t vocab_stride = 0;  // ceil(vocab / size): rank r's logits start at r * vocab_stride
+
+  // Throws specd::Error(kInvalidArgument) naming the config file when shard.size does not
+  // divide the attention heads, the KV heads or the MLP width, or leaves a rank no vocabulary.
+  static ShardDims of(const ModelConfig& config, TensorShard shard);
+};
 
 // One decoder layer. Shapes follow the checkpoint ([out, in] for projections); the biases are
 // null unless the architecture has them (Qwen2), q_norm/k_norm unless it has them (Qwen3).
@@ -72,14 +109,16 @@ class LlamaWeights {
   // Loads the first `num_layers` decoder layers (< 0: all) plus embeddings, final norm and LM
   // head, converted to `dtype` (nullopt: auto, see above). Throws specd::Error naming the
   // tensor and file on a missing tensor or wrong shape, or a matrix whose rows cannot be
-  // quantized (not whole blocks of 32).
+  // quantized (not whole blocks of 32). `shard`: only this rank's part (see the top of this
+  // file); throws as ShardDims::of does, and on a split inside a quantized block.
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
                                                   int64_t num_layers, std::optional<DType> dtype,
-                                                  WeightPlacement placement = WeightPlacement::kCopy);
+                                                  WeightPlacement placement = WeightPlacement::kCopy,
+                                                  TensorShard shard = {});
 
   // MTP module `module` of `target`'s checkpoint (docs/model-formats.md "MTP modules"): one
   // decoder layer (mtp.<module>.block.*) plus enorm/hnorm/eh_proj, in the target's dtype and
-  // placement; the
+  // placement and shard (eh_proj is replicated); the
   // embeddings, final norm and LM head are the target's (kept alive through `target`). Throws
   // specd::Error (kInvalidArgument) for a module the checkpoint does not have, or on a missing
   // tensor.
@@ -91,6 +130,9 @@ class LlamaWeights {
   DType dtype() const { return dtype_; }
   // What load() was asked for (nullopt: auto).
   std::optional<DType> requested_dtype() const { return requested_; }
+  WeightPlacement placement() const { return placement_; }
+  TensorShard shard() const { return shard_; }
+  const ShardDims& dims() const { return dims_; }
   bool is_mtp() const { return eh_proj_.data != nullptr; }
   const float* mtp_enorm() const { return enorm_; }           // [hidden]
   const float* mtp_hnorm() const { return hnorm_; }           // [hidden]
@@ -99,22 +141,25 @@ class LlamaWeights {
   const std::shared_ptr<const Checkpoint>& checkpoint_ptr() const { return checkpoint_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
   const LayerWeights& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  // The embeddings and the LM head hold dims().vocab_rows rows under tensor parallelism.
   const WeightView& embed() const { return embed_; }       // [vocab, hidden]
   const float* final_norm() const { return final_norm_; }  // [hidden]
   const WeightView& lm_head() const { return lm_head_; }   // [vocab, hidden]; == embed() when tied
 
   // Bytes of weights a decode step with `num_layers` layers reads once per step: every layer's
   // projections and norms, the final norm and the LM head (one embedding row is negligible),
-  // in the stored dtypes.
+  // in the stored dtypes; this rank's shard only.
   size_t decode_bytes(int64_t num_layers) const;
   // Bytes held in owned buffers (the rest is used in place in the checkpoint's map).
   size_t owned_bytes() const { return owned_bytes_; }
 
  private:
   LlamaWeights() = default;
+  // Rows `rows_part` x columns `cols_part` of tensor `name` ([rows, cols] in the checkpoint).
   // `dtype` nullopt: the tensor's own (compute) dtype.
-  WeightView matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> dtype);
-  const float* vector(const std::string& name, int64_t n);
+  WeightView matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> dtype,
+                    Slice rows_part = {}, Slice cols_part = {});
+  const float* vector(const std::string& name, int64_t n, Slice part = {});
   void load_layer(const std::string& prefix, LayerWeights& l);
   DType layers_dtype() const;  // the dtype holding most of the layers' projection bytes
   std::byte* allocate(size_t bytes);
@@ -123,6 +168,8 @@ class LlamaWeights {
   DType dtype_ = DType::kF32;
   std::optional<DType> requested_;
   WeightPlacement placement_ = WeightPlacement::kCopy;
+  TensorShard shard_;
+  ShardDims dims_;
   std::vector<kernels::AlignedBuffer> owned_;
   size_t owned_bytes_ = 0;
   std::vector<LayerWeights> layers_;

@@ -1,11 +1,15 @@
 // The output processor: what a request sees of the tokens the engine commits. It turns the
-// tokens the scheduler appended for a request into a RequestOutput: incremental detokenization,
-// stop strings (held back while they could still complete, excluded from the text), the finish
-// reason, and the request's counters (tokens, speculative drafts and acceptances). The scheduler
-// decides the token-level stops (stop token ids, max_tokens, context length); a stop string is
-// decided here and may end a request in the middle of a step's accepted run.
+// tokens the scheduler appended for a sequence (one choice of a request) into a RequestOutput:
+// incremental detokenization (special tokens skipped or kept), stop strings (held back while they
+// could still complete; excluded from the text unless include_stop_str_in_output), tool calls
+// parsed from the text (tool_calls.hpp), log-probabilities of generated and prompt tokens from the
+// target's logits, where each token's text ends (for one stream event per token), the finish
+// reason, and the counters (tokens, speculative drafts and acceptances, per draft position). The
+// scheduler decides the token-level stops (stop token ids, max_tokens, context length); a stop
+// string is decided here and may end a request in the middle of a step's accepted run.
 //
-// Requests are keyed by the caller's RequestId. Used from the engine's step thread only.
+// Sequences are keyed by their id (a request's choice 0 has the request's id); outputs carry the
+// request's id and the choice index. Used from the engine's step thread only.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +17,9 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "output/tool_calls.hpp"
 #include "sampling/stop.hpp"
 #include "specd/request.hpp"
 #include "specd/spec_metrics.hpp"
@@ -28,46 +34,71 @@ struct SpecStep {
   int32_t accepted = 0;
 };
 
+// What one row committed for a sequence this step.
+struct Committed {
+  std::span<const int32_t> appended;              // the tokens, in order
+  FinishReason token_finish = FinishReason::kNone;  // the scheduler's verdict on the last one
+  const SpecStep* spec = nullptr;                 // the step's outcome when the sequence proposed
+  const float* logits = nullptr;                  // [appended, vocab] raw target logits, row i for token i
+};
+
 class OutputProcessor {
  public:
-  // The tokenizer must outlive the processor.
-  explicit OutputProcessor(const tokenizer::Tokenizer& tok) : tok_(tok) {}
+  // The tokenizer must outlive the processor; vocab_size is the logits' row length.
+  OutputProcessor(const tokenizer::Tokenizer& tok, int64_t vocab_size) : tok_(tok), vocab_(vocab_size) {}
 
-  // A request entered the engine: its text continues after `prompt`, its stop strings are armed.
-  // arm: its A/B arm (RequestOutput::arm of every output), -1 = none.
-  void add(RequestId id, std::span<const int32_t> prompt, const SamplingParams& params, int32_t arm = -1);
-  bool contains(RequestId id) const { return requests_.contains(id); }
-  // Requests added and not yet finished, failed or aborted.
+  // Sequence `seq` (choice `index` of `request`) entered the engine: its text continues after
+  // `prompt`, its stop strings are armed. arm: its A/B arm (RequestOutput::arm of every output),
+  // -1 = none.
+  void add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
+           const SamplingParams& params, ToolCallFormat tool_calls, int32_t arm = -1);
+  bool contains(RequestId seq) const { return requests_.contains(seq); }
+  // Sequences added and not yet finished, failed or aborted.
   size_t num_requests() const { return requests_.size(); }
 
-  // The tokens appended for request `id` this step, in order. token_finish is the scheduler's
-  // verdict on the last of them: kStop (a stop token id: its text is not output), kLength, or
-  // kNone. A stop string may finish the request earlier; the output then reports only the tokens
-  // up to the one that completed it. spec: this step's outcome when the request proposed. A
-  // finished request is forgotten.
-  RequestOutput process(RequestId id, std::span<const int32_t> appended, FinishReason token_finish,
-                        const SpecStep* spec = nullptr);
+  // A prefill chunk of `seq` ran through the target: with prompt_logprobs, the log-probabilities
+  // of tokens [start + 1, start + n] of `tokens` from `logits` [n, vocab] join the next output
+  // (positions already reported, as after a preemption, are not reported again).
+  void prompt_chunk(RequestId seq, std::span<const int32_t> tokens, int32_t start, int32_t n, const float* logits);
 
-  // The final output of a request that ends without further tokens: failed with a message, or
-  // aborted. A known request's counters are reported with it and the request is forgotten;
-  // num_prompt is reported for a request that never got as far as add().
-  RequestOutput fail(RequestId id, const std::string& message, int32_t num_prompt = 0);
-  RequestOutput abort(RequestId id);
+  // The tokens appended for `seq` this step (see Committed). token_finish kStop (a stop token id)
+  // keeps its text out. A stop string may finish the sequence earlier; the output then reports only
+  // the tokens up to the one that completed it. A finished sequence is forgotten.
+  RequestOutput process(RequestId seq, const Committed& c);
+
+  // The final output of a sequence that ends without further tokens: failed with a message, or
+  // aborted. A known sequence's counters are reported with it and it is forgotten; `request` and
+  // num_prompt are reported for a sequence that never got as far as add().
+  RequestOutput fail(RequestId seq, const std::string& message, int32_t num_prompt = 0);
+  RequestOutput abort(RequestId seq);
 
  private:
   struct Request {
+    RequestId request = 0;
+    int32_t index = 0;
     std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
     sampling::StopStringMatcher stops;
+    std::unique_ptr<ToolCallParser> tools;
+    int32_t logprobs = -1;
+    int32_t prompt_logprobs = -1;
+    int32_t prompt_reported = 1;  // prompt positions below this have their logprobs reported
+    std::vector<TokenLogprobs> pending_prompt;
     int32_t num_prompt = 0;
     int32_t num_generated = 0;
     int32_t arm = -1;
-    spec::SpecMetrics spec;  // this request's speculative counters
+    spec::SpecMetrics spec;  // this sequence's speculative counters
   };
   void fill_counters(const Request& r, RequestOutput& out) const;
-  void finish_text(Request& r, FinishReason& finish, bool stop_string, std::string& text) const;
+  void emit(Request& r, std::string text, bool end, RequestOutput& out) const;
+  void finish_text(Request& r, FinishReason& finish, bool stop_string, RequestOutput& out) const;
+  TokenLogprobs token_logprobs(const float* logits, int32_t token, int32_t top_n);
+  RequestOutput ended(RequestId seq, FinishReason reason);
 
   const tokenizer::Tokenizer& tok_;
+  int64_t vocab_;
   std::unordered_map<RequestId, Request> requests_;
+  std::vector<float> logprob_row_;  // [vocab] scratch
+  std::vector<int32_t> top_ids_;
 };
 
 }  // namespace specd::output

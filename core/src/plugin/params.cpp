@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 namespace specd::plugin {
 namespace {
 
@@ -32,7 +34,8 @@ void flatten(const YAML::Node& node, const std::string& key, std::vector<Params:
 
 }  // namespace
 
-Params Params::from_yaml(const YAML::Node& node, std::string source_file, std::string path) {
+Params Params::from_yaml(const YAML::Node& node, std::string source_file, std::string path,
+                         std::initializer_list<std::string_view> core_keys) {
   Params p;
   p.file_ = std::move(source_file);
   p.path_ = std::move(path);
@@ -40,7 +43,7 @@ Params Params::from_yaml(const YAML::Node& node, std::string source_file, std::s
   if (node.IsMap()) {
     for (const auto& kv : node) {
       const std::string key = kv.first.Scalar();
-      if (key == "name") continue;
+      if (key == "name" || std::find(core_keys.begin(), core_keys.end(), key) != core_keys.end()) continue;
       flatten(kv.second, key, p.entries_);
     }
   }

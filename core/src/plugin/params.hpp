@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,8 +22,10 @@ class Params {
  public:
   Params() { rebuild(); }
   // Flattens `node` (a map) below `path`, skipping the top-level key "name" (the component
-  // selector). Line numbers come from the YAML marks.
-  static Params from_yaml(const YAML::Node& node, std::string source_file, std::string path);
+  // selector) and `core_keys` (settings the core reads itself). Line numbers come from the
+  // YAML marks.
+  static Params from_yaml(const YAML::Node& node, std::string source_file, std::string path,
+                          std::initializer_list<std::string_view> core_keys = {});
   // Scalars only, e.g. {{"prompt_lookup_max", "4"}}.
   static Params from_pairs(const std::vector<std::pair<std::string, std::string>>& pairs,
                            std::string source_file = "<cli>", std::string path = "");

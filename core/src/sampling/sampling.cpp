@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "specd/error.hpp"
 #include "specd/kernels/argmax.hpp"
@@ -11,13 +12,70 @@
 #include "specd/sdk/philox.hpp"
 
 namespace specd::sampling {
+namespace {
 
-void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& p,
-                               std::span<float> probs) {
+bool adjusts_logits(const SamplingParams& p, const TokenHistory& h) {
+  return !p.logit_bias.empty() || (p.min_tokens > 0 && h.num_generated() < static_cast<size_t>(p.min_tokens)) ||
+         p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+}
+
+// vLLM's order: logit_bias and min_tokens, then the penalties (apply_penalties).
+void adjust_logits(std::span<float> logits, const SamplingParams& p, const TokenHistory& h) {
   const size_t V = logits.size();
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && static_cast<size_t>(id) < V) logits[static_cast<size_t>(id)] += bias;
+  if (p.min_tokens > 0 && h.num_generated() < static_cast<size_t>(p.min_tokens))
+    for (int32_t id : h.stop_ids)
+      if (id >= 0 && static_cast<size_t>(id) < V) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+  const bool repetition = p.repetition_penalty != 1.0f;
+  const bool counted = p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (!repetition && !counted) return;
+  // Per-token counts of generated tokens and a seen mark for prompt tokens, reset through the
+  // list of tokens touched (no per-call pass over the vocabulary).
+  thread_local std::vector<int32_t> count;
+  thread_local std::vector<uint8_t> in_prompt;
+  thread_local std::vector<int32_t> touched;
+  if (count.size() < V) {
+    count.assign(V, 0);
+    in_prompt.assign(V, 0);
+  }
+  touched.clear();
+  auto touch = [&](int32_t t) {
+    const auto u = static_cast<size_t>(t);
+    if (t < 0 || u >= V) return false;
+    if (count[u] == 0 && in_prompt[u] == 0) touched.push_back(t);
+    return true;
+  };
+  if (repetition)
+    for (int32_t t : h.prompt)
+      if (touch(t)) in_prompt[static_cast<size_t>(t)] = 1;
+  for (std::span<const int32_t> part : {h.generated, h.drafts})
+    for (int32_t t : part)
+      if (touch(t)) ++count[static_cast<size_t>(t)];
+  for (int32_t t : touched) {
+    const auto u = static_cast<size_t>(t);
+    float& x = logits[u];
+    if (repetition) x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
+    if (count[u] > 0) x -= p.frequency_penalty * static_cast<float>(count[u]) + p.presence_penalty;
+    count[u] = 0;
+    in_prompt[u] = 0;
+  }
+}
+
+}  // namespace
+
+void transform_logits_to_probs(std::span<const float> raw, const SamplingParams& p, const TokenHistory& history,
+                               std::span<float> probs) {
+  const size_t V = raw.size();
   SPECD_CHECK(probs.size() == V && V > 0, ErrorCode::kInternal,
               "transform_logits_to_probs: probs must have the logits' (non-zero) size");
   const auto cols = static_cast<int64_t>(V);
+  std::span<const float> logits = raw;
+  if (adjusts_logits(p, history)) {
+    std::copy(raw.begin(), raw.end(), probs.begin());
+    adjust_logits(probs, p, history);
+    logits = probs;  // softmax and argmax below read and write the same buffer (they may alias)
+  }
   if (p.temperature == 0.0f) {
     int32_t best = 0;
     kernels::argmax(kernels::Device::kCpu, logits.data(), 1, cols, &best);
@@ -66,9 +124,9 @@ float sample_uniform(uint64_t seed, uint64_t step, uint32_t position) {
   return sdk::philox_uniform(seed, step, position, sdk::kLaneSample);
 }
 
-int32_t sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
-                     uint64_t step, std::span<float> probs_scratch) {
-  transform_logits_to_probs(logits, params, probs_scratch);
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                     uint64_t seed, uint64_t step, std::span<float> probs_scratch) {
+  transform_logits_to_probs(logits, params, history, probs_scratch);
   if (params.temperature == 0.0f) {
     return static_cast<int32_t>(std::max_element(probs_scratch.begin(), probs_scratch.end()) -
                                 probs_scratch.begin());

@@ -10,13 +10,27 @@
 
 namespace specd::sampling {
 
+// What the sampler of one position knows of its sequence: the prompt, the tokens generated
+// before the position (committed ones, then the drafts before it in a speculative row), and the
+// stop ids min_tokens masks. Penalties and min_tokens read it; position i of a drafted row sees
+// drafts 0..i-1 as generated, so it gets exactly the distribution plain decoding would.
+struct TokenHistory {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
+  std::span<const int32_t> drafts;
+  std::span<const int32_t> stop_ids;
+  size_t num_generated() const { return generated.size() + drafts.size(); }
+};
+
 // probs[i] = the probability that `params` draws token i from `logits`, in order:
-//   temperature 0 → one-hot at argmax (ties: lowest id), other fields ignored;
+//   logit_bias, min_tokens (stop ids -inf while fewer than min_tokens were generated),
+//   repetition penalty (prompt and generated tokens), frequency and presence penalties
+//   (generated tokens), then temperature 0 → one-hot at argmax (ties: lowest id);
 //   else softmax(logits / temperature) → min-p → top-k → top-p → renormalize.
 // logits and probs have the vocabulary's size (may not alias). Allocation-free after the
 // first call on a thread.
 void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& params,
-                               std::span<float> probs);
+                               const TokenHistory& history, std::span<float> probs);
 
 // The token whose cumulative-probability interval contains u in [0, 1) (inverse CDF over
 // token ids in order); never a zero-probability token.
@@ -29,7 +43,7 @@ float sample_uniform(uint64_t seed, uint64_t step, uint32_t position = 0);
 
 // transform + draw: the token a request emits at `step` (greedy needs no randomness).
 // probs_scratch must have the vocabulary's size.
-int32_t sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t seed,
-                     uint64_t step, std::span<float> probs_scratch);
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                     uint64_t seed, uint64_t step, std::span<float> probs_scratch);
 
 }  // namespace specd::sampling

@@ -5,7 +5,8 @@
 
 namespace specd::sampling {
 
-StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stops, bool include_stop)
+    : stops_(std::move(stops)), include_stop_(include_stop) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 
@@ -19,10 +20,13 @@ StopStringMatcher::Result StopStringMatcher::push(std::string_view delta) {
     return r;
   }
   // Earliest complete stop string wins.
-  size_t hit = std::string::npos;
-  for (const std::string& s : stops_) hit = std::min(hit, pending_.find(s));
+  size_t hit = std::string::npos, hit_len = 0;
+  for (const std::string& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < hit) hit = at, hit_len = s.size();
+  }
   if (hit != std::string::npos) {
-    r.text = pending_.substr(0, hit);
+    r.text = pending_.substr(0, hit + (include_stop_ ? hit_len : 0));
     r.stopped = true;
     stopped_ = true;
     pending_.clear();

@@ -11,11 +11,12 @@ namespace specd::sampling {
 
 class StopStringMatcher {
  public:
-  explicit StopStringMatcher(std::vector<std::string> stops = {});
+  // include_stop: the stop string that ends the text is part of it (include_stop_str_in_output).
+  explicit StopStringMatcher(std::vector<std::string> stops = {}, bool include_stop = false);
 
   struct Result {
     std::string text;      // safe to emit now
-    bool stopped = false;  // a stop string completed; `text` ends right before it
+    bool stopped = false;  // a stop string completed; `text` ends right before it (or after it)
   };
   // Feeds newly decoded text. After a stop, further pushes return nothing.
   Result push(std::string_view delta);
@@ -24,6 +25,7 @@ class StopStringMatcher {
 
  private:
   std::vector<std::string> stops_;
+  bool include_stop_ = false;
   std::string pending_;
   bool stopped_ = false;
 };

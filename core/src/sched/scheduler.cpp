@@ -27,6 +27,14 @@ Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* h
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
+void Scheduler::add_fork(std::unique_ptr<Sequence> seq, RequestId parent, int32_t len) {
+  if (len > 0) kv_.fork(static_cast<kv::SeqId>(parent), static_cast<kv::SeqId>(seq->id), len);
+  seq->num_computed = len;
+  // Behind the forks already waiting, ahead of new requests.
+  auto at = std::find_if(waiting_.begin(), waiting_.end(), [](const auto& s) { return s->num_computed == 0; });
+  waiting_.insert(at, std::move(seq));
+}
+
 void Scheduler::drop_kv(RequestId id) {
   kv_.remove_sequence(static_cast<kv::SeqId>(id));
   if (hosted_ != nullptr) hosted_->drop(static_cast<kv::SeqId>(id));
@@ -232,10 +240,11 @@ void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
     }
     const int32_t n = std::min(remaining, budget);
     const auto sid = static_cast<kv::SeqId>(seq.id);
-    kv_.add_sequence(sid);
+    if (!kv_.has_sequence(sid)) kv_.add_sequence(sid);  // a fork holds its shared prompt already
     if (!kv_.reserve(sid, n)) {
       kv_.remove_sequence(sid);
-      break;  // wait for blocks to be freed
+      seq.num_computed = 0;  // a fork that gives up its shared blocks prefills alone later
+      break;                 // wait for blocks to be freed
     }
     StepRow& row = batch.rows.emplace_back();
     row.seq = &seq;
@@ -271,6 +280,8 @@ void Scheduler::commit(StepRow& row) {
     }
     if (row.finish != FinishReason::kNone) break;
   }
+  // A request that generates nothing (max_tokens 0: it scores its prompt) ends with its prompt.
+  if (row.sample && row.emitted.empty() && seq.num_generated() >= seq.params.max_tokens) row.finish = FinishReason::kLength;
 }
 
 }  // namespace specd::sched

@@ -38,13 +38,16 @@
 #include <vector>
 
 #include "kv/kv_cache.hpp"
+#include "sampling/sampling.hpp"
 #include "sched/step_batch.hpp"
 #include "specd/request.hpp"
 
 namespace specd::sched {
 
 struct Sequence {
-  RequestId id = 0;
+  RequestId id = 0;             // the sequence (for choice 0 of a request, the request's id)
+  RequestId request = 0;        // the request it is a choice of
+  int32_t index = 0;            // which choice
   std::vector<int32_t> tokens;  // prompt, then every generated token
   int32_t num_prompt = 0;
   int32_t num_computed = 0;     // tokens whose K/V are in the cache
@@ -62,6 +65,12 @@ struct Sequence {
   int32_t num_uncomputed() const { return static_cast<int32_t>(tokens.size()) - num_computed; }
   // The Philox step counter of the next token: tokens generated so far.
   uint64_t step() const { return static_cast<uint64_t>(num_generated()); }
+  // What penalties and min_tokens see at the next position, after `drafts` (speculative rows).
+  sampling::TokenHistory history(std::span<const int32_t> drafts = {}) const {
+    const std::span<const int32_t> all(tokens);
+    return {all.first(static_cast<size_t>(num_prompt)), all.subspan(static_cast<size_t>(num_prompt)), drafts,
+            stop_ids};
+  }
 };
 
 struct SchedulerLimits {
@@ -92,6 +101,9 @@ class Scheduler {
   Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* hosted = nullptr);
 
   void add(std::unique_ptr<Sequence> seq);
+  // Adds `seq` (another choice of the request `parent` runs) holding the parent's first `len`
+  // KV positions, shared (KvCache::fork); it waits ahead of new requests. len 0: no sharing.
+  void add_fork(std::unique_ptr<Sequence> seq, RequestId parent, int32_t len);
   // This step's rows (the batch is cleared first): running sequences, oldest first, then
   // admitted waiting ones; plus the sequences that failed or were preempted. During a multi-step:
   // the next sub-step's decode rows.

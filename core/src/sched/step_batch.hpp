@@ -58,6 +58,9 @@ struct StepRow {
   // row ran through the target.
   const float* logits = nullptr;
   const float* hidden = nullptr;
+  // Scorer, for a prompt chunk of a request that asks for prompt logprobs: raw logits [n, vocab]
+  // of every chunk position (row j predicts token start + j + 1).
+  const float* chunk_logits = nullptr;
 
   // Sampler (rows without drafts) or verifier: the accepted drafts followed by one more token.
   int32_t num_accepted = 0;

@@ -12,8 +12,10 @@
 #include "config/config.hpp"
 #include "engine/async_engine.hpp"
 #include "server/http_transport.hpp"
+#include "server/chat_template.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
+#include "server/openai_response.hpp"
 #include "server/spec_exporter.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
@@ -77,7 +79,7 @@ constexpr auto kFlushTime = std::chrono::seconds(1);
 struct Loaded {
   const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
   std::unique_ptr<AsyncEngine> engine;
-  ChatTemplateKind chat_template = ChatTemplateKind::kChatML;
+  std::unique_ptr<ChatPrompter> prompter;
   ApiLimits limits;
 };
 
@@ -129,8 +131,8 @@ struct HttpServer::Impl {
   }
   void check_auth(const http::Request& req) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
-  // arm: the serving A/B arm ("" = none), sent as X-Specd-Arm and in the usage chunk.
-  void stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
+  // arm: the serving A/B arm ("" = none), sent as X-Specd-Arm (and in usage, by the builder).
+  void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
                        const std::string& arm, RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
   void set_step_seconds(const StepStats& s);
@@ -142,10 +144,9 @@ struct HttpServer::Impl {
 
 HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(default_model_name(c)) {
   // Validate the template setting before anything binds.
-  if (cfg.server.chat_template != "auto" && cfg.server.chat_template != "chatml" &&
-      cfg.server.chat_template != "llama2" && cfg.server.chat_template != "llama3") {
-    throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto, chatml, llama2 or llama3, got '" +
-                                                 cfg.server.chat_template + "'");
+  if (cfg.server.chat_template != "auto" && !std::filesystem::is_regular_file(cfg.server.chat_template)) {
+    throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto or a Jinja template file, got '" +
+                                                 cfg.server.chat_template + "' (no such file)");
   }
   api_keys = cfg.server.api_keys;
   if (!cfg.server.api_key_env.empty()) {
@@ -318,6 +319,8 @@ Request to_engine_request(const GenerationRequest& g) {
   Request r;
   r.prompt_ids = g.prompt_ids;
   r.sampling = g.sampling;
+  r.n = g.n;
+  r.tool_calls = g.tool_calls;
   if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
   r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
   r.speculative.dynamic = g.speculative.dynamic;
@@ -341,15 +344,16 @@ std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exch
   }
 }
 
+// A choice that failed or was aborted fails the request (its other choices are cancelled).
+bool failed(const RequestOutput& out) {
+  return out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kAbort;
+}
+
 ApiError engine_failure(const RequestOutput& out) {
   if (out.finish_reason == FinishReason::kAbort) {
     return ApiError(503, "the request was aborted: the server is shutting down", "server_error", "", "aborted");
   }
   return ApiError(500, "generation failed: " + out.error, "server_error", "", "engine_error");
-}
-
-bool finished_ok(const RequestOutput& out) {
-  return out.finish_reason == FinishReason::kStop || out.finish_reason == FinishReason::kLength;
 }
 
 // Leaving generate() without a finished output cancels the request.
@@ -370,8 +374,8 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   if (draining) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
 
-  const json body = parse_body(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, l->chat_template)
+  const nlohmann::ordered_json body = parse_body(req.body);
+  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, *l->prompter)
                              : parse_completion_request(body, l->limits, *l->tok);
   resolve_arm(g, req.header("x-specd-arm"), l->limits);
 
@@ -389,80 +393,67 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
   std::optional<RequestOutput> first = next_output(*sub.stream, ex);
   if (!first) return;  // the client is gone
-  if (first->finished && !finished_ok(*first)) {
-    guard.armed = false;
+  if (failed(*first)) {
+    guard.armed = !first->finished;
     throw engine_failure(*first);
   }
+  const std::string arm = arm_name(*l, *first);
+  const ResponseOptions options{cfg.server.stream_token_by_token, !l->limits.arms.empty(), arm};  // arms: it speculates
+  ResponseBuilder builder(g, meta, *l->tok, options);
   if (g.stream) {
-    const std::string arm = arm_name(*l, *first);
-    stream_response(ex, g, meta, arm, *sub.stream, std::move(*first));
+    stream_response(ex, g, builder, arm, *sub.stream, std::move(*first));
     guard.armed = !sub.stream->finished();
     return;
   }
-  std::string text = first->text_delta;
-  RequestOutput last = std::move(*first);
-  while (!last.finished) {
+  builder.add(*first);
+  bool done = first->finished;
+  while (!done) {
     std::optional<RequestOutput> out = next_output(*sub.stream, ex);
     if (!out) return;
-    last = std::move(*out);
-    text += last.text_delta;
+    if (failed(*out)) {
+      guard.armed = !out->finished;
+      throw engine_failure(*out);
+    }
+    builder.add(*out);
+    done = out->finished;
   }
   guard.armed = false;
-  if (!finished_ok(last)) throw engine_failure(last);
-  const std::string reason(finish_reason_name(last.finish_reason));
-  json out = chat ? chat_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens)
-                  : completion_response(meta, text, reason, last.num_prompt_tokens, last.num_generated_tokens);
   http::Headers headers;
-  if (const std::string arm = arm_name(*l, last); !arm.empty()) {
-    add_arm_to_usage(out, arm);
-    headers.emplace_back("X-Specd-Arm", arm);
-  }
-  ex.reply(http::Response{200, "application/json", dump(out), std::move(headers)});
+  if (!arm.empty()) headers.emplace_back("X-Specd-Arm", arm);
+  ex.reply(http::Response{200, "application/json", dump(builder.response()), std::move(headers)});
 }
 
-// Server-sent events: one `data:` event per batch of new text, the finish reason, the usage
-// chunk when asked for, then [DONE]. Returns when the stream ended or the client went away.
-void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, const ResponseMeta& meta,
+// Server-sent events: the chunks the builder makes for each batch of outputs, the usage chunk
+// when asked for, then [DONE]. Returns when the stream ended or the client went away.
+void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
                                        const std::string& arm, RequestStream& stream, RequestOutput first) {
   http::Headers headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   if (!arm.empty()) headers.emplace_back("X-Specd-Arm", arm);
   if (!ex.begin_stream(200, "text/event-stream", headers)) return;
-  const bool chat = g.chat;
   std::vector<RequestOutput> outs;
   outs.push_back(std::move(first));
-  bool sent_role = false;
+  std::vector<json> chunks;
   for (;;) {
     std::string data;
     bool completed = false;
     for (const RequestOutput& out : outs) {
-      if (chat && !sent_role) {
-        data += sse(chat_chunk(meta, "", "", true));
-        sent_role = true;
-      }
-      if (!out.finished) {
-        if (!out.text_delta.empty()) {
-          data += sse(chat ? chat_chunk(meta, out.text_delta, "", false) : completion_chunk(meta, out.text_delta, ""));
-        }
-        continue;
-      }
-      if (finished_ok(out)) {
-        const std::string reason(finish_reason_name(out.finish_reason));
-        data += sse(chat ? chat_chunk(meta, out.text_delta, reason, false)
-                         : completion_chunk(meta, out.text_delta, reason));
-        if (g.include_usage) {
-          json usage = usage_chunk(meta, chat, out.num_prompt_tokens, out.num_generated_tokens);
-          if (!arm.empty()) add_arm_to_usage(usage, arm);
-          data += sse(usage);
-        }
-      } else {
+      if (failed(out)) {
         data += sse(error_body(engine_failure(out)));
+        completed = true;
+      } else {
+        chunks.clear();
+        builder.stream(out, chunks);
+        for (const json& c : chunks) data += sse(c);
+        if (out.finished && g.include_usage) data += sse(builder.usage_chunk());
+        completed = out.finished;
       }
-      data += "data: [DONE]\n\n";
-      completed = true;
-      break;
+      if (completed) {
+        data += "data: [DONE]\n\n";
+        break;
+      }
     }
     if (!data.empty() && !ex.write(std::move(data))) {
-      log.debug("stream {} ended early (client gone); cancelling", meta.id);
+      log.debug("stream ended early (client gone); cancelling");
       return;
     }
     if (completed) return ex.end_stream();
@@ -494,7 +485,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   Impl& m = *impl_;
   auto l = std::make_shared<Loaded>();
   l->tok = &engine->tokenizer();
-  l->chat_template = resolve_chat_template(m.cfg.server.chat_template, *l->tok);
+  l->prompter = std::make_unique<ChatPrompter>(*l->tok, m.cfg.server.chat_template, m.cfg.server.tool_call_parser);
   const EngineInfo& info = engine->info();
   l->limits.model_name = m.model_name;
   l->limits.max_model_len = info.max_model_len;
@@ -504,6 +495,8 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
                                          : context_limit);
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.vocab_size = info.vocab_size;
+  l->limits.defaults = {info.default_temperature, info.default_top_p, info.default_min_p,
+                        info.default_repetition_penalty, info.default_top_k, info.default_max_tokens};
   m.kv_blocks->set(info.kv_num_blocks);
   for (const ArmInfo& a : info.arms) l->limits.arms.push_back(a.name);
   m.spec.set_engine(info);  // before `loaded` is published: the collect hook reads it after get_loaded()
@@ -518,7 +511,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   };
   l->engine = std::make_unique<AsyncEngine>(std::move(engine), std::move(opts));
   m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
-             chat_template_name(l->chat_template), l->limits.max_model_len, l->limits.max_prompt_tokens);
+             l->prompter->description(), l->limits.max_model_len, l->limits.max_prompt_tokens);
   std::lock_guard lock(m.mu);
   m.loaded = std::move(l);
 }

@@ -115,7 +115,7 @@ void Session::dispatch() {
     std::string allow;
     for (const auto& [method, r] : by_path->second) allow += (allow.empty() ? "" : ", ") + method;
     return fail(405, request_.method + " is not allowed on " + request_.path + " (allowed: " + allow + ")",
-                "method_not_allowed");
+                "method_not_allowed", {{"Allow", allow}});
   }
   if (control_only_ && route->second.dispatch == Dispatch::kWorker) {
     return fail(503,
@@ -235,7 +235,7 @@ void Session::finish(bool ok) {
 }
 
 // An error answered by the transport itself; the connection closes after it.
-void Session::fail(int status, const std::string& message, const std::string& code) {
+void Session::fail(int status, const std::string& message, const std::string& code, const Headers& extra) {
   if (!open()) return;
   set_phase(Phase::kBusy);
   keep_alive_ = false;
@@ -243,6 +243,7 @@ void Session::fail(int status, const std::string& message, const std::string& co
   whole_.emplace(static_cast<bhttp::status>(status), 11);
   whole_->set(bhttp::field::content_type, r.content_type);
   for (const auto& [k, v] : r.headers) whole_->set(k, v);
+  for (const auto& [k, v] : extra) whole_->set(k, v);
   whole_->keep_alive(false);
   whole_->body() = r.body;
   whole_->prepare_payload();

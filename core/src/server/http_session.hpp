@@ -187,7 +187,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void dispatch();
   void watch_disconnect();
   void finish(bool ok);
-  void fail(int status, const std::string& message, const std::string& code);
+  void fail(int status, const std::string& message, const std::string& code, const Headers& extra = {});
   void linger();
   void respond(int status) {
     if (t_.opt.on_response) t_.opt.on_response(request_, status);

@@ -5,16 +5,21 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <set>
 
 #include "common/untrusted.hpp"
 #include "config/config.hpp"
+#include "server/chat_messages.hpp"
+#include "server/chat_template.hpp"
 #include "specd/error.hpp"
+#include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 ApiError bad_request(const std::string& message, const std::string& param) {
   return ApiError(400, message, "invalid_request_error", param);
@@ -29,10 +34,10 @@ json error_body(const ApiError& e) {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json parse_body(const std::string& body) {
-  json j;
+ordered_json parse_body(const std::string& body) {
+  ordered_json j;
   try {
-    j = parse_json(body);
+    j = parse_ordered_json(body);
   } catch (const JsonError& e) {
     if (e.invalid_utf8) throw bad_request(std::string("the request body is not valid UTF-8: ") + e.what());
     if (e.number_overflow && !e.path.empty()) {
@@ -48,35 +53,29 @@ namespace {
 
 // ---- typed field readers: each names the field in its message -------------------------------
 
-bool is_null_or_absent(const json& body, const char* key) {
+bool present(const ordered_json& body, const char* key) {
   auto it = body.find(key);
-  return it == body.end() || it->is_null();
+  return it != body.end() && !it->is_null();
 }
 
-int64_t read_int(const json& v, const std::string& name, int64_t lo, int64_t hi) {
+int64_t read_int(const ordered_json& v, const std::string& name, int64_t lo, int64_t hi) {
+  const std::string range = fmt::format("[{}, {}]", lo, hi);
   if (!v.is_number_integer()) {
     if (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
         std::fabs(v.get<double>()) > 9.0e15) {
-      throw bad_request(name + " is out of range: must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                            "]",
-                        name);
+      throw bad_request(name + " is out of range: must be in " + range, name);
     }
     throw bad_request(name + " must be an integer, got " + json_type_name(v), name);
   }
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    throw bad_request(name + " is out of range: must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                      name);
+    throw bad_request(name + " is out of range: must be in " + range, name);
   }
   const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) {
-    throw bad_request(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                          std::to_string(x),
-                      name);
-  }
+  if (x < lo || x > hi) throw bad_request(name + " must be in " + range + ", got " + std::to_string(x), name);
   return x;
 }
 
-double read_number(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+double read_number(const ordered_json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
   if (!v.is_number()) throw bad_request(name + " must be a number, got " + json_type_name(v), name);
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
@@ -89,81 +88,67 @@ double read_number(const json& v, const std::string& name, double lo, double hi,
 
 // A number the engine keeps as a float: besides the range, a non-zero value must stay non-zero
 // and normal as a float (1e-300 would silently become 0, a different request).
-float read_float(const json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
+float read_float(const ordered_json& v, const std::string& name, double lo, double hi, bool lo_open = false) {
   const double x = read_number(v, name, lo, hi, lo_open);
   const auto f = static_cast<float>(x);
   if (x != 0.0 && !std::isnormal(f)) {
-    throw bad_request(fmt::format("{} must be {}at least {:.3g} (the smallest normal float; the engine computes in "
+    throw bad_request(fmt::format("{} must be {}at least {:.3g}{} (the smallest normal float; the engine computes in "
                                   "float), got {}",
-                                  name, lo_open ? "" : "0 or ", std::numeric_limits<float>::min(), v.dump()),
+                                  name, lo_open ? "" : "0 or ", std::numeric_limits<float>::min(),
+                                  lo < 0 ? " in magnitude" : "", v.dump()),
                       name);
   }
   return f;
 }
 
-bool read_bool(const json& v, const std::string& name) {
+bool read_bool(const ordered_json& v, const std::string& name) {
   if (!v.is_boolean()) throw bad_request(name + " must be a boolean, got " + json_type_name(v), name);
   return v.get<bool>();
 }
 
-const std::string& read_string(const json& v, const std::string& name) {
+const std::string& read_string(const ordered_json& v, const std::string& name) {
   if (!v.is_string()) throw bad_request(name + " must be a string, got " + json_type_name(v), name);
   return v.get_ref<const std::string&>();
 }
 
-// ---- fields shared by both endpoints ---------------------------------------------------------
+// ---- unknown and unsupported fields -----------------------------------------------------------
 
-// OpenAI fields specd accepts without acting on them (they do not change the tokens produced).
-const std::set<std::string>& ignored_fields() {
-  static const std::set<std::string> s = {"store", "metadata", "service_tier", "parallel_tool_calls"};
-  return s;
+// vLLM's convention: a field the server does not know is ignored, logged once per name.
+void warn_unknown_field(const std::string& key) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  const std::string name = key.size() > 64 ? key.substr(0, 64) + "..." : key;
+  std::lock_guard lock(mu);
+  if (warned.size() >= 1024 || !warned.insert(name).second) return;
+  log::get("server").warn("ignoring the unknown request field '{}' (logged once per field name)", name);
 }
 
-// Fields that change generation in ways specd does not implement: accepted only with their
-// neutral value (the one that means "off"); anything else is a 400 naming the field.
-void check_neutral(const json& body, const std::string& key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return;
-  const json& v = *it;
-  bool neutral = false;
-  if (key == "logit_bias") {
-    neutral = v.is_object() && v.empty();
-  } else if (key == "presence_penalty" || key == "frequency_penalty") {
-    neutral = v.is_number() && v.get<double>() == 0.0;
-  } else if (key == "repetition_penalty") {
-    neutral = v.is_number() && v.get<double>() == 1.0;
-  } else if (key == "logprobs") {
-    neutral = (v.is_boolean() && !v.get<bool>()) || (v.is_number_integer() && v.get<int64_t>() == 0);
-  } else if (key == "top_logprobs") {
-    neutral = v.is_number_integer() && v.get<int64_t>() == 0;
-  } else if (key == "echo") {
-    neutral = v.is_boolean() && !v.get<bool>();
-  } else if (key == "best_of") {
-    neutral = v.is_number_integer() && v.get<int64_t>() == 1;
-  } else if (key == "suffix") {
-    neutral = v.is_string() && v.get_ref<const std::string&>().empty();
-  } else if (key == "response_format") {
-    neutral = v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text";
-  } else if (key == "tools" || key == "functions") {
-    neutral = v.is_array() && v.empty();
-  } else if (key == "tool_choice" || key == "function_call") {
-    neutral = v.is_string() && v.get_ref<const std::string&>() == "none";
+// OpenAI and vLLM fields that change the output in ways specd does not implement: accepted only
+// with the value that means "off"; anything else is a 400 naming the field.
+void check_unsupported(const ordered_json& body) {
+  auto fail = [](const std::string& key, const std::string& why) {
+    throw bad_request("'" + key + "' is not supported by specd: " + why, key);
+  };
+  if (present(body, "response_format")) {
+    const ordered_json& v = body["response_format"];
+    if (!(v.is_object() && v.contains("type") && v["type"] == "text"))
+      fail("response_format", "JSON modes need constrained decoding; only {\"type\": \"text\"} is accepted");
   }
-  if (!neutral) {
-    throw bad_request("'" + key + "' is not supported by specd (got " + (v.empty() ? "an empty " : "a non-neutral ") +
-                          json_type_name(v) + "); omit it or pass its neutral value",
-                      key);
-  }
+  if (present(body, "suffix") && !(body["suffix"].is_string() && body["suffix"].get_ref<const std::string&>().empty()))
+    fail("suffix", "insertion (fill-in-the-middle) is not implemented");
+  if (present(body, "functions") && !(body["functions"].is_array() && body["functions"].empty()))
+    fail("functions", "use 'tools' (the deprecated functions field is not read)");
+  if (present(body, "function_call") && body["function_call"] != "none")
+    fail("function_call", "use 'tool_choice'");
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
+    if (present(body, key)) fail(key, "guided decoding is not implemented");
+  for (const char* key : {"chat_template", "logits_processors", "prediction", "audio"})
+    if (present(body, key)) fail(key, "not implemented");
+  if (present(body, "modalities") && body["modalities"] != ordered_json::array({"text"}))
+    fail("modalities", "only [\"text\"] output is produced");
 }
 
-const std::set<std::string>& neutral_fields() {
-  static const std::set<std::string> s = {"logit_bias", "presence_penalty", "frequency_penalty", "repetition_penalty",
-                                          "logprobs", "top_logprobs", "echo", "best_of", "suffix",
-                                          "response_format", "tools", "functions", "tool_choice", "function_call"};
-  return s;
-}
-
-SpeculativeOptions read_speculative(const json& v) {
+SpeculativeOptions read_speculative(const ordered_json& v) {
   SpeculativeOptions s;
   if (v.is_null()) return s;
   if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + json_type_name(v), "speculative");
@@ -186,90 +171,122 @@ SpeculativeOptions read_speculative(const json& v) {
   return s;
 }
 
-std::vector<std::string> read_stop(const json& v) {
+std::vector<std::string> read_stop(const ordered_json& v) {
   std::vector<std::string> out;
   if (v.is_null()) return out;
   if (v.is_string()) {
     out.push_back(v.get<std::string>());
   } else if (v.is_array()) {
     if (v.size() > 16) throw bad_request("stop may hold at most 16 strings, got " + std::to_string(v.size()), "stop");
-    for (const json& s : v) out.push_back(read_string(s, "stop[]"));
+    for (const ordered_json& s : v) out.push_back(read_string(s, "stop[]"));
   } else {
     throw bad_request(std::string("stop must be a string or an array of strings, got ") + json_type_name(v), "stop");
   }
-  for (const std::string& s : out) {
+  for (const std::string& s : out)
     if (s.empty()) throw bad_request("stop strings must not be empty", "stop");
-  }
   return out;
 }
 
-// Reads every shared field into `req`; `allowed` are the endpoint's own fields, handled by the
-// caller. Unknown fields are a 400: a misspelt sampling field must not silently do nothing.
-void read_common(const json& body, const ApiLimits& limits, const std::set<std::string>& allowed,
-                 GenerationRequest& req, std::optional<int64_t>& max_tokens) {
-  static const std::set<std::string> kCommon = {
-      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids",
-      "stream", "stream_options", "n", "ignore_eos", "speculative", "user"};
-  for (const auto& [key, value] : body.items()) {
-    if (kCommon.count(key) || allowed.count(key) || ignored_fields().count(key)) continue;
-    if (neutral_fields().count(key)) {
-      check_neutral(body, key);
-      continue;
-    }
-    throw bad_request("unknown field '" + clip(key) + "'", clip(key));
-  }
+std::vector<int32_t> read_token_list(const ordered_json& v, const std::string& name, int64_t vocab) {
+  if (!v.is_array()) throw bad_request(name + " must be an array of token ids", name);
+  std::vector<int32_t> ids;
+  for (const ordered_json& id : v) ids.push_back(static_cast<int32_t>(read_int(id, name + "[]", 0, vocab - 1)));
+  return ids;
+}
 
-  if (is_null_or_absent(body, "model")) throw bad_request("model is required", "model");
+void read_logit_bias(const ordered_json& v, const ApiLimits& limits, SamplingParams& sp) {
+  if (!v.is_object()) throw bad_request("logit_bias must be an object of token id -> bias", "logit_bias");
+  if (v.size() > 300) throw bad_request("logit_bias may name at most 300 tokens", "logit_bias");
+  for (const auto& [key, value] : v.items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id >= limits.vocab_size)
+      throw bad_request("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size - 1) + "]",
+                        "logit_bias");
+    sp.logit_bias.emplace_back(static_cast<int32_t>(id),
+                               read_float(value, "logit_bias." + key, -100.0, 100.0));
+  }
+}
+
+// Sampling fields, with the model's generation_config.json defaults for omitted ones.
+void read_sampling(const ordered_json& body, const ApiLimits& limits, SamplingParams& sp) {
+  const SamplingDefaults& d = limits.defaults;
+  if (d.temperature) sp.temperature = static_cast<float>(*d.temperature);
+  if (d.top_p) sp.top_p = static_cast<float>(*d.top_p);
+  if (d.top_k) sp.top_k = static_cast<int32_t>(*d.top_k);
+  if (d.min_p) sp.min_p = static_cast<float>(*d.min_p);
+  if (d.repetition_penalty) sp.repetition_penalty = static_cast<float>(*d.repetition_penalty);
+  auto number = [&](const char* key, double lo, double hi, bool lo_open, float& out) {
+    if (present(body, key)) out = read_float(body[key], key, lo, hi, lo_open);
+  };
+  number("temperature", 0.0, 2.0, false, sp.temperature);
+  number("top_p", 0.0, 1.0, true, sp.top_p);
+  number("min_p", 0.0, 1.0, false, sp.min_p);
+  number("presence_penalty", -2.0, 2.0, false, sp.presence_penalty);
+  number("frequency_penalty", -2.0, 2.0, false, sp.frequency_penalty);
+  number("repetition_penalty", 0.0, 2.0, true, sp.repetition_penalty);
+  if (present(body, "top_k")) sp.top_k = static_cast<int32_t>(read_int(body["top_k"], "top_k", -1, limits.vocab_size));
+  if (present(body, "seed"))
+    sp.seed = static_cast<uint64_t>(
+        read_int(body["seed"], "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  if (body.contains("stop")) sp.stop = read_stop(body["stop"]);
+  if (present(body, "stop_token_ids")) sp.stop_token_ids = read_token_list(body["stop_token_ids"], "stop_token_ids", limits.vocab_size);
+  if (present(body, "ignore_eos")) sp.ignore_eos = read_bool(body["ignore_eos"], "ignore_eos");
+  if (present(body, "min_tokens")) sp.min_tokens = static_cast<int32_t>(read_int(body["min_tokens"], "min_tokens", 0, 1 << 24));
+  if (present(body, "skip_special_tokens")) sp.skip_special_tokens = read_bool(body["skip_special_tokens"], "skip_special_tokens");
+  if (present(body, "include_stop_str_in_output"))
+    sp.include_stop_str_in_output = read_bool(body["include_stop_str_in_output"], "include_stop_str_in_output");
+  if (present(body, "logit_bias")) read_logit_bias(body["logit_bias"], limits, sp);
+}
+
+void read_stream_options(const ordered_json& body, GenerationRequest& req) {
+  if (present(body, "stream")) req.stream = read_bool(body["stream"], "stream");
+  if (!present(body, "stream_options")) return;
+  const ordered_json& so = body["stream_options"];
+  if (!req.stream) throw bad_request("stream_options is only allowed when stream is true", "stream_options");
+  if (!so.is_object()) throw bad_request("stream_options must be an object", "stream_options");
+  for (const auto& [key, value] : so.items()) {
+    if (value.is_null()) continue;
+    if (key == "include_usage") {
+      req.include_usage = read_bool(value, "stream_options.include_usage");
+    } else if (key == "continuous_usage_stats") {
+      req.continuous_usage = read_bool(value, "stream_options.continuous_usage_stats");
+    } else {
+      warn_unknown_field("stream_options." + key);
+    }
+  }
+}
+
+// Fields of both endpoints; `own` are the endpoint's, read by the caller. Unknown fields are
+// logged and ignored (vLLM's convention).
+void read_common(const ordered_json& body, const ApiLimits& limits, const std::set<std::string>& own,
+                 GenerationRequest& req) {
+  static const std::set<std::string> kCommon = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "stream",
+      "stream_options", "n", "best_of", "ignore_eos", "speculative", "presence_penalty", "frequency_penalty",
+      "repetition_penalty", "logit_bias", "min_tokens", "skip_special_tokens", "include_stop_str_in_output",
+      "response_format", "suffix", "functions", "function_call", "guided_json", "guided_regex", "guided_choice",
+      "guided_grammar", "structured_outputs", "chat_template", "logits_processors", "prediction", "audio",
+      "modalities",
+      // Accepted without effect on the tokens produced.
+      "user", "store", "metadata", "service_tier", "parallel_tool_calls", "request_id", "priority"};
+  for (const auto& [key, value] : body.items())
+    if (!kCommon.count(key) && !own.count(key)) warn_unknown_field(key);
+  check_unsupported(body);
+
+  if (!present(body, "model")) throw bad_request("model is required", "model");
   const std::string& model = read_string(body["model"], "model");
   if (model != limits.model_name) {
     throw ApiError(404, "the model '" + clip(model) + "' does not exist; this server serves '" + limits.model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
-
-  SamplingParams& sp = req.sampling;
-  if (!is_null_or_absent(body, "max_tokens")) {
-    max_tokens = read_int(body["max_tokens"], "max_tokens", 1, limits.max_tokens_limit);
-  }
-  if (!is_null_or_absent(body, "temperature")) {
-    sp.temperature = read_float(body["temperature"], "temperature", 0.0, 2.0);
-  }
-  if (!is_null_or_absent(body, "top_p")) sp.top_p = read_float(body["top_p"], "top_p", 0.0, 1.0, true);
-  if (!is_null_or_absent(body, "top_k")) {
-    sp.top_k = static_cast<int32_t>(read_int(body["top_k"], "top_k", -1, limits.vocab_size));
-  }
-  if (!is_null_or_absent(body, "min_p")) sp.min_p = read_float(body["min_p"], "min_p", 0.0, 1.0);
-  if (!is_null_or_absent(body, "seed")) {
-    sp.seed = static_cast<uint64_t>(
-        read_int(body["seed"], "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
-  }
-  if (body.contains("stop")) sp.stop = read_stop(body["stop"]);
-  if (!is_null_or_absent(body, "stop_token_ids")) {
-    const json& v = body["stop_token_ids"];
-    if (!v.is_array()) throw bad_request("stop_token_ids must be an array of integers", "stop_token_ids");
-    for (const json& id : v) {
-      sp.stop_token_ids.push_back(static_cast<int32_t>(read_int(id, "stop_token_ids[]", 0, limits.vocab_size - 1)));
-    }
-  }
-  if (!is_null_or_absent(body, "ignore_eos")) sp.ignore_eos = read_bool(body["ignore_eos"], "ignore_eos");
-  if (!is_null_or_absent(body, "n")) {
-    const int64_t n = read_int(body["n"], "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-    if (n != 1) throw bad_request("n must be 1 (specd returns one choice per request), got " + std::to_string(n), "n");
-  }
-  if (!is_null_or_absent(body, "stream")) req.stream = read_bool(body["stream"], "stream");
-  if (!is_null_or_absent(body, "stream_options")) {
-    const json& so = body["stream_options"];
-    if (!req.stream) throw bad_request("stream_options is only allowed when stream is true", "stream_options");
-    if (!so.is_object()) throw bad_request("stream_options must be an object", "stream_options");
-    for (const auto& [key, value] : so.items()) {
-      if (key == "include_usage") {
-        if (!value.is_null()) req.include_usage = read_bool(value, "stream_options.include_usage");
-      } else {
-        throw bad_request("unknown field stream_options." + clip(key), "stream_options." + clip(key));
-      }
-    }
-  }
+  read_sampling(body, limits, req.sampling);
+  if (present(body, "n")) req.n = static_cast<int32_t>(read_int(body["n"], "n", 1, 64));
+  if (present(body, "best_of") && read_int(body["best_of"], "best_of", 1, 64) != req.n)
+    throw bad_request("best_of must equal n: specd returns every choice it generates", "best_of");
+  read_stream_options(body, req);
   if (body.contains("speculative")) req.speculative = read_speculative(body["speculative"]);
-  if (!is_null_or_absent(body, "user")) req.user = read_string(body["user"], "user");
+  if (present(body, "user")) req.user = read_string(body["user"], "user");
 }
 
 void check_prompt_length(const GenerationRequest& req, const ApiLimits& limits, const std::string& param) {
@@ -282,16 +299,18 @@ void check_prompt_length(const GenerationRequest& req, const ApiLimits& limits, 
   }
 }
 
-// Default and clamp for max_tokens: an explicit value is kept (the engine stops at the context
-// length with finish_reason "length"); an absent one is `fallback`, capped by the room left.
-void apply_max_tokens(GenerationRequest& req, const ApiLimits& limits, std::optional<int64_t> max_tokens,
-                      int64_t fallback) {
-  if (max_tokens) {
-    req.sampling.max_tokens = static_cast<int32_t>(*max_tokens);
-    return;
-  }
-  const int64_t room = limits.max_model_len - static_cast<int64_t>(req.prompt_ids.size());
-  req.sampling.max_tokens = static_cast<int32_t>(std::max<int64_t>(1, std::min(fallback, room)));
+// max_tokens: an explicit value is capped by the room the context leaves; an absent one is
+// `fallback` (0 = the room), capped the same way. server.max_tokens_limit, when set, refuses more.
+void apply_max_tokens(GenerationRequest& req, const ApiLimits& limits, const std::string& field,
+                      std::optional<int64_t> requested, int64_t fallback) {
+  if (requested && limits.max_tokens_limit > 0 && *requested > limits.max_tokens_limit)
+    throw bad_request(field + " must be at most " + std::to_string(limits.max_tokens_limit) +
+                          " (server.max_tokens_limit), got " + std::to_string(*requested),
+                      field);
+  const int64_t room = std::max<int64_t>(1, limits.max_model_len - static_cast<int64_t>(req.prompt_ids.size()));
+  int64_t want = requested ? *requested : (fallback > 0 ? fallback : room);
+  if (!requested && limits.max_tokens_limit > 0) want = std::min<int64_t>(want, limits.max_tokens_limit);
+  req.sampling.max_tokens = static_cast<int32_t>(std::min(want, room));
 }
 
 // The engine's own check of the sampling parameters: whatever it would refuse is a 400 here,
@@ -300,98 +319,128 @@ void check_sampling(const GenerationRequest& req) {
   if (std::string err = validate_sampling_params(req.sampling); !err.empty()) throw bad_request(err);
 }
 
-std::vector<int32_t> read_token_ids(const json& arr, const ApiLimits& limits) {
-  std::vector<int32_t> ids;
-  for (const json& t : arr) ids.push_back(static_cast<int32_t>(read_int(t, "prompt[]", 0, limits.vocab_size - 1)));
-  return ids;
+std::vector<int32_t> read_prompt(const ordered_json& p, const ApiLimits& limits, const tokenizer::Tokenizer& tok,
+                                 std::string& text) {
+  tokenizer::EncodeOptions opts;  // BOS from the post-processor; special-token text is plain text
+  auto ids = [&](const ordered_json& arr) {
+    std::vector<int32_t> out = read_token_list(arr, "prompt", limits.vocab_size);
+    text = tok.decode(out, false);
+    return out;
+  };
+  if (p.is_string()) {
+    text = p.get<std::string>();
+    return tok.encode(text, opts);
+  }
+  if (p.is_array() && !p.empty() && p[0].is_number_integer()) return ids(p);
+  if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    text = p[0].get<std::string>();
+    return tok.encode(text, opts);
+  }
+  if (p.is_array() && p.size() == 1 && p[0].is_array()) return ids(p[0]);
+  if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array()))
+    throw bad_request("only one prompt per request is supported, got " + std::to_string(p.size()), "prompt");
+  throw bad_request("prompt must be a string, an array of token ids, or an array holding one of those", "prompt");
 }
 
 }  // namespace
 
-GenerationRequest parse_completion_request(const json& body, const ApiLimits& limits, const tokenizer::Tokenizer& tok) {
+GenerationRequest parse_completion_request(const ordered_json& body, const ApiLimits& limits,
+                                           const tokenizer::Tokenizer& tok) {
   GenerationRequest req;
-  std::optional<int64_t> max_tokens;
-  read_common(body, limits, {"prompt"}, req, max_tokens);
-
-  if (is_null_or_absent(body, "prompt")) throw bad_request("prompt is required", "prompt");
-  const json& p = body["prompt"];
-  tokenizer::EncodeOptions opts;  // BOS from the post-processor; special-token text is plain text
-  if (p.is_string()) {
-    req.prompt_ids = tok.encode(p.get_ref<const std::string&>(), opts);
-  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-    req.prompt_ids = read_token_ids(p, limits);
-  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-    req.prompt_ids = tok.encode(p[0].get_ref<const std::string&>(), opts);
-  } else if (p.is_array() && p.size() == 1 && p[0].is_array()) {
-    req.prompt_ids = read_token_ids(p[0], limits);
-  } else if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array())) {
-    throw bad_request("only one prompt per request is supported, got " + std::to_string(p.size()), "prompt");
-  } else {
-    throw bad_request("prompt must be a string, an array of token ids, or an array holding one of those", "prompt");
-  }
+  read_common(body, limits, {"prompt", "echo", "logprobs", "prompt_logprobs"}, req);
+  if (!present(body, "prompt")) throw bad_request("prompt is required", "prompt");
+  req.prompt_ids = read_prompt(body["prompt"], limits, tok, req.prompt_text);
   if (req.prompt_ids.empty()) throw bad_request("prompt must not be empty", "prompt");
   check_prompt_length(req, limits, "prompt");
-  apply_max_tokens(req, limits, max_tokens, 16);
+  if (present(body, "echo")) req.echo = read_bool(body["echo"], "echo");
+  if (present(body, "logprobs")) {
+    req.sampling.logprobs = static_cast<int32_t>(read_int(body["logprobs"], "logprobs", 0, kMaxLogprobs));
+    req.want_logprobs = true;
+  }
+  if (present(body, "prompt_logprobs"))
+    req.sampling.prompt_logprobs =
+        static_cast<int32_t>(read_int(body["prompt_logprobs"], "prompt_logprobs", 0, kMaxLogprobs));
+  if (req.echo && req.want_logprobs) req.sampling.prompt_logprobs = req.sampling.logprobs;
+  std::optional<int64_t> max_tokens;
+  if (present(body, "max_tokens")) max_tokens = read_int(body["max_tokens"], "max_tokens", 0, 1 << 24);
+  apply_max_tokens(req, limits, "max_tokens", max_tokens, 16);
+  if (max_tokens == 0) {
+    // Scoring: the prompt only (lm-eval's log-likelihood requests).
+    if (!req.echo) throw bad_request("max_tokens 0 generates nothing; it needs echo: true", "max_tokens");
+    if (req.n != 1) throw bad_request("max_tokens 0 takes n = 1", "n");
+    req.sampling.max_tokens = 0;
+    req.sampling.prompt_logprobs = std::max(req.sampling.prompt_logprobs, 0);
+  }
   check_sampling(req);
   return req;
 }
 
-GenerationRequest parse_chat_request(const json& body, const ApiLimits& limits, const tokenizer::Tokenizer& tok,
-                                     ChatTemplateKind chat_template) {
+GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& limits,
+                                     const tokenizer::Tokenizer& tok, const ChatPrompter& prompter) {
+  (void)tok;
   GenerationRequest req;
   req.chat = true;
+  read_common(body, limits,
+              {"messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools", "tool_choice",
+               "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "echo"},
+              req);
+  for (const char* key : {"continue_final_message", "echo"})
+    if (present(body, key) && read_bool(body[key], key)) throw bad_request(std::string("'") + key + "' is not supported by specd", key);
   std::optional<int64_t> max_tokens;
-  read_common(body, limits, {"messages", "max_completion_tokens"}, req, max_tokens);
-  if (!is_null_or_absent(body, "max_completion_tokens")) {
-    const int64_t mct = read_int(body["max_completion_tokens"], "max_completion_tokens", 1, limits.max_tokens_limit);
-    if (max_tokens && *max_tokens != mct) {
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!present(body, key)) continue;
+    const int64_t v = read_int(body[key], key, 1, 1 << 24);
+    if (max_tokens && *max_tokens != v)
       throw bad_request("max_tokens and max_completion_tokens disagree; pass one of them", "max_completion_tokens");
-    }
-    max_tokens = mct;
+    max_tokens = v;
   }
+  if (present(body, "logprobs")) req.want_logprobs = read_bool(body["logprobs"], "logprobs");
+  if (present(body, "top_logprobs")) {
+    const auto top = static_cast<int32_t>(read_int(body["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));
+    if (!req.want_logprobs) throw bad_request("top_logprobs needs logprobs: true", "top_logprobs");
+    req.sampling.logprobs = top;
+  }
+  if (req.want_logprobs) req.sampling.logprobs = std::max(req.sampling.logprobs, 0);
 
-  if (is_null_or_absent(body, "messages")) throw bad_request("messages is required", "messages");
-  const json& msgs = body["messages"];
-  if (!msgs.is_array() || msgs.empty()) throw bad_request("messages must be a non-empty array", "messages");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    const json& m = msgs[i];
-    if (!m.is_object()) throw bad_request(at + " must be an object", at);
-    ChatMessage cm;
-    for (const auto& [key, value] : m.items()) {
-      if (key == "role") {
-        cm.role = read_string(value, at + ".role");
-      } else if (key == "content") {
-        if (value.is_string()) {
-          cm.content = value.get<std::string>();
-        } else if (value.is_array()) {
-          for (const json& part : value) {
-            if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text")) {
-              throw bad_request(at + ".content: only parts of type \"text\" are supported", at + ".content");
-            }
-            cm.content += read_string(part["text"], at + ".content[].text");
-          }
-        } else if (!value.is_null()) {
-          throw bad_request(at + ".content must be a string or an array of text parts", at + ".content");
-        }
-      } else if (key == "name") {
-        (void)read_string(value, at + ".name");
-      } else {
-        throw bad_request(at + ": unsupported field '" + clip(key) + "'", at + "." + clip(key));
-      }
+  jinja::ChatInput in;
+  if (!present(body, "messages")) throw bad_request("messages is required", "messages");
+  in.messages = template_messages(body["messages"]);
+  bool parse_tools = false;
+  if (present(body, "tools") && !body["tools"].empty()) {
+    in.tools = template_tools(body["tools"]);
+    parse_tools = true;
+  }
+  if (present(body, "tool_choice")) {
+    const ordered_json& tc = body["tool_choice"];
+    if (tc == "none") {
+      parse_tools = false;  // the template still sees the tools, as in vLLM
+    } else if (tc != "auto") {
+      throw bad_request("tool_choice must be \"auto\" or \"none\": \"required\" and named functions need constrained "
+                        "decoding, which specd does not implement",
+                        "tool_choice");
     }
-    if (cm.role.empty()) throw bad_request(at + ".role is required", at + ".role");
-    messages.push_back(std::move(cm));
+  }
+  if (parse_tools) req.tool_calls = prompter.tool_call_format();
+  if (present(body, "add_generation_prompt"))
+    in.add_generation_prompt = read_bool(body["add_generation_prompt"], "add_generation_prompt");
+  if (present(body, "chat_template_kwargs")) {
+    const ordered_json& kw = body["chat_template_kwargs"];
+    if (!kw.is_object()) throw bad_request("chat_template_kwargs must be an object", "chat_template_kwargs");
+    try {
+      for (auto it = kw.begin(); it != kw.end(); ++it) in.kwargs.emplace_back(it.key(), jinja::from_json(it.value()));
+    } catch (const jinja::TemplateError& e) {
+      throw bad_request(std::string("chat_template_kwargs: ") + e.what(), "chat_template_kwargs");
+    }
   }
   try {
-    req.prompt_ids = tokenize_chat(chat_template, tok, messages);
-  } catch (const Error& e) {
-    throw bad_request(e.what(), "messages");
+    req.prompt_ids = prompter.tokenize(in);
+  } catch (const jinja::TemplateError& e) {
+    throw bad_request(std::string("the chat template failed: ") + e.what(), "messages");
   }
+  if (req.prompt_ids.empty()) throw bad_request("the chat template rendered an empty prompt", "messages");
   check_prompt_length(req, limits, "messages");
-  for (int32_t id : chat_stop_token_ids(chat_template, tok)) req.sampling.stop_token_ids.push_back(id);
-  apply_max_tokens(req, limits, max_tokens, limits.max_tokens_limit);
+  for (int32_t id : prompter.stop_token_ids()) req.sampling.stop_token_ids.push_back(id);
+  apply_max_tokens(req, limits, "max_tokens", max_tokens, limits.defaults.max_tokens.value_or(0));
   check_sampling(req);
   return req;
 }
@@ -413,82 +462,6 @@ void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLim
                                          : " (arms: " + known + ")"),
                       param);
   }
-}
-
-// ---- responses --------------------------------------------------------------------------------
-
-namespace {
-json reason_json(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
-}  // namespace
-
-json usage_json(int32_t prompt_tokens, int32_t completion_tokens) {
-  return json{{"prompt_tokens", prompt_tokens},
-              {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}};
-}
-
-json completion_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                         int32_t prompt_tokens, int32_t completion_tokens) {
-  return json{{"id", m.id},
-              {"object", "text_completion"},
-              {"created", m.created},
-              {"model", m.model},
-              {"choices", json::array({json{{"index", 0},
-                                            {"text", text},
-                                            {"logprobs", nullptr},
-                                            {"finish_reason", reason_json(finish_reason)}}})},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
-}
-
-json chat_response(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
-                   int32_t prompt_tokens, int32_t completion_tokens) {
-  return json{{"id", m.id},
-              {"object", "chat.completion"},
-              {"created", m.created},
-              {"model", m.model},
-              {"choices", json::array({json{{"index", 0},
-                                            {"message", json{{"role", "assistant"}, {"content", text}}},
-                                            {"logprobs", nullptr},
-                                            {"finish_reason", reason_json(finish_reason)}}})},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
-}
-
-json completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason) {
-  return json{{"id", m.id},
-              {"object", "text_completion"},
-              {"created", m.created},
-              {"model", m.model},
-              {"choices", json::array({json{{"index", 0},
-                                            {"text", text},
-                                            {"logprobs", nullptr},
-                                            {"finish_reason", reason_json(finish_reason)}}})}};
-}
-
-json chat_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason, bool first) {
-  json delta = json::object();
-  if (first) delta["role"] = "assistant";
-  if (first || !text.empty()) delta["content"] = text;
-  return json{{"id", m.id},
-              {"object", "chat.completion.chunk"},
-              {"created", m.created},
-              {"model", m.model},
-              {"choices", json::array({json{{"index", 0},
-                                            {"delta", std::move(delta)},
-                                            {"logprobs", nullptr},
-                                            {"finish_reason", reason_json(finish_reason)}}})}};
-}
-
-json usage_chunk(const ResponseMeta& m, bool chat, int32_t prompt_tokens, int32_t completion_tokens) {
-  return json{{"id", m.id},
-              {"object", chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", m.created},
-              {"model", m.model},
-              {"choices", json::array()},
-              {"usage", usage_json(prompt_tokens, completion_tokens)}};
-}
-
-void add_arm_to_usage(json& response, const std::string& arm) {
-  if (auto it = response.find("usage"); it != response.end() && it->is_object()) (*it)["arm"] = arm;
 }
 
 }  // namespace specd::server

@@ -128,7 +128,7 @@ void ArmVerifiers::fill(std::span<sched::StepRow* const> rows) {
     std::copy(row.drafts.begin(), row.drafts.end(), drafts_.begin() + static_cast<ptrdiff_t>(i * k));
     if (with_probs_) std::copy_n(row.draft_probs, m * V, draft_probs_.data() + i * k * V);
     for (size_t j = 0; j <= m; ++j)
-      sampling::transform_logits_to_probs({row.logits + j * V, V}, s.params,
+      sampling::transform_logits_to_probs({row.logits + j * V, V}, s.params, s.history(row.drafts.first(j)),
                                           {target_probs_.data() + (i * width + j) * V, V});
   }
 }

@@ -17,6 +17,11 @@
 // after a verification and frees a sequence in all of them with the target (rollback in one
 // place); plugins may roll back further themselves.
 //
+// Tensor parallelism (dist/tensor_parallel.hpp): a copy of the target and MTP modules run at the
+// target's tensor-parallel size; drafts (a checkpoint or a self-draft of N layers) at
+// speculative.proposer.tensor_parallel_size: on every rank (announced to the other ranks, like
+// the target) or on rank 0 alone, in a group of its own. KV block sizes are each rank's share.
+//
 // Not thread-safe: used from the engine's step thread only.
 #pragma once
 
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/tensor_parallel.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/forward.hpp"
 #include "model/llama.hpp"
@@ -37,10 +43,11 @@ namespace specd::speculative {
 class ModelHost final : public sched::HostedKv {
  public:
   // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
-  // dtype. kv_dtype: the kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype);
-  // placement: model.mmap, for every model loaded here.
+  // dtype, and every model loaded here takes their placement (model.mmap). kv_dtype: the
+  // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). leader: the
+  // engine's tensor-parallel leader (null on a single rank); it must outlive the host.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-            std::string kv_dtype, model::WeightPlacement placement);
+            std::string kv_dtype, dist::Leader* leader = nullptr);
   ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -68,7 +75,11 @@ class ModelHost final : public sched::HostedKv {
   static const specd_model_services table_;
   Hosted& load(const specd_model_load_options& options);
   Hosted& load_mtp(Hosted* target, int32_t module);
-  Hosted& add(std::unique_ptr<Hosted> h);
+  // Builds h's weights and model from `spec`: on every rank (all_ranks) or on this one.
+  // mtp_base: the weights an MTP module's spec refers to.
+  Hosted& add(std::unique_ptr<Hosted> h, const dist::HostedModelSpec& spec, bool all_ranks,
+              const std::shared_ptr<const model::LlamaWeights>& mtp_base);
+  void set_kv(Hosted& h, int32_t num_blocks);
   void release(Hosted* m);
   void forward(Hosted& m, const specd_forward_batch& batch);
   void fill_info(const Hosted* m, specd_model_info& out) const;
@@ -78,7 +89,7 @@ class ModelHost final : public sched::HostedKv {
   int32_t block_size_;
   int64_t max_context_;
   std::string kv_dtype_;
-  model::WeightPlacement placement_;
+  dist::Leader* leader_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;
   std::unique_ptr<Hosted> target_;  // bind_target()

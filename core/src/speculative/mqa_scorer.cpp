@@ -5,6 +5,14 @@
 #include "specd/log.hpp"
 
 namespace specd::speculative {
+namespace {
+
+// A chunk of prompt positions of a request that asks for prompt logprobs: logits of every position.
+bool wants_prompt_logits(const sched::StepRow& row) {
+  return row.seq->params.prompt_logprobs >= 0 && !row.drafted() && row.start < row.seq->num_prompt;
+}
+
+}  // namespace
 
 void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_speculating) {
   auto selected = [&](const sched::StepRow& row) { return !row.failed() && !(skip_speculating && row.speculates()); };
@@ -22,6 +30,7 @@ void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_spe
     std::span<const int32_t> tokens =
         std::span<const int32_t>(seq.tokens).subspan(static_cast<size_t>(row.start), static_cast<size_t>(row.n));
     model::LogitsMode mode = row.sample ? model::LogitsMode::kLast : model::LogitsMode::kNone;
+    if (wants_prompt_logits(row)) mode = model::LogitsMode::kAll;
     if (row.drafted()) {
       int32_t* dst = inputs_.data() + offset;
       std::copy(tokens.begin(), tokens.end(), dst);
@@ -46,7 +55,13 @@ void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_spe
   }
   for (size_t b = 0; b < rows_.size(); ++b) {
     sched::StepRow& row = *rows_[b];
-    if (row.sample) row.logits = out_.logits.data() + static_cast<size_t>(out_.row_start[b]) * out_.vocab_size;
+    const float* first = out_.logits.data() + static_cast<size_t>(out_.row_start[b]) * out_.vocab_size;
+    if (wants_prompt_logits(row)) {
+      row.chunk_logits = first;
+      if (row.sample) row.logits = first + static_cast<size_t>(row.n - 1) * out_.vocab_size;
+    } else if (row.sample) {
+      row.logits = first;
+    }
     if (want_hidden) row.hidden = out_.hidden.data() + static_cast<size_t>(out_.token_start[b]) * out_.hidden_size;
   }
 }

@@ -45,11 +45,10 @@ ArmAssigner make_assigner(const ArmVerifiers& arms, uint64_t seed) {
 }  // namespace
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-                       int32_t block_size, int64_t max_model_len, int64_t vocab_size)
+                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader)
     : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
-  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype,
-                                      cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy);
+  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);
@@ -241,12 +240,16 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::StepRow& row = *rows[i];
     SeqState& st = seqs_[row.seq->id];
-    SPECD_CHECK(row.start == st.next_pos && st.rows.empty(), ErrorCode::kInternal,
+    // A choice forked from another's prompt (n > 1) starts past positions the proposer never saw:
+    // they all reach it now (without hidden states: the engine does not fork for proposers that
+    // need them).
+    const bool forked = row.start > st.next_pos && st.next_pos == 0 && !wants_hidden();
+    SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
                 "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
                     std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
     // The prompt processed so far: the chunk is its last n tokens.
     seqs_buf_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.start) + row.n);
-    num_new_[i] = row.n;
+    num_new_[i] = row.start + row.n - static_cast<int32_t>(st.next_pos);
     if (wants_hidden()) hidden_buf_.insert(hidden_buf_.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
   }
   specd_prefill_batch pb{};

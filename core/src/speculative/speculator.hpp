@@ -55,9 +55,10 @@ class Speculator {
  public:
   // Loads plugins from the search path (plugins.paths, SPECD_PLUGIN_PATH, built-in) and
   // creates the configured proposer (which may load models through the model host) and
-  // verifier. Throws specd::Error naming the component and the reason.
+  // verifier. Throws specd::Error naming the component and the reason. leader: the engine's
+  // tensor-parallel leader (null on a single rank), for the models the proposer loads.
   Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-             int32_t block_size, int64_t max_model_len, int64_t vocab_size);
+             int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader = nullptr);
   ~Speculator();
 
   ModelHost& host() { return *host_; }

@@ -43,6 +43,48 @@ std::optional<std::string> token_content(const json& value) {
   return std::nullopt;
 }
 
+// chat_template: a string (the "default" template) or [{"name": ..., "template": ...}]; a
+// chat_template.jinja file beside the config replaces the default, as in transformers.
+ChatTemplateConfig chat_template_config(const json& config, const std::filesystem::path& config_file) {
+  ChatTemplateConfig c;
+  c.origin = config_file.string();
+  const std::string name = config_file.string();
+  if (const auto it = config.find("chat_template"); it != config.end() && !it->is_null()) {
+    if (it->is_string()) {
+      c.templates.emplace_back("default", it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const json& t : *it) {
+        if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("template") ||
+            !t["template"].is_string())
+          throw Error(ErrorCode::kModelFormat, name + ": chat_template list entries must be {\"name\": string, "
+                                                      "\"template\": string}");
+        c.templates.emplace_back(t["name"].get<std::string>(), t["template"].get<std::string>());
+      }
+    } else {
+      throw Error(ErrorCode::kModelFormat, name + ": chat_template must be a string or a list of named templates");
+    }
+  }
+  // A GGUF file carries its template in its metadata; only a tokenizer_config.json has a sidecar.
+  const std::filesystem::path jinja_file = config_file.parent_path() / "chat_template.jinja";
+  std::error_code ec;
+  if (config_file.filename() == "tokenizer_config.json" && std::filesystem::is_regular_file(jinja_file, ec)) {
+    std::ifstream in(jinja_file, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in && !in.eof()) throw Error(ErrorCode::kNotFound, "cannot read " + jinja_file.string());
+    std::erase_if(c.templates, [](const auto& t) { return t.first == "default"; });
+    c.templates.emplace(c.templates.begin(), "default", std::move(text));
+    c.origin = jinja_file.string();
+  }
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    if (const auto it = config.find(key); it != config.end())
+      if (auto content = token_content(*it)) c.special_tokens.emplace_back(key, *content);
+  }
+  if (const auto it = config.find("additional_special_tokens"); it != config.end() && it->is_array())
+    for (const auto& s : *it)
+      if (auto content = token_content(s)) c.additional_special_tokens.push_back(*content);
+  return c;
+}
+
 class ByteLevelPost final : public detail::PostProcessor {
  public:
   void process(std::vector<int32_t>&, bool) const override {}  // offsets only
@@ -313,10 +355,9 @@ std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& co
     impl->added_content[id] = added_contents.count(impl->tokens[id]) ? 1 : 0;
   }
 
-  // Decode options, the chat template and BOS/EOS from tokenizer_config.json.
+  // Decode options, chat templates and BOS/EOS from tokenizer_config.json.
   impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
-  if (const auto it = config.find("chat_template"); it != config.end() && it->is_string())
-    impl->chat_template = it->get<std::string>();
+  impl->chat = chat_template_config(config, config_name);
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     const auto it = config.find(key);
     if (it == config.end()) return std::nullopt;

@@ -262,6 +262,6 @@ bool Tokenizer::is_special(int32_t id) const {
 
 const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
 
-const std::optional<std::string>& Tokenizer::chat_template() const { return impl_->chat_template; }
+const ChatTemplateConfig& Tokenizer::chat_template_config() const { return impl_->chat; }
 
 }  // namespace specd::tokenizer

@@ -39,6 +39,19 @@ struct EncodeOptions {
 
 class IncrementalDetokenizer;
 
+// What a model ships for chat prompts: the Jinja chat templates of tokenizer_config.json
+// ("chat_template" as a string, named "default", or as a list of {"name", "template"}; a
+// chat_template.jinja file beside it is the "default" template) and the special-token strings
+// transformers hands the template (bos_token, eos_token, ...). Rendered by core/src/template/.
+// A GGUF file's tokenizer.chat_template reaches the same fields through the tokenizer_config it
+// is read as.
+struct ChatTemplateConfig {
+  std::vector<std::pair<std::string, std::string>> templates;       // (name, Jinja source)
+  std::vector<std::pair<std::string, std::string>> special_tokens;  // (bos_token, "<s>"), ...
+  std::vector<std::string> additional_special_tokens;
+  std::string origin;  // the file the templates came from, for messages
+};
+
 class Tokenizer {
  public:
   // path: a model directory (reads tokenizer.json and, if present, tokenizer_config.json), a
@@ -73,9 +86,8 @@ class Tokenizer {
   // The file the tokenizer was read from (for messages).
   const std::filesystem::path& source() const;
 
-  // The model's chat template (Jinja source): tokenizer_config.json's "chat_template" when it
-  // is a string, or a GGUF file's tokenizer.chat_template; nullopt when there is none.
-  const std::optional<std::string>& chat_template() const;
+  // The model's chat templates and special-token strings (empty templates: the model has none).
+  const ChatTemplateConfig& chat_template_config() const;
 
   struct Impl;
 

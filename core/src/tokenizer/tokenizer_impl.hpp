@@ -96,7 +96,7 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos;
   std::optional<int32_t> eos;
   bool clean_up_spaces = true;
-  std::optional<std::string> chat_template;
+  ChatTemplateConfig chat;
 
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts) const;
   // The decoder chain's text, before clean_up_tokenization_spaces.

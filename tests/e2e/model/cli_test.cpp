@@ -4,6 +4,7 @@
 #include <array>
 #include <map>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -145,6 +146,39 @@ TEST(Cli, GgufFileGeneratesTokenizesAndInspects) {
   const CliRun missing = run("inspect /nonexistent/model");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.out.find("/nonexistent/model does not exist"), std::string::npos) << missing.out;
+}
+
+
+// `specd template render` prints the prompt exactly: the model's own template (Qwen 3's) from a
+// directory and from its GGUF file alike, with the generation prompt, tools and kwargs; a
+// template's raise_exception fails the command with the template's message.
+TEST(Cli, TemplateRenderPrintsThePromptFromADirectoryAndAGgufFile) {
+  if (!registered("template")) GTEST_SKIP() << "`specd template` is not registered in main.cpp in this build";
+  const auto dir = fixture("tiny-qwen3");
+  const auto work = std::filesystem::path(SPECD_TEST_WORK_DIR) / "runtime";
+  const auto file = work / "tiny-qwen3.gguf";
+  specd::gguf::convert_checkpoint(dir, file, {});
+  const auto messages = work / "messages.json";
+  const auto tools = work / "tools.json";
+  std::ofstream(messages) << R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])";
+  std::ofstream(tools) << R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])";
+  const std::string args = " --messages '" + messages.string() + "' --add-generation-prompt";
+  const CliRun from_dir = run("template render --model '" + dir.string() + "'" + args);
+  const CliRun from_file = run("template render --model '" + file.string() + "'" + args);
+  ASSERT_EQ(from_dir.status, 0) << from_dir.out;
+  EXPECT_EQ(from_dir.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(from_file.out, from_dir.out);
+  const CliRun no_think = run("template render --model '" + dir.string() + "'" + args + " --kwargs '{\"enable_thinking\": false}'");
+  EXPECT_EQ(no_think.out, from_dir.out + "<think>\n\n</think>\n\n");
+  const CliRun with_tools = run("template render --model '" + dir.string() + "'" + args + " --tools '" + tools.string() + "'");
+  EXPECT_NE(with_tools.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}\n</tools>"),
+            std::string::npos) << with_tools.out;
+
+  const auto raising = work / "raising.jinja";
+  std::ofstream(raising) << "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}";
+  const CliRun raised = run("template render --model '" + dir.string() + "' --template '" + raising.string() + "'" + args);
+  EXPECT_NE(raised.status, 0);
+  EXPECT_NE(raised.out.find("System role not supported"), std::string::npos) << raised.out;
 }
 
 }  // namespace

@@ -46,9 +46,10 @@ struct Runner {
   std::unique_ptr<kv::KvCache> kv;
   ForwardOutput out;
 
+  // comm: the tensor-parallel group of sharded weights (null for a whole model).
   Runner(std::shared_ptr<const LlamaWeights> w, int32_t block_size = 16, int32_t blocks = 256,
-         int64_t layers = -1, DType kv_dtype = DType::kF32)
-      : model(std::make_unique<LlamaModel>(std::move(w), layers)),
+         int64_t layers = -1, DType kv_dtype = DType::kF32, dist::Communicator* comm = nullptr)
+      : model(std::make_unique<LlamaModel>(std::move(w), layers, comm)),
         kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size, kv_dtype), blocks)) {}
 
   // Appends tokens to `seq` (created on first use) and returns the requested logits rows.

@@ -3,7 +3,9 @@
 // a failing plugin fails only the requests it touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,8 +25,10 @@ namespace {
 
 // Joint distribution of generated tokens 2 and 3. Token 1 comes from the prefill step; with
 // max_tokens 4 the next step speculates k = 2 and emits tokens 2..4 through the verifier.
+// `controls` adds sampling controls to every request.
 std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
-                                                  specd::spec::SpecMetrics* metrics = nullptr) {
+                                                  specd::spec::SpecMetrics* metrics = nullptr,
+                                                  const std::function<void(specd::SamplingParams&)>& controls = {}) {
   std::vector<Request> reqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Request& r = reqs[static_cast<size_t>(i)];
@@ -34,6 +38,7 @@ std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineCon
     r.sampling.max_tokens = 4;
     r.sampling.ignore_eos = true;
     r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+    if (controls) controls(r.sampling);
   }
   std::map<std::pair<int, int>, int> counts;
   for (const Generation& g : run_engine(cfg, reqs, metrics)) {
@@ -109,6 +114,42 @@ TEST(SpecControls, DraftConfidenceCutOffShortensDraftsLosslessly) {
     EXPECT_GT(full.draft_tokens, 0u);
     EXPECT_LT(per_draft(cut), per_draft(full)) << full.summary() << "\n" << cut.summary();
   }
+}
+
+// With presence/frequency/repetition penalties and logit_bias, speculative sampling follows the
+// penalised target distribution (the verifier's p at draft position i counts drafts 0..i-1 as
+// generated). The bias goes to the most frequent second token `a`; the penalties stop it
+// repeating. (On this fixture the penalised and plain distributions of tokens 2 and 3 differ
+// little at position 1, so a p that forgot the drafts is caught by the greedy equality test,
+// spec_penalty_test.cpp, not by this one.)
+TEST(SpecSampling, RejectionWithPenaltiesAndLogitBiasIsLossless) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.02);
+  const auto plain_cfg = specd::config::for_model_dir(target.string());
+  std::map<int, int> second;
+  for (const auto& [pair, count] : tokens_2_and_3(plain_cfg, 200, 300001)) second[pair.first] += count;
+  const int a = std::max_element(second.begin(), second.end(), [](auto& x, auto& y) { return x.second < y.second; })->first;
+  auto controls = [a](specd::SamplingParams& s) {
+    s.logit_bias = {{a, 4.0f}};
+    s.presence_penalty = 2.0f;
+    s.frequency_penalty = 2.0f;
+    s.repetition_penalty = 1.3f;
+  };
+  const int n = 3000;
+  const auto plain = tokens_2_and_3(plain_cfg, n, 1, nullptr, controls);
+  int a_second = 0;
+  for (const auto& [pair, count] : plain) a_second += pair.first == a ? count : 0;
+  EXPECT_GT(a_second, n / 10) << "token " << a << " must stay likely";
+  EXPECT_EQ(plain.count({a, a}), 0u) << "the penalties must stop token " << a << " repeating";
+  const auto cfg = specd::spec_test::spec_config(target, "draft_model", "rejection", 2,
+                                                 {{"speculative.proposer.temperature", "1.0"}});
+  specd::spec::SpecMetrics m;
+  const auto spec = tokens_2_and_3(cfg, n, 100001, &m, controls);
+  ASSERT_GE(m.draft_tokens, static_cast<uint64_t>(2 * n)) << "every request must speculate: " << m.summary();
+  EXPECT_GT(m.accepted_tokens, m.draft_tokens / 10) << m.summary();
+  EXPECT_LT(m.accepted_tokens, m.draft_tokens) << "rejections (the residual path) must happen";
+  const double p = homogeneity_p_value(plain, spec);
+  RecordProperty("p_value", std::to_string(p));
+  EXPECT_GT(p, 1e-3) << "speculative sampling with penalties does not match the penalised target distribution";
 }
 
 TEST(SpecAcceptance, DraftIdenticalToTargetIsAlwaysAccepted) {

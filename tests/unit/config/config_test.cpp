@@ -128,6 +128,21 @@ TEST(Config, ScorerDefaultsToMqaAndTakesAPluginName) {
       << e;
 }
 
+TEST(Config, TensorParallelSizesAreReadByTheCore) {
+  const EngineConfig c = specd::config::load_string(
+      "model: {path: m, tensor_parallel_size: 2}\nspeculative:\n  proposer:\n    name: draft_model\n"
+      "    layers: 1\n    tensor_parallel_size: 1\n",
+      "x.yaml");
+  EXPECT_EQ(c.model.tensor_parallel_size, 2);
+  EXPECT_EQ(c.speculative.proposer_tensor_parallel_size, 1);
+  EXPECT_EQ(c.speculative.proposer.params.size(), 1u);  // layers only: the plugin never sees the TP size
+  EXPECT_EQ(specd::config::load_string("model: {path: m}\nspeculative: {proposer: ngram}\n", "x.yaml")
+                .speculative.proposer_tensor_parallel_size,
+            0);  // unset: the target's
+  EXPECT_EQ(config_error("model: {path: m}\nspeculative:\n  proposer: {name: ngram, tensor_parallel_size: 0}\n"),
+            "x.yaml:3: speculative.proposer.tensor_parallel_size: expected integer in [1, 1024], got \"0\"");
+}
+
 TEST(Config, WrongTypeGivesPathAndLine) {
   EXPECT_EQ(config_error("model:\n  path: m\nspeculative:\n  proposer: ngram\n  num_speculative_tokens: five\n"),
             "x.yaml:5: speculative.num_speculative_tokens: expected integer in [1, 32], got \"five\"");

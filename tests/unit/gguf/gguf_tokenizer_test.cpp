@@ -49,7 +49,7 @@ TEST_P(GgufTokenizer, EqualsTokenizerJsonOnTheOracleCorpus) {
   EXPECT_EQ(gguf_tok->vocab_size(), json_tok->vocab_size());
   EXPECT_EQ(gguf_tok->bos_id(), json_tok->bos_id());
   EXPECT_EQ(gguf_tok->eos_id(), json_tok->eos_id());
-  EXPECT_EQ(gguf_tok->chat_template(), json_tok->chat_template());
+  EXPECT_EQ(gguf_tok->chat_template_config().templates, json_tok->chat_template_config().templates);
   for (int32_t id = 0; id < json_tok->vocab_size(); ++id) {
     ASSERT_EQ(gguf_tok->is_special(id), json_tok->is_special(id)) << id;
     if (json_tok->is_special(id) || id % 97 == 0) {
@@ -153,8 +153,13 @@ TEST(GgufTokenizerVariants, PreTokenizersSplitAsTheirModelsDo) {
       EXPECT_NE(std::find(ids.begin(), ids.end(), c.digits_token), ids.end()) << c.pre << " " << testing::PrintToString(ids);
     }
     EXPECT_TRUE(tok->is_special(260));
-    ASSERT_TRUE(tok->chat_template().has_value());
-    EXPECT_EQ(server::resolve_chat_template("auto", *tok), server::ChatTemplateKind::kChatML);  // from the file's template
+    ASSERT_EQ(tok->chat_template_config().templates.size(), 1u);
+    // The file's own template renders the prompt (not a built-in fallback).
+    const server::ChatPrompter prompter(*tok, "auto", "auto");
+    jinja::ChatInput input;
+    input.messages = jinja::from_json(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}}}));
+    input.add_generation_prompt = true;
+    EXPECT_EQ(prompter.render(input), "<|im_start|>hi") << c.pre;
   }
   expect_error([&] { Tokenizer::load(byte_level_gguf(dir / "x.gguf", "tekken9")); }, ErrorCode::kUnsupported,
                {"x.gguf: tokenizer.ggml.pre 'tekken9' is not a pre-tokenizer specd knows (default, llama3"});

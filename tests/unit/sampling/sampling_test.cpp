@@ -16,7 +16,7 @@ std::vector<float> four() { return {std::log(0.4f), std::log(0.3f), std::log(0.2
 
 std::vector<float> probs_of(const std::vector<float>& logits, const SamplingParams& p) {
   std::vector<float> out(logits.size());
-  transform_logits_to_probs(logits, p, out);
+  transform_logits_to_probs(logits, p, {}, out);
   return out;
 }
 
@@ -96,17 +96,17 @@ TEST(Sample, SeededReproducibleAndDistributionCorrect) {
   std::vector<float> scratch(4);
   std::vector<int32_t> a, b;
   for (uint64_t step = 0; step < 64; ++step) {
-    a.push_back(sample_token(four(), p, 1234, step, scratch));
-    b.push_back(sample_token(four(), p, 1234, step, scratch));
+    a.push_back(sample_token(four(), p, {}, 1234, step, scratch));
+    b.push_back(sample_token(four(), p, {}, 1234, step, scratch));
   }
   EXPECT_EQ(a, b);
   std::vector<int32_t> c;
-  for (uint64_t step = 0; step < 64; ++step) c.push_back(sample_token(four(), p, 99, step, scratch));
+  for (uint64_t step = 0; step < 64; ++step) c.push_back(sample_token(four(), p, {}, 99, step, scratch));
   EXPECT_NE(a, c);
   // Frequencies over many steps follow the distribution (4-sigma bounds).
   std::map<int32_t, int> count;
   const int n = 20000;
-  for (uint64_t step = 0; step < static_cast<uint64_t>(n); ++step) ++count[sample_token(four(), p, 5, step, scratch)];
+  for (uint64_t step = 0; step < static_cast<uint64_t>(n); ++step) ++count[sample_token(four(), p, {}, 5, step, scratch)];
   const double want[] = {0.4, 0.3, 0.2, 0.1};
   for (int t = 0; t < 4; ++t) {
     const double sd = std::sqrt(want[t] * (1 - want[t]) / n);
@@ -134,6 +134,73 @@ TEST(Params, ValidationNamesTheField) {
   p = {};
   p.stop = {""};
   EXPECT_NE(validate_sampling_params(p).find("stop"), std::string::npos);
+}
+
+// ---- logit_bias, min_tokens and penalties (vLLM's order and formulas) ----------------------
+
+std::vector<float> probs_with(const std::vector<float>& logits, const SamplingParams& p, const TokenHistory& h) {
+  std::vector<float> out(logits.size());
+  transform_logits_to_probs(logits, p, h, out);
+  return out;
+}
+
+std::vector<double> softmax_of(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += std::exp(v);
+  std::vector<double> out;
+  for (double v : x) out.push_back(std::exp(v) / sum);
+  return out;
+}
+
+TEST(Controls, FrequencyAndPresencePenaltiesCountGeneratedTokensAndDraftsNotThePrompt) {
+  SamplingParams p;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  const std::vector<int32_t> prompt = {3, 3, 3}, generated = {0, 0}, drafts = {0, 1};
+  const TokenHistory h{prompt, generated, drafts, {}};
+  const std::vector<float> l = four();
+  // token 0 generated 3 times (2 committed + 1 draft), token 1 once; the prompt's 3s don't count.
+  expect_probs(probs_with(l, p, h), softmax_of({l[0] - 1.5 - 0.25, l[1] - 0.5 - 0.25, l[2], l[3]}));
+  // Without the drafts the counts are the committed ones only.
+  expect_probs(probs_with(l, p, {prompt, generated, {}, {}}), softmax_of({l[0] - 1.0 - 0.25, l[1], l[2], l[3]}));
+}
+
+TEST(Controls, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOfPromptAndOutput) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  const std::vector<int32_t> prompt = {0}, generated = {3};
+  const std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+  expect_probs(probs_with(l, p, {prompt, generated, {}, {}}), softmax_of({1.0, 1.0, 0.0, -2.0}));
+}
+
+TEST(Controls, GreedyPicksTheArgmaxOfPenalizedLogits) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 2.0f;
+  const std::vector<int32_t> generated = {0};
+  expect_probs(probs_with(four(), p, {{}, generated, {}, {}}), {0, 1, 0, 0});
+  expect_probs(probs_with(four(), p, {}), {1, 0, 0, 0});
+}
+
+TEST(Controls, LogitBiasAddsToTheLogit) {
+  SamplingParams p;
+  p.logit_bias = {{3, 100.0f}};
+  p.temperature = 0;
+  expect_probs(probs_with(four(), p, {}), {0, 0, 0, 1});
+  p.temperature = 1;
+  p.logit_bias = {{0, -100.0f}};
+  const std::vector<float> l = four();
+  expect_probs(probs_with(l, p, {}), softmax_of({l[0] - 100.0, l[1], l[2], l[3]}));
+}
+
+TEST(Controls, MinTokensMasksStopIdsUntilEnoughAreGenerated) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.min_tokens = 3;
+  const std::vector<int32_t> stop = {0}, two = {2, 2}, three = {2, 2, 2}, one = {2};
+  expect_probs(probs_with(four(), p, {{}, two, {}, stop}), {0, 1, 0, 0});       // 2 generated: 0 masked
+  expect_probs(probs_with(four(), p, {{}, one, one, stop}), {0, 1, 0, 0});      // 1 + 1 draft: still masked
+  expect_probs(probs_with(four(), p, {{}, three, {}, stop}), {1, 0, 0, 0});     // 3 generated: allowed
 }
 
 }  // namespace

@@ -18,4 +18,9 @@ namespace specd::kernels {
 // Rows are not renormalised. top_p outside (0, 1] is rejected with specd::Error(kInvalidArgument).
 void top_k_top_p(Device device, float* probs, int64_t rows, int64_t cols, int32_t top_k, float top_p);
 
+// The ids of the k largest entries of x [cols], most likely first, ranked as top_k_top_p ranks
+// them (ties: lower index); out [k]. k in [1, cols] (else specd::Error(kInvalidArgument)). Used
+// for the top log-probabilities a request asks for.
+void top_k_indices(Device device, const float* x, int64_t cols, int32_t k, int32_t* out);
+
 }  // namespace specd::kernels

@@ -1,0 +1,761 @@
+// Filters and tests (jinja2/filters.py, jinja2/tests.py), the globals of Jinja and transformers,
+// and the sandbox's methods of str, dict and list.
+#include "template/builtins.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "template/interpreter.hpp"
+#include "template/pystr.hpp"
+
+namespace specd::jinja {
+
+Value arg(const CallArgs& a, size_t pos, const char* name, Value def) {
+  if (pos < a.args.size()) return a.args[pos];
+  for (const auto& [k, v] : a.kwargs)
+    if (k == name) return v;
+  return def;
+}
+
+namespace {
+
+std::string str_arg(const CallArgs& a, size_t pos, const char* name, const std::string& def) {
+  const Value v = arg(a, pos, name);
+  return v.is_undefined() || v.is_none() ? def : to_str(v);
+}
+
+int64_t int_arg(const CallArgs& a, size_t pos, const char* name, int64_t def) {
+  const Value v = arg(a, pos, name);
+  if (v.is_undefined() || v.is_none()) return def;
+  if (v.is_int()) return v.as_int();
+  if (v.is_bool()) return v.as_bool();
+  if (v.is_float()) return static_cast<int64_t>(v.as_double());
+  throw TemplateError(std::string("argument '") + name + "' must be an integer");
+}
+
+std::optional<std::string> opt_str(const CallArgs& a, size_t pos, const char* name) {
+  const Value v = arg(a, pos, name);
+  if (v.is_undefined() || v.is_none()) return std::nullopt;
+  return to_str(v);
+}
+
+Value list_of_strings(const std::vector<std::string>& parts) {
+  List out;
+  out.reserve(parts.size());
+  for (const std::string& p : parts) out.emplace_back(p);
+  return Value(std::move(out));
+}
+
+// ---- attribute paths and sort keys -----------------------------------------------------------
+
+// "a.b.0" as Jinja's make_attrgetter reads it.
+Value attr_path(const Value& v, const std::string& path) {
+  Value cur = v;
+  for (const std::string& part : pystr::split(path, std::string("."), -1)) {
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+  }
+  return cur;
+}
+
+Value sort_key(const Value& v, bool case_sensitive) {
+  return !case_sensitive && v.is_string() ? Value(pystr::lower(v.as_string())) : v;
+}
+
+// ---- filters ---------------------------------------------------------------------------------
+
+Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
+  JsonStyle st;
+  const Value indent = arg(a, 1, "indent");
+  if (indent.is_int()) st.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+  if (indent.is_string()) st.indent = indent.as_string();
+  if (st.indent) st.item_separator = ",";
+  const Value seps = arg(a, 2, "separators");
+  if (seps.is_list() && seps.as_list().size() == 2) {
+    st.item_separator = to_str(seps.as_list()[0]);
+    st.key_separator = to_str(seps.as_list()[1]);
+  }
+  st.sort_keys = truthy(arg(a, 3, "sort_keys"));
+  std::string out = to_json(v, st);
+  if (truthy(arg(a, 0, "ensure_ascii"))) {
+    std::string ascii;
+    for (char32_t c : pystr::decode(out)) {
+      if (c < 0x80) {
+        ascii += static_cast<char>(c);
+        continue;
+      }
+      auto unit = [&](unsigned u) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "\\u%04x", u);
+        ascii += buf;
+      };
+      if (c >= 0x10000) {
+        unit(0xD800 + ((c - 0x10000) >> 10));
+        unit(0xDC00 + ((c - 0x10000) & 0x3FF));
+      } else {
+        unit(c);
+      }
+    }
+    out = std::move(ascii);
+  }
+  return Value(std::move(out));
+}
+
+Value f_length(Interpreter&, const Value& v, CallArgs&) { return Value(length(v)); }
+Value f_string(Interpreter&, const Value& v, CallArgs&) { return Value(to_str(v)); }
+Value f_safe(Interpreter&, const Value& v, CallArgs&) { return v; }
+Value f_list(Interpreter&, const Value& v, CallArgs&) { return Value(iterate(v)); }
+Value f_upper(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::upper(to_str(v))); }
+Value f_lower(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::lower(to_str(v))); }
+Value f_title(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::title(to_str(v))); }
+Value f_capitalize(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::capitalize(to_str(v))); }
+
+Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
+  return Value(pystr::strip(to_str(v), opt_str(a, 0, "chars"), true, true));
+}
+
+Value f_default(Interpreter&, const Value& v, CallArgs& a) {
+  const bool boolean = truthy(arg(a, 1, "boolean"));
+  if (v.is_undefined() || (boolean && !truthy(v))) return arg(a, 0, "default_value", Value(""));
+  return v;
+}
+
+Value f_join(Interpreter&, const Value& v, CallArgs& a) {
+  const std::string sep = str_arg(a, 0, "d", "");
+  const Value attribute = arg(a, 1, "attribute");
+  std::string out;
+  bool first = true;
+  for (const Value& x : iterate(v)) {
+    if (!first) out += sep;
+    first = false;
+    out += to_str(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
+  }
+  return Value(std::move(out));
+}
+
+Value f_first(Interpreter&, const Value& v, CallArgs&) {
+  List items = iterate(v);
+  return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
+}
+
+Value f_last(Interpreter&, const Value& v, CallArgs&) {
+  List items = iterate(v);
+  return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
+}
+
+Value f_reverse(Interpreter&, const Value& v, CallArgs&) {
+  if (v.is_string()) {
+    std::u32string cs = pystr::decode(v.as_string());
+    std::reverse(cs.begin(), cs.end());
+    return Value(pystr::encode(cs));
+  }
+  List items = iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value(std::move(items));
+}
+
+Value f_items(Interpreter&, const Value& v, CallArgs&) {
+  if (v.is_undefined()) return Value(List{});
+  if (!v.is_dict()) throw TemplateError("Can only get item pairs from a mapping.");
+  List out;
+  for (const auto& [k, x] : v.as_dict().items) out.push_back(Value::tuple(List{k, x}));
+  return Value(std::move(out));
+}
+
+Value f_replace(Interpreter&, const Value& v, CallArgs& a) {
+  return Value(pystr::replace(to_str(v), str_arg(a, 0, "old", ""), str_arg(a, 1, "new", ""),
+                              int_arg(a, 2, "count", -1)));
+}
+
+Value f_int(Interpreter&, const Value& v, CallArgs& a) {
+  const Value def = arg(a, 0, "default", Value(int64_t{0}));
+  if (v.is_int()) return v;
+  if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
+  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(v.as_double())) : def;
+  if (v.is_string()) {
+    const std::string s = pystr::strip(v.as_string(), std::nullopt, true, true);
+    try {
+      size_t used = 0;
+      const long long x = std::stoll(s, &used, static_cast<int>(int_arg(a, 1, "base", 10)));
+      if (used == s.size()) return Value(static_cast<int64_t>(x));
+      const double d = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(d)) return Value(static_cast<int64_t>(d));
+    } catch (const std::exception&) {
+    }
+  }
+  return def;
+}
+
+Value f_float(Interpreter&, const Value& v, CallArgs& a) {
+  const Value def = arg(a, 0, "default", Value(0.0));
+  if (v.is_number() || v.is_bool()) return Value(v.as_double());
+  if (v.is_string()) {
+    try {
+      size_t used = 0;
+      const std::string s = pystr::strip(v.as_string(), std::nullopt, true, true);
+      const double d = std::stod(s, &used);
+      if (used == s.size()) return Value(d);
+    } catch (const std::exception&) {
+    }
+  }
+  return def;
+}
+
+Value f_abs(Interpreter&, const Value& v, CallArgs&) {
+  if (v.is_float()) return Value(std::fabs(v.as_double()));
+  if (v.is_int()) return Value(v.as_int() < 0 ? binary_op("-", Value(int64_t{0}), v) : v);
+  throw TemplateError("bad operand type for abs(): '" + v.type_name() + "'");
+}
+
+// Jinja's round: "common" is Python's round(value, precision): ints stay ints, floats are
+// rounded correctly from their exact binary value, ties to even (printf's %.*f does the same);
+// ceil and floor scale by 10**precision.
+Value f_round(Interpreter&, const Value& v, CallArgs& a) {
+  const int64_t precision = int_arg(a, 0, "precision", 0);
+  const std::string method = str_arg(a, 1, "method", "common");
+  if (method != "common" && method != "ceil" && method != "floor")
+    throw TemplateError("method must be common, ceil or floor");
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  if (method != "common") {
+    const double x = v.as_double() * scale;
+    return Value((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
+  }
+  if (v.is_int() && precision >= 0) return v;
+  if (std::fabs(v.as_double()) >= 1e17) return Value(v.as_double());  // already integral
+  if (precision < 0 || precision > 300 || !std::isfinite(v.as_double()))
+    return Value(std::nearbyint(v.as_double() * scale) / scale);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.as_double());
+  return Value(std::strtod(buf, nullptr));
+}
+
+Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
+  const Value width = arg(a, 0, "width", Value(int64_t{4}));
+  const std::string ind = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.is_int() ? width.as_int() : 4)), ' ');
+  const bool first = truthy(arg(a, 1, "first")), blank = truthy(arg(a, 2, "blank"));
+  const std::vector<std::string> lines = pystr::splitlines(to_str(v) + "\n", false);
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += "\n";
+    if ((i > 0 || first) && (blank || !lines[i].empty())) out += ind;
+    out += lines[i];
+  }
+  return Value(std::move(out));
+}
+
+Value f_center(Interpreter&, const Value& v, CallArgs& a) {
+  const std::string s = to_str(v);
+  const int64_t width = int_arg(a, 0, "width", 80), n = length(Value(s));
+  if (width <= n) return Value(s);
+  const int64_t total = width - n, left = total / 2 + (total & width & 1);
+  return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
+}
+
+Value f_wordcount(Interpreter&, const Value& v, CallArgs&) {
+  int64_t n = 0;
+  bool in_word = false;
+  for (char32_t c : pystr::decode(to_str(v))) {
+    const bool w = c == '_' || (c < 0x80 ? std::isalnum(static_cast<int>(c)) != 0 : !pystr::is_space(c));
+    n += w && !in_word;
+    in_word = w;
+  }
+  return Value(n);
+}
+
+Value f_escape(Interpreter&, const Value& v, CallArgs&) {
+  std::string out;
+  for (char c : to_str(v)) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return Value(std::move(out));
+}
+
+Value f_attr(Interpreter&, const Value& v, CallArgs& a) { return get_attr(v, str_arg(a, 0, "name", "")); }
+
+// map / select / reject / selectattr / rejectattr.
+Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
+  List out;
+  const Value attribute = arg(a, 99, "attribute");
+  if (!attribute.is_undefined()) {
+    const Value def = arg(a, 99, "default");
+    for (const Value& x : iterate(v)) {
+      Value r = attr_path(x, to_str(attribute));
+      out.push_back(r.is_undefined() && !def.is_undefined() ? def : r);
+    }
+    return Value(std::move(out));
+  }
+  if (a.args.empty()) throw TemplateError("map requires a filter argument");
+  const std::string name = to_str(a.args[0]);
+  const FilterFn f = find_filter(name);
+  if (f == nullptr) throw TemplateError("no filter named '" + name + "'");
+  CallArgs rest;
+  rest.args.assign(a.args.begin() + 1, a.args.end());
+  rest.kwargs = a.kwargs;
+  for (const Value& x : iterate(v)) out.push_back(f(in, x, rest));
+  return Value(std::move(out));
+}
+
+List select_impl(Interpreter& in, const Value& v, CallArgs& a, bool by_attr, bool keep) {
+  size_t next = 0;
+  std::string attribute;
+  if (by_attr) {
+    if (a.args.empty()) throw TemplateError("missing parameter for attribute name");
+    attribute = to_str(a.args[next++]);
+  }
+  TestFn t = nullptr;
+  if (next < a.args.size()) {
+    const std::string name = to_str(a.args[next++]);
+    t = find_test(name);
+    if (t == nullptr) throw TemplateError("no test named '" + name + "'");
+  }
+  CallArgs rest;
+  rest.args.assign(a.args.begin() + static_cast<std::ptrdiff_t>(std::min(next, a.args.size())), a.args.end());
+  List out;
+  for (const Value& x : iterate(v)) {
+    const Value probe = by_attr ? attr_path(x, attribute) : x;
+    const bool ok = t ? t(in, probe, rest) : truthy(probe);
+    if (ok == keep) out.push_back(x);
+  }
+  return out;
+}
+
+Value f_select(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, false, true)); }
+Value f_reject(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, false, false)); }
+Value f_selectattr(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, true, true)); }
+Value f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, true, false)); }
+
+Value f_sort(Interpreter&, const Value& v, CallArgs& a) {
+  const bool reverse = truthy(arg(a, 0, "reverse")), cs = truthy(arg(a, 1, "case_sensitive"));
+  const Value attribute = arg(a, 2, "attribute");
+  List items = iterate(v);
+  auto key = [&](const Value& x) {
+    return sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs);
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    return reverse ? less(key(y), key(x)) : less(key(x), key(y));
+  });
+  return Value(std::move(items));
+}
+
+Value f_dictsort(Interpreter&, const Value& v, CallArgs& a) {
+  if (!v.is_dict()) throw TemplateError("You can only sort by either \"key\" or \"value\"");
+  const bool cs = truthy(arg(a, 0, "case_sensitive"));
+  const std::string by = str_arg(a, 1, "by", "key");
+  const bool reverse = truthy(arg(a, 2, "reverse"));
+  List items;
+  for (const auto& [k, x] : v.as_dict().items) items.push_back(Value::tuple(List{k, x}));
+  const size_t idx = by == "value" ? 1 : 0;
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    const Value kx = sort_key(x.as_list()[idx], cs), ky = sort_key(y.as_list()[idx], cs);
+    return reverse ? less(ky, kx) : less(kx, ky);
+  });
+  return Value(std::move(items));
+}
+
+Value f_unique(Interpreter&, const Value& v, CallArgs& a) {
+  const bool cs = truthy(arg(a, 0, "case_sensitive"));
+  const Value attribute = arg(a, 1, "attribute");
+  List out, seen;
+  for (const Value& x : iterate(v)) {
+    const Value k = sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs);
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
+      seen.push_back(k);
+      out.push_back(x);
+    }
+  }
+  return Value(std::move(out));
+}
+
+Value extreme(const Value& v, CallArgs& a, bool want_max) {
+  const bool cs = truthy(arg(a, 0, "case_sensitive"));
+  const Value attribute = arg(a, 1, "attribute");
+  List items = iterate(v);
+  if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+  size_t best = 0;
+  auto key = [&](const Value& x) { return sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs); };
+  for (size_t i = 1; i < items.size(); ++i) {
+    const bool better = want_max ? less(key(items[best]), key(items[i])) : less(key(items[i]), key(items[best]));
+    if (better) best = i;
+  }
+  return items[best];
+}
+
+Value f_max(Interpreter&, const Value& v, CallArgs& a) { return extreme(v, a, true); }
+Value f_min(Interpreter&, const Value& v, CallArgs& a) { return extreme(v, a, false); }
+
+Value f_sum(Interpreter&, const Value& v, CallArgs& a) {
+  const Value attribute = arg(a, 0, "attribute");
+  Value total = arg(a, 1, "start", Value(int64_t{0}));
+  for (const Value& x : iterate(v)) total = binary_op("+", total, attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
+  return total;
+}
+
+Value f_batch(Interpreter&, const Value& v, CallArgs& a) {
+  const int64_t n = int_arg(a, 0, "linecount", 1);
+  if (n <= 0) throw TemplateError("batch size must be positive");
+  const Value fill = arg(a, 1, "fill_with");
+  List out, cur;
+  for (const Value& x : iterate(v)) {
+    cur.push_back(x);
+    if (static_cast<int64_t>(cur.size()) == n) out.emplace_back(std::exchange(cur, {}));
+  }
+  if (!cur.empty()) {
+    while (!fill.is_undefined() && static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+    out.emplace_back(std::move(cur));
+  }
+  return Value(std::move(out));
+}
+
+// "%s and %d" % args, as the `format` filter applies it.
+Value f_format(Interpreter&, const Value& v, CallArgs& a) {
+  const std::string fmt = to_str(v);
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%' || i + 1 == fmt.size()) {
+      out += fmt[i];
+      continue;
+    }
+    const char c = fmt[++i];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= a.args.size()) throw TemplateError("not enough arguments for format string");
+    const Value& x = a.args[next++];
+    if (c == 's') out += to_str(x);
+    else if (c == 'r') out += repr(x);
+    else if (c == 'd' || c == 'i') out += std::to_string(static_cast<int64_t>(x.as_double()));
+    else throw TemplateError(std::string("unsupported format character '") + c + "'");
+  }
+  return Value(std::move(out));
+}
+
+// ---- tests -------------------------------------------------------------------------------------
+
+bool t_defined(Interpreter&, const Value& v, CallArgs&) { return !v.is_undefined(); }
+bool t_undefined(Interpreter&, const Value& v, CallArgs&) { return v.is_undefined(); }
+bool t_none(Interpreter&, const Value& v, CallArgs&) { return v.is_none(); }
+bool t_boolean(Interpreter&, const Value& v, CallArgs&) { return v.is_bool(); }
+bool t_true(Interpreter&, const Value& v, CallArgs&) { return v.is_bool() && v.as_bool(); }
+bool t_false(Interpreter&, const Value& v, CallArgs&) { return v.is_bool() && !v.as_bool(); }
+bool t_string(Interpreter&, const Value& v, CallArgs&) { return v.is_string(); }
+bool t_number(Interpreter&, const Value& v, CallArgs&) { return v.is_number() || v.is_bool(); }
+bool t_integer(Interpreter&, const Value& v, CallArgs&) { return v.is_int(); }
+bool t_float(Interpreter&, const Value& v, CallArgs&) { return v.is_float(); }
+bool t_mapping(Interpreter&, const Value& v, CallArgs&) { return v.is_dict() && !v.as_dict().is_namespace; }
+bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.as_dict().is_namespace);
+}
+bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.as_dict().is_namespace);
+}
+bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function(); }
+bool t_odd(Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 != 0; }
+bool t_even(Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 == 0; }
+bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
+  const int64_t n = int_arg(a, 0, "num", 1);
+  if (n == 0) throw TemplateError("integer division or modulo by zero");
+  return v.is_int() && v.as_int() % n == 0;
+}
+bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return equals(v, arg(a, 0, "other")); }
+bool t_ne(Interpreter&, const Value& v, CallArgs& a) { return !equals(v, arg(a, 0, "other")); }
+bool t_lt(Interpreter&, const Value& v, CallArgs& a) { return less(v, arg(a, 0, "other")); }
+bool t_gt(Interpreter&, const Value& v, CallArgs& a) { return less(arg(a, 0, "other"), v); }
+bool t_le(Interpreter&, const Value& v, CallArgs& a) { return !less(arg(a, 0, "other"), v); }
+bool t_ge(Interpreter&, const Value& v, CallArgs& a) { return !less(v, arg(a, 0, "other")); }
+bool t_in(Interpreter&, const Value& v, CallArgs& a) { return contains(arg(a, 0, "seq"), v); }
+bool t_sameas(Interpreter&, const Value& v, CallArgs& a) {
+  const Value o = arg(a, 0, "other");
+  if (v.is_dict() && o.is_dict()) return v.dict_ptr() == o.dict_ptr();
+  if ((v.is_none() && o.is_none()) || (v.is_bool() && o.is_bool())) return equals(v, o);
+  return false;
+}
+bool t_lower(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && pystr::all_of(v.as_string(), "lower"); }
+bool t_upper(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && pystr::all_of(v.as_string(), "upper"); }
+bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.as_string()); }
+bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_test(v.as_string()); }
+bool t_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
+
+// ---- methods ------------------------------------------------------------------------------------
+
+Value method(const std::string& name, std::function<Value(CallArgs&)> fn) {
+  return make_function(name, [fn = std::move(fn)](Interpreter& in, CallArgs& a) {
+    in.step();
+    return fn(a);
+  });
+}
+
+Value unsafe(const Value& obj, const std::string& name) {
+  const std::string t = obj.type_name();
+  const std::string msg = "access to attribute '" + name + "' of '" + t.substr(0, t.find(' ')) + "' object is unsafe.";
+  return make_function(name, [msg](Interpreter&, CallArgs&) -> Value { throw TemplateError(msg); });
+}
+
+bool affix_match(const std::string& s, const Value& affix, bool prefix) {
+  auto one = [&](const Value& x) {
+    if (!x.is_string()) throw TemplateError("startswith/endswith arguments must be str or a tuple of str");
+    const std::string& p = x.as_string();
+    return p.size() <= s.size() && (prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+  };
+  if (affix.is_list()) return std::any_of(affix.as_list().begin(), affix.as_list().end(), one);
+  return one(affix);
+}
+
+// str.format with {} / {0} / {name} fields (no format specs).
+std::string str_format(const std::string& fmt, const CallArgs& a) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] == '{' && i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out += '{';
+      ++i;
+    } else if (fmt[i] == '}' && i + 1 < fmt.size() && fmt[i + 1] == '}') {
+      out += '}';
+      ++i;
+    } else if (fmt[i] == '{') {
+      const size_t close = fmt.find('}', i);
+      if (close == std::string::npos) throw TemplateError("Single '{' encountered in format string");
+      const std::string field = fmt.substr(i + 1, close - i - 1);
+      Value v;
+      if (field.empty()) {
+        v = arg(a, auto_index++, "");
+      } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
+        v = arg(a, static_cast<size_t>(std::stoul(field)), "");
+      } else {
+        v = arg(a, SIZE_MAX, field.c_str());
+      }
+      if (v.is_undefined()) throw TemplateError("format field '" + field + "' has no argument");
+      out += to_str(v);
+      i = close;
+    } else {
+      out += fmt[i];
+    }
+  }
+  return out;
+}
+
+std::optional<Value> string_method(const std::string& s, const std::string& name) {
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    const bool l = name != "rstrip", r = name != "lstrip";
+    return method(name, [s, l, r](CallArgs& a) { return Value(pystr::strip(s, opt_str(a, 0, "chars"), l, r)); });
+  }
+  if (name == "split" || name == "rsplit") {
+    const bool right = name == "rsplit";
+    return method(name, [s, right](CallArgs& a) {
+      const auto sep = opt_str(a, 0, "sep");
+      if (sep && sep->empty()) throw TemplateError("empty separator");
+      const int64_t max = int_arg(a, 1, "maxsplit", -1);
+      return list_of_strings(right ? pystr::rsplit(s, sep, max) : pystr::split(s, sep, max));
+    });
+  }
+  if (name == "splitlines")
+    return method(name, [s](CallArgs& a) { return list_of_strings(pystr::splitlines(s, truthy(arg(a, 0, "keepends")))); });
+  if (name == "startswith" || name == "endswith") {
+    const bool prefix = name == "startswith";
+    return method(name, [s, prefix](CallArgs& a) { return Value(affix_match(s, arg(a, 0, "prefix"), prefix)); });
+  }
+  if (name == "upper") return method(name, [s](CallArgs&) { return Value(pystr::upper(s)); });
+  if (name == "lower") return method(name, [s](CallArgs&) { return Value(pystr::lower(s)); });
+  if (name == "title") return method(name, [s](CallArgs&) { return Value(pystr::title(s)); });
+  if (name == "capitalize") return method(name, [s](CallArgs&) { return Value(pystr::capitalize(s)); });
+  if (name == "replace")
+    return method(name, [s](CallArgs& a) {
+      return Value(pystr::replace(s, str_arg(a, 0, "old", ""), str_arg(a, 1, "new", ""), int_arg(a, 2, "count", -1)));
+    });
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
+    const bool last = name[0] == 'r', raise = name.find("index") != std::string::npos;
+    return method(name, [s, last, raise](CallArgs& a) {
+      const int64_t at = pystr::find(s, str_arg(a, 0, "sub", ""), last);
+      if (at < 0 && raise) throw TemplateError("substring not found");
+      return Value(at);
+    });
+  }
+  if (name == "count") return method(name, [s](CallArgs& a) { return Value(pystr::count(s, str_arg(a, 0, "x", ""))); });
+  if (name == "join")
+    return method(name, [s](CallArgs& a) {
+      std::string out;
+      bool first = true;
+      for (const Value& x : iterate(arg(a, 0, "iterable"))) {
+        if (!x.is_string()) throw TemplateError("sequence item: expected str instance, " + x.type_name() + " found");
+        out += (first ? "" : s) + x.as_string();
+        first = false;
+      }
+      return Value(std::move(out));
+    });
+  if (name == "removeprefix" || name == "removesuffix") {
+    const bool prefix = name == "removeprefix";
+    return method(name, [s, prefix](CallArgs& a) {
+      const std::string p = str_arg(a, 0, "x", "");
+      if (!affix_match(s, Value(p), prefix) || p.empty()) return Value(s);
+      return Value(prefix ? s.substr(p.size()) : s.substr(0, s.size() - p.size()));
+    });
+  }
+  if (name == "format") return method(name, [s](CallArgs& a) { return Value(str_format(s, a)); });
+  for (const char* cls : {"digit", "alpha", "alnum", "space", "lower", "upper"}) {
+    if (name == std::string("is") + cls) return method(name, [s, cls](CallArgs&) { return Value(pystr::all_of(s, cls)); });
+  }
+  return std::nullopt;
+}
+
+std::optional<Value> dict_method(const Value& obj, const std::string& name) {
+  if (name == "get")
+    return method(name, [obj](CallArgs& a) {
+      const Value* v = obj.as_dict().find(arg(a, 0, "key"));
+      return v ? *v : arg(a, 1, "default", Value::none());
+    });
+  if (name == "items") return method(name, [obj](CallArgs&) {
+    List out;
+    for (const auto& [k, x] : obj.as_dict().items) out.push_back(Value::tuple(List{k, x}));
+    return Value(std::move(out));
+  });
+  if (name == "keys") return method(name, [obj](CallArgs&) { return Value(iterate(obj)); });
+  if (name == "values") return method(name, [obj](CallArgs&) {
+    List out;
+    for (const auto& kv : obj.as_dict().items) out.push_back(kv.second);
+    return Value(std::move(out));
+  });
+  if (name == "copy") return method(name, [obj](CallArgs&) {
+    auto d = make_dict();
+    for (const auto& [k, x] : obj.as_dict().items) d->set(k, x);
+    return Value(std::move(d));
+  });
+  for (const char* m : {"pop", "popitem", "setdefault", "update", "clear", "fromkeys"})
+    if (name == m) return unsafe(obj, name);
+  return std::nullopt;
+}
+
+std::optional<Value> list_method(const Value& obj, const std::string& name) {
+  if (name == "index")
+    return method(name, [obj](CallArgs& a) {
+      const Value x = arg(a, 0, "x");
+      for (size_t i = 0; i < obj.as_list().size(); ++i)
+        if (equals(obj.as_list()[i], x)) return Value(static_cast<int64_t>(i));
+      throw TemplateError(repr(x) + " is not in list");
+    });
+  if (name == "count")
+    return method(name, [obj](CallArgs& a) {
+      const Value x = arg(a, 0, "x");
+      return Value(static_cast<int64_t>(std::count_if(obj.as_list().begin(), obj.as_list().end(),
+                                                      [&](const Value& y) { return equals(y, x); })));
+    });
+  if (name == "copy") return method(name, [obj](CallArgs&) { return Value(obj.as_list()); });
+  for (const char* m : {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"})
+    if (name == m) return unsafe(obj, name);
+  return std::nullopt;
+}
+
+// ---- globals --------------------------------------------------------------------------------------
+
+Value g_range(Interpreter& in, CallArgs& a) {
+  if (a.args.empty() || a.args.size() > 3) throw TemplateError("range expected 1 to 3 arguments");
+  for (const Value& x : a.args)
+    if (!x.is_int() && !x.is_bool()) throw TemplateError("range() arguments must be integers");
+  int64_t start = 0, stop = 0, step = 1;
+  if (a.args.size() == 1) {
+    stop = a.args[0].as_double() > 0 ? static_cast<int64_t>(a.args[0].as_double()) : 0;
+  } else {
+    start = static_cast<int64_t>(a.args[0].as_double());
+    stop = static_cast<int64_t>(a.args[1].as_double());
+    if (a.args.size() == 3) step = static_cast<int64_t>(a.args[2].as_double());
+  }
+  if (step == 0) throw TemplateError("range() arg 3 must not be zero");
+  const double n = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+  if (n > static_cast<double>(in.limits().max_range))
+    throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
+                        std::to_string(in.limits().max_range) + ").");
+  List out;
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) out.emplace_back(start + i * step);
+  return Value(std::move(out));
+}
+
+Value g_dict(Interpreter&, CallArgs& a, bool ns) {
+  auto d = make_dict();
+  d->is_namespace = ns;
+  for (const Value& x : a.args) {
+    if (!x.is_dict()) throw TemplateError(ns ? "namespace() takes a mapping" : "dict() takes a mapping");
+    for (const auto& [k, v] : x.as_dict().items) d->set(k, v);
+  }
+  for (const auto& [k, v] : a.kwargs) d->set(Value(k), v);
+  return Value(std::move(d));
+}
+
+Value g_strftime_now(Interpreter& in, CallArgs& a) {
+  const std::string fmt = str_arg(a, 0, "format", "");
+  const std::time_t t = std::chrono::system_clock::to_time_t(in.now());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::string buf(256 + fmt.size() * 8, '\0');
+  const size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
+  if (n == 0 && !fmt.empty()) throw TemplateError("strftime_now: the formatted date is too long");
+  buf.resize(n);
+  return Value(std::move(buf));
+}
+
+}  // namespace
+
+FilterFn find_filter(const std::string& name) {
+  static const std::unordered_map<std::string, FilterFn> kFilters = {
+      {"tojson", f_tojson},       {"length", f_length},       {"count", f_length},     {"string", f_string},
+      {"safe", f_safe},           {"list", f_list},           {"upper", f_upper},      {"lower", f_lower},
+      {"title", f_title},         {"capitalize", f_capitalize}, {"trim", f_trim},      {"default", f_default},
+      {"d", f_default},           {"join", f_join},           {"first", f_first},      {"last", f_last},
+      {"reverse", f_reverse},     {"items", f_items},         {"replace", f_replace},  {"int", f_int},
+      {"float", f_float},         {"abs", f_abs},             {"round", f_round},      {"indent", f_indent},
+      {"center", f_center},       {"wordcount", f_wordcount}, {"escape", f_escape},    {"e", f_escape},
+      {"forceescape", f_escape},  {"attr", f_attr},           {"map", f_map},          {"select", f_select},
+      {"reject", f_reject},       {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr},
+      {"sort", f_sort},           {"dictsort", f_dictsort},   {"unique", f_unique},    {"max", f_max},
+      {"min", f_min},             {"sum", f_sum},             {"batch", f_batch},      {"format", f_format},
+  };
+  auto it = kFilters.find(name);
+  return it == kFilters.end() ? nullptr : it->second;
+}
+
+TestFn find_test(const std::string& name) {
+  static const std::unordered_map<std::string, TestFn> kTests = {
+      {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},         {"boolean", t_boolean},
+      {"true", t_true},         {"false", t_false},         {"string", t_string},     {"number", t_number},
+      {"integer", t_integer},   {"float", t_float},         {"mapping", t_mapping},   {"iterable", t_iterable},
+      {"sequence", t_sequence}, {"callable", t_callable},   {"odd", t_odd},           {"even", t_even},
+      {"divisibleby", t_divisibleby}, {"eq", t_eq},         {"equalto", t_eq},        {"==", t_eq},
+      {"ne", t_ne},             {"!=", t_ne},               {"lt", t_lt},             {"lessthan", t_lt},
+      {"<", t_lt},              {"gt", t_gt},               {"greaterthan", t_gt},    {">", t_gt},
+      {"le", t_le},             {"<=", t_le},               {"ge", t_ge},             {">=", t_ge},
+      {"in", t_in},             {"sameas", t_sameas},       {"lower", t_lower},       {"upper", t_upper},
+      {"filter", t_filter},     {"test", t_test},           {"escaped", t_escaped},
+  };
+  auto it = kTests.find(name);
+  return it == kTests.end() ? nullptr : it->second;
+}
+
+std::optional<Value> find_method(const Value& obj, const std::string& name) {
+  if (obj.is_string()) return string_method(obj.as_string(), name);
+  if (obj.is_dict() && !obj.as_dict().is_namespace) return dict_method(obj, name);
+  if (obj.is_list()) return list_method(obj, name);
+  return std::nullopt;
+}
+
+std::unordered_map<std::string, Value> make_globals() {
+  std::unordered_map<std::string, Value> g;
+  g["range"] = make_function("range", g_range);
+  g["dict"] = make_function("dict", [](Interpreter& in, CallArgs& a) { return g_dict(in, a, false); });
+  g["namespace"] = make_function("namespace", [](Interpreter& in, CallArgs& a) { return g_dict(in, a, true); });
+  g["raise_exception"] = make_function("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
+    throw TemplateError(str_arg(a, 0, "message", ""));
+  });
+  g["strftime_now"] = make_function("strftime_now", g_strftime_now);
+  return g;
+}
+
+}  // namespace specd::jinja

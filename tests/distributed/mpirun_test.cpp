@@ -1,0 +1,319 @@
+// `mpirun -np 2 specd ...` end to end (label `distributed`): greedy output under tensor
+// parallelism equals plain TP-1 output token for token, with every proposer and the draft at
+// TP 1 and TP 2; a killed rank ends the job within seconds naming the lost rank; a load that
+// fails on one rank ends every rank with an error naming it; the server under mpirun passes the
+// official OpenAI client's checks. The launcher runs as root here too: kLauncherEnv sets
+// OpenMPI's allow-run-as-root variables.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "fixture.hpp"
+#include "server/http_client.hpp"
+#include "server/server_process.hpp"
+
+namespace specd::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// OpenMPI refuses root without these (docs/distributed.md); --bind-to none leaves both ranks
+// free to run on any core of a shared machine.
+const char* const kLauncherEnv = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+const std::vector<std::string> kLauncher = {SPECD_MPIEXEC, "-np", "2", "--oversubscribe", "--bind-to", "none"};
+
+std::string launcher() {
+  std::string s = kLauncherEnv;
+  for (const std::string& a : kLauncher) s += a + " ";
+  return s;
+}
+
+fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "distributed"; }
+
+struct Outcome {
+  int status = -1;
+  std::string out;  // stdout (the JSON result)
+  std::string err;
+  double seconds = 0;
+};
+
+// Runs `command` through the shell (bounded by `timeout 120`).
+Outcome shell(const std::string& command) {
+  fs::create_directories(work_dir());
+  const fs::path err = work_dir() / "stderr.txt";
+  Outcome r;
+  const auto t0 = Clock::now();
+  FILE* p = ::popen(("timeout 120 " + command + " 2>" + err.string()).c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::ifstream in(err);
+  r.err.assign(std::istreambuf_iterator<char>(in), {});
+  return r;
+}
+
+// The fixtures: `tiny` (GQA Llama) as the target, a 1-layer draft checkpoint of it, and a
+// target with an MTP module. Layers drawn with std 0.06 (not the default 0.02, where the
+// embeddings decide the argmax) so that a wrong shard or a missed all-reduce changes the
+// output, while a 1-layer self-draft still gets about a quarter of its drafts accepted.
+fixture::Options tiny_options() {
+  fixture::Options o;
+  o.preset = "tiny";
+  o.seed = 11;
+  o.layer_std = 0.06;
+  return o;
+}
+
+fs::path target_dir() {
+  static const fs::path dir = fixture::write(tiny_options(), work_dir() / "tiny");
+  return dir;
+}
+
+fs::path draft_dir() {
+  static const fs::path dir = fixture::write_draft_of(target_dir(), 1, work_dir() / "tiny-draft");
+  return dir;
+}
+
+fs::path mtp_dir() {
+  static const fs::path dir = [] {
+    fixture::Options o = tiny_options();
+    o.mtp_modules = 1;
+    o.mtp_identity = true;
+    return fixture::write(o, work_dir() / "tiny-mtp");
+  }();
+  return dir;
+}
+
+fs::path write_config(const std::string& name, const fs::path& model, const std::string& extra) {
+  const fs::path file = work_dir() / (name + ".yaml");
+  fs::create_directories(work_dir());
+  std::ofstream(file) << "model:\n  path: " << model.string() << "\n  dtype: f32\n  max_model_len: 256\n"
+                      << "kv_cache:\n  memory_mib: 8\n" << extra;
+  return file;
+}
+
+const char* const kPrompt = "the cat sat on the mat and the cat sat on the mat and the";
+
+std::string generate_args(const fs::path& config) {
+  return std::string(SPECD_CLI_PATH) + " generate --config " + config.string() + " --prompt '" + kPrompt +
+         "' --temperature 0 --max-tokens 24 --json";
+}
+
+json result_of(const Outcome& r) {
+  const json j = json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "stdout: " << r.out << "\nstderr: " << r.err;
+  return j;
+}
+
+// Plain greedy decoding at TP 1 (no launcher), per target model.
+std::vector<int32_t> reference(const fs::path& model) {
+  static std::map<fs::path, std::vector<int32_t>> cache;
+  if (auto it = cache.find(model); it != cache.end()) return it->second;
+  const Outcome r = shell(generate_args(write_config("plain-tp1", model, "")));
+  EXPECT_EQ(r.status, 0) << r.err;
+  const json j = result_of(r);
+  return cache[model] = j.is_discarded() ? std::vector<int32_t>{} : j["token_ids"].get<std::vector<int32_t>>();
+}
+
+struct Case {
+  std::string name;
+  // YAML of speculative.proposer's settings; empty: no speculation; "draft": the draft
+  // checkpoint (its path is known only at run time).
+  std::string proposer;
+  int32_t proposer_tp = 0;       // speculative.proposer.tensor_parallel_size; 0: unset (the target's)
+  bool mtp = false;              // the target with an MTP module
+  std::string scheduler;         // YAML of the scheduler section
+};
+
+const std::string kSelfDraft = "    name: draft_model\n    layers: 1\n    temperature: 0\n";
+std::string draft_checkpoint() {
+  return "    name: draft_model\n    model: " + draft_dir().string() + "\n    temperature: 0\n";
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class MpirunGenerate : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
+  const Case& c = GetParam();
+  const fs::path model = c.mtp ? mtp_dir() : target_dir();
+  std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
+  if (!c.proposer.empty()) {
+    extra += "speculative:\n  num_speculative_tokens: 3\n  verifier: greedy\n  proposer:\n" +
+             (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
+    if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
+  }
+  const std::vector<int32_t> want = reference(model);
+  ASSERT_EQ(want.size(), 24u);
+  const Outcome r = shell(launcher() + generate_args(write_config(c.name, model, extra)));
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The target really ran on two ranks (and the draft where it was asked to).
+  EXPECT_NE(r.err.find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << r.err;
+  if (c.proposer_tp > 0 && c.proposer.find("mtp") == std::string::npos) {
+    EXPECT_NE(r.err.find("draft models run on " + std::to_string(c.proposer_tp) + " of them"), std::string::npos)
+        << r.err;
+  }
+  const json j = result_of(r);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), want);
+  if (!c.proposer.empty() && c.proposer.find("ngram") == std::string::npos) {
+    // Drafts were accepted: the verify/rollback path ran under tensor parallelism.
+    EXPECT_GT(j["speculative"]["accepted_tokens"].get<int64_t>(), 0) << j.dump();
+  }
+}
+
+Case make_case(std::string name, std::string proposer, int32_t proposer_tp = 0, bool mtp = false,
+               std::string scheduler = "") {
+  return {std::move(name), std::move(proposer), proposer_tp, mtp, std::move(scheduler)};
+}
+
+const std::string kAsync = "  async_scheduling: true\n";
+const std::string kMtp = "    name: mtp\n    num_modules: 1\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Proposers, MpirunGenerate,
+    ::testing::Values(make_case("plain", ""), make_case("plain_async", "", 0, false, kAsync),
+                      make_case("self_draft_tp2", kSelfDraft, 2), make_case("self_draft_tp1", kSelfDraft, 1),
+                      make_case("draft_tp2", "draft", 2), make_case("draft_tp1_async", "draft", 1, false, kAsync),
+                      make_case("ngram", "    name: ngram\n"), make_case("mtp", kMtp, 0, true),
+                      make_case("mtp_multi_step", kMtp, 0, true, kAsync + "  num_scheduler_steps: 2\n")),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {
+  const Outcome alone = shell(std::string(SPECD_CLI_PATH) + " generate --model " + target_dir().string() +
+                          " --prompt hi --set model.tensor_parallel_size=2");
+  EXPECT_NE(alone.status, 0);
+  EXPECT_NE(alone.err.find("model.tensor_parallel_size = 2 needs 2 MPI ranks"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("mpirun -np 2"), std::string::npos) << alone.err;
+
+  const Outcome three = shell(launcher() + SPECD_CLI_PATH + " generate --model " + target_dir().string() +
+                          " --prompt hi --set model.tensor_parallel_size=3");
+  EXPECT_NE(three.status, 0);
+  EXPECT_NE(three.err.find("model.tensor_parallel_size = 3 but the MPI job has 2 ranks"), std::string::npos)
+      << three.err;
+
+  const Outcome mtp_tp1 = shell(launcher() + generate_args(write_config(
+                                             "mtp-tp1", mtp_dir(),
+                                             "speculative:\n  proposer:\n    name: mtp\n    num_modules: 1\n"
+                                             "    tensor_parallel_size: 1\n")));
+  EXPECT_NE(mtp_tp1.status, 0);
+  EXPECT_NE(mtp_tp1.err.find("MTP modules share the target's sharded embeddings"), std::string::npos) << mtp_tp1.err;
+}
+
+TEST(MpirunFailures, LoadFailingOnOneRankEndsEveryRankNamingIt) {
+  // MPMD: rank 1 starts in a directory without the (relative) model path, as on a node where
+  // the checkpoint was not copied.
+  const fs::path empty = work_dir() / "empty";
+  fs::create_directories(empty);
+  (void)target_dir();
+  std::string cmd = std::string(kLauncherEnv) + SPECD_MPIEXEC + " --oversubscribe --bind-to none";
+  const std::string args = " generate --model tiny --prompt hi --max-tokens 4";
+  cmd += " -np 1 -wdir " + work_dir().string() + " " + SPECD_CLI_PATH + args;
+  cmd += " : -np 1 -wdir " + empty.string() + " " + SPECD_CLI_PATH + args;
+  const Outcome r = shell(cmd);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("could not load the target tiny on every rank (rank 1: model directory or GGUF file tiny "
+                       "does not exist)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(r.seconds, 60.0);  // ended, not hung (the shell's bound is 120 s)
+}
+
+// The ranks mpirun started for `mpirun_pid`, by OMPI_COMM_WORLD_RANK.
+std::map<int, pid_t> ranks_of(pid_t mpirun_pid) {
+  std::map<int, pid_t> ranks;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    stat >> pid >> comm >> state >> ppid;
+    if (ppid != mpirun_pid) continue;
+    std::ifstream env(e.path() / "environ");
+    std::string var;
+    while (std::getline(env, var, '\0')) {
+      if (var.starts_with("OMPI_COMM_WORLD_RANK=")) ranks[std::stoi(var.substr(21))] = std::stoi(name);
+    }
+  }
+  return ranks;
+}
+
+std::string write_server_config() {
+  const fs::path file = work_dir() / "serve.yaml";
+  std::ofstream(file) << "model:\n  path: " << target_dir().string() << "\n  max_model_len: 256\n"
+                      << "kv_cache:\n  memory_mib: 8\nserver:\n  model_name: tiny\n";
+  return file.string();
+}
+
+const std::vector<std::string> kLauncherEnvList = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+TEST(MpirunFailures, KilledRankEndsTheJobNamingIt) {
+  ServerProcess s(write_server_config(), kLauncherEnvList, kLauncher);
+  ASSERT_TRUE(s.ready()) << s.log();
+  const std::map<int, pid_t> ranks = ranks_of(s.pid());
+  ASSERT_EQ(ranks.size(), 2u) << s.log();
+  // A request in flight while the rank goes.
+  std::thread client([&] {
+    http_call(s.port(), "POST", "/v1/completions",
+              R"({"model":"tiny","prompt":"hi","max_tokens":200,"temperature":0,"ignore_eos":true})");
+  });
+  const auto t0 = Clock::now();
+  ::kill(ranks.at(1), SIGKILL);
+  const int status = s.wait(std::chrono::seconds(10));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  client.join();
+  EXPECT_NE(status, 0);
+  EXPECT_NE(status, -SIGKILL) << "mpirun did not end within 10 s:\n" << s.log();  // wait() killed it
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(s.log().find("process rank 1 with PID"), std::string::npos) << s.log();
+}
+
+TEST(MpirunServer, PassesTheOfficialOpenAIClient) {
+  const fs::path tools = fs::path(SPECD_SOURCE_DIR) / "tools";
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
+  if (!fs::exists(tools / "node_modules/openai/package.json")) {
+    GTEST_SKIP() << "tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
+  }
+  ServerProcess s(write_server_config(), kLauncherEnvList, kLauncher);
+  ASSERT_TRUE(s.ready()) << s.log();
+  const Outcome r = shell("env SPECD_URL=http://127.0.0.1:" + std::to_string(s.port()) +
+                      "/v1 SPECD_MODEL=tiny SPECD_TOOLS_DIR=" + tools.string() + " node " +
+                      (fs::path(SPECD_SOURCE_DIR) / "tests/server/js/openai_client.mjs").string());
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(s.log().find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << s.log();
+  // A request that fails (its prompt exceeds max_model_len 256) fails alone, on rank 0, before
+  // any forward is announced: the ranks stay in step and the next request is served.
+  std::string long_prompt;
+  for (int i = 0; i < 400; ++i) long_prompt += "cat ";
+  const HttpResponse bad = http_call(s.port(), "POST", "/v1/completions",
+                                     json{{"model", "tiny"}, {"prompt", long_prompt}, {"max_tokens", 4}}.dump());
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  const HttpResponse good = http_call(s.port(), "POST", "/v1/completions",
+                                      json{{"model", "tiny"}, {"prompt", "hi"}, {"max_tokens", 4}}.dump());
+  EXPECT_EQ(good.status, 200) << good.body;
+  // SIGTERM to mpirun reaches rank 0, which drains and ends the session; the job ends (mpirun
+  // itself exits 1 after forwarding a signal, docs/distributed.md).
+  EXPECT_NE(s.stop(std::chrono::seconds(30)), -SIGKILL) << s.log();
+  EXPECT_NE(s.log().find("server stopped"), std::string::npos) << s.log();
+}
+
+}  // namespace
+}  // namespace specd::test

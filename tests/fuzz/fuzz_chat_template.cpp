@@ -1,0 +1,41 @@
+// libFuzzer target: a Jinja chat template as a model file or server.chat_template brings it,
+// compiled and rendered with a fixed conversation (two messages, one tool). Anything but a
+// TemplateError or a specd::Error (a refused template) is a finding: a crash, a sanitizer
+// report, a hang past the render limits or another exception.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "specd/error.hpp"
+#include "template/chat_template.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace specd::jinja;
+  static const ChatInput input = [] {
+    ChatInput in;
+    in.messages = from_json(nlohmann::json::parse(
+        R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
+    in.tools = from_json(nlohmann::json::parse(
+        R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])"));
+    in.now = std::chrono::system_clock::time_point{};
+    return in;
+  }();
+  // Small limits keep each input fast; the limits themselves are what is under test.
+  RenderLimits limits;
+  limits.max_output_bytes = 1 << 16;
+  limits.max_steps = 20000;
+  specd::tokenizer::ChatTemplateConfig config;
+  config.special_tokens = {{"bos_token", "<s>"}, {"eos_token", "</s>"}};
+  config.origin = "fuzz";
+  try {
+    const ChatTemplates t =
+        ChatTemplates::from_source(std::string(reinterpret_cast<const char*>(data), size), config, "fuzz");
+    (void)t.render(input, limits);
+  } catch (const TemplateError&) {
+  } catch (const specd::Error&) {
+  }
+  return 0;
+}

@@ -299,6 +299,23 @@ TEST(MpirunServer, PassesTheOfficialOpenAIClient) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out << r.err;
   EXPECT_NE(s.log().find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << s.log();
+  // n > 1 shares the prompt's KV blocks; the copy-on-write of the last partial block must happen
+  // on every rank: at temperature 0 each choice equals the single greedy answer. Prompts of token
+  // ids of 21 and 35 tokens leave 20 and 34 shared tokens, partial blocks of 16.
+  for (const int32_t len : {21, 35}) {
+    json prompt = json::array();
+    for (int32_t i = 0; i < len; ++i) prompt.push_back(5 + (i * 7) % 90);
+    json body = {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}};
+    const HttpResponse one = http_call(s.port(), "POST", "/v1/completions", body.dump());
+    body["n"] = 3;
+    const HttpResponse three = http_call(s.port(), "POST", "/v1/completions", body.dump());
+    ASSERT_EQ(one.status, 200) << one.body;
+    ASSERT_EQ(three.status, 200) << three.body;
+    const std::string want = json::parse(one.body)["choices"][0]["text"].get<std::string>();
+    const json choices = json::parse(three.body)["choices"];
+    ASSERT_EQ(choices.size(), 3u) << three.body;
+    for (const json& c : choices) EXPECT_EQ(c["text"].get<std::string>(), want) << "prompt of " << len << " tokens";
+  }
   // A request that fails (its prompt exceeds max_model_len 256) fails alone, on rank 0, before
   // any forward is announced: the ranks stay in step and the next request is served.
   std::string long_prompt;

@@ -1,5 +1,8 @@
 #include "gguf_writer.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -169,7 +172,11 @@ void Writer::add_tensor(std::string name, std::vector<uint64_t> ne, TensorType t
 }
 
 void Writer::write(const std::filesystem::path& file) const {
-  const std::filesystem::path tmp = file.string() + ".tmp";
+  // A name of this process and call: tests running in parallel may write the same file, and
+  // each must rename its own complete copy.
+  static std::atomic<uint64_t> calls{0};
+  const std::filesystem::path tmp =
+      file.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls.fetch_add(1));
   try {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) io_error(tmp, "cannot create");

@@ -58,7 +58,7 @@ class Writer {
 
   size_t tensor_count() const { return tensors_.size(); }
 
-  // Writes <file>.tmp and renames it over `file`, so a failed write leaves no partial file.
+  // Writes <file>.tmp.<pid>.<n> and renames it over `file`, so a failed write leaves no partial file.
   // Throws specd::Error naming the file on I/O errors, and kInternal naming the tensor when a
   // write_data callback wrote the wrong number of bytes.
   void write(const std::filesystem::path& file) const;

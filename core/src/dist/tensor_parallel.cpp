@@ -219,12 +219,12 @@ void Leader::allocate_kv(int32_t model, const kv::KvCacheShape& shape, int32_t n
 
 void Leader::attach(model::LlamaModel& llama, int32_t id) {
   const int64_t hidden = llama.config().hidden_size;
-  llama.set_announce([this, id, hidden](const model::ForwardBatch& b, const kv::KvCache& kv) {
+  llama.set_announce([this, id, hidden](const model::ForwardBatch& b, kv::KvCache& kv) {
     announce_forward(id, hidden, b, kv);
   });
 }
 
-void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBatch& batch, const kv::KvCache& kv) {
+void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBatch& batch, kv::KvCache& kv) {
   MessageWriter w(message_);
   w.put(Op::kForward);
   w.put(id);
@@ -234,6 +234,8 @@ void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBa
                         (batch.input_hidden != nullptr ? kInputHidden : 0);
   w.put<int32_t>(static_cast<int32_t>(batch.seqs.size()));
   w.put(flags);
+  const std::vector<int32_t> copies = kv.take_copies();  // copy-on-write since the last forward
+  w.put_span(std::span<const int32_t>(copies));
   for (const model::SequenceInput& s : batch.seqs) {
     w.put<int64_t>(s.seq);
     w.put<int32_t>(kv.num_tokens(s.seq));
@@ -341,6 +343,7 @@ void Follower::forward(MessageReader& in) {
   const auto id = static_cast<size_t>(in.get<int32_t>());
   const auto num_seqs = static_cast<size_t>(in.get<int32_t>());
   const auto flags = in.get<int32_t>();
+  const auto copies = in.get_span<int32_t>();
   try {
     SPECD_CHECK(id < models_.size() && models_[id] != nullptr && models_[id]->kv != nullptr, ErrorCode::kInternal,
                 "forward of an unknown model " + std::to_string(id));
@@ -359,6 +362,7 @@ void Follower::forward(MessageReader& in) {
     batch_.return_hidden = (flags & kReturnHidden) != 0;
     batch_.hidden_all = (flags & kHiddenAll) != 0;
     batch_.input_hidden = (flags & kInputHidden) != 0 ? in.get_span<float>().data() : nullptr;
+    m.kv->copy_blocks(copies);
     m.kv->mirror(mirror_);
     m.llama->forward(batch_, *m.kv, m.out);
   } catch (const std::exception& e) {

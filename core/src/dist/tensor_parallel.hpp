@@ -103,7 +103,7 @@ class Leader {
  private:
   // Sends `message_`, runs `here`, then exchanges statuses; throws if any rank failed.
   void run_everywhere(const std::function<void()>& here, const std::string& what);
-  void announce_forward(int32_t id, int64_t hidden, const model::ForwardBatch& batch, const kv::KvCache& kv);
+  void announce_forward(int32_t id, int64_t hidden, const model::ForwardBatch& batch, kv::KvCache& kv);
 
   Session& session_;
   Communicator& group_;

@@ -186,7 +186,10 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   }
   auto allocate = [&] { kv = std::make_unique<kv::KvCache>(shape, blocks); };
   if (leader) {
-    leader->allocate_kv(dist::Leader::kTarget, shape, blocks, allocate);
+    leader->allocate_kv(dist::Leader::kTarget, shape, blocks, [&] {
+      allocate();
+      kv->record_copies(true);
+    });
   } else {
     allocate();
   }

@@ -110,6 +110,7 @@ bool KvCache::reserve(SeqId seq, int32_t n) {
     allocator_.allocate(1, fresh);
     int32_t& block = t.blocks[static_cast<size_t>(tail)];
     copy_block(block, fresh[0]);
+    if (record_copies_) copies_.insert(copies_.end(), {block, fresh[0]});
     allocator_.free(block);  // the other holders keep it
     block = fresh[0];
   }
@@ -125,6 +126,15 @@ void KvCache::copy_block(int32_t from, int32_t to) {
       std::memcpy(base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes, bytes);
     }
   }
+}
+
+void KvCache::copy_blocks(std::span<const int32_t> from_to) {
+  SPECD_CHECK(from_to.size() % 2 == 0, ErrorCode::kInternal, "KV cache: block copies come in pairs");
+  for (int32_t b : from_to) {
+    SPECD_CHECK(b >= 0 && b < num_blocks(), ErrorCode::kInternal,
+                "KV cache: copied block " + std::to_string(b) + " is outside the pool of " + std::to_string(num_blocks()));
+  }
+  for (size_t i = 0; i < from_to.size(); i += 2) copy_block(from_to[i], from_to[i + 1]);
 }
 
 void KvCache::fork(SeqId parent, SeqId child, int32_t len) {

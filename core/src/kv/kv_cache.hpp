@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/block_allocator.hpp"
@@ -96,6 +97,14 @@ class KvCache {
     std::span<const int32_t> blocks;
   };
   void mirror(std::span<const MirroredSeq> seqs);
+  // The block copies of copy-on-write (reserve after fork) reach the followers the same way: rank
+  // 0 records them (record_copies(true), set where dist::Leader allocates the cache) and sends
+  // those made since the last forward with the next one (take_copies, as from, to pairs); each
+  // follower repeats them in order before that forward (copy_blocks). Throws kInternal for an
+  // odd count or a block outside the pool.
+  void record_copies(bool on) { record_copies_ = on; }
+  std::vector<int32_t> take_copies() { return std::exchange(copies_, {}); }
+  void copy_blocks(std::span<const int32_t> from_to);
 
   std::span<const int32_t> block_table(SeqId seq) const;
   // Row index (block * block_size + offset) of token position `pos` of `seq`.
@@ -122,6 +131,8 @@ class KvCache {
   BlockAllocator allocator_;
   std::unordered_map<SeqId, BlockTable> seqs_;
   std::vector<std::unique_ptr<std::byte[]>> k_, v_;
+  bool record_copies_ = false;
+  std::vector<int32_t> copies_;  // from, to pairs since the last take_copies()
 };
 
 }  // namespace specd::kv

@@ -46,7 +46,7 @@ class LlamaModel {
   // Tensor parallelism, rank 0: called once per forward, after the batch was checked and
   // before any collective, to send the call to the other ranks (dist::Leader). Every forward
   // that passes its checks runs on all ranks; one that fails them fails on rank 0 alone.
-  using Announce = std::function<void(const ForwardBatch& batch, const kv::KvCache& kv)>;
+  using Announce = std::function<void(const ForwardBatch& batch, kv::KvCache& kv)>;
   void set_announce(Announce announce) { announce_ = std::move(announce); }
 
   // An MTP module (weights().is_mtp()) takes batch.input_hidden and runs its one block over

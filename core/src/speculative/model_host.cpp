@@ -206,7 +206,10 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const dist::HostedM
 
 void ModelHost::set_kv(Hosted& h, int32_t num_blocks) {
   if (h.tp_id >= 0) {
-    leader_->allocate_kv(h.tp_id, kv_shape(h), num_blocks, [&] { h.set_kv(kv_shape(h), num_blocks); });
+    leader_->allocate_kv(h.tp_id, kv_shape(h), num_blocks, [&] {
+      h.set_kv(kv_shape(h), num_blocks);
+      h.own_kv->record_copies(true);  // the followers repeat its copy-on-write copies
+    });
   } else {
     h.set_kv(kv_shape(h), num_blocks);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "kv/block_allocator.hpp"
 #include "kv/kv_cache.hpp"
@@ -106,6 +107,60 @@ TEST(KvCache, TruncateFreesBlocksNoLongerNeeded) {
 TEST(KvCache, RejectsBadShapes) {
   EXPECT_THROW(KvCache(small_shape(3), 4), Error);
   EXPECT_THROW(KvCache(KvCacheShape{0, 2, 8, 4}, 4), Error);
+}
+
+// Tensor parallelism: a follower's cache mirrors rank 0's tables, not its data, so rank 0's
+// copy-on-write copies (reserve after fork, n > 1) must be repeated there. A follower that
+// repeats the recorded copies holds the same K/V in the child's blocks as rank 0.
+TEST(KvCache, RecordedCopyOnWriteCopiesReproduceTheDataOnAFollower) {
+  const KvCacheShape shape = small_shape();
+  KvCache leader(shape, 6);
+  KvCache follower(shape, 6);
+  leader.record_copies(true);
+  leader.add_sequence(1);
+  ASSERT_TRUE(leader.reserve(1, 6));  // blocks 2: the second partly filled
+  leader.commit(1, 6);
+  // A forward's writes, on both ranks (each rank writes its own shard; here the same bytes).
+  const size_t layer_elems = static_cast<size_t>(6 * shape.block_size) * static_cast<size_t>(leader.row_elems());
+  for (KvCache* c : {&leader, &follower}) {
+    for (int32_t l = 0; l < shape.num_layers; ++l) {
+      auto* k = static_cast<float*>(c->k_layer(l));
+      auto* v = static_cast<float*>(c->v_layer(l));
+      for (size_t i = 0; i < layer_elems; ++i) {
+        k[i] = static_cast<float>(i + 1000 * l);
+        v[i] = -static_cast<float>(i + 1000 * l);
+      }
+    }
+  }
+  leader.fork(1, 2, 5);
+  EXPECT_TRUE(leader.take_copies().empty());  // sharing copies nothing
+  ASSERT_TRUE(leader.reserve(2, 1));          // the shared partial block is copied first
+  const std::vector<int32_t> copies = leader.take_copies();
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0], leader.block_table(1)[1]);
+  EXPECT_EQ(copies[1], leader.block_table(2)[1]);
+  EXPECT_TRUE(leader.take_copies().empty());  // taken once
+  follower.copy_blocks(copies);
+  const size_t block_elems = static_cast<size_t>(shape.block_size) * static_cast<size_t>(leader.row_elems());
+  const auto to = static_cast<size_t>(copies[1]);
+  for (int32_t l = 0; l < shape.num_layers; ++l) {
+    for (size_t i = 0; i < block_elems; ++i) {
+      ASSERT_EQ(static_cast<float*>(follower.k_layer(l))[to * block_elems + i],
+                static_cast<float*>(leader.k_layer(l))[to * block_elems + i]);
+      ASSERT_EQ(static_cast<float*>(follower.v_layer(l))[to * block_elems + i],
+                static_cast<float*>(leader.v_layer(l))[to * block_elems + i]);
+    }
+  }
+  EXPECT_THROW(follower.copy_blocks(std::vector<int32_t>{1}), Error);
+  EXPECT_THROW(follower.copy_blocks(std::vector<int32_t>{0, 6}), Error);
+  // Without record_copies (TP 1), nothing accumulates.
+  KvCache plain(shape, 6);
+  plain.add_sequence(1);
+  ASSERT_TRUE(plain.reserve(1, 6));
+  plain.commit(1, 6);
+  plain.fork(1, 2, 5);
+  ASSERT_TRUE(plain.reserve(2, 1));
+  EXPECT_TRUE(plain.take_copies().empty());
 }
 
 }  // namespace

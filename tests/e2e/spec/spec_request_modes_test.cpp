@@ -21,16 +21,13 @@ using specd::Request;
 using specd::RequestId;
 using specd::RequestOutput;
 using specd::TokenLogprobs;
+using specd::spec_test::kModes;
+using specd::spec_test::Mode;
+using specd::spec_test::mode_name;
+using specd::spec_test::scheduling;
 
 namespace {
 
-struct Mode {
-  bool async;
-  int steps;
-};
-constexpr Mode kModes[] = {{false, 1}, {true, 1}, {false, 4}, {true, 4}};
-
-std::string mode_name(Mode m) { return std::string(m.async ? "async" : "sync") + " n=" + std::to_string(m.steps); }
 
 struct Choice {
   std::vector<int32_t> tokens;
@@ -138,9 +135,7 @@ TEST_P(RequestFeaturesInEveryMode, SameChoicesLogprobsAndPromptLogprobs) {
   const fs::path target = specd::spec_test::target_fixture(false, ngram ? 0.004 : 0.02);
   const std::vector<Request> requests = feature_requests(c.verifier == "rejection");
   auto config = [&](Mode m) {
-    return specd::spec_test::spec_config(target, c.proposer, c.verifier, 3,
-                                         {{"scheduler.async_scheduling", m.async ? "true" : "false"},
-                                          {"scheduler.num_scheduler_steps", std::to_string(m.steps)}});
+    return specd::spec_test::spec_config(target, c.proposer, c.verifier, 3, scheduling(m));
   };
   const Outcome base = run(config(kModes[0]), requests);
   for (size_t i = 0; i < requests.size(); ++i) {

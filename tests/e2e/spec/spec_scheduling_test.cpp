@@ -23,22 +23,13 @@ using specd::Request;
 using specd::RequestId;
 using specd::RequestOutput;
 using specd::spec_test::add_request;
+using specd::spec_test::kModes;
+using specd::spec_test::Mode;
+using specd::spec_test::mode_name;
+using specd::spec_test::scheduling;
 
 namespace {
 
-struct Mode {
-  bool async;
-  int steps;
-};
-constexpr Mode kModes[] = {{false, 1}, {true, 1}, {false, 4}, {true, 4}};
-
-std::string mode_name(Mode m) { return std::string(m.async ? "async" : "sync") + " n=" + std::to_string(m.steps); }
-
-specd::config::Overrides scheduling(Mode m, specd::config::Overrides extra = {}) {
-  extra.push_back({"scheduler.async_scheduling", m.async ? "true" : "false"});
-  extra.push_back({"scheduler.num_scheduler_steps", std::to_string(m.steps)});
-  return extra;
-}
 
 // What a client sees of one request, plus the engine's counters.
 struct Stream {

@@ -15,6 +15,22 @@
 
 namespace specd::spec_test {
 
+// The scheduling modes whose output must be identical: sync / async scheduling, one / four
+// scheduler steps per schedule.
+struct Mode {
+  bool async;
+  int steps;
+};
+inline constexpr Mode kModes[] = {{false, 1}, {true, 1}, {false, 4}, {true, 4}};
+
+inline std::string mode_name(Mode m) { return std::string(m.async ? "async" : "sync") + " n=" + std::to_string(m.steps); }
+
+inline specd::config::Overrides scheduling(Mode m, specd::config::Overrides extra = {}) {
+  extra.push_back({"scheduler.async_scheduling", m.async ? "true" : "false"});
+  extra.push_back({"scheduler.num_scheduler_steps", std::to_string(m.steps)});
+  return extra;
+}
+
 namespace fs = std::filesystem;
 
 // The tests own the request ids (the engine takes the caller's): a fresh id per request.

@@ -99,6 +99,25 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
   return best;
 }
 
+Plan SpeculationPolicy::explore_up(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k,
+                                   const Plan& best) {
+  const int32_t largest = k.empty() ? 0 : *std::max_element(k.begin(), k.end());
+  if (largest < 1) return best;  // plain decoding stays plain
+  up_.assign(k.begin(), k.end());
+  bool raised = false;
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (k[i] == largest && k[i] < rows[i].cap) {
+      ++up_[i];
+      raised = true;
+    }
+  }
+  if (!raised) return best;
+  const Plan p = evaluate(base, rows, up_, cost_, variable_k_);
+  if (p.seconds <= 0 || p.goodput() < (1 - kExploreBand) * best.goodput()) return best;
+  std::copy(up_.begin(), up_.end(), k.begin());
+  return p;
+}
+
 void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics) {
   StepBase base;
   planned_rows_.clear();
@@ -140,7 +159,7 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     acceptance_.predict(row.seq->id, a);
     rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a};
   }
-  choose_k(base, rows_, k_);
+  explore_up(base, rows_, k_, choose_k(base, rows_, k_));
   const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (idle_steps_ >= kProbeInterval) {

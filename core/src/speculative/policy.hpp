@@ -23,6 +23,13 @@
 // idle long ever less likely to draft. The cost model still learns it, so that the predicted
 // step time (PolicyMetrics) matches the observed one and the other coefficients stay unbiased.
 //
+// Exploring upward: the cost model learns only the step shapes that run, so a larger k whose
+// cost it over-predicts would never be tried. When the best plan drafts (L >= 1), the plan that
+// gives its largest-k rows one draft more is taken instead if the model rates it within
+// kExploreBand of the best (a flat top, where the model's own error decides); the step then
+// teaches the model that shape, and a larger k that really costs more drops out of the band.
+// A plan that does not draft is never pushed into drafting, so a compute-bound batch stays plain.
+//
 // A proposer without variable k gets one k for every planned row. When no row has drafted for
 // kProbeInterval planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
 // being measured. Not thread-safe: the engine's step thread owns it.
@@ -70,6 +77,7 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
 class SpeculationPolicy {
  public:
   static constexpr int32_t kProbeInterval = 64;
+  static constexpr double kExploreBand = 0.02;
 
   // k_max: the largest k any request may get; max_tokens: the scheduler's token budget.
   SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k);
@@ -79,6 +87,10 @@ class SpeculationPolicy {
 
   // The search: fills k (size rows.size()) with the best choice and returns its objective.
   Plan choose_k(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k);
+  // Exploring upward (see the file comment): k holds choose_k's choice, `best` its objective;
+  // raises the rows at the largest k by one where that plan is within kExploreBand of `best`.
+  // Returns the objective of what k holds afterwards.
+  Plan explore_up(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k, const Plan& best);
 
   // Lowers row.lookahead of the rows whose sequence has dynamic_k set (see the file comment).
   void plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics);
@@ -112,6 +124,7 @@ class SpeculationPolicy {
   std::vector<sched::StepRow*> planned_rows_;
   std::vector<double> accept_;  // [planned rows, k_max]
   std::vector<int32_t> k_;
+  std::vector<int32_t> up_;  // explore_up's candidate
   // Per sequence: its length after the last step it drafted in (or when first seen), so that
   // a drafting row's catch-up (cost_model.hpp) is its length now minus this.
   std::unordered_map<RequestId, int64_t> drafted_len_;

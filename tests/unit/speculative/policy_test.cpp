@@ -4,6 +4,7 @@
 // acceptance models it is built from, and plan() on a real StepBatch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -165,6 +166,76 @@ TEST(SpeculationPolicy, ChosenKMaximisesTheObjectiveAgainstBruteForce) {
     EXPECT_GE(again.goodput(), best * (1 - 1e-12)) << "trial " << trial;
     for (size_t i = 0; i < k.size(); ++i) EXPECT_LE(k[i], in.caps[i]);
   }
+}
+
+// Exploring upward: on a flat top (k = 5 best, k = 6 within 0.4% under the model) the policy
+// takes one draft more so that the cost model learns that shape; where one more is clearly
+// worse, or where the best plan does not draft at all (even with k = 1 inside the band), the
+// choice stays.
+TEST(SpeculationPolicy, ExploresOneDraftMoreOnlyOnAFlatTop) {
+  auto one_row = [](double accept, std::vector<int32_t>& chosen, std::vector<int32_t>& explored) {
+    SpeculationPolicy p(8, 1024, true);
+    p.cost().set_target_prior(linear_target(0.010, 0.0005));
+    teach_propose(p, 0.0, 0.006, 0.0);
+    Instance in;
+    in.base = {1, 1, 1, 0, 0};
+    in.add(8, std::vector<double>(8, accept));
+    chosen.assign(1, 0);
+    const Plan best = p.choose_k(in.base, in.rows, chosen);
+    explored = chosen;
+    const Plan after = p.explore_up(in.base, in.rows, explored, best);
+    EXPECT_GE(after.goodput(), (1 - SpeculationPolicy::kExploreBand) * best.goodput());
+    return std::make_pair(best, after);
+  };
+  std::vector<int32_t> chosen, explored;
+  one_row(0.965, chosen, explored);
+  EXPECT_EQ(chosen[0], 5);
+  EXPECT_EQ(explored[0], 6);
+  one_row(0.7, chosen, explored);  // a steep top: k = 2 is 7% below k = 1
+  EXPECT_EQ(chosen[0], 1);
+  EXPECT_EQ(explored[0], 1);
+  // Plain decoding is best and k = 1 is within the band (1.2% below): never pushed into drafting.
+  one_row(0.6, chosen, explored);
+  EXPECT_EQ(chosen[0], 0);
+  EXPECT_EQ(explored[0], 0);
+}
+
+// On random instances (those of the brute-force test) exploring never leaves the band, never
+// lowers a row, never passes a cap and leaves a plan without drafts alone.
+TEST(SpeculationPolicy, ExploringStaysWithinTheBand) {
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  int explored_trials = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const bool variable_k = trial % 4 != 3;
+    SpeculationPolicy p(6, 1024, variable_k);
+    p.cost().set_target_prior(linear_target(0.002 + 0.02 * u(rng), 0.001 * u(rng)));
+    teach_propose(p, 0.002 * u(rng), 0.003 * u(rng), 0.0005 * u(rng));
+    Instance in;
+    const int batch = 1 + static_cast<int>(rng() % 4);
+    in.base = {static_cast<double>(batch), static_cast<double>(batch), static_cast<double>(batch), 0, 0};
+    for (int i = 0; i < batch; ++i) {
+      std::vector<double> a(6);
+      for (double& x : a) x = u(rng);
+      in.add(static_cast<int32_t>(rng() % 7), a);
+    }
+    std::vector<int32_t> k(in.rows.size());
+    const Plan best = p.choose_k(in.base, in.rows, k);
+    const std::vector<int32_t> chosen = k;
+    const Plan after = p.explore_up(in.base, in.rows, k, best);
+    EXPECT_NEAR(after.goodput(), evaluate(in.base, in.rows, k, p.cost(), variable_k).goodput(), 1e-9) << trial;
+    EXPECT_GE(after.goodput(), (1 - SpeculationPolicy::kExploreBand) * best.goodput() - 1e-12) << trial;
+    const bool drafting = std::any_of(chosen.begin(), chosen.end(), [](int32_t x) { return x > 0; });
+    for (size_t i = 0; i < k.size(); ++i) {
+      EXPECT_GE(k[i], chosen[i]) << trial;
+      EXPECT_LE(k[i], in.caps[i]) << trial;
+      if (!drafting) {
+        EXPECT_EQ(k[i], 0) << trial;
+      }
+    }
+    explored_trials += k != chosen ? 1 : 0;
+  }
+  EXPECT_GT(explored_trials, 0);  // the band is reached on some instances
 }
 
 TEST(CostModel, PriorInterpolatesAndExtrapolates) {

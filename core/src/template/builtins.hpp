@@ -1,10 +1,13 @@
-// Jinja's built-in filters, tests and globals, the sandbox's safe methods of str/dict/list, and
-// transformers' additions (tojson with ensure_ascii=False, raise_exception, strftime_now).
+// Jinja's built-in filters, tests and globals and transformers' additions (tojson with
+// ensure_ascii=False, raise_exception, strftime_now) in builtins.cpp; the sandbox's safe methods
+// of str/dict/list in methods.cpp.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "template/value.hpp"
 
@@ -26,5 +29,12 @@ std::optional<Value> find_method(const Value& obj, const std::string& name);
 
 // Reads argument `pos` (positional) or `name` (keyword) of a builtin call, else `def`.
 Value arg(const CallArgs& a, size_t pos, const char* name, Value def = Value());
+// The same as a string / an integer (def when absent or none; TemplateError for a non-number),
+// and as an optional string.
+std::string str_arg(const CallArgs& a, size_t pos, const char* name, const std::string& def);
+int64_t int_arg(const CallArgs& a, size_t pos, const char* name, int64_t def);
+std::optional<std::string> opt_str(const CallArgs& a, size_t pos, const char* name);
+// A Jinja list of the strings.
+Value list_of_strings(const std::vector<std::string>& parts);
 
 }  // namespace specd::jinja

@@ -5,23 +5,27 @@
 namespace specd::speculative {
 namespace {
 
-constexpr float kPriorDecay = 0.995f;  // per observation of a position, over every sequence
+constexpr float kPriorDecay = 0.995f;  // per verified draft, over every sequence and position
 constexpr float kSeqDecay = 0.9f;      // per planned step of the sequence
 constexpr double kPriorWeight = 2.0;   // pseudo-observations of the prior in a sequence's estimate
 constexpr double kChainWeight = 2.0;   // pseudo-observations of position j-1 in the prior at j
-constexpr double kInitial = 0.5;       // the prior at position 0 before any evidence
+constexpr double kInitial = 0.5;       // the chain's start: position 0 before any evidence
+constexpr double kOptimism = 1.0;      // pseudo-observations of "accepted" in the prior at every j
 
 }  // namespace
 
 AcceptanceModel::AcceptanceModel(int32_t k_max)
     : k_max_(std::max(k_max, 1)),
       global_{std::vector<float>(static_cast<size_t>(k_max_), 0.0f), std::vector<float>(static_cast<size_t>(k_max_), 0.0f)},
-      prior_(static_cast<size_t>(k_max_), kInitial) {}
+      prior_(static_cast<size_t>(k_max_), kInitial) {
+  update_prior();
+}
 
 void AcceptanceModel::update_prior() {
   double previous = kInitial;
   for (size_t j = 0; j < prior_.size(); ++j) {
-    prior_[j] = (global_.accepted[j] + kChainWeight * previous) / (global_.seen[j] + kChainWeight);
+    prior_[j] = (global_.accepted[j] + kChainWeight * previous + kOptimism) /
+                (global_.seen[j] + kChainWeight + kOptimism);
     previous = prior_[j];
   }
 }
@@ -59,12 +63,16 @@ void AcceptanceModel::observe(RequestId id, std::span<const double> evidence) {
   Evidence& e = state(id);
   const size_t n = std::min(evidence.size(), e.seen.size());
   if (n == 0) return;
+  for (size_t j = 0; j < global_.seen.size(); ++j) {  // positions past n age too
+    global_.accepted[j] *= kPriorDecay;
+    global_.seen[j] *= kPriorDecay;
+  }
   for (size_t j = 0; j < n; ++j) {
     const auto x = static_cast<float>(std::clamp(evidence[j], 0.0, 1.0));
     e.accepted[j] += x;
     e.seen[j] += 1.0f;
-    global_.accepted[j] = kPriorDecay * global_.accepted[j] + x;
-    global_.seen[j] = kPriorDecay * global_.seen[j] + 1.0f;
+    global_.accepted[j] += x;
+    global_.seen[j] += 1.0f;
   }
   update_prior();
 }

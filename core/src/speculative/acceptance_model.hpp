@@ -10,8 +10,13 @@
 // without draft probabilities), which has the same mean and less noise.
 //
 //   proposer-wide prior  per position, exponentially decayed sums over every sequence's
-//                        evidence (about the last 200 observations count); a position with
-//                        little evidence leans on the position before it (and position 0 on 0.5)
+//                        evidence (about the last 200 verified drafts count, at every position,
+//                        so evidence at a depth no longer drafted fades); a position with little
+//                        evidence leans on the position before it (position 0 on 0.5) and, by
+//                        one pseudo-observation, on "accepted": a depth the policy has not tried
+//                        looks a little better than the one before it, so it gets tried
+//                        (optimism under uncertainty) and the estimate there becomes measured;
+//                        where evidence is plentiful the pseudo-observation is negligible
 //   per sequence         per position, decayed sums with the prior as kPriorWeight pseudo-
 //                        observations; every step the sequence is planned the sums decay
 //                        (about the last 10 steps count), so a sequence that stops drafting

@@ -16,6 +16,13 @@ double expected_tokens(std::span<const double> accept, int32_t k) {
   return total;
 }
 
+double decode_seconds(const StepBase& base, double drafts, const CostModel& cost) {
+  const double whole = cost.target_seconds(base.tokens + drafts, base.logit_rows + drafts);
+  if (base.prefill_tokens <= 0) return whole;
+  return whole - cost.target_seconds(base.tokens, base.logit_rows) +
+         cost.target_seconds(base.tokens - base.prefill_tokens, base.logit_rows - base.prefill_rows);
+}
+
 Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<const int32_t> k, const CostModel& cost,
               bool variable_k) {
   Plan p;
@@ -31,7 +38,7 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
     for (size_t i = 1; i < k.size(); ++i)
       if (k[i] != k[0]) return {};  // not a choice such a proposer can take
   }
-  p.seconds = cost.propose_seconds(steps, drafts) + cost.target_seconds(base.tokens + planned, base.logit_rows + planned);
+  p.seconds = cost.propose_seconds(steps, drafts) + decode_seconds(base, planned, cost);
   return p;
 }
 
@@ -54,7 +61,10 @@ void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k)
 
 Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k) {
   std::fill(k.begin(), k.end(), 0);
-  Plan best = evaluate(base, rows, k, cost_, true);
+  const Plan plain = evaluate(base, rows, k, cost_, true);
+  // Drafting must beat plain decoding by kPlainMargin (see policy.hpp).
+  const auto clearly_better = [&](const Plan& p) { return p.goodput() >= (1 + kPlainMargin) * plain.goodput(); };
+  Plan best = plain;
   int32_t cap_max = 0, cap_min = rows.empty() ? 0 : rows.front().cap;
   for (const PlanRow& r : rows) {
     cap_max = std::max(cap_max, r.cap);
@@ -70,6 +80,10 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
         best_k = u;
       }
     }
+    if (best_k > 0 && !clearly_better(best)) {
+      best_k = 0;
+      best = plain;
+    }
     std::fill(k.begin(), k.end(), best_k);
     return best;
   }
@@ -84,7 +98,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
       tokens += gains_[s - 1].value;
       const auto planned = static_cast<double>(s);
       const double seconds = cost_.propose_seconds(steps, base.draft_tokens + static_cast<int32_t>(s)) +
-                             cost_.target_seconds(base.tokens + planned, base.logit_rows + planned);
+                             decode_seconds(base, planned, cost_);
       if (seconds > 0 && tokens / seconds > best.goodput()) {
         best = {tokens, seconds};
         best_l = l;
@@ -92,6 +106,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
       }
     }
   }
+  if (best_s > 0 && !clearly_better(best)) return plain;
   if (best_s > 0) {
     sort_gains(rows, best_l);
     for (int32_t s = 0; s < best_s; ++s) ++k[static_cast<size_t>(gains_[static_cast<size_t>(s)].row)];
@@ -125,8 +140,14 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
   for (sched::StepRow& row : batch.rows) {
     if (row.failed()) continue;
     base.tokens += row.n;
+    const bool decoding = row.sample && row.n == 1;
+    if (!decoding) base.prefill_tokens += row.n;
     if (!row.sample) continue;
     base.logit_rows += 1;
+    if (!decoding) {
+      base.prefill_rows += 1;
+      continue;
+    }
     base.emitted += 1;
     if (row.lookahead <= 0) continue;
     const RequestId id = row.seq->id;
@@ -160,6 +181,7 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a};
   }
   explore_up(base, rows_, k_, choose_k(base, rows_, k_));
+
   const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (idle_steps_ >= kProbeInterval) {

@@ -4,13 +4,22 @@
 // before the proposer runs, plan() lowers the lookahead of every row whose request speculates
 // dynamically to the k_i in [0, lookahead] that maximises the step's expected goodput (SmartSpec):
 //
-//   G(k) = (N_0 + Σ_i E_i(k_i)) / (propose_seconds(L, S) + target_seconds(T_0 + S_d, R_0 + S_d))
+//   G(k) = (N_0 + Σ_i E_i(k_i)) / (propose_seconds(L, S) + D(S_d))
+//   D(S_d) = target_seconds(T_0 + S_d, R_0 + S_d) − target_seconds(T_0, R_0)
+//            + target_seconds(T_0 − P, R_0 − P_R)
 //
 //   E_i(k)    expected tokens row i emits with k drafts: 1 + Σ_{j<k} Π_{m<=j} accept_i[m]
 //             (AcceptanceModel)
-//   N_0       expected tokens of the other rows (plain decodes, prefill ends, static k)
+//   N_0       expected tokens of the other decoding rows (plain decodes, static k)
 //   S_d       Σ k_i over the planned rows; S adds the static rows' k; L = max k over all rows
 //   T_0, R_0  tokens and logit rows of the step with every planned k_i = 0 (CostModel)
+//   P, P_R    tokens and logit rows of the step's prefill chunks (prompt ends included)
+//
+// G is the goodput of the step's decoding part: its plain cost, plus what the drafts add to the
+// whole step. Without prefill chunks D is the step's target time. With them, charging the
+// chunks' time (and counting a prompt end's token) would make the step's plain goodput low and
+// any draft look cheap next to it: a step that finishes a 900-token prompt would draft 8 tokens
+// per row at a marginal cost above plain decoding's cost per token.
 //
 // k_i = 0 is plain decoding for that row. Exact under the model: for a fixed L and S the time is
 // fixed and, E_i being concave in k (its increments are products of probabilities), the best
@@ -22,6 +31,13 @@
 // pays it whenever it drafts again, and charging it to one step would make a row that has been
 // idle long ever less likely to draft. The cost model still learns it, so that the predicted
 // step time (PolicyMetrics) matches the observed one and the other coefficients stay unbiased.
+//
+// Plain unless clearly better: a plan that drafts is taken only when its goodput beats the plan
+// with every planned k_i = 0 by kPlainMargin. Near break-even (a compute-bound batch, drafts of
+// middling acceptance) the gain the model sees is smaller than its own error (a few percent on a
+// busy machine, more at step shapes it has barely run), and a wrong call there costs more than
+// it can win: the drafts run, the rows that drafted race ahead, and the batch ends ragged. The
+// margin costs at most kPlainMargin where drafting truly is a little better.
 //
 // Exploring upward: the cost model learns only the step shapes that run, so a larger k whose
 // cost it over-predicts would never be tried. When the best plan drafts (L >= 1), the plan that
@@ -49,11 +65,13 @@ namespace specd::speculative {
 
 // The part of a step the policy does not choose.
 struct StepBase {
-  double tokens = 0;         // T_0: tokens through the target with every planned k_i = 0
-  double logit_rows = 0;     // R_0
-  double emitted = 0;        // N_0 plus the one token every planned row emits
-  int32_t draft_steps = 0;   // the largest static k
-  int32_t draft_tokens = 0;  // Σ static k
+  double tokens = 0;          // T_0: tokens through the target with every planned k_i = 0
+  double logit_rows = 0;      // R_0
+  double emitted = 0;         // N_0 plus the one token every planned row emits
+  int32_t draft_steps = 0;    // the largest static k
+  int32_t draft_tokens = 0;   // Σ static k
+  double prefill_tokens = 0;  // P: of T_0, the prefill chunks'
+  double prefill_rows = 0;    // P_R: of R_0, the prompt ends'
 };
 
 // A row the policy plans: k_i in [0, cap]; accept[j] for j < cap.
@@ -70,6 +88,8 @@ struct Plan {
 
 // 1 + Σ_{j<k} Π_{m<=j} accept[m].
 double expected_tokens(std::span<const double> accept, int32_t k);
+// D: the target time charged to the step's decoding part with `drafts` planned drafts.
+double decode_seconds(const StepBase& base, double drafts, const CostModel& cost);
 // The objective for the choice k (k.size() == rows.size()).
 Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<const int32_t> k, const CostModel& cost,
               bool variable_k);
@@ -78,6 +98,7 @@ class SpeculationPolicy {
  public:
   static constexpr int32_t kProbeInterval = 64;
   static constexpr double kExploreBand = 0.02;
+  static constexpr double kPlainMargin = 0.03;
 
   // k_max: the largest k any request may get; max_tokens: the scheduler's token budget.
   SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k);
@@ -85,7 +106,8 @@ class SpeculationPolicy {
   CostModel& cost() { return cost_; }
   AcceptanceModel& acceptance() { return acceptance_; }
 
-  // The search: fills k (size rows.size()) with the best choice and returns its objective.
+  // The search: fills k (size rows.size()) with the best choice (plain where the best that drafts
+  // is within kPlainMargin of it) and returns its objective.
   Plan choose_k(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k);
   // Exploring upward (see the file comment): k holds choose_k's choice, `best` its objective;
   // raises the rows at the largest k by one where that plan is within kExploreBand of `best`.

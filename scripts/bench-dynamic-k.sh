@@ -7,7 +7,9 @@
 #   scripts/bench-dynamic-k.sh [BUILD_DIR]
 # Environment (defaults = the full grid): LAYER_STDS="0.004 0.01 0.02", BATCHES=1,8,32,
 # PROPOSERS="draft_model ngram", ARMS=plain,2,4,8,dynamic, PROMPT_TOKENS=64, GEN_TOKENS=64,
-# REPEATS=2, MODELS_DIR=models, OUT=build/bench-dynamic-k (one JSON and one text file per cell).
+# REPEATS=5 (best of 5: on a shared machine identical work varies by 5-10% between runs),
+# MODELS_DIR=models, OUT=build/bench-dynamic-k (one JSON and one text file per cell). Each line
+# gives dynamic's ratios over the whole run and over the full-batch steps (bench_decode.hpp).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build/release}
@@ -17,7 +19,7 @@ PROPOSERS=${PROPOSERS:-draft_model ngram}
 ARMS=${ARMS:-plain,2,4,8,dynamic}
 PROMPT_TOKENS=${PROMPT_TOKENS:-64}
 GEN_TOKENS=${GEN_TOKENS:-64}
-REPEATS=${REPEATS:-2}
+REPEATS=${REPEATS:-5}
 MODELS_DIR=${MODELS_DIR:-models}
 OUT=${OUT:-build/bench-dynamic-k}
 mkdir -p "$OUT"
@@ -47,10 +49,11 @@ d = json.load(open(sys.argv[1]))
 for row in d["rows"]:
     arms = "  ".join(f'{a["arm"]} {a["tokens_per_s"]:.1f}' for a in row["arms"])
     ratios = ""
-    if "dynamic_vs_best_other" in row:
-        ratios = f'  | dynamic/best({row["best_other"]}) {row["dynamic_vs_best_other"]:.3f}'
-        if "dynamic_vs_plain" in row:
-            ratios += f'  dynamic/plain {row["dynamic_vs_plain"]:.3f}'
+    for label, v in (("", row), ("full-batch ", row.get("full_batch", {}))):
+        if "dynamic_vs_best_other" in v:
+            ratios += f'  | {label}dynamic/best({v["best_other"]}) {v["dynamic_vs_best_other"]:.3f}'
+            if "dynamic_vs_plain" in v:
+                ratios += f' /plain {v["dynamic_vs_plain"]:.3f}'
     print(f'batch {row["batch"]:>3}: {arms}{ratios}')
 EOF
   done

@@ -49,12 +49,50 @@ std::vector<Arm> parse_arms(const std::vector<std::string>& names) {
 
 struct Row {
   int32_t batch = 0;
-  std::vector<DecodeResult> runs;  // per arm: the best of the repeats
+  std::vector<DecodeResult> runs;  // per arm: the best of the repeats by tokens/s
+  std::vector<double> full_batch;  // per arm: the best full-batch tokens/s of the repeats
   int dynamic = -1;                // index of the dynamic arm
-  int best_other = -1;             // the fastest arm other than dynamic
 };
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+// The dynamic arm against the fastest other arm and against plain, for one rate per arm.
+struct Versus {
+  int best_other = -1;
+  double vs_best = 0;
+  double vs_plain = -1;  // -1: no plain arm
+};
+
+Versus versus(const std::vector<Arm>& arms, const std::vector<double>& rate, int dynamic) {
+  Versus v;
+  if (dynamic < 0) return v;
+  for (size_t i = 0; i < arms.size(); ++i) {
+    if (static_cast<int>(i) == dynamic) continue;
+    if (v.best_other < 0 || rate[i] > rate[static_cast<size_t>(v.best_other)]) v.best_other = static_cast<int>(i);
+    if (arms[i].name == "plain") v.vs_plain = ratio(rate[static_cast<size_t>(dynamic)], rate[i]);
+  }
+  if (v.best_other >= 0) v.vs_best = ratio(rate[static_cast<size_t>(dynamic)], rate[static_cast<size_t>(v.best_other)]);
+  return v;
+}
+
+std::vector<double> tokens_per_s(const Row& row) {
+  std::vector<double> r;
+  for (const DecodeResult& d : row.runs) r.push_back(d.tokens_per_s);
+  return r;
+}
+
+nlohmann::json versus_json(const std::vector<Arm>& arms, const Versus& v) {
+  nlohmann::json j = {{"best_other", arms[static_cast<size_t>(v.best_other)].name}, {"dynamic_vs_best_other", v.vs_best}};
+  if (v.vs_plain >= 0) j["dynamic_vs_plain"] = v.vs_plain;
+  return j;
+}
+
+void print_versus(int32_t batch, const char* what, const std::vector<Arm>& arms, const Versus& v) {
+  std::printf("%-6d %s: dynamic / best other (%s) = %.3fx", batch, what, arms[static_cast<size_t>(v.best_other)].name.c_str(),
+              v.vs_best);
+  if (v.vs_plain >= 0) std::printf(", dynamic / plain = %.3fx", v.vs_plain);
+  std::printf("\n");
+}
 
 double tokens_per_step(const DecodeResult& r) {
   return r.steps > 0 ? static_cast<double>(r.tokens) / static_cast<double>(r.steps) : 0.0;
@@ -69,18 +107,16 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
       const DecodeResult& r = row.runs[i];
       a.push_back({{"arm", arms[i].name},
                    {"tokens_per_s", r.tokens_per_s},
+                   {"full_batch_tokens_per_s", row.full_batch[i]},
                    {"step_ms", r.step_ms},
                    {"tokens_per_step", tokens_per_step(r)},
                    {"acceptance_rate", r.spec.acceptance_rate()},
                    {"dynamic", policy_json(r.spec.policy)}});
     }
     nlohmann::json j = {{"batch", row.batch}, {"arms", a}};
-    if (row.dynamic >= 0 && row.best_other >= 0) {
-      const double dyn = row.runs[static_cast<size_t>(row.dynamic)].tokens_per_s;
-      j["best_other"] = arms[static_cast<size_t>(row.best_other)].name;
-      j["dynamic_vs_best_other"] = ratio(dyn, row.runs[static_cast<size_t>(row.best_other)].tokens_per_s);
-      for (size_t i = 0; i < arms.size(); ++i)
-        if (arms[i].name == "plain") j["dynamic_vs_plain"] = ratio(dyn, row.runs[i].tokens_per_s);
+    if (const Versus v = versus(arms, tokens_per_s(row), row.dynamic); v.best_other >= 0) {
+      j.update(versus_json(arms, v));
+      j["full_batch"] = versus_json(arms, versus(arms, row.full_batch, row.dynamic));
     }
     out.push_back(j);
   }
@@ -101,21 +137,19 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
               "greedy; best of %d interleaved runs\n",
               cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
               cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats);
-  std::printf("%-6s %-8s %11s %10s %9s %11s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance");
+  std::printf("%-6s %-8s %11s %10s %9s %11s %11s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance",
+              "full-batch");
   for (const Row& row : rows) {
     for (size_t i = 0; i < arms.size(); ++i) {
       const DecodeResult& r = row.runs[i];
-      std::printf("%-6d %-8s %11.2f %10.2f %9.2f %11.3f\n", row.batch, arms[i].name.c_str(), r.tokens_per_s, r.step_ms,
-                  tokens_per_step(r), r.spec.acceptance_rate());
+      std::printf("%-6d %-8s %11.2f %10.2f %9.2f %11.3f %11.2f\n", row.batch, arms[i].name.c_str(), r.tokens_per_s,
+                  r.step_ms, tokens_per_step(r), r.spec.acceptance_rate(), row.full_batch[i]);
       if (r.spec.policy.steps > 0) std::printf("%-15s dynamic k: %s\n", "", r.spec.policy.summary().c_str());
     }
-    if (row.dynamic < 0 || row.best_other < 0) continue;
-    const double dyn = row.runs[static_cast<size_t>(row.dynamic)].tokens_per_s;
-    std::printf("%-6d dynamic / best other (%s) = %.3fx", row.batch, arms[static_cast<size_t>(row.best_other)].name.c_str(),
-                ratio(dyn, row.runs[static_cast<size_t>(row.best_other)].tokens_per_s));
-    for (size_t i = 0; i < arms.size(); ++i)
-      if (arms[i].name == "plain") std::printf(", dynamic / plain = %.3fx", ratio(dyn, row.runs[i].tokens_per_s));
-    std::printf("\n");
+    const Versus v = versus(arms, tokens_per_s(row), row.dynamic);
+    if (v.best_other < 0) continue;
+    print_versus(row.batch, "tokens/s", arms, v);
+    print_versus(row.batch, "full-batch", arms, versus(arms, row.full_batch, row.dynamic));
   }
 }
 
@@ -128,7 +162,7 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
   Engine engine(cfg);
   std::vector<Row> rows;
   for (int32_t batch : o.batches) {
-    Row row{batch, std::vector<DecodeResult>(arms.size())};
+    Row row{batch, std::vector<DecodeResult>(arms.size()), std::vector<double>(arms.size(), 0.0)};
     // Every repeat runs the same prompts: best-of-N then filters the machine's noise only. (With
     // a prompt set per repeat, each arm's best could come from a different set, and acceptance
     // differs more between prompts than between arms.)
@@ -137,16 +171,12 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
       for (size_t n = 0; n < arms.size(); ++n) {
         const size_t i = (n + static_cast<size_t>(rep)) % arms.size();
         DecodeResult r = bench_decode(engine, batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
+        row.full_batch[i] = std::max(row.full_batch[i], r.full_batch_tokens_per_s);
         if (r.tokens_per_s > row.runs[i].tokens_per_s) row.runs[i] = std::move(r);
       }
     }
-    for (size_t i = 0; i < arms.size(); ++i) {
-      if (arms[i].name == "dynamic") {
-        row.dynamic = static_cast<int>(i);
-      } else if (row.best_other < 0 || row.runs[i].tokens_per_s > row.runs[static_cast<size_t>(row.best_other)].tokens_per_s) {
-        row.best_other = static_cast<int>(i);
-      }
-    }
+    for (size_t i = 0; i < arms.size(); ++i)
+      if (arms[i].name == "dynamic") row.dynamic = static_cast<int>(i);
     rows.push_back(std::move(row));
   }
   if (o.json) {

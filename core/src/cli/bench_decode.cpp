@@ -47,23 +47,37 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
     r.speculative = speculative;
     engine.add_request(static_cast<RequestId>(b + 1), r);
   }
-  int32_t started = 0;
-  int64_t tokens = 0, steps = 0;
+  int32_t started = 0, finished = 0;
+  int64_t tokens = 0, steps = 0, full_tokens = 0;
+  double full_seconds = 0;
+  DecodeResult r;
   Clock::time_point t0;
   while (engine.has_unfinished()) {
     const bool timing = started == batch;
+    const bool full = timing && finished == 0;
+    const Clock::time_point step_start = Clock::now();
     const auto outs = engine.step();
+    int64_t step_tokens = 0;
     for (const RequestOutput& o : outs) {
       if (o.finish_reason == FinishReason::kError)
         throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
-      if (timing) tokens += static_cast<int64_t>(o.new_token_ids.size());
+      if (o.finish_reason != FinishReason::kNone) ++finished;
+      step_tokens += static_cast<int64_t>(o.new_token_ids.size());
       // The first token always comes alone, from the prompt's last chunk.
       if (!timing && o.num_generated_tokens == 1) ++started;
     }
-    if (timing) ++steps;
+    if (timing) {
+      tokens += step_tokens;
+      ++steps;
+    }
+    if (full) {
+      full_tokens += step_tokens;
+      full_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
+      ++r.full_batch_steps;
+    }
     if (!timing && started == batch) t0 = Clock::now();
   }
-  DecodeResult r;
+  if (full_seconds > 0) r.full_batch_tokens_per_s = static_cast<double>(full_tokens) / full_seconds;
   r.batch = batch;
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (steps > 0 && s > 0) {

@@ -1,5 +1,8 @@
 // The decode run every `specd bench` mode shares: `batch` greedy requests decoded together on
-// one engine, timed once every request has its first token (so prefill is excluded).
+// one engine, timed once every request has its first token (so prefill is excluded). A second
+// figure covers only the steps run while all `batch` requests were decoding (up to and including
+// the step in which the first one finished): the rate at that concurrency, without the drain at
+// the end, when the rows that got ahead have finished and the last ones decode in a smaller batch.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,8 @@ struct DecodeResult {
   double step_ms = 0;  // mean time of one engine step in the timed region
   int64_t tokens = 0;  // tokens emitted in the timed region
   int64_t steps = 0;
+  double full_batch_tokens_per_s = 0;  // over the steps with every request decoding
+  int64_t full_batch_steps = 0;
   spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
   StepStats timing;        // Engine::step_stats() delta over the whole run
 };

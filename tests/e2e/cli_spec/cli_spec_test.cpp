@@ -257,6 +257,37 @@ TEST(CliBench, DtypeListReportsOneRunPerDtype) {
   }
 }
 
+// `--compare-k`: every arm of every batch has its rates, the plain arm never drafts, a static
+// arm drafts, the dynamic arm reports its policy, and the dynamic arm is compared with the best
+// other arm and with plain both over the whole run and over the full-batch steps.
+TEST(CliBench, CompareKReportsEveryArmAndBothRatios) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                       " --prompt-tokens 16 --gen-tokens 8 --batch 1,3 --repeats 2 --compare-k plain,2,dynamic --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j.at("repeats"), 2);
+  ASSERT_EQ(j.at("rows").size(), 2u);
+  for (const nlohmann::json& row : j.at("rows")) {
+    const int batch = row.at("batch").get<int>();
+    ASSERT_EQ(row.at("arms").size(), 3u);
+    for (const nlohmann::json& arm : row.at("arms")) {
+      EXPECT_GT(arm.at("tokens_per_s").get<double>(), 0.0) << arm;
+      EXPECT_GT(arm.at("full_batch_tokens_per_s").get<double>(), 0.0) << arm;
+    }
+    const nlohmann::json& plain = row.at("arms")[0];
+    EXPECT_EQ(plain.at("arm"), "plain");
+    EXPECT_DOUBLE_EQ(plain.at("tokens_per_step").get<double>(), batch) << "plain decoding emits one token per row";
+    EXPECT_GT(row.at("arms")[1].at("acceptance_rate").get<double>(), 0.0) << "k=2 drafts on the tiny fixture";
+    EXPECT_GT(row.at("arms")[2].at("dynamic").at("steps").get<int>(), 0) << "the dynamic arm plans its steps";
+    for (const nlohmann::json* v : {&row, &row.at("full_batch")}) {
+      EXPECT_TRUE(v->contains("best_other")) << *v;
+      EXPECT_GT(v->at("dynamic_vs_best_other").get<double>(), 0.0) << *v;
+      EXPECT_GT(v->at("dynamic_vs_plain").get<double>(), 0.0) << *v;
+    }
+  }
+}
+
 TEST(CliBench, UnknownDtypeIsAClearError) {
   const CliRun r = run("bench --model '" + tiny().string() + "' --dtype q3_k --json");
   EXPECT_NE(r.status, 0);

@@ -27,18 +27,19 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
               bool variable_k) {
   Plan p;
   p.tokens = base.emitted;
-  int32_t steps = base.draft_steps, drafts = base.draft_tokens, planned = 0;
+  int32_t steps = base.draft_steps, drafts = base.draft_tokens, planned = 0, catch_up = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     p.tokens += expected_tokens(rows[i].accept, k[i]) - 1;  // the row's one plain token is in base
     steps = std::max(steps, k[i]);
     drafts += k[i];
     planned += k[i];
+    if (k[i] > 0) catch_up += rows[i].catch_up;
   }
   if (!variable_k) {
     for (size_t i = 1; i < k.size(); ++i)
       if (k[i] != k[0]) return {};  // not a choice such a proposer can take
   }
-  p.seconds = cost.propose_seconds(steps, drafts) + decode_seconds(base, planned, cost);
+  p.seconds = cost.propose_seconds(steps, drafts, catch_up) + decode_seconds(base, planned, cost);
   return p;
 }
 
@@ -52,7 +53,7 @@ void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k)
     const int32_t n = std::min(rows[i].cap, max_k);
     for (int32_t j = 0; j < n; ++j) {
       run *= rows[i].accept[static_cast<size_t>(j)];
-      gains_.push_back({run, static_cast<int32_t>(i)});
+      gains_.push_back({run, static_cast<int32_t>(i), j == 0 ? rows[i].catch_up : 0});
     }
   }
   // A row's increments never grow, so (stable) the first S of them are a prefix per row.
@@ -94,10 +95,12 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     sort_gains(rows, l);
     const int32_t steps = std::max(l, base.draft_steps);
     double tokens = base.emitted;
+    int32_t catch_up = 0;
     for (size_t s = 1; s <= gains_.size(); ++s) {
       tokens += gains_[s - 1].value;
+      catch_up += gains_[s - 1].catch_up;
       const auto planned = static_cast<double>(s);
-      const double seconds = cost_.propose_seconds(steps, base.draft_tokens + static_cast<int32_t>(s)) +
+      const double seconds = cost_.propose_seconds(steps, base.draft_tokens + static_cast<int32_t>(s), catch_up) +
                              decode_seconds(base, planned, cost_);
       if (seconds > 0 && tokens / seconds > best.goodput()) {
         best = {tokens, seconds};
@@ -178,7 +181,10 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     const sched::StepRow& row = *planned_rows_[i];
     const std::span<double> a(accept_.data() + i * k_max, k_max);
     acceptance_.predict(row.seq->id, a);
-    rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a};
+    int32_t catch_up = 0;
+    if (const auto it = drafted_len_.find(row.seq->id); it != drafted_len_.end())
+      catch_up = static_cast<int32_t>(std::max<int64_t>(0, static_cast<int64_t>(row.seq->tokens.size()) - it->second));
+    rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up};
   }
   explore_up(base, rows_, k_, choose_k(base, rows_, k_));
 

@@ -21,16 +21,21 @@
 // any draft look cheap next to it: a step that finishes a 900-token prompt would draft 8 tokens
 // per row at a marginal cost above plain decoding's cost per token.
 //
-// k_i = 0 is plain decoding for that row. Exact under the model: for a fixed L and S the time is
-// fixed and, E_i being concave in k (its increments are products of probabilities), the best
-// split of S drafts takes the S largest increments with at most min(cap_i, L) per row; the
-// policy enumerates L and S and keeps the best (ties: the smaller S). choose_k() is that search,
-// exposed for tests together with evaluate() (the objective for any k).
+// k_i = 0 is plain decoding for that row. Exact under the model without catch-up (below): for a
+// fixed L and S the time is fixed and, E_i being concave in k (its increments are products of
+// probabilities), the best split of S drafts takes the S largest increments with at most
+// min(cap_i, L) per row; the policy enumerates L and S and keeps the best (ties: the smaller S).
+// choose_k() is that search, exposed for tests together with evaluate() (the objective for any k).
 //
-// The objective leaves out the catch-up of rows that resume drafting (cost_model.hpp): a row
-// pays it whenever it drafts again, and charging it to one step would make a row that has been
-// idle long ever less likely to draft. The cost model still learns it, so that the predicted
-// step time (PolicyMetrics) matches the observed one and the other coefficients stay unbiased.
+// Catch-up: a row that resumes drafting first feeds the proposer the C_i tokens it appended
+// since it last drafted (a draft model's KV; cost_model.hpp), so propose_seconds takes
+// Σ_{k_i > 0} C_i besides S. The search charges C_i with the row's first increment; with it the
+// S largest increments are no longer always the best split (a row's first draft carries a fixed
+// cost), so the result is the best of those candidates. Left out, a step that resumed 8 rows
+// after 30 plain steps looked like any drafting step; at batch 8 the policy then alternated
+// between plain runs and drafting steps that each paid ~10 ms of catch-up the plan never saw,
+// and ran at 0.87x plain. A row idle for long only resumes when its drafts pay for the
+// catch-up, or when a probe (below) resets it.
 //
 // Plain unless clearly better: a plan that drafts is taken only when its goodput beats the plan
 // with every planned k_i = 0 by kPlainMargin. Near break-even (a compute-bound batch, drafts of
@@ -78,6 +83,7 @@ struct StepBase {
 struct PlanRow {
   int32_t cap = 0;
   std::span<const double> accept;
+  int32_t catch_up = 0;  // C_i: tokens fed to the proposer before the row's first draft
 };
 
 struct Plan {
@@ -130,6 +136,7 @@ class SpeculationPolicy {
   struct Gain {
     double value;
     int32_t row;
+    int32_t catch_up;  // the row's C_i on its first increment, else 0
   };
   // The S largest increments for a largest k of L, in order, in gains_.
   void sort_gains(std::span<const PlanRow> rows, int32_t max_k);

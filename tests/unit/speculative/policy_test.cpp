@@ -134,6 +134,23 @@ TEST(SpeculationPolicy, DraftsOnlyWhenClearlyBetterThanPlain) {
   }
 }
 
+// Catch-up: two rows with the same acceptance; the first drafted last step, the second has 60
+// tokens the draft has not seen. One draft for the first pays (1.9 tokens for 10 + 1.2 ms);
+// resuming the second would pay 60 catch-up tokens for the same gain, so it stays plain. With
+// the catch-up left out (as before) both would draft.
+TEST(SpeculationPolicy, CatchUpIsChargedToTheRowThatResumes) {
+  SpeculationPolicy p(1, 1024, true);
+  p.cost().set_target_prior(linear_target(0.010, 0.0));
+  teach_propose(p, 0.001, 0.0, 0.0002);
+  Instance in = uniform(2, 1, 0.9);
+  in.rows[1].catch_up = 60;
+  EXPECT_EQ(choose(p, in), (std::vector<int32_t>{1, 0}));
+  const std::vector<int32_t> both = {1, 1};
+  EXPECT_NEAR(evaluate(in.base, in.rows, both, p.cost(), true).seconds, 0.010 + 0.001 + 0.0002 * (2 + 60), 2e-5);
+  in.rows[1].catch_up = 0;
+  EXPECT_EQ(choose(p, in), (std::vector<int32_t>{1, 1}));
+}
+
 TEST(SpeculationPolicy, ObjectiveMatchesHandComputation) {
   SpeculationPolicy p(4, 1024, true);
   p.cost().set_target_prior(linear_target(0.010, 0.001));

@@ -187,7 +187,6 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up};
   }
   explore_up(base, rows_, k_, choose_k(base, rows_, k_));
-
   const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (idle_steps_ >= kProbeInterval) {

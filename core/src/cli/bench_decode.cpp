@@ -73,7 +73,6 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
     if (full) {
       full_tokens += step_tokens;
       full_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
-      ++r.full_batch_steps;
     }
     if (!timing && started == batch) t0 = Clock::now();
   }

@@ -19,7 +19,6 @@ struct DecodeResult {
   int64_t tokens = 0;  // tokens emitted in the timed region
   int64_t steps = 0;
   double full_batch_tokens_per_s = 0;  // over the steps with every request decoding
-  int64_t full_batch_steps = 0;
   spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
   StepStats timing;        // Engine::step_stats() delta over the whole run
 };

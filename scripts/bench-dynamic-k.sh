@@ -7,9 +7,11 @@
 #   scripts/bench-dynamic-k.sh [BUILD_DIR]
 # Environment (defaults = the full grid): LAYER_STDS="0.004 0.01 0.02", BATCHES=1,8,32,
 # PROPOSERS="draft_model ngram", ARMS=plain,2,4,8,dynamic, PROMPT_TOKENS=64, GEN_TOKENS=64,
-# REPEATS=5 (best of 5: on a shared machine identical work varies by 5-10% between runs),
+# REPEATS=5 (best of 5: on a shared machine identical work varies by 5-16% between runs),
+# DROP_BELOW=0.75 (racing: a static arm below 0.75x the leader's best stops repeating),
 # MODELS_DIR=models, OUT=build/bench-dynamic-k (one JSON and one text file per cell). Each line
-# gives dynamic's ratios over the whole run and over the full-batch steps (bench_decode.hpp).
+# gives dynamic's ratios over the whole run (of the best runs, and the median of per-repeat
+# paired ratios) and over the full-batch steps (bench_decode.hpp).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD=${1:-build/release}
@@ -20,6 +22,7 @@ ARMS=${ARMS:-plain,2,4,8,dynamic}
 PROMPT_TOKENS=${PROMPT_TOKENS:-64}
 GEN_TOKENS=${GEN_TOKENS:-64}
 REPEATS=${REPEATS:-5}
+DROP_BELOW=${DROP_BELOW:-0.75}
 MODELS_DIR=${MODELS_DIR:-models}
 OUT=${OUT:-build/bench-dynamic-k}
 mkdir -p "$OUT"
@@ -40,20 +43,25 @@ for std in $LAYER_STDS; do
     "$BUILD/bin/specd" bench --config "$config" --set "model.path=$(realpath "$model")" \
       --set speculative.num_speculative_tokens=8 --set "scheduler.max_num_seqs=$max_batch" \
       --set kv_cache.memory_mib=512 --set logging.level=warn \
-      --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --repeats "$REPEATS" --batch "$BATCHES" \
+      --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --repeats "$REPEATS" --drop-below "$DROP_BELOW" --batch "$BATCHES" \
       --compare-k "$ARMS" --json >"$name.json"
     # The table: per batch, tokens/s of every arm and dynamic's ratio to the best other arm and to plain.
     /usr/bin/python3 - "$name.json" <<'EOF' | tee "$name.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))
 for row in d["rows"]:
-    arms = "  ".join(f'{a["arm"]} {a["tokens_per_s"]:.1f}' for a in row["arms"])
+    arms = "  ".join(f'{a["arm"]} {a["tokens_per_s"]:.1f} ({a["runs"]})' for a in row["arms"])
     ratios = ""
     for label, v in (("", row), ("full-batch ", row.get("full_batch", {}))):
         if "dynamic_vs_best_other" in v:
             ratios += f'  | {label}dynamic/best({v["best_other"]}) {v["dynamic_vs_best_other"]:.3f}'
             if "dynamic_vs_plain" in v:
                 ratios += f' /plain {v["dynamic_vs_plain"]:.3f}'
+    if "paired" in row:
+        p = row["paired"]
+        ratios += f'  | paired dynamic/best {p["dynamic_vs_best_other"]:.3f}'
+        if "dynamic_vs_plain" in p:
+            ratios += f' /plain {p["dynamic_vs_plain"]:.3f}'
     print(f'batch {row["batch"]:>3}: {arms}{ratios}')
 EOF
   done

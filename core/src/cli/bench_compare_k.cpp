@@ -49,16 +49,48 @@ std::vector<Arm> parse_arms(const std::vector<std::string>& names) {
 
 struct Row {
   int32_t batch = 0;
-  std::vector<DecodeResult> runs;  // per arm: the best of the repeats by tokens/s
-  std::vector<double> full_batch;  // per arm: the best full-batch tokens/s of the repeats
-  int dynamic = -1;                // index of the dynamic arm
+  std::vector<DecodeResult> runs;          // per arm: the best of the repeats by tokens/s
+  std::vector<double> full_batch;          // per arm: the best full-batch tokens/s of the repeats
+  std::vector<std::vector<double>> rates;  // per arm: tokens/s per repeat, 0 where it did not run
+  int dynamic = -1;                        // index of the dynamic arm
 };
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
+// Racing: after each repeat, an arm whose best tokens/s is below drop_below x the leader's stops
+// repeating (identical work differs by well under 20% between runs here, so it cannot become the
+// best); plain and dynamic, the terms of the comparison, always run.
+void drop_slow_arms(const std::vector<Arm>& arms, const Row& row, double drop_below, std::vector<bool>& running) {
+  double leader = 0;
+  for (const DecodeResult& r : row.runs) leader = std::max(leader, r.tokens_per_s);
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const bool kept = arms[i].name == "plain" || arms[i].name == "dynamic";
+    if (!kept && row.runs[i].tokens_per_s < drop_below * leader) running[i] = false;
+  }
+}
+
+long runs(const Row& row, size_t arm) {
+  return std::count_if(row.rates[arm].begin(), row.rates[arm].end(), [](double x) { return x > 0; });
+}
+
+// The median over the repeats in which both arms ran of a's rate / b's rate: runs next to each
+// other in time share the machine's load, so the paired ratio cancels slow drifts.
+double paired_median(const Row& row, int a, int b) {
+  std::vector<double> r;
+  const auto& ra = row.rates[static_cast<size_t>(a)];
+  const auto& rb = row.rates[static_cast<size_t>(b)];
+  for (size_t i = 0; i < ra.size() && i < rb.size(); ++i)
+    if (ra[i] > 0 && rb[i] > 0) r.push_back(ra[i] / rb[i]);
+  if (r.empty()) return 0.0;
+  std::sort(r.begin(), r.end());
+  const size_t h = r.size() / 2;
+  return r.size() % 2 == 1 ? r[h] : 0.5 * (r[h - 1] + r[h]);
+}
+
 // The dynamic arm against the fastest other arm and against plain, for one rate per arm.
 struct Versus {
   int best_other = -1;
+  int plain = -1;
   double vs_best = 0;
   double vs_plain = -1;  // -1: no plain arm
 };
@@ -69,7 +101,10 @@ Versus versus(const std::vector<Arm>& arms, const std::vector<double>& rate, int
   for (size_t i = 0; i < arms.size(); ++i) {
     if (static_cast<int>(i) == dynamic) continue;
     if (v.best_other < 0 || rate[i] > rate[static_cast<size_t>(v.best_other)]) v.best_other = static_cast<int>(i);
-    if (arms[i].name == "plain") v.vs_plain = ratio(rate[static_cast<size_t>(dynamic)], rate[i]);
+    if (arms[i].name == "plain") {
+      v.plain = static_cast<int>(i);
+      v.vs_plain = ratio(rate[static_cast<size_t>(dynamic)], rate[i]);
+    }
   }
   if (v.best_other >= 0) v.vs_best = ratio(rate[static_cast<size_t>(dynamic)], rate[static_cast<size_t>(v.best_other)]);
   return v;
@@ -107,6 +142,7 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
       const DecodeResult& r = row.runs[i];
       a.push_back({{"arm", arms[i].name},
                    {"tokens_per_s", r.tokens_per_s},
+                   {"runs", runs(row, i)},
                    {"full_batch_tokens_per_s", row.full_batch[i]},
                    {"step_ms", r.step_ms},
                    {"tokens_per_step", tokens_per_step(r)},
@@ -116,6 +152,8 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
     nlohmann::json j = {{"batch", row.batch}, {"arms", a}};
     if (const Versus v = versus(arms, tokens_per_s(row), row.dynamic); v.best_other >= 0) {
       j.update(versus_json(arms, v));
+      j["paired"] = {{"dynamic_vs_best_other", paired_median(row, row.dynamic, v.best_other)}};
+      if (v.plain >= 0) j["paired"]["dynamic_vs_plain"] = paired_median(row, row.dynamic, v.plain);
       j["full_batch"] = versus_json(arms, versus(arms, row.full_batch, row.dynamic));
     }
     out.push_back(j);
@@ -137,19 +175,23 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
               "greedy; best of %d interleaved runs\n",
               cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
               cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats);
-  std::printf("%-6s %-8s %11s %10s %9s %11s %11s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance",
-              "full-batch");
+  std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance",
+              "full-batch", "runs");
   for (const Row& row : rows) {
     for (size_t i = 0; i < arms.size(); ++i) {
       const DecodeResult& r = row.runs[i];
-      std::printf("%-6d %-8s %11.2f %10.2f %9.2f %11.3f %11.2f\n", row.batch, arms[i].name.c_str(), r.tokens_per_s,
-                  r.step_ms, tokens_per_step(r), r.spec.acceptance_rate(), row.full_batch[i]);
+      std::printf("%-6d %-8s %11.2f %10.2f %9.2f %11.3f %11.2f %5ld\n", row.batch, arms[i].name.c_str(), r.tokens_per_s,
+                  r.step_ms, tokens_per_step(r), r.spec.acceptance_rate(), row.full_batch[i], runs(row, i));
       if (r.spec.policy.steps > 0) std::printf("%-15s dynamic k: %s\n", "", r.spec.policy.summary().c_str());
     }
     const Versus v = versus(arms, tokens_per_s(row), row.dynamic);
     if (v.best_other < 0) continue;
     print_versus(row.batch, "tokens/s", arms, v);
     print_versus(row.batch, "full-batch", arms, versus(arms, row.full_batch, row.dynamic));
+    std::printf("%-6d paired (median of per-repeat ratios): dynamic / best other (%s) = %.3fx", row.batch,
+                arms[static_cast<size_t>(v.best_other)].name.c_str(), paired_median(row, row.dynamic, v.best_other));
+    if (v.plain >= 0) std::printf(", dynamic / plain = %.3fx", paired_median(row, row.dynamic, v.plain));
+    std::printf("\n");
   }
 }
 
@@ -158,22 +200,31 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
 void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) {
   if (!cfg.speculative.enabled)
     throw Error(ErrorCode::kInvalidArgument, "--compare-k compares proposal lengths: the config needs a `speculative` section");
+  if (!(o.drop_below >= 0 && o.drop_below <= 1))
+    throw Error(ErrorCode::kInvalidArgument,
+                "--drop-below: " + std::to_string(o.drop_below) + " is not a ratio in [0, 1] (0 = every arm runs every repeat)");
   const std::vector<Arm> arms = parse_arms(o.arms);
   Engine engine(cfg);
   std::vector<Row> rows;
+  const int repeats = std::max(1, o.repeats);
   for (int32_t batch : o.batches) {
-    Row row{batch, std::vector<DecodeResult>(arms.size()), std::vector<double>(arms.size(), 0.0)};
+    Row row{batch, std::vector<DecodeResult>(arms.size()), std::vector<double>(arms.size(), 0.0),
+            std::vector<std::vector<double>>(arms.size(), std::vector<double>(static_cast<size_t>(repeats), 0.0))};
+    std::vector<bool> running(arms.size(), true);
     // Every repeat runs the same prompts: best-of-N then filters the machine's noise only. (With
     // a prompt set per repeat, each arm's best could come from a different set, and acceptance
     // differs more between prompts than between arms.)
     const uint64_t salt = 1000;
-    for (int rep = 0; rep < std::max(1, o.repeats); ++rep) {
+    for (int rep = 0; rep < repeats; ++rep) {
       for (size_t n = 0; n < arms.size(); ++n) {
         const size_t i = (n + static_cast<size_t>(rep)) % arms.size();
+        if (!running[i]) continue;
         DecodeResult r = bench_decode(engine, batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
+        row.rates[i][static_cast<size_t>(rep)] = r.tokens_per_s;
         row.full_batch[i] = std::max(row.full_batch[i], r.full_batch_tokens_per_s);
         if (r.tokens_per_s > row.runs[i].tokens_per_s) row.runs[i] = std::move(r);
       }
+      drop_slow_arms(arms, row, o.drop_below, running);
     }
     for (size_t i = 0; i < arms.size(); ++i)
       if (arms[i].name == "dynamic") row.dynamic = static_cast<int>(i);

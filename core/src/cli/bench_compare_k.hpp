@@ -3,7 +3,9 @@
 // repeat, so noise from other processes spreads over every arm): plain decoding, static k
 // (exactly k drafts every step) or dynamic (the policy picks 0..speculative.num_speculative_tokens
 // per sequence and step). Reports per batch size each arm's tokens/s (the best of the repeats),
-// tokens per step and acceptance, and the ratios of dynamic to plain and to the best other arm.
+// tokens per step and acceptance, and the ratios of dynamic to plain and to the best other arm,
+// both of the bests and as the median of per-repeat (paired) ratios. Racing: a static arm whose
+// best falls below drop_below x the leading arm's stops repeating.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@ struct CompareKOptions {
   int32_t prompt_tokens = 128;
   int32_t gen_tokens = 32;
   int32_t repeats = 2;
+  double drop_below = 0.75;  // racing: an arm below this x the leader's best stops repeating
   bool json = false;
 };
 

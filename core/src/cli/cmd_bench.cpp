@@ -1,6 +1,6 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
 //             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
-//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic]
+//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic [--drop-below R]]
 // Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
 // tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
 // (weight bytes per step divided by the read bandwidth measured before and after the runs),
@@ -59,6 +59,7 @@ struct BenchOptions {
   int32_t gen_tokens = 32;
   std::vector<int32_t> batches = {1, 8};
   int32_t repeats = 2;
+  double drop_below = 0.75;  // --compare-k racing
   bool json = false;
   std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
   std::string prompt_file;  // same, read from a file
@@ -447,7 +448,7 @@ void run_bench(const BenchOptions& o) {
   }
   if (!o.compare_k.empty()) {
     bench_compare_k(load_engine_config(o.model),
-                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
+                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.drop_below, o.json});
     return;
   }
   if (!o.scorers.empty()) {
@@ -533,6 +534,10 @@ void add_bench_command(CLI::App& app) {
                   "compare plain decoding, static k and the dynamic policy on one engine, runs interleaved "
                   "(e.g. plain,2,4,8,dynamic)")
       ->delimiter(',');
+  cmd->add_option("--drop-below", o->drop_below,
+                  "--compare-k racing: a static arm whose best tokens/s is below this x the leading arm's stops "
+                  "repeating (0 = every arm runs every repeat)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

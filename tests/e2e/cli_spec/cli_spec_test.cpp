@@ -288,6 +288,41 @@ TEST(CliBench, CompareKReportsEveryArmAndBothRatios) {
   }
 }
 
+// The paired ratios: the median over the repeats of dynamic's rate / the other arm's in the same
+// repeat. Racing: with --drop-below 1 every static arm behind the leader after a repeat stops, so
+// at most one of k=2 and k=4 runs every repeat; plain and dynamic always do. With --drop-below 0
+// every arm runs every repeat.
+TEST(CliBench, CompareKRacesSlowArmsAndPairsRatios) {
+  for (const double drop : {1.0, 0.0}) {
+    const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                         " --prompt-tokens 16 --gen-tokens 8 --batch 2 --repeats 3 --compare-k plain,2,4,dynamic" +
+                         " --drop-below " + std::to_string(drop) + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    const nlohmann::json& row = j.at("rows").at(0);
+    const nlohmann::json& arms = row.at("arms");
+    ASSERT_EQ(arms.size(), 4u);
+    EXPECT_EQ(arms[0].at("runs"), 3) << "plain always runs";
+    EXPECT_EQ(arms[3].at("runs"), 3) << "dynamic always runs";
+    const int static_runs = arms[1].at("runs").get<int>() + arms[2].at("runs").get<int>();
+    if (drop == 1.0) {
+      EXPECT_LE(static_runs, 3 + 1) << "one static arm at most keeps the lead: " << arms;
+      EXPECT_GE(static_runs, 2) << "every arm runs the first repeat: " << arms;
+    } else {
+      EXPECT_EQ(static_runs, 6) << arms;
+    }
+    for (const char* key : {"dynamic_vs_best_other", "dynamic_vs_plain"})
+      EXPECT_GT(row.at("paired").at(key).get<double>(), 0.0) << row;
+  }
+}
+
+TEST(CliBench, CompareKDropBelowOutOfRangeIsAClearError) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --drop-below 1.5");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--drop-below"), std::string::npos) << r.out;
+}
+
 TEST(CliBench, UnknownDtypeIsAClearError) {
   const CliRun r = run("bench --model '" + tiny().string() + "' --dtype q3_k --json");
   EXPECT_NE(r.status, 0);

@@ -51,7 +51,7 @@ struct Row {
   int32_t batch = 0;
   std::vector<DecodeResult> runs;          // per arm: the best of the repeats by tokens/s
   std::vector<double> full_batch;          // per arm: the best full-batch tokens/s of the repeats
-  std::vector<std::vector<double>> rates;  // per arm: tokens/s per repeat, 0 where it did not run
+  std::vector<std::vector<double>> rates;  // per arm: tokens/s per repeat, -1 where it did not run
   int dynamic = -1;                        // index of the dynamic arm
 };
 
@@ -70,7 +70,7 @@ void drop_slow_arms(const std::vector<Arm>& arms, const Row& row, double drop_be
 }
 
 long runs(const Row& row, size_t arm) {
-  return std::count_if(row.rates[arm].begin(), row.rates[arm].end(), [](double x) { return x > 0; });
+  return std::count_if(row.rates[arm].begin(), row.rates[arm].end(), [](double x) { return x >= 0; });
 }
 
 // The median over the repeats in which both arms ran of a's rate / b's rate: runs next to each
@@ -209,7 +209,7 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
   const int repeats = std::max(1, o.repeats);
   for (int32_t batch : o.batches) {
     Row row{batch, std::vector<DecodeResult>(arms.size()), std::vector<double>(arms.size(), 0.0),
-            std::vector<std::vector<double>>(arms.size(), std::vector<double>(static_cast<size_t>(repeats), 0.0))};
+            std::vector<std::vector<double>>(arms.size(), std::vector<double>(static_cast<size_t>(repeats), -1.0))};
     std::vector<bool> running(arms.size(), true);
     // Every repeat runs the same prompts: best-of-N then filters the machine's noise only. (With
     // a prompt set per repeat, each arm's best could come from a different set, and acceptance

@@ -59,7 +59,7 @@ struct BenchOptions {
   int32_t gen_tokens = 32;
   std::vector<int32_t> batches = {1, 8};
   int32_t repeats = 2;
-  double drop_below = 0.75;  // --compare-k racing
+  double drop_below = CompareKOptions{}.drop_below;  // --compare-k racing
   bool json = false;
   std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
   std::string prompt_file;  // same, read from a file

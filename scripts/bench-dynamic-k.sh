@@ -2,13 +2,16 @@
 # Dynamic speculation grid (issue #17, docs/speculative.md "Dynamic speculation"): decode
 # tokens/s of plain decoding, static k in {2, 4, 8} and the dynamic policy (k in 0..8), for the
 # llama-160m fixture at three acceptance levels (--layer-std) and three batch sizes, with the
-# 2-layer self-draft and the n-gram proposer. Every row's arms run interleaved on one engine
+# 2-layer self-draft and the n-gram proposer. Every row's arms run interleaved
 # (`specd bench --compare-k`), so its ratios are measured under the same machine load.
 #   scripts/bench-dynamic-k.sh [BUILD_DIR]
 # Environment (defaults = the full grid): LAYER_STDS="0.004 0.01 0.02", BATCHES=1,8,32,
 # PROPOSERS="draft_model ngram", ARMS=plain,2,4,8,dynamic, PROMPT_TOKENS=64, GEN_TOKENS=64,
 # REPEATS=5 (best of 5: on a shared machine identical work varies by 5-16% between runs),
 # DROP_BELOW=0.75 (racing: a static arm below 0.75x the leader's best stops repeating),
+# INTERLEAVE=steps (one engine per arm, the arms' runs advance one step each in turn, so the
+# machine's load falls on every arm alike and the paired ratios are the ones to read; runs: one
+# engine, whole runs in turn),
 # MODELS_DIR=models, OUT=build/bench-dynamic-k (one JSON and one text file per cell). Each line
 # gives dynamic's ratios over the whole run (of the best runs, and the median of per-repeat
 # paired ratios) and over the full-batch steps (bench_decode.hpp).
@@ -23,6 +26,7 @@ PROMPT_TOKENS=${PROMPT_TOKENS:-64}
 GEN_TOKENS=${GEN_TOKENS:-64}
 REPEATS=${REPEATS:-5}
 DROP_BELOW=${DROP_BELOW:-0.75}
+INTERLEAVE=${INTERLEAVE:-steps}
 MODELS_DIR=${MODELS_DIR:-models}
 OUT=${OUT:-build/bench-dynamic-k}
 mkdir -p "$OUT"
@@ -43,7 +47,7 @@ for std in $LAYER_STDS; do
     "$BUILD/bin/specd" bench --config "$config" --set "model.path=$(realpath "$model")" \
       --set speculative.num_speculative_tokens=8 --set "scheduler.max_num_seqs=$max_batch" \
       --set kv_cache.memory_mib=512 --set logging.level=warn \
-      --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --repeats "$REPEATS" --drop-below "$DROP_BELOW" --batch "$BATCHES" \
+      --prompt-tokens "$PROMPT_TOKENS" --gen-tokens "$GEN_TOKENS" --repeats "$REPEATS" --drop-below "$DROP_BELOW" --interleave "$INTERLEAVE" --batch "$BATCHES" \
       --compare-k "$ARMS" --json >"$name.json"
     # The table: per batch, tokens/s of every arm and dynamic's ratio to the best other arm and to plain.
     /usr/bin/python3 - "$name.json" <<'EOF' | tee "$name.txt"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_decode.hpp"
@@ -143,6 +144,7 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
       a.push_back({{"arm", arms[i].name},
                    {"tokens_per_s", r.tokens_per_s},
                    {"runs", runs(row, i)},
+                   {"rates", row.rates[i]},
                    {"full_batch_tokens_per_s", row.full_batch[i]},
                    {"step_ms", r.step_ms},
                    {"tokens_per_step", tokens_per_step(r)},
@@ -164,6 +166,7 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
                               {"prompt_tokens", o.prompt_tokens},
                               {"gen_tokens", o.gen_tokens},
                               {"repeats", o.repeats},
+                              {"interleave", o.interleave_steps ? "steps" : "runs"},
                               {"rows", out}}
                    .dump(2)
             << "\n";
@@ -172,9 +175,10 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
 void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const std::vector<Arm>& arms,
                 const std::vector<Row>& rows) {
   std::printf("compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token prompts, %d tokens per request, "
-              "greedy; best of %d interleaved runs\n",
+              "greedy; best of %d repeats, interleaved by %s\n",
               cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
-              cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats);
+              cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats,
+              o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
   std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance",
               "full-batch", "runs");
   for (const Row& row : rows) {
@@ -195,6 +199,42 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
   }
 }
 
+// One repeat of every running arm, in an order that rotates with the repeat. Every repeat runs the
+// same prompts: best-of-N then filters the machine's noise only. (With a prompt set per repeat,
+// each arm's best could come from a different set, and acceptance differs more between prompts
+// than between arms.) One engine: the arms' runs follow each other. One engine per arm: the
+// runs start together and advance one step each in turn until all are done.
+std::vector<DecodeResult> run_repeat(const CompareKOptions& o, const std::vector<Arm>& arms,
+                                     const std::vector<std::unique_ptr<Engine>>& engines, int32_t batch, int rep,
+                                     const std::vector<bool>& running) {
+  const uint64_t salt = 1000;
+  std::vector<size_t> order;
+  for (size_t n = 0; n < arms.size(); ++n) {
+    const size_t i = (n + static_cast<size_t>(rep)) % arms.size();
+    if (running[i]) order.push_back(i);
+  }
+  std::vector<DecodeResult> results(arms.size());
+  if (engines.size() == 1) {
+    for (size_t i : order)
+      results[i] = bench_decode(*engines[0], batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
+    return results;
+  }
+  std::vector<std::unique_ptr<DecodeRun>> runs(arms.size());
+  for (size_t i : order)
+    runs[i] = std::make_unique<DecodeRun>(*engines[i], batch, o.prompt_tokens, o.gen_tokens, salt,
+                                          std::vector<int32_t>{}, arms[i].options);
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t i : order) {
+      if (runs[i]->done()) continue;
+      runs[i]->step();
+      any = true;
+    }
+  }
+  for (size_t i : order) results[i] = runs[i]->result();
+  return results;
+}
+
 }  // namespace
 
 void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) {
@@ -203,26 +243,27 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
   if (!(o.drop_below >= 0 && o.drop_below <= 1))
     throw Error(ErrorCode::kInvalidArgument,
                 "--drop-below: " + std::to_string(o.drop_below) + " is not a ratio in [0, 1] (0 = every arm runs every repeat)");
+  if (o.interleave_steps && cfg.scheduler.async_scheduling)
+    throw Error(ErrorCode::kInvalidArgument,
+                "--interleave steps times each engine step on its own, which scheduler.async_scheduling overlaps with "
+                "the next: use --interleave runs or turn async scheduling off");
   const std::vector<Arm> arms = parse_arms(o.arms);
-  Engine engine(cfg);
+  // --interleave steps: one engine per arm; runs: one engine for every arm.
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (size_t i = 0; i < (o.interleave_steps ? arms.size() : 1); ++i) engines.push_back(std::make_unique<Engine>(cfg));
   std::vector<Row> rows;
   const int repeats = std::max(1, o.repeats);
   for (int32_t batch : o.batches) {
     Row row{batch, std::vector<DecodeResult>(arms.size()), std::vector<double>(arms.size(), 0.0),
             std::vector<std::vector<double>>(arms.size(), std::vector<double>(static_cast<size_t>(repeats), -1.0))};
     std::vector<bool> running(arms.size(), true);
-    // Every repeat runs the same prompts: best-of-N then filters the machine's noise only. (With
-    // a prompt set per repeat, each arm's best could come from a different set, and acceptance
-    // differs more between prompts than between arms.)
-    const uint64_t salt = 1000;
     for (int rep = 0; rep < repeats; ++rep) {
-      for (size_t n = 0; n < arms.size(); ++n) {
-        const size_t i = (n + static_cast<size_t>(rep)) % arms.size();
+      std::vector<DecodeResult> results = run_repeat(o, arms, engines, batch, rep, running);
+      for (size_t i = 0; i < arms.size(); ++i) {
         if (!running[i]) continue;
-        DecodeResult r = bench_decode(engine, batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
-        row.rates[i][static_cast<size_t>(rep)] = r.tokens_per_s;
-        row.full_batch[i] = std::max(row.full_batch[i], r.full_batch_tokens_per_s);
-        if (r.tokens_per_s > row.runs[i].tokens_per_s) row.runs[i] = std::move(r);
+        row.rates[i][static_cast<size_t>(rep)] = results[i].tokens_per_s;
+        row.full_batch[i] = std::max(row.full_batch[i], results[i].full_batch_tokens_per_s);
+        if (results[i].tokens_per_s > row.runs[i].tokens_per_s) row.runs[i] = std::move(results[i]);
       }
       drop_slow_arms(arms, row, o.drop_below, running);
     }

@@ -30,14 +30,13 @@ StepStats step_delta(const StepStats& before, const StepStats& after) {
 
 }  // namespace
 
-DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
-                          const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative) {
+DecodeRun::DecodeRun(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
+                     const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative)
+    : engine_(engine), batch_(batch), spec_before_(engine.spec_metrics()), timing_before_(engine.step_stats()) {
   SamplingParams sp;
   sp.temperature = 0;
   sp.max_tokens = gen_tokens;
   sp.ignore_eos = true;
-  const spec::SpecMetrics before = engine.spec_metrics();
-  const StepStats timing_before = engine.step_stats();
   for (int32_t b = 0; b < batch; ++b) {
     Request r;
     r.prompt_ids = prompt.empty()
@@ -47,47 +46,53 @@ DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, 
     r.speculative = speculative;
     engine.add_request(static_cast<RequestId>(b + 1), r);
   }
-  int32_t started = 0, finished = 0;
-  int64_t tokens = 0, steps = 0, full_tokens = 0;
-  double full_seconds = 0;
+}
+
+void DecodeRun::step() {
+  const bool timing = started_ == batch_;
+  const bool full = timing && finished_ == 0;
+  const Clock::time_point step_start = Clock::now();
+  const auto outs = engine_.step();
+  const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+  int64_t step_tokens = 0;
+  for (const RequestOutput& o : outs) {
+    if (o.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
+    if (o.finish_reason != FinishReason::kNone) ++finished_;
+    step_tokens += static_cast<int64_t>(o.new_token_ids.size());
+    // The first token always comes alone, from the prompt's last chunk.
+    if (!timing && o.num_generated_tokens == 1) ++started_;
+  }
+  if (timing) {
+    tokens_ += step_tokens;
+    seconds_ += seconds;
+    ++steps_;
+  }
+  if (full) {
+    full_tokens_ += step_tokens;
+    full_seconds_ += seconds;
+  }
+}
+
+DecodeResult DecodeRun::result() const {
   DecodeResult r;
-  Clock::time_point t0;
-  while (engine.has_unfinished()) {
-    const bool timing = started == batch;
-    const bool full = timing && finished == 0;
-    const Clock::time_point step_start = Clock::now();
-    const auto outs = engine.step();
-    int64_t step_tokens = 0;
-    for (const RequestOutput& o : outs) {
-      if (o.finish_reason == FinishReason::kError)
-        throw Error(ErrorCode::kInternal, "bench request failed: " + o.error);
-      if (o.finish_reason != FinishReason::kNone) ++finished;
-      step_tokens += static_cast<int64_t>(o.new_token_ids.size());
-      // The first token always comes alone, from the prompt's last chunk.
-      if (!timing && o.num_generated_tokens == 1) ++started;
-    }
-    if (timing) {
-      tokens += step_tokens;
-      ++steps;
-    }
-    if (full) {
-      full_tokens += step_tokens;
-      full_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
-    }
-    if (!timing && started == batch) t0 = Clock::now();
+  r.batch = batch_;
+  if (full_seconds_ > 0) r.full_batch_tokens_per_s = static_cast<double>(full_tokens_) / full_seconds_;
+  if (steps_ > 0 && seconds_ > 0) {
+    r.tokens_per_s = static_cast<double>(tokens_) / seconds_;
+    r.step_ms = seconds_ * 1e3 / static_cast<double>(steps_);
   }
-  if (full_seconds > 0) r.full_batch_tokens_per_s = static_cast<double>(full_tokens) / full_seconds;
-  r.batch = batch;
-  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (steps > 0 && s > 0) {
-    r.tokens_per_s = static_cast<double>(tokens) / s;
-    r.step_ms = s * 1e3 / static_cast<double>(steps);
-  }
-  r.tokens = tokens;
-  r.steps = steps;
-  r.spec = engine.spec_metrics().since(before);
-  r.timing = step_delta(timing_before, engine.step_stats());
+  r.tokens = tokens_;
+  r.steps = steps_;
+  r.spec = engine_.spec_metrics().since(spec_before_);
+  r.timing = step_delta(timing_before_, engine_.step_stats());
   return r;
+}
+
+DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
+                          const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative) {
+  DecodeRun run(engine, batch, prompt_tokens, gen_tokens, salt, prompt, speculative);
+  while (!run.done()) run.step();
+  return run.result();
 }
 
 }  // namespace specd::cli

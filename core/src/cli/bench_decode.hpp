@@ -23,9 +23,31 @@ struct DecodeResult {
   StepStats timing;        // Engine::step_stats() delta over the whole run
 };
 
-// `prompt` non-empty: every request uses it; otherwise synthetic prompts of prompt_tokens from
-// `salt`. `speculative` is every request's Request.speculative. Throws specd::Error when a
-// request fails.
+// One decode run driven a step at a time, so that runs on several engines can interleave step by
+// step (`bench --compare-k --interleave steps`). The timed region is the sum of the durations of
+// the steps run once every request has its first token.
+class DecodeRun {
+ public:
+  // `prompt` non-empty: every request uses it; otherwise synthetic prompts of prompt_tokens from
+  // `salt`. `speculative` is every request's Request.speculative.
+  DecodeRun(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
+            const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative);
+  bool done() const { return !engine_.has_unfinished(); }
+  // One engine step. Throws specd::Error when a request fails.
+  void step();
+  DecodeResult result() const;
+
+ private:
+  Engine& engine_;
+  int32_t batch_;
+  spec::SpecMetrics spec_before_;
+  StepStats timing_before_;
+  int32_t started_ = 0, finished_ = 0;
+  int64_t tokens_ = 0, steps_ = 0, full_tokens_ = 0;
+  double seconds_ = 0, full_seconds_ = 0;
+};
+
+// A whole DecodeRun on its own.
 DecodeResult bench_decode(Engine& engine, int32_t batch, int32_t prompt_tokens, int32_t gen_tokens, uint64_t salt,
                           const std::vector<int32_t>& prompt, const SpeculativeOptions& speculative);
 

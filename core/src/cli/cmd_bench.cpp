@@ -1,6 +1,6 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
 //             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
-//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic [--drop-below R]]
+//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic [--drop-below R] [--interleave runs|steps]]
 // Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
 // tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
 // (weight bytes per step divided by the read bandwidth measured before and after the runs),
@@ -60,6 +60,7 @@ struct BenchOptions {
   std::vector<int32_t> batches = {1, 8};
   int32_t repeats = 2;
   double drop_below = CompareKOptions{}.drop_below;  // --compare-k racing
+  std::string interleave = "runs";                   // --compare-k: runs | steps
   bool json = false;
   std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
   std::string prompt_file;  // same, read from a file
@@ -448,7 +449,8 @@ void run_bench(const BenchOptions& o) {
   }
   if (!o.compare_k.empty()) {
     bench_compare_k(load_engine_config(o.model),
-                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.drop_below, o.json});
+                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.drop_below,
+                     o.interleave == "steps", o.json});
     return;
   }
   if (!o.scorers.empty()) {
@@ -537,6 +539,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--drop-below", o->drop_below,
                   "--compare-k racing: a static arm whose best tokens/s is below this x the leading arm's stops "
                   "repeating (0 = every arm runs every repeat)")
+      ->capture_default_str();
+  cmd->add_option("--interleave", o->interleave,
+                  "--compare-k: runs (one engine; the arms' runs follow each other) or steps (one engine per arm; "
+                  "the runs advance one step each in turn, so machine load falls on every arm alike)")
+      ->check(CLI::IsMember({"runs", "steps"}))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });

@@ -314,7 +314,53 @@ TEST(CliBench, CompareKRacesSlowArmsAndPairsRatios) {
     }
     for (const char* key : {"dynamic_vs_best_other", "dynamic_vs_plain"})
       EXPECT_GT(row.at("paired").at(key).get<double>(), 0.0) << row;
+    for (const nlohmann::json& arm : arms) {
+      ASSERT_EQ(arm.at("rates").size(), 3u) << arm;
+      int ran = 0;
+      for (const nlohmann::json& rate : arm.at("rates")) ran += rate.get<double>() > 0 ? 1 : 0;
+      EXPECT_EQ(ran, arm.at("runs").get<int>()) << "a repeat an arm skipped is -1: " << arm;
+    }
   }
+}
+
+// --interleave steps: one engine per arm, the runs advancing a step each in turn. Each arm still
+// does exactly the work it does alone: its tokens per step and acceptance match --interleave runs.
+TEST(CliBench, CompareKInterleavedByStepsDoesEachArmsOwnWork) {
+  nlohmann::json by[2];
+  for (const int steps : {0, 1}) {
+    const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                         " --prompt-tokens 16 --gen-tokens 8 --batch 1,3 --repeats 2 --drop-below 0" +
+                         " --compare-k plain,2,dynamic --interleave " + (steps ? "steps" : "runs") + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    by[steps] = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(by[steps].is_discarded()) << r.out;
+    EXPECT_EQ(by[steps].at("interleave"), steps ? "steps" : "runs");
+  }
+  for (size_t row = 0; row < 2; ++row) {
+    const nlohmann::json& runs = by[0].at("rows").at(row);
+    const nlohmann::json& steps = by[1].at("rows").at(row);
+    for (size_t arm = 0; arm < 3; ++arm) {
+      const nlohmann::json& a = steps.at("arms").at(arm);
+      for (const nlohmann::json& rate : a.at("rates")) EXPECT_GT(rate.get<double>(), 0.0) << a;
+      if (a.at("arm") == "dynamic") continue;  // its choices depend on the step times it measures
+      EXPECT_DOUBLE_EQ(a.at("tokens_per_step").get<double>(), runs.at("arms").at(arm).at("tokens_per_step").get<double>())
+          << a;
+      EXPECT_DOUBLE_EQ(a.at("acceptance_rate").get<double>(), runs.at("arms").at(arm).at("acceptance_rate").get<double>())
+          << a;
+    }
+    EXPECT_GT(steps.at("arms")[1].at("acceptance_rate").get<double>(), 0.0) << "k=2 drafts on the tiny fixture";
+    EXPECT_GT(steps.at("paired").at("dynamic_vs_plain").get<double>(), 0.0) << steps;
+  }
+}
+
+TEST(CliBench, CompareKInterleavedByStepsRefusesAsyncScheduling) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                       " --set scheduler.async_scheduling=true --compare-k plain,dynamic --interleave steps");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--interleave steps times each engine step"), std::string::npos) << r.out;
+  const CliRun bad = run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --interleave rows");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--interleave"), std::string::npos) << bad.out;
 }
 
 TEST(CliBench, CompareKDropBelowOutOfRangeIsAClearError) {

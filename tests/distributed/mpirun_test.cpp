@@ -155,7 +155,8 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   const fs::path model = c.mtp ? mtp_dir() : target_dir();
   std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
   if (!c.proposer.empty()) {
-    extra += "speculative:\n  num_speculative_tokens: 3\n  verifier: greedy\n  proposer:\n" +
+    // Static k, so that every step drafts and the test sees accepted drafts.
+    extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: false\n  verifier: greedy\n  proposer:\n" +
              (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
     if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
   }

@@ -528,8 +528,9 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
 // on and off, n = 3 greedy choices equal to the single choice, include_stop_str_in_output.
 TEST(ServerSpeculative, TokenByTokenStreamsUsageStatisticsLogprobsAndChoices) {
   const std::string file = write_config("spec-tbt", "  stream_token_by_token: true\n", "  max_num_seqs: 8\n  max_queue: 64\n");
-  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
-                                        "  verifier: {name: greedy}\n";
+  // Static k: every step drafts 3, so the statistics cover every position.
+  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  dynamic: false\n"
+                                        "  proposer: {name: draft_model, layers: 1}\n  verifier: {name: greedy}\n";
   ServerProcess s(file);
   ASSERT_TRUE(s.ready()) << s.log();
   json req = completion("The speculative switch", 16);

@@ -47,8 +47,8 @@ struct ArmConfig {
 struct SpeculativeConfig {
   bool enabled = false;                // true when the `speculative` section is present
   int32_t num_speculative_tokens = 4;  // k, in [1, 32]; with dynamic: the largest k
-  bool dynamic = false;                // the policy picks k in [0, k] per sequence and step
-                                       // (off by default until it wins the issue-17 benchmark grid)
+  bool dynamic = true;                 // the policy picks k in [0, k] per sequence and step;
+                                       // false: k every step (docs/speculative.md)
   ComponentConfig proposer;
   // speculative.proposer.tensor_parallel_size: ranks the proposer's draft models run on, 1 or
   // the target's; 0 = the target's. Read by the core, not handed to the plugin.

@@ -20,11 +20,13 @@ namespace fs = std::filesystem;
 
 const std::string kArms = "[{name: rejection, verifier: rejection}, {name: typical, verifier: typical_acceptance}]";
 
-// One verifier, no arms, no shadows, no A/B log: what the engine did before A/B testing.
+// One verifier, no arms, no shadows, no A/B log: what the engine did before A/B testing (static
+// k, as ab_config).
 specd::config::EngineConfig single_verifier(const std::string& verifier) {
   return specd::config::for_model_dir(
       specd::spec_test::target_fixture(false, 0.02).string(),
       {{"speculative.num_speculative_tokens", "3"},
+       {"speculative.dynamic", "false"},
        {"speculative.proposer.name", "draft_model"},
        {"speculative.proposer.layers", "1"},
        {"speculative.verifier.name", verifier},

@@ -24,10 +24,13 @@ inline fs::path work_dir() {
 }
 
 // The tiny fixture target with a 1-layer self-draft (greedy drafts), `arms` as a YAML flow
-// list, `shadow` (YAML: all or a list; "" = none) and the A/B log at `log`.
+// list, `shadow` (YAML: all or a list; "" = none) and the A/B log at `log`. Static k (dynamic
+// off): every step drafts, and runs repeat token for token (the dynamic policy's choices follow
+// measured step times, and a different k consumes the sampler's random numbers differently).
 inline config::EngineConfig ab_config(const std::string& arms, const std::string& shadow, const fs::path& log,
                                       int k = 3, const config::Overrides& extra = {}) {
   config::Overrides o{{"speculative.num_speculative_tokens", std::to_string(k)},
+                      {"speculative.dynamic", "false"},
                       {"speculative.proposer.name", "draft_model"},
                       {"speculative.proposer.layers", "1"},
                       {"speculative.arms", arms},

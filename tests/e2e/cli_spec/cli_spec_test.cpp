@@ -104,7 +104,8 @@ TEST(CliSpec, GreedySpeculativeOutputEqualsPlain) {
 }
 
 TEST(CliSpec, BenchJsonReportsPlainAndSpeculativeRows) {
-  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+  // Static k: every speculative step drafts, so the acceptance and time-split formulas apply.
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec + " --set speculative.dynamic=false" +
                        " --prompt-tokens 16 --gen-tokens 8 --batch 1,2 --repeats 1 --score-k 2 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);

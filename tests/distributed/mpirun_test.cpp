@@ -139,6 +139,7 @@ struct Case {
   int32_t proposer_tp = 0;       // speculative.proposer.tensor_parallel_size; 0: unset (the target's)
   bool mtp = false;              // the target with an MTP module
   std::string scheduler;         // YAML of the scheduler section
+  bool dynamic = false;          // speculative.dynamic (false: every step drafts k)
 };
 
 const std::string kSelfDraft = "    name: draft_model\n    layers: 1\n    temperature: 0\n";
@@ -155,8 +156,9 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   const fs::path model = c.mtp ? mtp_dir() : target_dir();
   std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
   if (!c.proposer.empty()) {
-    // Static k, so that every step drafts and the test sees accepted drafts.
-    extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: false\n  verifier: greedy\n  proposer:\n" +
+    // Static k unless the case is dynamic: then every step drafts and the test sees accepted drafts.
+    extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: " + std::string(c.dynamic ? "true" : "false") +
+             "\n  verifier: greedy\n  proposer:\n" +
              (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
     if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
   }
@@ -173,15 +175,16 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   const json j = result_of(r);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), want);
-  if (!c.proposer.empty() && c.proposer.find("ngram") == std::string::npos) {
+  if (!c.proposer.empty() && c.proposer.find("ngram") == std::string::npos && !c.dynamic) {
     // Drafts were accepted: the verify/rollback path ran under tensor parallelism.
     EXPECT_GT(j["speculative"]["accepted_tokens"].get<int64_t>(), 0) << j.dump();
   }
+  if (c.dynamic) EXPECT_GT(j["speculative"]["policy"]["steps"].get<int64_t>(), 0) << "the policy planned: " << j.dump();
 }
 
 Case make_case(std::string name, std::string proposer, int32_t proposer_tp = 0, bool mtp = false,
-               std::string scheduler = "") {
-  return {std::move(name), std::move(proposer), proposer_tp, mtp, std::move(scheduler)};
+               std::string scheduler = "", bool dynamic = false) {
+  return {std::move(name), std::move(proposer), proposer_tp, mtp, std::move(scheduler), dynamic};
 }
 
 const std::string kAsync = "  async_scheduling: true\n";
@@ -193,7 +196,11 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("self_draft_tp2", kSelfDraft, 2), make_case("self_draft_tp1", kSelfDraft, 1),
                       make_case("draft_tp2", "draft", 2), make_case("draft_tp1_async", "draft", 1, false, kAsync),
                       make_case("ngram", "    name: ngram\n"), make_case("mtp", kMtp, 0, true),
-                      make_case("mtp_multi_step", kMtp, 0, true, kAsync + "  num_scheduler_steps: 2\n")),
+                      make_case("mtp_multi_step", kMtp, 0, true, kAsync + "  num_scheduler_steps: 2\n"),
+                      // The dynamic policy (the default) under tensor parallelism: the same output.
+                      make_case("self_draft_tp2_dynamic", kSelfDraft, 2, false, "", true),
+                      make_case("draft_tp1_async_dynamic", "draft", 1, false, kAsync, true),
+                      make_case("mtp_dynamic", kMtp, 0, true, "", true)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {

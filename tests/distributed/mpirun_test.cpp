@@ -179,7 +179,9 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
     // Drafts were accepted: the verify/rollback path ran under tensor parallelism.
     EXPECT_GT(j["speculative"]["accepted_tokens"].get<int64_t>(), 0) << j.dump();
   }
-  if (c.dynamic) EXPECT_GT(j["speculative"]["policy"]["steps"].get<int64_t>(), 0) << "the policy planned: " << j.dump();
+  if (c.dynamic) {
+    EXPECT_GT(j["speculative"]["policy"]["steps"].get<int64_t>(), 0) << "the policy planned: " << j.dump();
+  }
 }
 
 Case make_case(std::string name, std::string proposer, int32_t proposer_tp = 0, bool mtp = false,

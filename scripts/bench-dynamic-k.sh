@@ -7,8 +7,8 @@
 #   scripts/bench-dynamic-k.sh [BUILD_DIR]
 # Environment (defaults = the full grid): LAYER_STDS="0.004 0.01 0.02", BATCHES=1,8,32,
 # PROPOSERS="draft_model ngram", ARMS=plain,2,4,8,dynamic, PROMPT_TOKENS=64, GEN_TOKENS=64,
-# REPEATS=4 (repeats per arm; on a shared machine identical work varied by 5-16% between whole
-# runs, by 1-3% within a repeat interleaved by steps),
+# REPEATS=4 (repeats per arm; on a shared machine identical work differed within a repeat by
+# 6-7% (median) with whole runs, by 0.9% interleaved by steps),
 # DROP_BELOW=0.75 (racing: a static arm below 0.75x the leader's best stops repeating),
 # INTERLEAVE=steps (one engine per arm, the arms' runs advance one step each in turn, so the
 # machine's load falls on every arm alike and the paired ratios are the ones to read; runs: one

@@ -156,7 +156,7 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   const fs::path model = c.mtp ? mtp_dir() : target_dir();
   std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
   if (!c.proposer.empty()) {
-    // Static k unless the case is dynamic: then every step drafts and the test sees accepted drafts.
+    // Static k (every step drafts, so the test sees accepted drafts) unless the case is dynamic.
     extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: " + std::string(c.dynamic ? "true" : "false") +
              "\n  verifier: greedy\n  proposer:\n" +
              (c.proposer == "draft" ? draft_checkpoint() : c.proposer);

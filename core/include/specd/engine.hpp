@@ -133,7 +133,7 @@ class Engine {
   // Queues a request under the caller's id. Never throws for bad request content: an invalid
   // request is reported as a finished output with FinishReason::kError by the next step().
   // Throws specd::Error(kInvalidArgument) for an id that is still in use (added and not yet
-  // finished) or not below 2^63.
+  // finished). Any other 64-bit value is a valid id.
   void add_request(RequestId id, const Request& request);
   // Finishes a request with FinishReason::kAbort (reported by the next step()); unknown ids
   // are ignored.

@@ -46,6 +46,10 @@ struct SamplingParams {
 
 // The most alternatives logprobs / prompt_logprobs may ask for (vLLM's and OpenAI's limit).
 inline constexpr int32_t kMaxLogprobs = 20;
+// The most draft tokens any request, arm or engine may ask for per step (num_speculative_tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 32;
+// The most choices one request may ask for (Request::n; OpenAI's `n`, vLLM's `best_of`).
+inline constexpr int32_t kMaxChoices = 64;
 
 // "" when valid, else a message naming the field, e.g. "top_p must be in (0, 1], got 0".
 std::string validate_sampling_params(const SamplingParams& params);
@@ -56,7 +60,7 @@ using RequestId = uint64_t;
 // defaults; without that section these are ignored).
 struct SpeculativeOptions {
   bool enabled = true;
-  // Proposal length k for this request, in [0, 32]; unset = speculative.num_speculative_tokens.
+  // Proposal length k for this request, in [0, kMaxSpeculativeTokens]; unset = speculative.num_speculative_tokens.
   // 0 is the same as enabled = false.
   std::optional<int32_t> num_speculative_tokens;
   // Dynamic speculation for this request (the policy picks 0..k drafts every step); unset =
@@ -78,7 +82,7 @@ struct Request {
   SamplingParams sampling;
   SpeculativeOptions speculative;
   // Choices generated from the one prompt, each with its own seed stream (seed + index); the
-  // prompt is prefilled once and its KV blocks shared. [1, 64].
+  // prompt is prefilled once and its KV blocks shared. [1, kMaxChoices].
   int32_t n = 1;
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
 };

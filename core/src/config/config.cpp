@@ -13,6 +13,7 @@
 #include "common/untrusted.hpp"
 #include "config/yaml_guard.hpp"
 #include "specd/error.hpp"
+#include "specd/request.hpp"
 
 namespace specd::config {
 namespace fs = std::filesystem;
@@ -267,7 +268,7 @@ void read_arm(Reader& r, const YAML::Node& n, const std::string& path, Speculati
   for (const ArmConfig& other : s.arms)
     if (!arm.name.empty() && other.name == arm.name) r.error(n["name"], path + ".name", "duplicate arm \"" + arm.name + "\"");
   r.component(n, "verifier", path + ".verifier", arm.verifier, true);
-  r.get_int(n, path, "num_speculative_tokens", 1, 32, arm.num_speculative_tokens);
+  r.get_int(n, path, "num_speculative_tokens", 1, kMaxSpeculativeTokens, arm.num_speculative_tokens);
   r.get_float(n, path, "weight", 0.0, 1e6, false, arm.weight);
   s.arms.push_back(std::move(arm));
 }
@@ -317,7 +318,7 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
   auto& s = c.speculative;
   s.enabled = true;
   r.get_bool(n, "speculative", "enabled", s.enabled);
-  r.get_int(n, "speculative", "num_speculative_tokens", 1, 32, s.num_speculative_tokens);
+  r.get_int(n, "speculative", "num_speculative_tokens", 1, kMaxSpeculativeTokens, s.num_speculative_tokens);
   r.get_bool(n, "speculative", "dynamic", s.dynamic);
   r.get_int(n, "speculative", "disable_by_batch_size", 0, 1 << 20, s.disable_by_batch_size);
   r.component(n, "proposer", "speculative.proposer", s.proposer, true, {"tensor_parallel_size"});
@@ -354,6 +355,11 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_int(n, "kv_cache", "memory_mib", 0, int64_t{1} << 22, c.kv_cache.memory_mib);
     r.get_choice(n, "kv_cache", "dtype", {"auto", "f32", "f16", "bf16"}, c.kv_cache.dtype);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
+    // It sizes the KV cache in device memory: nothing reads it until the CUDA model runtime does.
+    if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction)
+      r.error(n["gpu_memory_fraction"], "kv_cache.gpu_memory_fraction",
+              "sizes the KV cache in GPU memory, and this build runs models on the cpu only: leave it unset "
+              "(the default 0.9 is the only value accepted)");
   }
   if (YAML::Node n = root["server"];
       r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",

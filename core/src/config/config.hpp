@@ -81,7 +81,8 @@ struct KvCacheConfig {
   int32_t block_size = 16;          // tokens per block; power of two in [1, 256]
   int64_t memory_mib = 0;           // CPU budget for all KV caches; 0 = auto (see docs)
   std::string dtype = "auto";       // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
-  double gpu_memory_fraction = 0.9; // CUDA: fraction of free device memory for KV
+  double gpu_memory_fraction = 0.9; // CUDA: fraction of free device memory for KV (other values refused until
+                                    // the CUDA model runtime reads it)
 };
 
 struct ServerConfig {

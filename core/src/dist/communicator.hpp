@@ -1,6 +1,7 @@
 // Communicator: the collectives tensor parallelism needs, over one group of ranks (a model's
 // tensor-parallel group). Implementations: MPI for CPU ranks (mpi.cpp; processes on one
-// machine or many, over shared memory or TCP) and NCCL for CUDA builds (nccl_communicator.*).
+// machine or many, over shared memory or TCP). A CUDA communicator (NCCL) comes with the CUDA
+// model runtime; the contract below is what it must keep.
 //
 // Contract shared by every implementation:
 //   - Every rank of the group makes the same calls in the same order with the same counts.

@@ -19,12 +19,6 @@
 namespace specd {
 namespace {
 
-// Sequence id used by prompt_logprobs; request ids are below 2^63, so never this one.
-constexpr kv::SeqId kScoringSeq = -1;
-// Sequence ids of choices 1.. of requests with n > 1: above every request id (below 2^63).
-constexpr RequestId kFirstChoiceId = RequestId{1} << 63;
-constexpr int32_t kMaxChoices = 64;
-
 size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
@@ -124,6 +118,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
                 : std::make_unique<speculative::MqaScorer>(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok, mc.vocab_size);
+  validator.emplace(*tok, mc.vocab_size, max_model_len);
   if (spec) {
     // The policy's cost prior (any request may ask for dynamic speculation): steps up to every
     // sequence drafting k tokens, within the token budget.
@@ -251,121 +246,74 @@ Engine::~Engine() = default;
 
 void Engine::add_request(RequestId id, const Request& request) {
   Impl& m = *impl_;
-  if (id > static_cast<RequestId>(std::numeric_limits<kv::SeqId>::max()))
-    throw Error(ErrorCode::kInvalidArgument, "request id " + std::to_string(id) + " is not below 2^63");
-  if (m.output->contains(id))
+  if (m.choices.contains(id))
     throw Error(ErrorCode::kInvalidArgument, "request id " + std::to_string(id) + " is already in use");
-  auto fail = [&](const std::string& message, int32_t num_prompt) {
-    m.pending.push_back(m.output->fail(id, message, num_prompt));
-  };
-  if (std::string err = validate_sampling_params(request.sampling); !err.empty()) {
-    fail("invalid sampling parameters: " + err, 0);
+  RequestValidator::Verdict v = m.validator->check(request);
+  const auto num_prompt = static_cast<int32_t>(v.prompt.size());
+  if (!v.ok()) {
+    m.pending.push_back(output::OutputProcessor::refuse(id, v.error, num_prompt));
     return;
   }
-  auto seq = std::make_unique<sched::Sequence>();
-  seq->id = id;
-  try {
-    seq->tokens = request.prompt_ids.empty() ? m.tok->encode(request.prompt) : request.prompt_ids;
-  } catch (const Error& e) {
-    fail(std::string("cannot tokenize the prompt: ") + e.what(), 0);
-    return;
-  }
-  const auto n = static_cast<int32_t>(seq->tokens.size());
-  if (n == 0) {
-    fail("the prompt is empty", 0);
-    return;
-  }
-  for (int32_t t : seq->tokens) {
-    if (t < 0 || t >= m.info.vocab_size) {
-      fail("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-               std::to_string(m.info.vocab_size) + ")",
-           n);
-      return;
-    }
-  }
-  if (n >= m.max_model_len) {
-    fail("the prompt has " + std::to_string(n) + " tokens but the context length (max_model_len) is " +
-             std::to_string(m.max_model_len) + ", which leaves no room to generate",
-         n);
-    return;
-  }
-  if (const auto& k = request.speculative.num_speculative_tokens; k && (*k < 0 || *k > 32)) {
-    fail("speculative.num_speculative_tokens must be in [0, 32], got " + std::to_string(*k), n);
-    return;
-  }
-  if (request.n < 1 || request.n > kMaxChoices || (request.n > 1 && request.sampling.max_tokens == 0)) {
-    fail("n must be in [1, " + std::to_string(kMaxChoices) + "] (1 when max_tokens is 0), got " +
-             std::to_string(request.n),
-         n);
-    return;
-  }
-  for (const auto& [token, bias] : request.sampling.logit_bias) {
-    if (token < 0 || token >= m.info.vocab_size) {
-      fail("logit_bias names token id " + std::to_string(token) + " outside the vocabulary [0, " +
-               std::to_string(m.info.vocab_size) + ")",
-           n);
-      return;
-    }
-  }
-  seq->num_prompt = n;
-  seq->params = request.sampling;
+  std::unique_ptr<sched::Sequence> seq = m.first_choice(id, request, std::move(v.prompt));
   if (std::string err = m.assign_arm(id, request, *seq); !err.empty()) {
-    fail(err, n);
+    m.pending.push_back(output::OutputProcessor::refuse(id, err, num_prompt));
     return;
   }
-  seq->seed = request.sampling.seed ? *request.sampling.seed
-                                    : splitmix64(static_cast<uint64_t>(m.cfg.model.seed) ^ splitmix64(id));
-  seq->stop_ids = request.sampling.stop_token_ids;
-  if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), m.eos_ids.begin(), m.eos_ids.end());
-  seq->request = id;
-  m.output->add(id, id, 0, seq->tokens, request.sampling, request.tool_calls, seq->arm);
-  if (request.n > 1) {
-    Impl::Choices& c = m.choices[id];
-    c.open = request.n;
-    for (int32_t i = 1; i < request.n; ++i) {
-      auto choice = std::make_unique<sched::Sequence>(*seq);
-      choice->id = kFirstChoiceId + m.next_choice_id++;
-      choice->index = i;
-      choice->seed = seq->seed + static_cast<uint64_t>(i);  // its own stream (vLLM: seed + index)
-      choice->params.prompt_logprobs = -1;                  // reported once, with choice 0
-      m.output->add(choice->id, id, i, choice->tokens, choice->params, request.tool_calls, choice->arm);
-      c.forks.push_back(std::move(choice));
-    }
-  }
+  m.output->add(seq->id, id, 0, seq->tokens, request.sampling, request.tool_calls, seq->arm);
+  std::vector<std::unique_ptr<sched::Sequence>> others = m.other_choices(*seq, request);
+  for (const auto& c : others)
+    m.output->add(c->id, id, c->index, c->tokens, c->params, request.tool_calls, c->arm);
+  m.choices.add(id, seq->id, std::move(others));
   m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
 }
 
+std::unique_ptr<sched::Sequence> Engine::Impl::first_choice(RequestId id, const Request& request,
+                                                            std::vector<int32_t> prompt) {
+  auto seq = std::make_unique<sched::Sequence>();
+  seq->id = choices.new_sequence_id();
+  seq->request = id;
+  seq->tokens = std::move(prompt);
+  seq->num_prompt = static_cast<int32_t>(seq->tokens.size());
+  seq->params = request.sampling;
+  seq->seed = request.sampling.seed ? *request.sampling.seed
+                                    : splitmix64(static_cast<uint64_t>(cfg.model.seed) ^ splitmix64(id));
+  seq->stop_ids = request.sampling.stop_token_ids;
+  if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), eos_ids.begin(), eos_ids.end());
+  return seq;
+}
+
+// Choices 1..n-1: copies of choice 0, each with its own seed stream (vLLM: seed + index).
+std::vector<std::unique_ptr<sched::Sequence>> Engine::Impl::other_choices(const sched::Sequence& first,
+                                                                         const Request& request) {
+  std::vector<std::unique_ptr<sched::Sequence>> out;
+  for (int32_t i = 1; i < request.n; ++i) {
+    auto choice = std::make_unique<sched::Sequence>(first);
+    choice->id = choices.new_sequence_id();
+    choice->index = i;
+    choice->seed = first.seed + static_cast<uint64_t>(i);
+    choice->params.prompt_logprobs = -1;  // reported once, with choice 0
+    out.push_back(std::move(choice));
+  }
+  return out;
+}
+
 void Engine::Impl::fork_choices(const sched::Sequence& first) {
-  auto it = choices.find(first.id);
-  if (it == choices.end() || it->second.forks.empty()) return;
   // The prompt's KV up to its last token is shared; each choice recomputes that token to get its
   // own logits row. A proposer that needs the target's hidden states of the prompt gets them only
   // from a full prefill, so then each choice prefills alone.
   const int32_t shared = spec && spec->wants_hidden() ? 0 : first.num_prompt - 1;
-  for (auto& choice : it->second.forks) {
-    it->second.forked.push_back(choice->id);
-    scheduler->add_fork(std::move(choice), first.id, shared);
-  }
-  it->second.forks.clear();
+  for (auto& choice : choices.take_waiting(first.request)) scheduler->add_fork(std::move(choice), first.id, shared);
 }
 
 void Engine::Impl::report(RequestOutput out, std::vector<RequestOutput>& outputs) {
-  if (out.finish_reason != FinishReason::kNone && !choices.empty()) {
-    if (auto it = choices.find(out.id); it != choices.end()) {
-      out.finished = --it->second.open == 0;
-      if (out.finished) choices.erase(it);
-    }
-  }
+  choices.on_output(out);
   outputs.push_back(std::move(out));
 }
 
 void Engine::Impl::end_waiting_choices(RequestId request, const std::string& error,
                                        std::vector<RequestOutput>& outputs) {
-  auto it = choices.find(request);
-  if (it == choices.end()) return;
-  std::vector<std::unique_ptr<sched::Sequence>> forks = std::move(it->second.forks);
-  it->second.forks.clear();
-  for (const auto& f : forks) report(error.empty() ? output->abort(f->id) : output->fail(f->id, error), outputs);
+  for (const auto& f : choices.drop_waiting(request))
+    report(error.empty() ? output->abort(f->id) : output->fail(f->id, error), outputs);
 }
 
 // An explicit arm must exist; a request that speculates gets an arm (explicit, by user, or drawn)
@@ -393,11 +341,9 @@ std::string Engine::Impl::assign_arm(RequestId id, const Request& request, sched
 
 void Engine::abort(RequestId id) {
   Impl& m = *impl_;
-  std::vector<RequestId> seqs = {id};
-  if (auto it = m.choices.find(id); it != m.choices.end())
-    seqs.insert(seqs.end(), it->second.forked.begin(), it->second.forked.end());
-  for (RequestId seq : seqs) {
-    if (!m.output->contains(seq)) continue;  // unknown, or already finished
+  const std::span<const sched::SeqId> started = m.choices.started(id);
+  for (const sched::SeqId seq : std::vector<sched::SeqId>(started.begin(), started.end())) {
+    if (!m.output->contains(seq)) continue;  // already finished
     m.report(m.output->abort(seq), m.pending);
     auto at = std::find_if(m.arrivals.begin(), m.arrivals.end(), [&](const auto& s) { return s->id == seq; });
     if (at != m.arrivals.end()) {
@@ -417,24 +363,10 @@ bool Engine::has_unfinished() const {
 std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   Impl& m = *impl_;
   m.finish_flight(SteadyClock::now());  // the model is the caller's now; outputs wait for step()
+  m.validator->check_scoring(ids);
   const auto n = static_cast<int32_t>(ids.size());
-  if (n < 2) throw Error(ErrorCode::kInvalidArgument, "scoring needs at least 2 tokens, got " + std::to_string(n));
-  if (n > m.max_model_len) {
-    throw Error(ErrorCode::kInvalidArgument, "cannot score " + std::to_string(n) +
-                                                 " tokens: the context length is " +
-                                                 std::to_string(m.max_model_len));
-  }
-  for (int32_t t : ids) {
-    if (t < 0 || t >= m.info.vocab_size) {
-      throw Error(ErrorCode::kInvalidArgument, "token id " + std::to_string(t) + " is outside the vocabulary");
-    }
-  }
-  struct Guard {
-    kv::KvCache& kv;
-    ~Guard() { kv.remove_sequence(kScoringSeq); }
-  } guard{*m.kv};
-  m.kv->add_sequence(kScoringSeq);
-  if (!m.kv->reserve(kScoringSeq, n)) {
+  const kv::KvCache::Scratch scratch = m.kv->scratch();
+  if (!m.kv->reserve(scratch.id(), n)) {
     throw Error(ErrorCode::kOutOfMemory, "not enough free KV blocks to score " + std::to_string(n) +
                                              " tokens (" + std::to_string(m.kv->num_free_blocks()) +
                                              " free of " + std::to_string(m.kv->num_blocks()) + ")");
@@ -446,7 +378,7 @@ std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   model::ForwardOutput fwd;
   for (int32_t start = 0; start < n - 1; start += chunk) {
     const int32_t len = std::min(chunk, n - 1 - start);  // the last token predicts nothing
-    batch.seqs = {{kScoringSeq, ids.subspan(static_cast<size_t>(start), static_cast<size_t>(len)),
+    batch.seqs = {{scratch.id(), ids.subspan(static_cast<size_t>(start), static_cast<size_t>(len)),
                    model::LogitsMode::kAll}};
     m.model->forward(batch, *m.kv, fwd);
     for (int32_t r = 0; r < len; ++r) {

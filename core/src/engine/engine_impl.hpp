@@ -19,9 +19,11 @@
 #include "config/config.hpp"
 #include "dist/tensor_parallel.hpp"
 #include "engine/model_worker.hpp"
+#include "engine/request_validator.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
 #include "model/llama.hpp"
+#include "output/choices.hpp"
 #include "output/output_processor.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
@@ -40,7 +42,7 @@ using SteadyClock = std::chrono::steady_clock;
 // when the step is collected (the batch, its sequences and the speculator's buffers then go back
 // to the scheduler and the next step).
 struct StepResult {
-  RequestId id = 0;
+  sched::SeqId id = 0;
   uint32_t first = 0;  // the tokens appended this step: StepOutbox::tokens[first, first + count)
   uint32_t count = 0;
   FinishReason finish = FinishReason::kNone;  // the scheduler's token-level verdict
@@ -89,21 +91,13 @@ struct Engine::Impl {
   std::unique_ptr<sched::Scheduler> scheduler;
   std::unique_ptr<speculative::Scorer> scorer;
   std::unique_ptr<output::OutputProcessor> output;
+  std::optional<RequestValidator> validator;  // once the tokenizer and the context length are known
   // speculative.ab_log: one line per finished request of an A/B arm (null when off).
   std::unique_ptr<speculative::AbRecorder> ab;
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
-  // Requests with n > 1 choices: choice 0 runs under the request's id; the other choices wait
-  // here (`forks`) until choice 0 has prefilled the prompt, then share its KV blocks under ids
-  // from kFirstChoiceId on. `open` counts the choices not finished yet.
-  struct Choices {
-    int32_t open = 0;
-    std::vector<std::unique_ptr<sched::Sequence>> forks;
-    std::vector<RequestId> forked;  // sequence ids of choices 1.. in the scheduler
-  };
-  std::unordered_map<RequestId, Choices> choices;
-  RequestId next_choice_id = 0;
+  output::Choices choices;  // requests, their sequences, and choices waiting for choice 0's prompt
   uint64_t num_preemptions = 0;
   spec::SpecMetrics spec_metrics;      // engine-wide, recorded with the outputs
   std::vector<spec::ArmMetrics> arm_metrics;  // per A/B arm (speculative/arm_verifiers.hpp), likewise
@@ -113,7 +107,7 @@ struct Engine::Impl {
   // finished or were aborted while a step that may hold them was in flight (removed when it is
   // collected; its rows for them are discarded).
   std::vector<std::unique_ptr<sched::Sequence>> arrivals;
-  std::vector<RequestId> discard;
+  std::vector<sched::SeqId> discard;
 
   // The step: prepared and collected on the engine thread, executed by `execute`.
   sched::StepBatch batch;
@@ -150,9 +144,9 @@ struct Engine::Impl {
   void commit(sched::StepRow& row);
   // A request ended: out of the scheduler and the proposer now, or (a step in flight may hold
   // it) once that step is collected.
-  void retire(RequestId id);
-  void fail(RequestId id, const std::string& message, std::vector<RequestOutput>& outputs);
-  void remove(RequestId id);
+  void retire(sched::SeqId id);
+  void fail(sched::SeqId id, const std::string& message, std::vector<RequestOutput>& outputs);
+  void remove(sched::SeqId id);
   bool in_flight() const { return worker && worker->busy(); }
 
   // n > 1 (engine.cpp): the other choices start from choice 0's prefilled prompt; outputs say
@@ -160,6 +154,9 @@ struct Engine::Impl {
   void fork_choices(const sched::Sequence& first);
   void report(RequestOutput out, std::vector<RequestOutput>& outputs);
   void end_waiting_choices(RequestId request, const std::string& error, std::vector<RequestOutput>& outputs);
+  // The sequences of a valid request: choice 0 and the choices waiting for its prompt.
+  std::unique_ptr<sched::Sequence> first_choice(RequestId id, const Request& request, std::vector<int32_t> prompt);
+  std::vector<std::unique_ptr<sched::Sequence>> other_choices(const sched::Sequence& first, const Request& request);
   // Request setup for speculative decoding: the A/B arm and k. Returns "" or why it fails.
   std::string assign_arm(RequestId id, const Request& request, sched::Sequence& seq);
 };

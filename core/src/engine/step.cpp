@@ -82,7 +82,7 @@ double Engine::Impl::finish_flight(SteadyClock::time_point now) {
 void Engine::Impl::collect() {
   const auto vocab = static_cast<size_t>(info.vocab_size);
   for (sched::StepRow& row : batch.rows) {
-    const RequestId id = row.seq->id;
+    const sched::SeqId id = row.seq->id;
     if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
     const bool ended = row.failed() || row.finish != FinishReason::kNone;
     if (row.chunk_logits != nullptr && !row.failed())
@@ -106,7 +106,8 @@ void Engine::Impl::collect() {
       r.first_shadow = static_cast<uint32_t>(outbox.shadows.size());
       r.num_shadows = static_cast<uint32_t>(row.shadows.size());
       outbox.shadows.insert(outbox.shadows.end(), row.shadows.begin(), row.shadows.end());
-      if (row.sample && !row.failed() && row.seq->index == 0 && !choices.empty()) fork_choices(*row.seq);
+      if (row.sample && !row.failed() && row.seq->index == 0 && choices.has_waiting(row.seq->request))
+        fork_choices(*row.seq);
     }
     if (ended) remove(id);
   }
@@ -125,7 +126,7 @@ void Engine::Impl::collect() {
 
 // Removals deferred while a step was in flight, then the requests added since the last prepare.
 void Engine::Impl::admit() {
-  for (RequestId id : discard) remove(id);
+  for (sched::SeqId id : discard) remove(id);
   discard.clear();
   for (std::unique_ptr<sched::Sequence>& seq : arrivals) scheduler->add(std::move(seq));
   arrivals.clear();
@@ -141,7 +142,7 @@ void Engine::Impl::prepare(std::vector<RequestOutput>& outputs) {
     fail(id, message, outputs);
   }
   if (spec) {
-    for (RequestId id : batch.preempted) spec->release(id);
+    for (sched::SeqId id : batch.preempted) spec->release(id);
   }
 }
 
@@ -177,7 +178,8 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
       spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);
       speculative::record_row(arm_metrics, out.arm, r.spec.k, r.spec.drafted, r.spec.accepted, emitted,
                               r.emitted_logprob, shadows);
-      if (ab) ab->verified(r.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
+      if (ab && out.index == 0)
+        ab->verified(out.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
     }
     const bool ended = out.finish_reason != FinishReason::kNone;
     if (!ended && !r.error.empty()) {  // the proposer's on_accept failed
@@ -194,12 +196,15 @@ void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
 }
 
 // A sequence failed: its output, and the choices of its request still waiting for its prompt.
-void Engine::Impl::fail(RequestId id, const std::string& message, std::vector<RequestOutput>& outputs) {
-  report(output->fail(id, message), outputs);
-  end_waiting_choices(id, message, outputs);
+void Engine::Impl::fail(sched::SeqId id, const std::string& message, std::vector<RequestOutput>& outputs) {
+  if (!output->contains(id)) return;  // its output is final already (aborted)
+  RequestOutput out = output->fail(id, message);
+  const RequestId request = out.id;
+  report(std::move(out), outputs);
+  end_waiting_choices(request, message, outputs);
 }
 
-void Engine::Impl::retire(RequestId id) {
+void Engine::Impl::retire(sched::SeqId id) {
   if (in_flight()) {
     discard.push_back(id);
   } else {
@@ -207,7 +212,7 @@ void Engine::Impl::retire(RequestId id) {
   }
 }
 
-void Engine::Impl::remove(RequestId id) {
+void Engine::Impl::remove(sched::SeqId id) {
   if (scheduler->remove(id) && spec) spec->release(id);
 }
 

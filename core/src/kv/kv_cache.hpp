@@ -65,6 +65,23 @@ class KvCache {
   // Frees every block of the sequence and forgets it; no-op for an unknown id.
   void remove_sequence(SeqId seq);
 
+  // A sequence for work outside the scheduler (prompt scoring, the speculation policy's
+  // calibration): registered empty under an id no scheduled sequence has (scheduled ids are
+  // >= 0, scratch ids negative), removed with its blocks when the handle goes.
+  class Scratch {
+   public:
+    Scratch(KvCache& kv, SeqId id) : kv_(kv), id_(id) { kv_.add_sequence(id_); }
+    ~Scratch() { kv_.remove_sequence(id_); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    SeqId id() const { return id_; }
+
+   private:
+    KvCache& kv_;
+    SeqId id_;
+  };
+  Scratch scratch() { return Scratch(*this, --last_scratch_); }
+
   // Tokens whose K/V are in the cache.
   int32_t num_tokens(SeqId seq) const;
   // Tokens the sequence's blocks can hold (num_blocks_of(seq) * block_size).
@@ -133,6 +150,7 @@ class KvCache {
   std::vector<std::unique_ptr<std::byte[]>> k_, v_;
   bool record_copies_ = false;
   std::vector<int32_t> copies_;  // from, to pairs since the last take_copies()
+  SeqId last_scratch_ = 0;       // scratch ids count down from -1
 };
 
 }  // namespace specd::kv

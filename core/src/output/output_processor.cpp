@@ -1,11 +1,12 @@
 #include "output/output_processor.hpp"
 
+#include "specd/error.hpp"
 #include "specd/kernels/softmax.hpp"
 #include "specd/kernels/top_k_top_p.hpp"
 
 namespace specd::output {
 
-void OutputProcessor::add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
+void OutputProcessor::add(sched::SeqId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
                           const SamplingParams& params, ToolCallFormat tool_calls, int32_t arm) {
   Request& r = requests_[seq];
   r.request = request;
@@ -31,7 +32,7 @@ TokenLogprobs OutputProcessor::token_logprobs(const float* logits, int32_t token
   return t;
 }
 
-void OutputProcessor::prompt_chunk(RequestId seq, std::span<const int32_t> tokens, int32_t start, int32_t n,
+void OutputProcessor::prompt_chunk(sched::SeqId seq, std::span<const int32_t> tokens, int32_t start, int32_t n,
                                    const float* logits) {
   auto it = requests_.find(seq);
   if (it == requests_.end() || it->second.prompt_logprobs < 0 || logits == nullptr) return;
@@ -89,7 +90,7 @@ void OutputProcessor::finish_text(Request& r, FinishReason& finish, bool stop_st
   emit(r, std::move(text), true, out);
 }
 
-RequestOutput OutputProcessor::process(RequestId seq, const Committed& c) {
+RequestOutput OutputProcessor::process(sched::SeqId seq, const Committed& c) {
   Request& r = requests_.at(seq);
   RequestOutput out;
   out.prompt_logprobs = std::move(r.pending_prompt);
@@ -129,25 +130,33 @@ RequestOutput OutputProcessor::process(RequestId seq, const Committed& c) {
   return out;
 }
 
-RequestOutput OutputProcessor::ended(RequestId seq, FinishReason reason) {
+RequestOutput OutputProcessor::ended(sched::SeqId seq, FinishReason reason) {
   RequestOutput out;
-  out.id = seq;
   out.finished = true;
   out.finish_reason = reason;
-  if (auto it = requests_.find(seq); it != requests_.end()) {
-    fill_counters(it->second, out);
-    requests_.erase(it);
-  }
+  auto it = requests_.find(seq);
+  SPECD_CHECK(it != requests_.end(), ErrorCode::kInternal, "output: sequence " + std::to_string(seq) + " is unknown");
+  fill_counters(it->second, out);
+  requests_.erase(it);
   return out;
 }
 
-RequestOutput OutputProcessor::fail(RequestId seq, const std::string& message, int32_t num_prompt) {
+RequestOutput OutputProcessor::fail(sched::SeqId seq, const std::string& message) {
   RequestOutput out = ended(seq, FinishReason::kError);
   out.error = message;
-  if (num_prompt > 0 && out.num_prompt_tokens == 0) out.num_prompt_tokens = num_prompt;
   return out;
 }
 
-RequestOutput OutputProcessor::abort(RequestId seq) { return ended(seq, FinishReason::kAbort); }
+RequestOutput OutputProcessor::abort(sched::SeqId seq) { return ended(seq, FinishReason::kAbort); }
+
+RequestOutput OutputProcessor::refuse(RequestId request, const std::string& message, int32_t num_prompt) {
+  RequestOutput out;
+  out.id = request;
+  out.finished = true;
+  out.finish_reason = FinishReason::kError;
+  out.error = message;
+  out.num_prompt_tokens = num_prompt;
+  return out;
+}
 
 }  // namespace specd::output

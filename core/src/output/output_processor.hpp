@@ -8,8 +8,8 @@
 // scheduler decides the token-level stops (stop token ids, max_tokens, context length); a stop
 // string is decided here and may end a request in the middle of a step's accepted run.
 //
-// Sequences are keyed by their id (a request's choice 0 has the request's id); outputs carry the
-// request's id and the choice index. Used from the engine's step thread only.
+// Sequences are keyed by the engine's sequence id (sched::SeqId); outputs carry the request's id
+// and the choice index. Used from the engine's step thread only.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 
 #include "output/tool_calls.hpp"
 #include "sampling/stop.hpp"
+#include "sched/step_batch.hpp"
 #include "specd/request.hpp"
 #include "specd/spec_metrics.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -50,27 +51,28 @@ class OutputProcessor {
   // Sequence `seq` (choice `index` of `request`) entered the engine: its text continues after
   // `prompt`, its stop strings are armed. arm: its A/B arm (RequestOutput::arm of every output),
   // -1 = none.
-  void add(RequestId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
+  void add(sched::SeqId seq, RequestId request, int32_t index, std::span<const int32_t> prompt,
            const SamplingParams& params, ToolCallFormat tool_calls, int32_t arm = -1);
-  bool contains(RequestId seq) const { return requests_.contains(seq); }
+  bool contains(sched::SeqId seq) const { return requests_.contains(seq); }
   // Sequences added and not yet finished, failed or aborted.
   size_t num_requests() const { return requests_.size(); }
 
   // A prefill chunk of `seq` ran through the target: with prompt_logprobs, the log-probabilities
   // of tokens [start + 1, start + n] of `tokens` from `logits` [n, vocab] join the next output
   // (positions already reported, as after a preemption, are not reported again).
-  void prompt_chunk(RequestId seq, std::span<const int32_t> tokens, int32_t start, int32_t n, const float* logits);
+  void prompt_chunk(sched::SeqId seq, std::span<const int32_t> tokens, int32_t start, int32_t n, const float* logits);
 
   // The tokens appended for `seq` this step (see Committed). token_finish kStop (a stop token id)
   // keeps its text out. A stop string may finish the sequence earlier; the output then reports only
   // the tokens up to the one that completed it. A finished sequence is forgotten.
-  RequestOutput process(RequestId seq, const Committed& c);
+  RequestOutput process(sched::SeqId seq, const Committed& c);
 
   // The final output of a sequence that ends without further tokens: failed with a message, or
-  // aborted. A known sequence's counters are reported with it and it is forgotten; `request` and
-  // num_prompt are reported for a sequence that never got as far as add().
-  RequestOutput fail(RequestId seq, const std::string& message, int32_t num_prompt = 0);
-  RequestOutput abort(RequestId seq);
+  // aborted. Its counters are reported with it and it is forgotten.
+  RequestOutput fail(sched::SeqId seq, const std::string& message);
+  RequestOutput abort(sched::SeqId seq);
+  // The final output of a request refused before it got a sequence (Engine::add_request).
+  static RequestOutput refuse(RequestId request, const std::string& message, int32_t num_prompt);
 
  private:
   struct Request {
@@ -92,11 +94,11 @@ class OutputProcessor {
   void emit(Request& r, std::string text, bool end, RequestOutput& out) const;
   void finish_text(Request& r, FinishReason& finish, bool stop_string, RequestOutput& out) const;
   TokenLogprobs token_logprobs(const float* logits, int32_t token, int32_t top_n);
-  RequestOutput ended(RequestId seq, FinishReason reason);
+  RequestOutput ended(sched::SeqId seq, FinishReason reason);
 
   const tokenizer::Tokenizer& tok_;
   int64_t vocab_;
-  std::unordered_map<RequestId, Request> requests_;
+  std::unordered_map<sched::SeqId, Request> requests_;
   std::vector<float> logprob_row_;  // [vocab] scratch
   std::vector<int32_t> top_ids_;
 };

@@ -28,7 +28,6 @@ class ToolCallParser {
   Result push(std::string_view text);
   // End of the output: held text is parsed one last time; what does not parse is content.
   Result finish();
-  bool found_calls() const { return num_calls_ > 0; }
 
  private:
   Result push_hermes(std::string_view text);

@@ -27,7 +27,7 @@ Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* h
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
-void Scheduler::add_fork(std::unique_ptr<Sequence> seq, RequestId parent, int32_t len) {
+void Scheduler::add_fork(std::unique_ptr<Sequence> seq, SeqId parent, int32_t len) {
   if (len > 0) kv_.fork(static_cast<kv::SeqId>(parent), static_cast<kv::SeqId>(seq->id), len);
   seq->num_computed = len;
   // Behind the forks already waiting, ahead of new requests.
@@ -35,12 +35,12 @@ void Scheduler::add_fork(std::unique_ptr<Sequence> seq, RequestId parent, int32_
   waiting_.insert(at, std::move(seq));
 }
 
-void Scheduler::drop_kv(RequestId id) {
+void Scheduler::drop_kv(SeqId id) {
   kv_.remove_sequence(static_cast<kv::SeqId>(id));
   if (hosted_ != nullptr) hosted_->drop(static_cast<kv::SeqId>(id));
 }
 
-std::unique_ptr<Sequence> Scheduler::remove(RequestId id) {
+std::unique_ptr<Sequence> Scheduler::remove(SeqId id) {
   std::unique_ptr<Sequence> out;
   if (auto it = std::find_if(running_.begin(), running_.end(), [&](auto& s) { return s->id == id; });
       it != running_.end()) {
@@ -197,7 +197,7 @@ void Scheduler::schedule_running(StepBatch& batch, int32_t& budget) {
       if (batch.rows.empty()) {
         // Alone in the cache and still no room: it can never run.
         batch.failed.emplace_back(seq.id, too_large_message(seq));
-        const RequestId id = seq.id;
+        const SeqId id = seq.id;
         running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
         drop_kv(id);
       } else {

@@ -45,8 +45,8 @@
 namespace specd::sched {
 
 struct Sequence {
-  RequestId id = 0;             // the sequence (for choice 0 of a request, the request's id)
-  RequestId request = 0;        // the request it is a choice of
+  SeqId id = 0;                 // the engine's id of this sequence
+  RequestId request = 0;        // the caller's id of the request it is a choice of
   int32_t index = 0;            // which choice
   std::vector<int32_t> tokens;  // prompt, then every generated token
   int32_t num_prompt = 0;
@@ -103,7 +103,7 @@ class Scheduler {
   void add(std::unique_ptr<Sequence> seq);
   // Adds `seq` (another choice of the request `parent` runs) holding the parent's first `len`
   // KV positions, shared (KvCache::fork); it waits ahead of new requests. len 0: no sharing.
-  void add_fork(std::unique_ptr<Sequence> seq, RequestId parent, int32_t len);
+  void add_fork(std::unique_ptr<Sequence> seq, SeqId parent, int32_t len);
   // This step's rows (the batch is cleared first): running sequences, oldest first, then
   // admitted waiting ones; plus the sequences that failed or were preempted. During a multi-step:
   // the next sub-step's decode rows.
@@ -112,7 +112,7 @@ class Scheduler {
   void commit(StepRow& row);
   // Removes a sequence (finished, failed or aborted) and frees its KV blocks in the target and
   // hosted caches; returns it, or null for an unknown id.
-  std::unique_ptr<Sequence> remove(RequestId id);
+  std::unique_ptr<Sequence> remove(SeqId id);
 
   bool empty() const { return waiting_.empty() && running_.empty(); }
   size_t num_running() const { return running_.size(); }
@@ -128,7 +128,7 @@ class Scheduler {
   void end_multi_step();
   int32_t lookahead(const Sequence& seq, size_t num_running) const;
   void preempt(size_t running_index, StepBatch& batch);
-  void drop_kv(RequestId id);
+  void drop_kv(SeqId id);
   std::string too_large_message(const Sequence& seq) const;
 
   SchedulerLimits limits_;

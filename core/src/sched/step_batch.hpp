@@ -23,6 +23,10 @@
 
 namespace specd::sched {
 
+// The engine's id of one sequence (one choice of a request: output/choices.hpp). Unique for the
+// engine's life and never a caller's RequestId; the KV caches and plugins key sequences by it.
+using SeqId = uint64_t;
+
 struct Sequence;
 
 // What one A/B shadow arm would have done with a row's drafts (speculative.shadow): the same
@@ -91,9 +95,9 @@ struct StepRow {
 struct StepBatch {
   std::vector<StepRow> rows;
   // Sequences that can never run (already removed from the scheduler), with the reason.
-  std::vector<std::pair<RequestId, std::string>> failed;
+  std::vector<std::pair<SeqId, std::string>> failed;
   // Sequences that lost their KV this step (re-prefilled later).
-  std::vector<RequestId> preempted;
+  std::vector<SeqId> preempted;
   int32_t num_preempted = 0;
 
   void clear() {

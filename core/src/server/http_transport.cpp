@@ -211,10 +211,4 @@ void Transport::shutdown(Clock::time_point deadline) {
   for (auto& t : m.io_threads) t.join();
 }
 
-size_t Transport::open_connections() const {
-  std::lock_guard lock(impl_->reg_mu);
-  return impl_->sessions.size();
-}
-
-
 }  // namespace specd::server::http

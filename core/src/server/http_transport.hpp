@@ -123,8 +123,6 @@ class Transport {
   // still open, and joins all threads. Idempotent.
   void shutdown(std::chrono::steady_clock::time_point deadline);
 
-  size_t open_connections() const;
-
  private:
   friend class Session;
   struct Impl;

@@ -157,7 +157,7 @@ SpeculativeOptions read_speculative(const ordered_json& v) {
     if (key == "enabled") {
       s.enabled = read_bool(value, "speculative.enabled");
     } else if (key == "num_speculative_tokens") {
-      s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, 32));
+      s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, kMaxSpeculativeTokens));
     } else if (key == "dynamic") {
       s.dynamic = read_bool(value, "speculative.dynamic");
     } else if (key == "arm") {
@@ -281,8 +281,8 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
                    "invalid_request_error", "model", "model_not_found");
   }
   read_sampling(body, limits, req.sampling);
-  if (present(body, "n")) req.n = static_cast<int32_t>(read_int(body["n"], "n", 1, 64));
-  if (present(body, "best_of") && read_int(body["best_of"], "best_of", 1, 64) != req.n)
+  if (present(body, "n")) req.n = static_cast<int32_t>(read_int(body["n"], "n", 1, kMaxChoices));
+  if (present(body, "best_of") && read_int(body["best_of"], "best_of", 1, kMaxChoices) != req.n)
     throw bad_request("best_of must equal n: specd returns every choice it generates", "best_of");
   read_stream_options(body, req);
   if (body.contains("speculative")) req.speculative = read_speculative(body["speculative"]);

@@ -209,13 +209,9 @@ void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, doubl
 std::vector<TargetSample> calibrate_target(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens,
                                            double budget_s) {
   using Clock = std::chrono::steady_clock;
-  constexpr kv::SeqId kSeq = -2;  // request ids are below 2^63 and prompt scoring uses -1
   std::vector<TargetSample> samples;
-  kv.add_sequence(kSeq);
-  struct Guard {
-    kv::KvCache& kv;
-    ~Guard() { kv.remove_sequence(kSeq); }
-  } guard{kv};
+  const kv::KvCache::Scratch scratch = kv.scratch();
+  const kv::SeqId kSeq = scratch.id();
   const int64_t vocab = model.weights().config().vocab_size;
   std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_tokens, 1)));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((7 + 131 * i) % static_cast<size_t>(vocab));

@@ -27,8 +27,6 @@ double overlap(const float* p, const float* q, size_t n) {
   return sum;
 }
 
-// Any request may ask for up to this many drafts (Request.speculative.num_speculative_tokens).
-constexpr int32_t kMaxSpeculativeTokens = 32;
 // The start-up calibration of the target's cost stays under a second (cost_model.hpp).
 constexpr double kCalibrationBudgetSeconds = 0.5;
 

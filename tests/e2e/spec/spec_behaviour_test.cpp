@@ -301,7 +301,9 @@ std::map<specd::RequestId, Generation> run_failing_on_accept(const fs::path& tar
   const auto cfg = specd::config::for_model_dir(
       target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
                         {"speculative.proposer.name", "test_repeat"},
-                        {"speculative.proposer.fail_on_accept_seq", "102"},
+                        // Plugins see the engine's sequence ids, numbered from 0 in the order
+                        // requests are added: request 102 is sequence 1.
+                        {"speculative.proposer.fail_on_accept_seq", "1"},
                         {"speculative.proposer.keeps_state", keeps_state ? "true" : "false"},
                         {"speculative.verifier.name", "greedy"},
                         {"speculative.dynamic", "false"}});

@@ -155,6 +155,9 @@ TEST(Config, OutOfRange) {
             "x.yaml:2: kv_cache.block_size: expected a power of two, got 24");
   EXPECT_EQ(config_error("model: {path: m}\nkv_cache:\n  gpu_memory_fraction: 0\n"),
             "x.yaml:3: kv_cache.gpu_memory_fraction: expected number in (0, 1], got \"0\"");
+  EXPECT_EQ(config_error("model: {path: m}\nkv_cache:\n  gpu_memory_fraction: 0.5\n"),
+            "x.yaml:3: kv_cache.gpu_memory_fraction: sizes the KV cache in GPU memory, and this build runs models "
+            "on the cpu only: leave it unset (the default 0.9 is the only value accepted)");
 }
 
 TEST(Config, UnknownKeysAtEveryLevel) {

@@ -105,31 +105,23 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
-  if (cfg.speculative.enabled) {
-    spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
-                                                     leader.get());
-  }
+  spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
+                                                   leader.get());
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
-                             cfg.scheduler.chunked_prefill, max_model_len, spec ? spec->max_k() : 0,
+                             cfg.scheduler.chunked_prefill, max_model_len, spec->max_k(),
                              cfg.speculative.disable_by_batch_size, cfg.scheduler.num_scheduler_steps},
-      *kv, spec ? &spec->host() : nullptr);
-  scorer = spec ? spec->make_scorer(cfg.speculative.scorer, *model, *kv)
-                : std::make_unique<speculative::MqaScorer>(*model, *kv);
+      *kv, spec->hosted_kv());
+  scorer = spec->make_scorer(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok, mc.vocab_size);
   validator.emplace(*tok, mc.vocab_size, max_model_len);
-  if (spec) {
-    // The policy's cost prior (any request may ask for dynamic speculation): steps up to every
-    // sequence drafting k tokens, within the token budget.
-    const int64_t widest = int64_t{cfg.scheduler.max_num_seqs} * (cfg.speculative.num_speculative_tokens + 1);
-    spec->calibrate(*model, *kv, static_cast<int32_t>(std::min<int64_t>(widest, cfg.scheduler.max_num_batched_tokens)));
-    spec_metrics.policy = spec->policy_metrics();  // the calibration time
-    arm_metrics = spec->arms().zero_metrics();
-  }
-  if (spec && !cfg.speculative.ab_log.empty())
-    ab = std::make_unique<speculative::AbRecorder>(spec->arms(), cfg.speculative.ab_log,
-                                                   cfg.speculative.ab_log_max_mib << 20, cfg.speculative.ab_log_keep);
+  // The policy's cost prior (any request may ask for dynamic speculation): steps up to every
+  // sequence drafting k tokens, within the token budget.
+  const int64_t widest = int64_t{cfg.scheduler.max_num_seqs} * (cfg.speculative.num_speculative_tokens + 1);
+  spec->calibrate(*model, *kv, static_cast<int32_t>(std::min<int64_t>(widest, cfg.scheduler.max_num_batched_tokens)));
+  pipeline = std::make_unique<StepPipeline>(*scheduler, *spec, *scorer, mc.vocab_size, cfg.scheduler.async_scheduling);
+  spec->collect(pipeline->outbox().arms, spec_metrics.policy);  // the calibration time
 
   eos_ids = mc.eos_token_ids;
   if (auto e = tok->eos_id(); e && std::find(eos_ids.begin(), eos_ids.end(), *e) == eos_ids.end()) {
@@ -137,7 +129,6 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
   probs.resize(static_cast<size_t>(mc.vocab_size));
   describe();
-  if (cfg.scheduler.async_scheduling) worker = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
 
 std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
@@ -161,7 +152,7 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   // Target and hosted models get equal block counts; one "block" of the budget is a target
   // block plus one block of every hosted model (docs/speculative.md). Under tensor parallelism
   // every size is this rank's share (its KV heads), and rank 0 picks the count for all ranks.
-  const size_t block_bytes = kv::bytes_per_block(shape) + (spec ? spec->host().hosted_bytes_per_block() : 0);
+  const size_t block_bytes = kv::bytes_per_block(shape) + spec->hosted_bytes_per_block();
   size_t budget = 0;
   if (cfg.kv_cache.memory_mib > 0) {
     budget = static_cast<size_t>(cfg.kv_cache.memory_mib) << 20;
@@ -188,7 +179,7 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   } else {
     allocate();
   }
-  if (spec) spec->host().allocate_kv(blocks);
+  spec->allocate_hosted_kv(blocks);
 }
 
 void Engine::Impl::describe() {
@@ -215,29 +206,15 @@ void Engine::Impl::describe() {
   info.default_top_k = mc.default_top_k;
   info.default_max_tokens = mc.default_max_tokens;
   info.num_threads = kernels::num_threads();
-  if (spec) {
-    info.proposer = spec->proposer_name();
-    info.scorer = scorer->name();
-    info.num_speculative_tokens = spec->default_k();
-    info.dynamic_k = cfg.speculative.dynamic;
-    info.verifier_lossless = true;
-    const speculative::ArmVerifiers& arms = spec->arms();
-    for (size_t i = 0; i < arms.size(); ++i) {
-      const speculative::Arm& a = arms.arm(i);
-      const bool lossless = a.verifier->capabilities().lossless != 0;
-      info.arms.push_back({a.name, a.verifier->name(), lossless, a.k, a.weight, a.shadow});
-      info.verifier += (i == 0 ? "" : ",") + a.verifier->name();
-      info.verifier_lossless = info.verifier_lossless && lossless;
-    }
-    info.ab_log = cfg.speculative.ab_log;
-  }
+  spec->describe(info, *scorer);
+  if (cfg.speculative.enabled) info.ab_log = cfg.speculative.ab_log;
   log.info("loaded {} ({}, {} layers, vocab {}, {} weights); KV cache {} blocks x {} tokens ({} MiB, {})",
            info.model_dir, info.architecture, info.num_layers, info.vocab_size, info.weight_dtype, blocks,
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
   log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
            cfg.scheduler.num_scheduler_steps);
   if (leader) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
-  if (leader && spec)
+  if (leader && cfg.speculative.enabled)
     log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
 }
 
@@ -255,7 +232,7 @@ void Engine::add_request(RequestId id, const Request& request) {
     return;
   }
   std::unique_ptr<sched::Sequence> seq = m.first_choice(id, request, std::move(v.prompt));
-  if (std::string err = m.assign_arm(id, request, *seq); !err.empty()) {
+  if (std::string err = m.spec->accounting().assign(id, request, *seq); !err.empty()) {
     m.pending.push_back(output::OutputProcessor::refuse(id, err, num_prompt));
     return;
   }
@@ -301,7 +278,7 @@ void Engine::Impl::fork_choices(const sched::Sequence& first) {
   // The prompt's KV up to its last token is shared; each choice recomputes that token to get its
   // own logits row. A proposer that needs the target's hidden states of the prompt gets them only
   // from a full prefill, so then each choice prefills alone.
-  const int32_t shared = spec && spec->wants_hidden() ? 0 : first.num_prompt - 1;
+  const int32_t shared = spec->wants_hidden() ? 0 : first.num_prompt - 1;
   for (auto& choice : choices.take_waiting(first.request)) scheduler->add_fork(std::move(choice), first.id, shared);
 }
 
@@ -314,29 +291,6 @@ void Engine::Impl::end_waiting_choices(RequestId request, const std::string& err
                                        std::vector<RequestOutput>& outputs) {
   for (const auto& f : choices.drop_waiting(request))
     report(error.empty() ? output->abort(f->id) : output->fail(f->id, error), outputs);
-}
-
-// An explicit arm must exist; a request that speculates gets an arm (explicit, by user, or drawn)
-// and the arm's k unless it sets its own.
-std::string Engine::Impl::assign_arm(RequestId id, const Request& request, sched::Sequence& seq) {
-  const std::string& name = request.speculative.arm;
-  auto unknown = [&] {
-    if (!config::valid_arm_name(name)) return std::string("speculative.arm is not a valid arm name");
-    if (!spec) return "speculative.arm '" + name + "': the engine has no A/B arms (no speculative section)";
-    return "unknown A/B arm '" + name + "' (arms: " + spec->arm_list() + ")";
-  };
-  const std::optional<int32_t>& k = request.speculative.num_speculative_tokens;
-  if (!spec || !request.speculative.enabled || (k && *k == 0)) {
-    return name.empty() || (spec && spec->has_arm(name)) ? "" : unknown();  // no arm: it does not speculate
-  }
-  const std::optional<speculative::ArmAssignment> a = spec->assign(name, request.speculative.user, id);
-  if (!a) return unknown();
-  seq.arm = a->arm;
-  ++arm_metrics[static_cast<size_t>(a->arm)].num_requests;
-  seq.spec_k = k.value_or(spec->arms().arm(static_cast<size_t>(a->arm)).k);
-  seq.dynamic_k = request.speculative.dynamic.value_or(cfg.speculative.dynamic);
-  if (ab) ab->add(id, *a, request.sampling, seq.spec_k, speculative::AbRecorder::Clock::now());
-  return "";
 }
 
 void Engine::abort(RequestId id) {
@@ -403,9 +357,7 @@ const EngineInfo& Engine::info() const { return impl_->info; }
 
 spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
 
-const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const {
-  return impl_->arm_metrics;
-}
+const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const { return impl_->spec->accounting().metrics(); }
 
 const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
 

@@ -1,20 +1,15 @@
 // Engine::step: one engine step, top to bottom (docs/architecture.md "One engine step",
 // docs/scheduling.md for async and multi-step scheduling).
 //
-//   engine thread                               model side (the model worker when async)
+//   engine thread                               model side (StepPipeline; its worker when async)
 //   collect   the step in flight is done: copy its results (with the logits rows of logprobs
-//             requests), prompt logprobs, n > 1 forks, remove finished requests
+//             requests and its A/B record), prompt logprobs, n > 1 forks, remove finished requests
 //   admit     deferred removals, then arrivals enter the scheduler
 //   prepare   Scheduler::schedule → StepBatch rows (a full schedule or the next sub-step)
-//   launch ───────────────────────────────────► execute
-//                                                 Speculator::plan      → row.lookahead = k_i (dynamic)
-//                                                 Speculator::propose   → row.drafts
-//                                                 Scorer::score         → row.logits, row.hidden,
-//                                                                         row.chunk_logits
-//                                                 Speculator::observe, Impl::sample, Speculator::verify
-//                                                 Speculator::end_step  → the policy learns the times
-//                                                 per row: Scheduler::commit → Speculator::accept
-//   process   OutputProcessor on the collected step's results → RequestOutputs
+//   launch ───────────────────────────────────► execute: propose → score → sample → verify →
+//                                                        per row commit + accept
+//   process   OutputProcessor on the collected step's results → RequestOutputs, with the
+//             engine's and the A/B arms' speculative counters
 //
 // Without async scheduling launch executes the step in place and collects it, so process sees
 // this step's results. With it, launch hands the step to the worker and process sees the
@@ -43,11 +38,11 @@ std::vector<RequestOutput> Engine::step() {
   m.prepare(outputs);
   const SteadyClock::time_point t1 = SteadyClock::now();
   m.stats.schedule += seconds(t1 - t0) - waited;
-  if (!m.batch.rows.empty()) m.launch();
+  if (!m.pipeline->batch().rows.empty()) m.launch();
   const SteadyClock::time_point t2 = SteadyClock::now();
   m.process(outputs);
   const SteadyClock::time_point t3 = SteadyClock::now();
-  if (m.ab) m.ab->outputs(outputs, t3);  // first tokens, steps, and the A/B log lines of finished requests
+  m.spec->accounting().outputs(outputs, t3);  // the A/B log: first tokens, steps, finished requests
   m.stats.output += seconds(t3 - t2);
   if (has_unfinished()) {
     m.busy_since = t0;
@@ -64,11 +59,11 @@ std::vector<RequestOutput> Engine::step() {
 // is when the engine thread came back for it. Returns the seconds it waited.
 double Engine::Impl::finish_flight(SteadyClock::time_point now) {
   if (!in_flight()) return 0;
-  const double away = seconds(now - launched);
-  const double waited = worker->wait();  // rethrows what the step threw
+  const double away = seconds(now - pipeline->launched_at());
+  const double waited = pipeline->wait();  // rethrows what the step threw
   stats.in_flight += away;
   stats.wait += waited;
-  stats.overlap += std::min(away, exec.total);
+  stats.overlap += std::min(away, pipeline->times().total);
   collect();
   return waited;
 }
@@ -77,51 +72,55 @@ double Engine::Impl::finish_flight(SteadyClock::time_point now) {
 // that finished or failed in it. Rows of requests that ended while the step was in flight are
 // dropped (their output is already final). What needs the step's own buffers or KV happens here,
 // before the next step takes them: prompt logprobs of prefill chunks, the logits rows of requests
-// that asked for logprobs (copied, only theirs), and the forks of n > 1 choices off choice 0's
-// prompt (before a choice 0 that ended with its first token leaves the KV cache).
+// that asked for logprobs (copied, only theirs), the step's A/B record, and the forks of n > 1
+// choices off choice 0's prompt (before a choice 0 that ended with its first token leaves the KV
+// cache).
 void Engine::Impl::collect() {
-  const auto vocab = static_cast<size_t>(info.vocab_size);
+  sched::StepBatch& batch = pipeline->batch();
   for (sched::StepRow& row : batch.rows) {
     const sched::SeqId id = row.seq->id;
     if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
     const bool ended = row.failed() || row.finish != FinishReason::kNone;
     if (row.chunk_logits != nullptr && !row.failed())
       output->prompt_chunk(id, row.seq->tokens, row.start, row.n, row.chunk_logits);
-    if (row.sample || row.failed()) {
-      StepResult& r = outbox.rows.emplace_back();
-      r.id = id;
-      r.first = static_cast<uint32_t>(outbox.tokens.size());
-      r.count = static_cast<uint32_t>(row.num_appended);
-      outbox.tokens.insert(outbox.tokens.end(), row.emitted.begin(), row.emitted.begin() + row.num_appended);
-      r.finish = row.finish;
-      r.committed = row.num_appended > 0 || !row.failed();  // max_tokens 0 appends nothing
-      r.speculated = row.speculates();
-      r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
-      if (row.seq->params.logprobs >= 0 && row.num_appended > 0 && row.logits != nullptr) {
-        r.logits_at = static_cast<int64_t>(outbox.logits.size());
-        outbox.logits.insert(outbox.logits.end(), row.logits, row.logits + static_cast<size_t>(row.num_appended) * vocab);
-      }
-      r.error = std::move(row.error);
-      r.emitted_logprob = row.emitted_logprob;
-      r.first_shadow = static_cast<uint32_t>(outbox.shadows.size());
-      r.num_shadows = static_cast<uint32_t>(row.shadows.size());
-      outbox.shadows.insert(outbox.shadows.end(), row.shadows.begin(), row.shadows.end());
-      if (row.sample && !row.failed() && row.seq->index == 0 && choices.has_waiting(row.seq->request))
-        fork_choices(*row.seq);
-    }
+    if (row.sample || row.failed()) collect_row(row);
     if (ended) remove(id);
   }
+  const ExecTimes& exec = pipeline->times();
+  StepOutbox& outbox = pipeline->outbox();
+  spec->collect(outbox.arms, spec_metrics.policy);
   // A/B: each row's share of the step's time, for the log; the verifier calls, for the arms' metrics.
-  outbox.row_s =
+  const double row_s =
       (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
-  if (spec) speculative::record_calls(arm_metrics, spec->arms().calls());
+  spec->accounting().step(outbox.arms, row_s);
   batch.rows.clear();  // the rows point at sequences that may be gone now
   stats.propose += exec.propose;
   stats.forward += exec.forward;
   stats.verify += exec.verify;
   stats.commit += exec.commit;
   if (exec.verified) spec_metrics.add_times(exec.propose, exec.forward, exec.verify);
-  if (spec) spec_metrics.policy = spec->policy_metrics();
+}
+
+void Engine::Impl::collect_row(sched::StepRow& row) {
+  StepOutbox& outbox = pipeline->outbox();
+  StepResult& r = outbox.rows.emplace_back();
+  r.id = row.seq->id;
+  r.first = static_cast<uint32_t>(outbox.tokens.size());
+  r.count = static_cast<uint32_t>(row.num_appended);
+  outbox.tokens.insert(outbox.tokens.end(), row.emitted.begin(), row.emitted.begin() + row.num_appended);
+  r.finish = row.finish;
+  r.committed = row.num_appended > 0 || !row.failed();  // max_tokens 0 appends nothing
+  r.speculated = row.speculates();
+  r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
+  if (row.seq->params.logprobs >= 0 && row.num_appended > 0 && row.logits != nullptr) {
+    const auto vocab = static_cast<size_t>(info.vocab_size);
+    r.logits_at = static_cast<int64_t>(outbox.logits.size());
+    outbox.logits.insert(outbox.logits.end(), row.logits, row.logits + static_cast<size_t>(row.num_appended) * vocab);
+  }
+  r.ab_row = row.ab_row;
+  if (row.sample && !row.failed() && row.seq->index == 0 && choices.has_waiting(row.seq->request))
+    fork_choices(*row.seq);
+  r.error = std::move(row.error);
 }
 
 // Removals deferred while a step was in flight, then the requests added since the last prepare.
@@ -135,64 +134,55 @@ void Engine::Impl::admit() {
 // Scheduler::schedule, and the sequences it failed (they can never fit) or preempted (their KV is
 // gone; the proposer re-prefills with the target later).
 void Engine::Impl::prepare(std::vector<RequestOutput>& outputs) {
+  sched::StepBatch& batch = pipeline->batch();
   scheduler->schedule(batch);
   num_preemptions += static_cast<uint64_t>(batch.num_preempted);
   for (auto& [id, message] : batch.failed) {
-    if (spec) spec->release(id);
+    spec->release(id);
     fail(id, message, outputs);
   }
-  if (spec) {
-    for (sched::SeqId id : batch.preempted) spec->release(id);
-  }
+  for (sched::SeqId id : batch.preempted) spec->release(id);
 }
 
 void Engine::Impl::launch() {
   ++stats.steps;
-  if (worker) {
-    kv_free_at_launch = kv->num_free_blocks();
-    launched = SteadyClock::now();
-    worker->start(batch);
-  } else {
-    execute(batch);
-    collect();
-  }
+  kv_free_at_launch = kv->num_free_blocks();
+  pipeline->launch();
+  if (!pipeline->in_flight()) collect();
 }
 
 // The output processor on the collected results: detokenization, stop strings, finish reasons,
 // the request's and the engine's speculative counters.
 void Engine::Impl::process(std::vector<RequestOutput>& outputs) {
-  for (StepResult& r : outbox.rows) {
-    // Aborted after its step was collected (prompt_logprobs collects a step in flight): its
-    // output is already final.
-    if (!output->contains(r.id)) continue;
-    if (!r.committed) {
-      fail(r.id, r.error, outputs);
-      continue;
-    }
-    const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
-    const float* logits = r.logits_at >= 0 ? outbox.logits.data() + r.logits_at : nullptr;
-    RequestOutput out = output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits});
-    if (r.spec.drafted > 0) {
-      const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
-      const std::span<const sched::ShadowOutcome> shadows(outbox.shadows.data() + r.first_shadow, r.num_shadows);
-      spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);
-      speculative::record_row(arm_metrics, out.arm, r.spec.k, r.spec.drafted, r.spec.accepted, emitted,
-                              r.emitted_logprob, shadows);
-      if (ab && out.index == 0)
-        ab->verified(out.id, r.spec.drafted, r.spec.accepted, r.emitted_logprob, shadows, outbox.row_s);
-    }
-    const bool ended = out.finish_reason != FinishReason::kNone;
-    if (!ended && !r.error.empty()) {  // the proposer's on_accept failed
-      fail(r.id, r.error, outputs);
-      continue;
-    }
-    if (ended && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
-    report(std::move(out), outputs);
+  StepOutbox& outbox = pipeline->outbox();
+  for (StepResult& r : outbox.rows) process_row(r, outputs);
+  outbox.clear();
+}
+
+void Engine::Impl::process_row(StepResult& r, std::vector<RequestOutput>& outputs) {
+  // Aborted after its step was collected (prompt_logprobs collects a step in flight): its output
+  // is already final.
+  if (!output->contains(r.id)) return;
+  if (!r.committed) {
+    fail(r.id, r.error, outputs);
+    return;
   }
-  outbox.rows.clear();
-  outbox.tokens.clear();
-  outbox.logits.clear();
-  outbox.shadows.clear();
+  const StepOutbox& outbox = pipeline->outbox();
+  const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
+  const float* logits = r.logits_at >= 0 ? outbox.logits.data() + r.logits_at : nullptr;
+  RequestOutput out = output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits});
+  if (r.spec.drafted > 0) {
+    const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
+    spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);
+    spec->accounting().row(outbox.arms, r.ab_row, out, {r.spec.k, r.spec.drafted, r.spec.accepted, emitted});
+  }
+  const bool ended = out.finish_reason != FinishReason::kNone;
+  if (!ended && !r.error.empty()) {  // the proposer's on_accept failed
+    fail(r.id, r.error, outputs);
+    return;
+  }
+  if (ended && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
+  report(std::move(out), outputs);
 }
 
 // A sequence failed: its output, and the choices of its request still waiting for its prompt.
@@ -213,56 +203,7 @@ void Engine::Impl::retire(sched::SeqId id) {
 }
 
 void Engine::Impl::remove(sched::SeqId id) {
-  if (scheduler->remove(id) && spec) spec->release(id);
-}
-
-// ---- model side -------------------------------------------------------------------------------
-
-void Engine::Impl::execute(sched::StepBatch& b) {
-  if (spec) spec->plan(b);
-  const SteadyClock::time_point t0 = SteadyClock::now();
-  if (spec) spec->propose(b);
-  const SteadyClock::time_point t1 = SteadyClock::now();
-  scorer->score(b, spec && spec->wants_hidden());
-  const SteadyClock::time_point t2 = SteadyClock::now();
-  if (spec) spec->observe(b);
-  sample(b);
-  exec.verified = spec && spec->verify(b);
-  const SteadyClock::time_point t3 = SteadyClock::now();
-  // The worker's own times (never the engine thread's work that async scheduling overlaps).
-  if (spec) spec->end_step(b, seconds(t1 - t0), seconds(t3 - t1));
-  for (sched::StepRow& row : b.rows) commit(row);
-  const SteadyClock::time_point t4 = SteadyClock::now();
-  exec.propose = seconds(t1 - t0);
-  exec.forward = seconds(t2 - t1);
-  exec.verify = seconds(t3 - t2);
-  exec.commit = seconds(t4 - t3);
-  exec.total = seconds(t4 - t0);
-}
-
-// Rows that end their known tokens without drafts draw the next token from their one logit row.
-void Engine::Impl::sample(sched::StepBatch& b) {
-  sampled.resize(b.rows.size());
-  for (size_t i = 0; i < b.rows.size(); ++i) {
-    sched::StepRow& row = b.rows[i];
-    if (!row.sample || row.failed() || row.drafted() || row.seq->params.max_tokens == 0) continue;
-    const sched::Sequence& seq = *row.seq;
-    try {
-      sampled[i] = sampling::sample_token({row.logits, static_cast<size_t>(info.vocab_size)}, seq.params,
-                                          seq.history(), seq.seed, seq.step(), probs);
-      row.emitted = {&sampled[i], 1};
-    } catch (const Error& e) {
-      row.fail(std::string("sampling failed: ") + e.what());
-    }
-  }
-}
-
-// Appends the row's tokens and rolls its KV back; a sequence that goes on tells the proposer
-// what was accepted. A failed on_accept fails the row after its tokens were appended.
-void Engine::Impl::commit(sched::StepRow& row) {
-  if (row.failed()) return;
-  scheduler->commit(row);
-  if (spec && row.sample && row.finish == FinishReason::kNone) spec->accept(row);
+  if (scheduler->remove(id)) spec->release(id);
 }
 
 }  // namespace specd

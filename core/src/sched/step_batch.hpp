@@ -4,7 +4,7 @@
 //   Scheduler::schedule   seq, start, n, sample, lookahead         (which tokens run, KV reserved)
 //   proposer              drafts, draft_probs                      (speculative/, rows with lookahead)
 //   scorer                logits, hidden                           (one target forward over every row)
-//   sampler / verifier    num_accepted, emitted (+ A/B shadows)    (rows that sample)
+//   sampler / verifier    num_accepted, emitted, ab_row            (rows that sample)
 //   Scheduler::commit     num_appended, finish                     (tokens appended, KV rolled back)
 //
 // A stage that fails for a row sets `error`; later stages skip that row and the engine fails its
@@ -28,18 +28,6 @@ namespace specd::sched {
 using SeqId = uint64_t;
 
 struct Sequence;
-
-// What one A/B shadow arm would have done with a row's drafts (speculative.shadow): the same
-// drafts (cut to the arm's k), target probabilities and uniforms as the serving arm's verifier.
-struct ShadowOutcome {
-  int32_t k = 0;           // its k cap for the row: min(row lookahead, the arm's k)
-  int32_t drafted = 0;     // drafts it verified
-  int32_t accepted = -1;   // drafts it would have accepted; -1 = it did not verify this row
-  int32_t compared = 0;    // positions both it and the serving arm emit: min(accepted) + 1
-  bool differs = false;    // its token at the last compared position differs from the serving arm's
-  float logprob = 0;       // Σ log p of the accepted + 1 tokens it would have emitted
-  float seconds = 0;       // this row's share of the shadow verifier call
-};
 
 struct StepRow {
   // Scheduler::schedule: tokens [start, start + n) of seq->tokens go through the target. A
@@ -69,10 +57,9 @@ struct StepRow {
   // Sampler (rows without drafts) or verifier: the accepted drafts followed by one more token.
   int32_t num_accepted = 0;
   std::span<const int32_t> emitted;
-  // Verifier, for A/B quality: Σ log p of the emitted tokens; and one entry per arm for the
-  // shadow arms' counterfactual outcomes (empty without shadow arms).
-  float emitted_logprob = 0;
-  std::span<const ShadowOutcome> shadows;
+  // Verifier: this row's index in the step's A/B record (speculative/arm_record.hpp; -1 = not
+  // verified). Only the speculative layer reads what it points at.
+  int32_t ab_row = -1;
 
   // Scheduler::commit: tokens of `emitted` appended before a stop token id, max_tokens or the
   // context length ended the sequence (finish kStop / kLength; kNone = it goes on).

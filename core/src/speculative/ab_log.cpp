@@ -303,7 +303,7 @@ void AbRecorder::add(RequestId id, const ArmAssignment& a, const SamplingParams&
 }
 
 void AbRecorder::verified(RequestId id, int32_t drafted, int32_t accepted, float emitted_logprob,
-                          std::span<const sched::ShadowOutcome> shadows, double step_s) {
+                          std::span<const ShadowOutcome> shadows, double step_s) {
   const auto it = traces_.find(id);
   if (it == traces_.end()) return;
   Trace& t = it->second;
@@ -316,7 +316,7 @@ void AbRecorder::verified(RequestId id, int32_t drafted, int32_t accepted, float
   for (size_t i = 0; i < r.shadows.size(); ++i) {
     AbShadowTrace& st = r.shadows[i];
     const auto s = static_cast<size_t>(t.shadow_arms[i]);
-    const sched::ShadowOutcome o = s < shadows.size() ? shadows[s] : sched::ShadowOutcome{};
+    const ShadowOutcome o = s < shadows.size() ? shadows[s] : ShadowOutcome{};
     st.drafted.push_back(o.accepted >= 0 ? o.drafted : 0);
     st.accepted.push_back(o.accepted);
     if (o.accepted < 0) continue;

@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sched/step_batch.hpp"
 #include "specd/request.hpp"
+#include "speculative/arm_record.hpp"
 
 namespace specd::speculative {
 
@@ -128,7 +128,7 @@ class AbRecorder {
   // tokens, the shadow arms' outcomes (one per arm; empty without shadows); step_s = the row's
   // share of the step's wall time.
   void verified(RequestId id, int32_t drafted, int32_t accepted, float emitted_logprob,
-                std::span<const sched::ShadowOutcome> shadows, double step_s);
+                std::span<const ShadowOutcome> shadows, double step_s);
   // Every output of a step (now = the step's end): first token, steps, and at the end the line.
   void outputs(std::span<const RequestOutput> outs, Clock::time_point now);
 

@@ -51,16 +51,16 @@ ArmVerifiers::ArmVerifiers(const config::SpeculativeConfig& cfg, const plugin::R
 
 ArmVerifiers::~ArmVerifiers() = default;
 
-std::vector<spec::ArmMetrics> ArmVerifiers::zero_metrics() const {
-  std::vector<spec::ArmMetrics> m(arms_.size());
-  for (spec::ArmMetrics& a : m) a.shadow.resize(arms_.size());
-  return m;
+void ArmVerifiers::take_record(ArmStepRecord& into) {
+  std::swap(into, record_);
+  record_.clear();
 }
 
 // ---- the shared inputs ------------------------------------------------------------------------
 
 bool ArmVerifiers::verify(std::span<sched::StepRow* const> rows) {
-  calls_.clear();
+  record_.clear();
+  record_.num_arms = arms_.size();
   rows_.assign(rows.begin(), rows.end());
   if (rows_.empty()) return false;
   // Each arm's rows become one contiguous slice of the buffers.
@@ -82,19 +82,20 @@ bool ArmVerifiers::verify(std::span<sched::StepRow* const> rows) {
     ranges_.push_back({arm, lo, hi});
     lo = hi;
   }
+  record_.emitted_logprob.assign(rows_.size(), 0.0f);
+  for (size_t i = 0; i < rows_.size(); ++i) rows_[i]->ab_row = static_cast<int32_t>(i);
   bool verified = false;
   for (const Range& r : ranges_) {
     serve(r);
     verified = verified || !rows_[r.lo]->failed();
   }
   if (!any_shadow_) return verified;
-  outcomes_.assign(rows_.size() * arms_.size(), sched::ShadowOutcome{});
+  record_.shadows.assign(rows_.size() * arms_.size(), ShadowOutcome{});
   for (size_t s = 0; s < arms_.size(); ++s) {
     if (!arms_[s].shadow) continue;
     for (const Range& r : ranges_)
       if (r.arm != s && !rows_[r.lo]->failed()) shadow(s, r);
   }
-  for (size_t i = 0; i < rows_.size(); ++i) rows_[i]->shadows = {outcomes_.data() + i * arms_.size(), arms_.size()};
   return verified;
 }
 
@@ -191,24 +192,24 @@ void ArmVerifiers::serve(const Range& r) {
   } catch (const Error& e) {
     spec_log().error("verifier of arm '{}' failed for {} sequences: {}", arm.name, r.hi - r.lo, e.what());
     for (size_t i = r.lo; i < r.hi; ++i) rows_[i]->fail(std::string("speculative decoding failed: ") + e.what());
-    calls_.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), true});
+    record_.calls.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), true});
     return;
   }
-  calls_.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), false});
+  record_.calls.push_back({static_cast<int32_t>(r.arm), static_cast<int32_t>(r.arm), seconds_since(t0), false});
   const size_t width = static_cast<size_t>(k_) + 1;
   for (size_t i = r.lo; i < r.hi; ++i) {
     sched::StepRow& row = *rows_[i];
     const int32_t a = num_accepted_[i];
     row.num_accepted = a;
     row.emitted = {out_tokens_.data() + i * width, static_cast<size_t>(a) + 1};
-    row.emitted_logprob = logprob(i, out_tokens_.data(), a + 1);
+    record_.emitted_logprob[i] = logprob(i, out_tokens_.data(), a + 1);
   }
 }
 
 void ArmVerifiers::shadow(size_t s, const Range& r) {
   Arm& arm = arms_[s];
   VerifierCall& call =
-      calls_.emplace_back(VerifierCall{static_cast<int32_t>(s), static_cast<int32_t>(r.arm), 0, false});
+      record_.calls.emplace_back(VerifierCall{static_cast<int32_t>(s), static_cast<int32_t>(r.arm), 0, false});
   const size_t width = static_cast<size_t>(k_) + 1;
   shadow_drafted_.resize(rows_.size());
   shadow_tokens_.resize(rows_.size() * width);
@@ -238,7 +239,7 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
     const int32_t a = shadow_accepted_[i];
     const int32_t served = num_accepted_[i];
     const size_t j = static_cast<size_t>(std::min(a, served));
-    sched::ShadowOutcome& o = outcomes_[i * arms_.size() + s];
+    ShadowOutcome& o = record_.shadows[i * arms_.size() + s];
     o.drafted = shadow_drafted_[i];
     o.accepted = a;
     o.compared = static_cast<int32_t>(j) + 1;
@@ -246,42 +247,6 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
     o.logprob = logprob(i, shadow_tokens_.data(), a + 1);
     o.seconds = share;
     o.k = std::min(rows_[i]->lookahead, arm.k);
-  }
-}
-
-// ---- the engine's A/B metrics -----------------------------------------------------------------
-
-void record_calls(std::vector<spec::ArmMetrics>& m, std::span<const VerifierCall> calls) {
-  for (const VerifierCall& c : calls) {
-    spec::ArmMetrics& a = m[static_cast<size_t>(c.arm)];
-    if (c.arm == c.served) {
-      if (!c.failed) a.serving.add_times(0, 0, c.seconds);
-      continue;
-    }
-    spec::ShadowMetrics& s = a.shadow[static_cast<size_t>(c.served)];
-    if (c.failed) {
-      ++s.failures;
-    } else {
-      s.counterfactual.add_times(0, 0, c.seconds);
-    }
-  }
-}
-
-void record_row(std::vector<spec::ArmMetrics>& m, int32_t arm, int32_t k, int32_t drafted, int32_t accepted,
-                int32_t emitted, float emitted_logprob, std::span<const sched::ShadowOutcome> shadows) {
-  spec::ArmMetrics& a = m[static_cast<size_t>(arm)];
-  a.serving.record(k, drafted, accepted, emitted);
-  a.logprob_sum += emitted_logprob;
-  a.logprob_tokens += static_cast<uint64_t>(accepted) + 1;
-  for (size_t s = 0; s < shadows.size(); ++s) {
-    const sched::ShadowOutcome& o = shadows[s];
-    if (o.accepted < 0) continue;  // not a shadow, or its call failed
-    spec::ShadowMetrics& sm = m[s].shadow[static_cast<size_t>(arm)];
-    sm.counterfactual.record(o.k, o.drafted, o.accepted, o.accepted + 1);
-    sm.compared_tokens += static_cast<uint64_t>(o.compared);
-    sm.differing_tokens += o.differs ? 1 : 0;
-    sm.logprob_sum += o.logprob;
-    sm.logprob_tokens += static_cast<uint64_t>(o.accepted) + 1;
   }
 }
 

@@ -8,21 +8,21 @@
 //      probabilities, seeds and step counters (the verifiers draw their uniforms from
 //      (seed, step, position), so every arm sees the same uniforms: common random numbers);
 //   2. rows are grouped by serving arm, and each arm's verifier verifies its own rows, filling
-//      row.num_accepted, row.emitted and row.emitted_logprob (a failing verifier fails its
-//      arm's rows only);
+//      row.num_accepted and row.emitted (a failing verifier fails its arm's rows only); row i
+//      of the buffers gets row.ab_row = i in the step's ArmStepRecord (arm_record.hpp), which
+//      holds the serving verifier's Σ log p of what it emitted;
 //   3. every shadow arm (speculative.shadow) verifies the rows the other arms served, with the
 //      same buffers and its own output buffers, drafts cut to its k. Nothing it decides is
-//      emitted: the outcome goes to row.shadows. A failing shadow verifier is logged and
+//      emitted: the outcome goes to the record. A failing shadow verifier is logged and
 //      counted; the requests go on.
 //
 // No extra forward runs for a shadow arm: its cost is its verifier call, measured per call
-// (calls(): ShadowMetrics::counterfactual.verify_seconds; ShadowOutcome::seconds per row).
+// (ArmStepRecord::calls; ShadowOutcome::seconds per row).
 //
-// Threading: verify() runs where the step executes (the model worker with async scheduling).
-// The A/B metrics are the engine's (like the engine-wide acceptance metrics): it adds this
-// step's calls() when it collects the step (record_calls) and each row's outcome when it
-// processes the row's output (record_row), both on the engine thread. The arms themselves
-// (names, k, weights, verifier names and capabilities) never change after construction.
+// Threading: verify() runs where the step executes (the model worker with async scheduling);
+// the engine takes the step's record when it collects the step (take_record) and hands it to
+// ArmAccounting on the engine thread. The arms themselves (names, k, weights, verifier names
+// and capabilities) never change after construction, so the engine thread may read them.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@
 #include "config/config.hpp"
 #include "plugin/registry.hpp"
 #include "sched/step_batch.hpp"
-#include "specd/spec_metrics.hpp"
+#include "speculative/arm_record.hpp"
 
 namespace specd::speculative {
 
@@ -46,23 +46,6 @@ struct Arm {
   bool shadow = false;
 };
 
-// One verifier call of a step: an arm serving its own rows (served == arm), or a shadow arm
-// verifying the rows another arm served.
-struct VerifierCall {
-  int32_t arm = 0;
-  int32_t served = 0;
-  double seconds = 0;
-  bool failed = false;
-};
-
-// The engine's A/B metrics (see the file comment). record_calls: per call, steps served or
-// shadowed, verify seconds and shadow failures. record_row: a row its arm served was committed
-// with `emitted` tokens appended (stop conditions may cut the accepted + 1 the verifier
-// emitted); k = the row's k cap (lookahead).
-void record_calls(std::vector<spec::ArmMetrics>& m, std::span<const VerifierCall> calls);
-void record_row(std::vector<spec::ArmMetrics>& m, int32_t arm, int32_t k, int32_t drafted, int32_t accepted,
-                int32_t emitted, float emitted_logprob, std::span<const sched::ShadowOutcome> shadows);
-
 class ArmVerifiers {
  public:
   // Creates every arm's verifier; throws specd::Error naming the arm and the reason.
@@ -71,7 +54,6 @@ class ArmVerifiers {
 
   size_t size() const { return arms_.size(); }
   const Arm& arm(size_t i) const { return arms_[i]; }
-  bool any_shadow() const { return any_shadow_; }
   // Some arm's verifier reads draft probabilities.
   bool needs_draft_probs() const { return needs_draft_probs_; }
 
@@ -90,10 +72,9 @@ class ArmVerifiers {
     return with_probs_ ? draft_probs_.data() + (i * static_cast<size_t>(k_) + j) * static_cast<size_t>(vocab_)
                        : nullptr;
   }
-  // The verifier calls of the last verify(), in order (read once the step is done).
-  std::span<const VerifierCall> calls() const { return calls_; }
-  // All-zero metrics, one per arm, each with a shadow entry per arm.
-  std::vector<spec::ArmMetrics> zero_metrics() const;
+  // The record of the last verify(), moved into `into` (whose old buffers are reused); read once
+  // the step is done.
+  void take_record(ArmStepRecord& into);
 
  private:
   // Rows [lo, hi) of the step's buffers, all served by one arm.
@@ -126,8 +107,7 @@ class ArmVerifiers {
   std::vector<int32_t> drafts_, num_drafted_, out_tokens_, num_accepted_;
   std::vector<uint64_t> seeds_, steps_;
   std::vector<int32_t> shadow_drafted_, shadow_tokens_, shadow_accepted_;
-  std::vector<sched::ShadowOutcome> outcomes_;  // [rows, arms]
-  std::vector<VerifierCall> calls_;
+  ArmStepRecord record_;
   std::vector<bool> shadow_warned_;  // [arm] its shadow failure was logged (once per arm)
 };
 

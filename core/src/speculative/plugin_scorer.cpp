@@ -75,11 +75,10 @@ void PluginScorer::check_kv(sched::StepRow& row) const {
              std::to_string(want));
 }
 
-std::unique_ptr<Scorer> Speculator::make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
-                                                kv::KvCache& kv) {
+std::unique_ptr<Scorer> Speculator::make_scorer(model::LlamaModel& model, kv::KvCache& kv) {
   auto mqa = std::make_unique<MqaScorer>(model, kv);
-  if (scorer.name.empty() || scorer.name == "mqa") return mqa;
-  auto plugin = registry_.create_scorer(scorer.name, scorer.params, host_->binding());
+  if (!on() || scorer_cfg_.name.empty() || scorer_cfg_.name == "mqa") return mqa;
+  auto plugin = registry_.create_scorer(scorer_cfg_.name, scorer_cfg_.params, host_->binding());
   specd_model* target = host_->bind_target(model, kv);
   log::get("spec").info("scorer: plugin '{}' scores the speculating sequences", plugin->name());
   return std::make_unique<PluginScorer>(std::move(plugin), target, kv, std::move(mqa), vocab_, hidden_size_);

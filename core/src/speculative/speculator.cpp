@@ -30,30 +30,31 @@ double overlap(const float* p, const float* q, size_t n) {
 // The start-up calibration of the target's cost stays under a second (cost_model.hpp).
 constexpr double kCalibrationBudgetSeconds = 0.5;
 
-ArmAssigner make_assigner(const ArmVerifiers& arms, uint64_t seed) {
-  std::vector<std::string> names;
-  std::vector<double> weights;
-  for (size_t i = 0; i < arms.size(); ++i) {
-    names.push_back(arms.arm(i).name);
-    weights.push_back(arms.arm(i).weight);
-  }
-  return ArmAssigner(std::move(names), weights, seed);
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
                        int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader)
-    : default_k_(cfg.speculative.num_speculative_tokens), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
+    : scorer_cfg_(cfg.speculative.scorer), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
+  if (!cfg.speculative.enabled) {
+    accounting_ = std::make_unique<ArmAccounting>(nullptr, cfg);
+    return;
+  }
+  default_k_ = cfg.speculative.num_speculative_tokens;
+  dynamic_ = cfg.speculative.dynamic;
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
   host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);
-  assigner_.emplace(make_assigner(*arms_, static_cast<uint64_t>(cfg.model.seed)));
+  accounting_ = std::make_unique<ArmAccounting>(arms_.get(), cfg);
   const auto& caps = proposer_->capabilities();
   // ABI 1.0 hosts called on_accept and on_release whatever keeps_state said.
   keeps_state_ = caps.keeps_state != 0 || proposer_->abi_minor() < 1;
+  feed_.emplace(hidden_size_, caps.needs_target_hidden != 0);
   for (size_t i = 0; i < arms_->size(); ++i) {
     const Arm& arm = arms_->arm(i);
     const specd_verifier_caps& vc = arm.verifier->capabilities();
@@ -75,7 +76,40 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
                   cfg.speculative.dynamic ? " (upper bound; dynamic k per sequence and step)" : "");
 }
 
+Speculator::~Speculator() = default;
+
+// ---- set-up -----------------------------------------------------------------------------------
+
+int32_t Speculator::max_k() const { return on() ? proposer_->capabilities().max_k : 0; }
+
+bool Speculator::wants_hidden() const { return on() && proposer_->capabilities().needs_target_hidden != 0; }
+
+sched::HostedKv* Speculator::hosted_kv() { return host_.get(); }
+
+size_t Speculator::hosted_bytes_per_block() const { return host_ ? host_->hosted_bytes_per_block() : 0; }
+
+void Speculator::allocate_hosted_kv(int32_t num_blocks) {
+  if (host_) host_->allocate_kv(num_blocks);
+}
+
+void Speculator::describe(EngineInfo& info, const Scorer& scorer) const {
+  if (!on()) return;
+  info.proposer = proposer_->name();
+  info.scorer = scorer.name();
+  info.num_speculative_tokens = default_k_;
+  info.dynamic_k = dynamic_;
+  info.verifier_lossless = true;
+  for (size_t i = 0; i < arms_->size(); ++i) {
+    const Arm& a = arms_->arm(i);
+    const bool lossless = a.verifier->capabilities().lossless != 0;
+    info.arms.push_back({a.name, a.verifier->name(), lossless, a.k, a.weight, a.shadow});
+    info.verifier += (i == 0 ? "" : ",") + a.verifier->name();
+    info.verifier_lossless = info.verifier_lossless && lossless;
+  }
+}
+
 void Speculator::calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens) {
+  if (!on()) return;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<TargetSample> samples = calibrate_target(model, kv, max_tokens, kCalibrationBudgetSeconds);
   policy_->cost().set_target_prior(samples);
@@ -85,17 +119,6 @@ void Speculator::calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t ma
   for (const TargetSample& x : samples) shape += fmt::format(" T={}/R={}: {:.2f} ms", x.tokens, x.logit_rows, x.seconds * 1e3);
   spec_log().info("dynamic speculation: target cost calibrated in {:.0f} ms:{}", s * 1e3, shape);
 }
-
-std::optional<ArmAssignment> Speculator::assign(const std::string& arm, const std::string& user, RequestId id) {
-  std::optional<ArmAssignment> a = assigner_->assign(arm, user, id);
-  if (a) {
-    spec_log().debug("request {} → arm '{}' ({})", id, arms_->arm(static_cast<size_t>(a->arm)).name,
-                     arm_choice_name(a->choice));
-  }
-  return a;
-}
-
-Speculator::~Speculator() = default;
 
 void Speculator::fail(std::span<sched::StepRow* const> rows, const char* stage, const Error& e) {
   spec_log().error("{} failed for {} sequences: {}", stage, rows.size(), e.what());
@@ -110,6 +133,17 @@ void Speculator::fail(sched::StepRow& row, const char* stage, const Error& e) {
 // ---- propose ----------------------------------------------------------------------------------
 
 void Speculator::propose(sched::StepBatch& batch) {
+  if (!on()) return;
+  policy_->plan(batch, policy_metrics_);
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timer {  // every return below ends the propose stage
+    Speculator& s;
+    std::chrono::steady_clock::time_point t0;
+    ~Timer() {
+      s.proposed_at_ = std::chrono::steady_clock::now();
+      s.propose_s_ = std::chrono::duration<double>(s.proposed_at_ - t0).count();
+    }
+  } timer{*this, t0};
   rows_.clear();
   for (sched::StepRow& row : batch.rows)
     if (row.speculates() && !row.failed()) rows_.push_back(&row);
@@ -148,7 +182,13 @@ void Speculator::propose(sched::StepBatch& batch) {
   pb.num_drafted = num_drafted_.data();
   pb.draft_probs = with_probs ? draft_probs_.data() : nullptr;
   try {
-    if (wants_hidden()) pass_hidden(rows_, pb);
+    if (wants_hidden()) {
+      hidden_buf_.clear();
+      feed_->take_hidden(rows_, num_hidden_, hidden_buf_);
+      const auto H = static_cast<size_t>(hidden_size_);
+      pb.num_hidden = num_hidden_.data();
+      pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+    }
     proposer_->propose(pb);
     check_drafts(rows_);
   } catch (const Error& e) {
@@ -160,29 +200,6 @@ void Speculator::propose(sched::StepBatch& batch) {
     row.drafts = {draft_tokens_.data() + i * static_cast<size_t>(k_max_), static_cast<size_t>(num_drafted_[i])};
     row.draft_probs = with_probs ? draft_probs_.data() + i * probs_stride : nullptr;
   }
-}
-
-// Target hidden states committed since each sequence's previous propose (ABI
-// specd_propose_batch.num_hidden). Invariant: a sequence of length L has hidden states for
-// positions 0..L-2 (the last token has not been through the target yet).
-void Speculator::pass_hidden(std::span<sched::StepRow* const> rows, specd_propose_batch& pb) {
-  const size_t H = static_cast<size_t>(hidden_size_);
-  num_hidden_.assign(rows.size(), 0);
-  hidden_buf_.clear();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const sched::Sequence& s = *rows[i]->seq;
-    auto it = seqs_.find(s.id);
-    if (it == seqs_.end()) continue;
-    const auto L = static_cast<int64_t>(s.tokens.size());
-    SPECD_CHECK(it->second.next_pos == L - 1, ErrorCode::kInternal,
-                "speculator: sequence " + std::to_string(s.id) + " of length " + std::to_string(L) +
-                    " has target hidden states up to position " + std::to_string(it->second.next_pos));
-    num_hidden_[i] = static_cast<int32_t>(it->second.rows.size() / H);
-    hidden_buf_.insert(hidden_buf_.end(), it->second.rows.begin(), it->second.rows.end());
-    it->second.rows.clear();  // the proposer keeps what it is given ("committed since the previous call")
-  }
-  pb.num_hidden = num_hidden_.data();
-  pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
 }
 
 void Speculator::check_drafts(std::span<sched::StepRow* const> rows) const {
@@ -210,13 +227,12 @@ void Speculator::observe(sched::StepBatch& batch) {
   rows_.clear();
   for (sched::StepRow& row : batch.rows) {
     if (row.failed() || row.drafted() || row.seq->spec_k <= 0) continue;  // spec_k 0: never proposes
-    const auto it = seqs_.find(row.seq->id);
-    if (it == seqs_.end() || !it->second.prefilled) {
+    if (!feed_->prefilled(row.seq->id)) {
       rows_.push_back(&row);
     } else if (wants_hidden()) {
       // A plain decode: its hidden state goes with the next propose (drafted rows: accept()).
       try {
-        add_hidden(row, row.n);
+        feed_->add_hidden(row, row.n);
       } catch (const Error& e) {
         fail(row, "target hidden states", e);
       }
@@ -231,24 +247,15 @@ void Speculator::observe(sched::StepBatch& batch) {
 
 void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   if (rows.empty()) return;
-  const size_t H = static_cast<size_t>(hidden_size_);
+  const auto H = static_cast<size_t>(hidden_size_);
   seqs_buf_.resize(rows.size());
   num_new_.resize(rows.size());
   hidden_buf_.clear();
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::StepRow& row = *rows[i];
-    SeqState& st = seqs_[row.seq->id];
-    // A choice forked from another's prompt (n > 1) starts past positions the proposer never saw:
-    // they all reach it now (without hidden states: the engine does not fork for proposers that
-    // need them).
-    const bool forked = row.start > st.next_pos && st.next_pos == 0 && !wants_hidden();
-    SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
-                "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
-                    std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
+    num_new_[i] = feed_->begin_prefill(row, hidden_buf_);
     // The prompt processed so far: the chunk is its last n tokens.
     seqs_buf_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.start) + row.n);
-    num_new_[i] = row.start + row.n - static_cast<int32_t>(st.next_pos);
-    if (wants_hidden()) hidden_buf_.insert(hidden_buf_.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
   }
   specd_prefill_batch pb{};
   pb.struct_size = sizeof(pb);
@@ -258,35 +265,23 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   if (wants_hidden())
     pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
   proposer_->on_prefill(pb);
-  for (const sched::StepRow* row : rows) {
-    SeqState& st = seqs_[row->seq->id];
-    st.next_pos = row->start + row->n;
-    // The chunk that ends the prompt, or the one that ends a preempted sequence's re-prefill
-    // (all but its last token: the scheduler leaves that one to the next decode).
-    const auto len = static_cast<int64_t>(row->seq->tokens.size());
-    if (row->sample || (row->seq->num_generated() > 0 && st.next_pos == len - 1)) st.prefilled = true;
-  }
-}
-
-// Hidden states of newly committed positions [row.start, row.start + n) of a decoding sequence
-// (a plain decode, or the chunk plus the accepted drafts of a scored row).
-void Speculator::add_hidden(const sched::StepRow& row, int32_t n) {
-  SeqState& st = seqs_[row.seq->id];
-  SPECD_CHECK(row.start == st.next_pos, ErrorCode::kInternal,
-              "speculator: hidden states of sequence " + std::to_string(row.seq->id) + " for position " +
-                  std::to_string(row.start) + ", expected position " + std::to_string(st.next_pos));
-  st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * static_cast<size_t>(hidden_size_));
-  st.next_pos = row.start + n;
+  for (const sched::StepRow* row : rows) feed_->end_prefill(*row);
 }
 
 // ---- verify -----------------------------------------------------------------------------------
 
 bool Speculator::verify(sched::StepBatch& batch) {
+  if (!on()) return false;
+  observe(batch);
   rows_.clear();
   for (sched::StepRow& row : batch.rows)
     if (row.drafted() && !row.failed()) rows_.push_back(&row);
   const bool verified = arms_->verify(rows_);
   observe_acceptance();
+  // The policy's cost model learns the step's propose time, and the target's forward through
+  // verification (sampling of the plain rows included): where the step executes, never the
+  // engine thread's work that async scheduling overlaps.
+  policy_->observe_step(batch, propose_s_, seconds_since(proposed_at_), policy_metrics_);
   return verified;
 }
 
@@ -322,7 +317,7 @@ void Speculator::accept(sched::StepRow& row) {
   if (!row.speculates() || row.failed()) return;
   try {
     // Committed and through the target: the chunk's positions and the accepted drafts.
-    if (wants_hidden() && row.drafted()) add_hidden(row, row.n + row.num_accepted);
+    if (wants_hidden() && row.drafted()) feed_->add_hidden(row, row.n + row.num_accepted);
     if (keeps_state_)
       proposer_->on_accept(row.seq->id, row.num_accepted,
                            {row.emitted.data(), static_cast<int64_t>(row.num_appended)});
@@ -331,8 +326,15 @@ void Speculator::accept(sched::StepRow& row) {
   }
 }
 
-void Speculator::release(RequestId id) {
-  seqs_.erase(id);
+void Speculator::collect(ArmStepRecord& into, spec::PolicyMetrics& policy) {
+  if (!on()) return;
+  arms_->take_record(into);
+  policy = policy_metrics_;
+}
+
+void Speculator::release(sched::SeqId id) {
+  if (!on()) return;
+  feed_->release(id);
   policy_->release(id);
   if (keeps_state_) proposer_->on_release(id);
 }

@@ -1,39 +1,43 @@
-// Speculator: the proposer and verifier stages of an engine step (ARCHITECTURE.md "One engine
-// step"), working on the rows of a sched::StepBatch:
+// Speculator: the speculative stages of an engine step (ARCHITECTURE.md "One engine step"),
+// working on the rows of a sched::StepBatch. The engine calls it once per stage and never
+// reaches inside:
 //
-//   plan(batch)      dynamic speculation: the policy picks k_i for the rows of requests that
-//                    speculate dynamically (policy.hpp; row.lookahead)
-//   propose(batch)   the proposer plugin drafts up to k_i tokens for every row that speculates
-//                    (row.drafts, row.draft_probs)
+//   propose(batch)   the dynamic-k policy picks k_i for the rows of requests that speculate
+//                    dynamically (policy.hpp; row.lookahead), then the proposer plugin drafts up
+//                    to k_i tokens for every row that speculates (row.drafts, row.draft_probs)
 //   (scorer)         one target forward scores [last token, d_0 .. d_{m-1}] of every row
-//   observe(batch)   prefill chunks and plain decodes reach the proposer (on_prefill, target
-//                    hidden states buffered for the next propose)
-//   verify(batch)    each drafted row's m+1 logit rows → the request's sampling transform →
-//                    probabilities; the verifier of the row's A/B arm accepts a prefix and
-//                    emits one more token (row.num_accepted, row.emitted); shadow arms verify
-//                    the same rows and only record (ArmVerifiers, row.shadows)
-//   (Scheduler::commit appends the tokens and rolls the KV back; the output processor
-//    detokenizes and applies stop strings)
-//   accept(row)      a row that speculated and goes on: hidden states of its committed
+//   (engine)         rows without drafts sample their token
+//   verify(batch)    prefill chunks and plain decodes reach the proposer (on_prefill, target
+//                    hidden states buffered for the next propose: proposer_feed.hpp); each
+//                    drafted row's m+1 logit rows → the request's sampling transform →
+//                    probabilities → the verifier of the row's A/B arm accepts a prefix and
+//                    emits one more token (row.num_accepted, row.emitted; shadow arms only
+//                    record: arm_verifiers.hpp); the step's times teach the policy's cost model
+//   (Scheduler::commit appends the tokens and rolls the KV back)
+//   accept(row)      a row that speculated and goes on: the hidden states of its committed
 //                    positions and on_accept, so the proposer rolls back its own state
-//   end_step(...)    the step's measured times teach the policy's cost model
+//   release(id)      the sequence ended or was preempted: the proposer's state for it goes
+//
+// Speculation off (no `speculative` section, or enabled: false) is a Speculator too: it loads
+// no plugin, has no arms and proposes nothing (every request's k is 0), so the engine's step has
+// no branch for it.
 //
 // A failing plugin call fails the rows it covered (row.error), never the step. It owns the plugin
-// registry, the model host (draft / MTP models with their own KV) and the plugin instances (the
-// A/B arms' verifiers included), plus reusable batch buffers. Used by one thread at a time:
-// propose / observe / verify / accept run where the step executes (the model worker with async
-// scheduling), and so do plan / end_step; release between steps; the A/B assignment (assign,
-// has_arm, arm_list) touches only the assigner and runs on the engine thread at any time. The
-// engine keeps the acceptance metrics, the A/B arms' included (they are recorded with the
-// outputs), and copies the policy's counters when it collects a step.
+// registry, the model host (draft / MTP models with their own KV), the plugin instances (the A/B
+// arms' verifiers included), the policy and the A/B accounting, plus reusable batch buffers.
+//
+// Threading: propose / verify / accept run where the step executes (the model worker with async
+// scheduling); release and collect run on the engine thread between steps; accounting() is the
+// engine thread's at any time (arm_accounting.hpp). The set-up calls (hosted KV, scorer,
+// calibrate, describe) run once, before the first step.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
@@ -42,75 +46,68 @@
 #include "plugin/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/step_batch.hpp"
+#include "specd/engine.hpp"
+#include "specd/error.hpp"
+#include "speculative/arm_accounting.hpp"
+#include "speculative/arm_record.hpp"
 #include "speculative/arm_verifiers.hpp"
-#include "speculative/arms.hpp"
 #include "speculative/model_host.hpp"
 #include "speculative/policy.hpp"
+#include "speculative/proposer_feed.hpp"
 #include "speculative/scorer.hpp"
-#include "specd/error.hpp"
 
 namespace specd::speculative {
 
 class Speculator {
  public:
-  // Loads plugins from the search path (plugins.paths, SPECD_PLUGIN_PATH, built-in) and
-  // creates the configured proposer (which may load models through the model host) and
-  // verifier. Throws specd::Error naming the component and the reason. leader: the engine's
-  // tensor-parallel leader (null on a single rank), for the models the proposer loads.
+  // With cfg.speculative.enabled: loads plugins from the search path (plugins.paths,
+  // SPECD_PLUGIN_PATH, built-in) and creates the configured proposer (which may load models
+  // through the model host) and the arms' verifiers. Throws specd::Error naming the component
+  // and the reason. leader: the engine's tensor-parallel leader (null on a single rank), for
+  // the models the proposer loads. Without it: speculation off (see the file comment).
   Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
              int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader = nullptr);
   ~Speculator();
+  Speculator(const Speculator&) = delete;
+  Speculator& operator=(const Speculator&) = delete;
 
-  ModelHost& host() { return *host_; }
-  const std::string& proposer_name() const { return proposer_->name(); }
-  const ArmVerifiers& arms() const { return *arms_; }
-  int32_t max_k() const { return proposer_->capabilities().max_k; }
-  int32_t default_k() const { return default_k_; }
-  // The proposer wants the target's hidden states of every position (the scorer returns them).
-  bool wants_hidden() const { return proposer_->capabilities().needs_target_hidden != 0; }
-
-  // The scorer `speculative.scorer` names once the engine's target and KV cache exist: the
-  // built-in multi-query scorer (mqa) or a scorer plugin on the model host.
-  std::unique_ptr<Scorer> make_scorer(const config::ComponentConfig& scorer, model::LlamaModel& model,
-                                      kv::KvCache& kv);
-
-  // The request's A/B arm (arms.hpp); nullopt for an unknown arm name.
-  std::optional<ArmAssignment> assign(const std::string& arm, const std::string& user, RequestId id);
-  bool has_arm(const std::string& name) const { return assigner_->find(name).has_value(); }
-  // "a, b": the arm names, for messages.
-  std::string arm_list() const { return assigner_->list(); }
-
-  // Times the target's forward at start-up for the policy's cost model (cost_model.hpp), on a
-  // scratch sequence of `kv`; max_tokens: the largest step worth measuring.
+  // ---- set-up, before the first step ----
+  // The proposer's largest k (0: no limit, or speculation off).
+  int32_t max_k() const;
+  // The KV caches of the hosted models, which the scheduler rolls back with the target's (null
+  // when none can exist), their bytes per block, and their sizing (docs/speculative.md).
+  sched::HostedKv* hosted_kv();
+  size_t hosted_bytes_per_block() const;
+  void allocate_hosted_kv(int32_t num_blocks);
+  // The scorer `speculative.scorer` names, on the engine's target and KV cache: the built-in
+  // multi-query scorer (mqa; always when off) or a scorer plugin on the model host.
+  std::unique_ptr<Scorer> make_scorer(model::LlamaModel& model, kv::KvCache& kv);
+  // Times the target's forward for the policy's cost model (cost_model.hpp), on a scratch
+  // sequence of `kv`; max_tokens: the largest step worth measuring. Nothing when off.
   void calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t max_tokens);
+  // The speculative part of EngineInfo (proposer, verifiers, arms, k).
+  void describe(EngineInfo& info, const Scorer& scorer) const;
 
-  void plan(sched::StepBatch& batch) { policy_->plan(batch, policy_metrics_); }
+  // ---- the step, where it executes ----
+  // The proposer wants the target's hidden states of every position (the scorer returns them).
+  bool wants_hidden() const;
   void propose(sched::StepBatch& batch);
-  void observe(sched::StepBatch& batch);
   // Returns whether any row was verified (the step counts as a speculative step).
   bool verify(sched::StepBatch& batch);
   void accept(sched::StepRow& row);
-  // After verify, before commit, where the step executes: propose_s = the propose call,
-  // target_s = the target's forward through verification.
-  void end_step(const sched::StepBatch& batch, double propose_s, double target_s) {
-    policy_->observe_step(batch, propose_s, target_s, policy_metrics_);
-  }
-  // The policy's counters (spec_metrics.hpp); read only while no step executes.
-  const spec::PolicyMetrics& policy_metrics() const { return policy_metrics_; }
-  // The sequence ended or was preempted: the proposer's state for it is freed (its hosted KV is
-  // the scheduler's to free).
-  void release(RequestId id);
+
+  // ---- the engine thread ----
+  // Once a step is collected: its A/B record moved into `into` (arm_record.hpp), and the policy's
+  // counters (spec_metrics.hpp).
+  void collect(ArmStepRecord& into, spec::PolicyMetrics& policy);
+  void release(sched::SeqId id);
+  ArmAccounting& accounting() { return *accounting_; }
 
  private:
-  struct SeqState {
-    bool prefilled = false;   // the chunk that ends the (re-)prefill went through on_prefill
-    int64_t next_pos = 0;     // hidden states: positions < next_pos were received from the engine
-    std::vector<float> rows;  // positions [next_pos - rows/H, next_pos) not yet proposed with
-  };
-  void pass_hidden(std::span<sched::StepRow* const> rows, specd_propose_batch& batch);
+  bool on() const { return proposer_ != nullptr; }
   void check_drafts(std::span<sched::StepRow* const> rows) const;
+  void observe(sched::StepBatch& batch);
   void prefill(std::span<sched::StepRow* const> rows);
-  void add_hidden(const sched::StepRow& row, int32_t n);
   // The policy's acceptance evidence from the rows the last verify() verified
   // (acceptance_model.hpp).
   void observe_acceptance();
@@ -118,19 +115,23 @@ class Speculator {
   void fail(std::span<sched::StepRow* const> rows, const char* stage, const Error& e);
   void fail(sched::StepRow& row, const char* stage, const Error& e);
 
-  plugin::Registry registry_;  // first: the plugin libraries outlive the instances
+  config::ComponentConfig scorer_cfg_;
+  plugin::Registry registry_;  // before the instances: the plugin libraries outlive them
   std::unique_ptr<ModelHost> host_;
-  std::unique_ptr<plugin::ProposerInstance> proposer_;
+  std::unique_ptr<plugin::ProposerInstance> proposer_;  // null: speculation off
   std::unique_ptr<ArmVerifiers> arms_;
-  std::optional<ArmAssigner> assigner_;  // set once the arms exist
-  int32_t default_k_;
+  std::unique_ptr<ArmAccounting> accounting_;
+  int32_t default_k_ = 0;
+  bool dynamic_ = false;
   int64_t vocab_;
   int64_t hidden_size_;
   // The proposer gets on_prefill / on_accept / on_release (abi.h, keeps_state).
-  bool keeps_state_;
+  bool keeps_state_ = false;
   std::unique_ptr<SpeculationPolicy> policy_;
   spec::PolicyMetrics policy_metrics_;  // the engine copies them when it collects a step
-  std::unordered_map<RequestId, SeqState> seqs_;
+  std::optional<ProposerFeed> feed_;
+  std::chrono::steady_clock::time_point proposed_at_;  // the end of this step's propose
+  double propose_s_ = 0;                               // and its length
 
   // Per-step buffers, reused.
   std::vector<sched::StepRow*> rows_;

@@ -1,0 +1,63 @@
+#include "speculative/proposer_feed.hpp"
+
+#include "sched/scheduler.hpp"
+#include "specd/error.hpp"
+
+namespace specd::speculative {
+
+bool ProposerFeed::prefilled(sched::SeqId id) const {
+  const auto it = seqs_.find(id);
+  return it != seqs_.end() && it->second.prefilled;
+}
+
+int32_t ProposerFeed::begin_prefill(const sched::StepRow& row, std::vector<float>& hidden) {
+  SeqState& st = seqs_[row.seq->id];
+  // A choice forked from another's prompt (n > 1) starts past positions the proposer never saw:
+  // they all reach it now (without hidden states: the engine does not fork for proposers that
+  // need them).
+  const bool forked = row.start > st.next_pos && st.next_pos == 0 && !wants_hidden_;
+  SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
+              "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
+                  std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
+  if (wants_hidden_)
+    hidden.insert(hidden.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * static_cast<size_t>(hidden_size_));
+  return row.start + row.n - static_cast<int32_t>(st.next_pos);
+}
+
+void ProposerFeed::end_prefill(const sched::StepRow& row) {
+  SeqState& st = seqs_[row.seq->id];
+  st.next_pos = row.start + row.n;
+  // The chunk that ends the prompt, or the one that ends a preempted sequence's re-prefill (all
+  // but its last token: the scheduler leaves that one to the next decode).
+  const auto len = static_cast<int64_t>(row.seq->tokens.size());
+  if (row.sample || (row.seq->num_generated() > 0 && st.next_pos == len - 1)) st.prefilled = true;
+}
+
+void ProposerFeed::add_hidden(const sched::StepRow& row, int32_t n) {
+  SeqState& st = seqs_[row.seq->id];
+  SPECD_CHECK(row.start == st.next_pos, ErrorCode::kInternal,
+              "speculator: hidden states of sequence " + std::to_string(row.seq->id) + " for position " +
+                  std::to_string(row.start) + ", expected position " + std::to_string(st.next_pos));
+  st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * static_cast<size_t>(hidden_size_));
+  st.next_pos = row.start + n;
+}
+
+void ProposerFeed::take_hidden(std::span<sched::StepRow* const> rows, std::vector<int32_t>& num,
+                               std::vector<float>& hidden) {
+  const auto H = static_cast<size_t>(hidden_size_);
+  num.assign(rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sched::Sequence& s = *rows[i]->seq;
+    auto it = seqs_.find(s.id);
+    if (it == seqs_.end()) continue;
+    const auto L = static_cast<int64_t>(s.tokens.size());
+    SPECD_CHECK(it->second.next_pos == L - 1, ErrorCode::kInternal,
+                "speculator: sequence " + std::to_string(s.id) + " of length " + std::to_string(L) +
+                    " has target hidden states up to position " + std::to_string(it->second.next_pos));
+    num[i] = static_cast<int32_t>(it->second.rows.size() / H);
+    hidden.insert(hidden.end(), it->second.rows.begin(), it->second.rows.end());
+    it->second.rows.clear();  // the proposer keeps what it is given ("committed since the previous call")
+  }
+}
+
+}  // namespace specd::speculative

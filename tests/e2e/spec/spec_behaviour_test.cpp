@@ -26,13 +26,16 @@ namespace {
 // Joint distribution of generated tokens 2 and 3. Token 1 comes from the prefill step; with
 // max_tokens 4 the next step speculates k = 2 and emits tokens 2..4 through the verifier.
 // `controls` adds sampling controls to every request.
+const std::vector<int32_t> kPrompt = {1, 450, 4996, 17354, 1701, 432, 29871, 13};
+
 std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
                                                   specd::spec::SpecMetrics* metrics = nullptr,
-                                                  const std::function<void(specd::SamplingParams&)>& controls = {}) {
+                                                  const std::function<void(specd::SamplingParams&)>& controls = {},
+                                                  const std::vector<int32_t>& prompt = kPrompt) {
   std::vector<Request> reqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Request& r = reqs[static_cast<size_t>(i)];
-    r.prompt_ids = {1, 450, 4996, 17354, 1701, 432, 29871, 13};
+    r.prompt_ids = prompt;
     r.sampling.temperature = 1.0f;
     r.sampling.top_k = 6;  // p is the top-6 distribution: few enough pairs to test exactly
     r.sampling.max_tokens = 4;
@@ -72,19 +75,34 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
 
 // Dynamic speculation only chooses how many drafts each step verifies, so sampled output still
 // follows the target's distribution, for every proposer that drafts at temperature 1 (n-gram
-// drafts are one-hot).
+// drafts are one-hot). For n-gram the prompt holds, after its last token's first occurrence,
+// that token's greedy continuation: prompt lookup drafts it, and the target accepts it often.
 TEST(SpecSampling, DynamicSpeculationIsLossless) {
   const int n = 1500;
   for (const std::string proposer : {"ngram", "draft_model", "mtp"}) {
     SCOPED_TRACE(proposer);
     const fs::path target = specd::spec_test::target_fixture(proposer == "mtp", 0.02);
-    const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1);
+    std::vector<int32_t> prompt = kPrompt;
+    if (proposer == "ngram") {
+      Request probe;
+      probe.prompt_ids = {1, 450};
+      probe.sampling.temperature = 0.0f;
+      probe.sampling.max_tokens = 3;
+      probe.sampling.ignore_eos = true;
+      const auto chain = run_engine(specd::config::for_model_dir(target.string()), {probe})[0].tokens;
+      ASSERT_EQ(chain.size(), 3u);
+      prompt = {1, 450, chain[0], chain[1], chain[2], 1701, 432, 450};
+    }
+    const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1, nullptr, {}, prompt);
     specd::config::Overrides extra{{"speculative.dynamic", "true"}};
     if (proposer != "ngram") extra.push_back({"speculative.proposer.temperature", "1.0"});
     specd::spec::SpecMetrics m;
-    const auto spec =
-        tokens_2_and_3(specd::spec_test::spec_config(target, proposer, "rejection", 2, extra), n, 300001, &m);
+    const auto spec = tokens_2_and_3(specd::spec_test::spec_config(target, proposer, "rejection", 2, extra), n, 300001,
+                                     &m, {}, prompt);
     EXPECT_GT(m.policy.steps, 0u) << m.summary();
+    // It really speculated: a policy that decodes plainly throughout would pass trivially.
+    EXPECT_GT(m.draft_tokens, 0u) << m.summary();
+    EXPECT_GT(m.accepted_tokens, 0u) << m.summary();
     const double p = homogeneity_p_value(plain, spec);
     RecordProperty("p_value_" + proposer, std::to_string(p));
     EXPECT_GT(p, 1e-3) << "dynamic speculative sampling does not match the target's distribution: " << m.summary();

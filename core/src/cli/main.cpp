@@ -14,6 +14,7 @@
 #include "specd/error.hpp"
 #include "specd/sdk/abi.h"
 #include "specd/log.hpp"
+#include "tp/model_factory.hpp"
 
 namespace specd::cli {
 
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "specd: error: %s\n", e.what());
     return 1;
   }
-  if (!session->leader()) return session->follow();
+  if (!session->leader()) return tp::follow(*session);
 
   CLI::App app{"specd: a speculative-decoding inference engine", "specd"};
   app.require_subcommand(1);

@@ -9,13 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "dist/session.hpp"
-#include "dist/tensor_parallel.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 
@@ -290,15 +288,6 @@ std::unique_ptr<Communicator> Session::first_ranks(int n) {
   MPI_Comm_split(MPI_COMM_WORLD, impl_->rank < n ? 0 : MPI_UNDEFINED, impl_->rank, &comm);
   if (comm == MPI_COMM_NULL) return nullptr;
   return std::make_unique<MpiCommunicator>(comm);
-}
-
-int Session::follow() {
-  SPECD_CHECK(!leader(), ErrorCode::kInternal, "dist::Session::follow on rank 0");
-  // mpirun forwards SIGINT/SIGTERM to every rank: rank 0 decides how to stop (the server
-  // drains its requests) and ends the session, which ends this loop.
-  std::signal(SIGINT, SIG_IGN);
-  std::signal(SIGTERM, SIG_IGN);
-  return Follower(*this).run();
 }
 
 }  // namespace specd::dist

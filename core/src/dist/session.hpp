@@ -3,7 +3,7 @@
 //
 //   int main(int argc, char** argv) {
 //     specd::dist::Session session(&argc, &argv);      // MPI only when launched by mpirun
-//     if (!session.leader()) return session.follow();  // ranks 1..N-1 run what rank 0 sends
+//     if (!session.leader()) return specd::tp::follow(session);  // ranks 1..N-1 run what rank 0 sends
 //     ... rank 0: the CLI command, the server, a test ...
 //   }                                                  // rank 0's session end stops the others
 //
@@ -50,7 +50,7 @@ class Session {
   // At most one Session per process. Throws specd::Error when MPI cannot give the thread
   // support the engine needs.
   Session(int* argc, char*** argv);
-  // Rank 0: ends the other ranks' follow(). Every rank: MPI_Finalize.
+  // Rank 0: ends the other ranks' tp::follow(). Every rank: MPI_Finalize.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -69,10 +69,6 @@ class Session {
   // the target). Collective: every rank calls it; ranks >= n get null.
   std::unique_ptr<Communicator> first_ranks(int n);
   ControlChannel& control();
-
-  // Ranks 1..N-1: runs what rank 0 sends (dist/tensor_parallel.hpp) until rank 0's session
-  // ends. Returns the process's exit code.
-  int follow();
 
  private:
   struct Impl;

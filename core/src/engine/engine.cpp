@@ -31,7 +31,7 @@ int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Ses
   const int world = session != nullptr ? session->size() : 1;
   if (session != nullptr && !session->leader()) {
     throw Error(ErrorCode::kInternal, "an Engine on rank " + std::to_string(session->rank()) +
-                                          ": ranks other than 0 run dist::Session::follow()");
+                                          ": ranks other than 0 run tp::follow()");
   }
   const int32_t tp = cfg.model.tensor_parallel_size > 0 ? cfg.model.tensor_parallel_size : world;
   if (tp == world) return tp;
@@ -74,7 +74,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
   if (cfg.speculative.enabled)
     info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
-  kernels::set_num_threads(dist::kernel_threads(cfg.model.num_threads));
+  kernels::set_num_threads(tp::kernel_threads(cfg.model.num_threads));
   log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
@@ -100,13 +100,13 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
 
   std::shared_ptr<const model::LlamaWeights> weights = load_target();
-  model = std::make_unique<model::LlamaModel>(weights, -1, leader ? &leader->group() : nullptr);
-  if (leader) leader->attach(*model, dist::Leader::kTarget);
+  model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true));
+  models->attach(*model, tp::ModelFactory::kTarget);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
   spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
-                                                   leader.get());
+                                                   *models);
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
@@ -137,14 +137,9 @@ std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
   const int32_t tp = info.tensor_parallel_size;
   std::shared_ptr<const model::LlamaWeights> weights;
   auto load_here = [&] { weights = model::LlamaWeights::load(checkpoint, -1, dtype, placement, {0, tp}); };
-  if (tp == 1) {
-    load_here();
-    return weights;
-  }
   const int32_t proposer = info.proposer_tensor_parallel_size > 0 ? info.proposer_tensor_parallel_size : tp;
-  leader = std::make_unique<dist::Leader>(
-      *dist::Session::current(), dist::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer},
-      load_here);
+  models = tp::open_models(dist::Session::current(), tp,
+                           tp::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer}, load_here);
   return weights;
 }
 
@@ -170,15 +165,10 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
                     " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
                     " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
   }
-  auto allocate = [&] { kv = std::make_unique<kv::KvCache>(shape, blocks); };
-  if (leader) {
-    leader->allocate_kv(dist::Leader::kTarget, shape, blocks, [&] {
-      allocate();
-      kv->record_copies(true);
-    });
-  } else {
-    allocate();
-  }
+  models->allocate_kv(tp::ModelFactory::kTarget, shape, blocks, [&]() -> kv::KvCache& {
+    kv = std::make_unique<kv::KvCache>(shape, blocks);
+    return *kv;
+  });
   spec->allocate_hosted_kv(blocks);
 }
 
@@ -213,8 +203,8 @@ void Engine::Impl::describe() {
            shape.block_size, info.kv_bytes >> 20, info.kv_dtype);
   log.info("scheduling: {}, {} decode step(s) per schedule", cfg.scheduler.async_scheduling ? "async" : "sync",
            cfg.scheduler.num_scheduler_steps);
-  if (leader) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
-  if (leader && cfg.speculative.enabled)
+  if (info.tensor_parallel_size > 1) log.info("tensor parallel over {} ranks (MPI)", info.tensor_parallel_size);
+  if (info.tensor_parallel_size > 1 && cfg.speculative.enabled)
     log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
 }
 

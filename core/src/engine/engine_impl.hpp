@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/tensor_parallel.hpp"
 #include "engine/request_validator.hpp"
 #include "engine/step_pipeline.hpp"
 #include "kv/kv_cache.hpp"
@@ -33,6 +32,7 @@
 #include "speculative/scorer.hpp"
 #include "speculative/speculator.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "tp/model_factory.hpp"
 
 namespace specd {
 
@@ -41,8 +41,9 @@ struct Engine::Impl {
   EngineInfo info;
   std::shared_ptr<const model::Checkpoint> checkpoint;
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  // Tensor parallelism (null at TP 1): drives the other ranks; outlives every model.
-  std::unique_ptr<dist::Leader> leader;
+  // Where models are built and run: this process, or (tensor parallelism) every rank of the MPI
+  // job, driven from here. Outlives every model.
+  std::unique_ptr<tp::ModelFactory> models;
   std::unique_ptr<model::LlamaModel> model;
   // Speculative decoding; without a `speculative` section (or with enabled: false) a speculator
   // that proposes nothing.

@@ -102,7 +102,7 @@ class KvCache {
   // reservation survives the rollback of rejected drafts). Never allocates.
   void truncate(SeqId seq, int32_t new_len, int32_t keep_room = 0);
 
-  // Tensor parallelism, ranks 1..N-1 (dist::Follower): the sequences of rank 0's next forward,
+  // Tensor parallelism, ranks 1..N-1 (tp::Follower): the sequences of rank 0's next forward,
   // each with rank 0's committed length and block table, replace whatever this cache held. Such
   // a cache is storage addressed by rank 0's tables; its own pool is never used, so mirror()
   // is not mixed with reserve / truncate / remove_sequence. A sequence listed twice (batch
@@ -115,7 +115,7 @@ class KvCache {
   };
   void mirror(std::span<const MirroredSeq> seqs);
   // The block copies of copy-on-write (reserve after fork) reach the followers the same way: rank
-  // 0 records them (record_copies(true), set where dist::Leader allocates the cache) and sends
+  // 0 records them (record_copies(true), set where tp::Leader allocates the cache) and sends
   // those made since the last forward with the next one (take_copies, as from, to pairs); each
   // follower repeats them in order before that forward (copy_blocks). Throws kInternal for an
   // odd count or a block outside the pool.

@@ -44,7 +44,7 @@ class LlamaModel {
   int32_t tensor_parallel_size() const { return weights_->shard().size; }
 
   // Tensor parallelism, rank 0: called once per forward, after the batch was checked and
-  // before any collective, to send the call to the other ranks (dist::Leader). Every forward
+  // before any collective, to send the call to the other ranks (tp::Leader). Every forward
   // that passes its checks runs on all ranks; one that fails them fails on rank 0 alone.
   using Announce = std::function<void(const ForwardBatch& batch, kv::KvCache& kv)>;
   void set_announce(Announce announce) { announce_ = std::move(announce); }

@@ -17,7 +17,7 @@ struct ModelHost::Hosted {
   model::LlamaModel* model = nullptr;
   kv::KvCache* kv = nullptr;
   bool is_target = false;
-  int32_t tp_id = -1;  // >= 0: runs on every rank under this dist::Leader model id
+  int32_t tp_id = tp::ModelFactory::kLocal;  // else: runs on every rank under this model id
   std::unique_ptr<model::LlamaModel> own_model;
   std::unique_ptr<kv::KvCache> own_kv;
   model::ForwardBatch batch;  // reused across calls
@@ -138,12 +138,12 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context, std::string kv_dtype, dist::Leader* leader)
+                     int64_t max_context, std::string kv_dtype, tp::ModelFactory& models)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
       kv_dtype_(std::move(kv_dtype)),
-      leader_(leader) {}
+      factory_(models) {}
 
 namespace {
 
@@ -181,20 +181,16 @@ kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
 
 ModelHost::~ModelHost() = default;
 
-ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const dist::HostedModelSpec& spec, bool all_ranks,
+ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedModelSpec& spec, bool all_ranks,
                                    const std::shared_ptr<const model::LlamaWeights>& mtp_base) {
   auto build = [&] {
     const model::TensorShard shard = all_ranks ? target_weights_->shard() : model::TensorShard{};
-    h->weights = dist::load_hosted_weights(spec, target_weights_, mtp_base, shard);
-    dist::Communicator* comm = leader_ == nullptr ? nullptr : all_ranks ? &leader_->group() : &leader_->draft_group();
-    h->own_model = std::make_unique<model::LlamaModel>(h->weights, spec.mtp_module >= 0 ? -1 : spec.layers, comm);
+    h->weights = tp::load_hosted_weights(spec, target_weights_, mtp_base, shard);
+    h->own_model = std::make_unique<model::LlamaModel>(h->weights, spec.mtp_module >= 0 ? -1 : spec.layers,
+                                                       factory_.group(all_ranks));
   };
-  if (leader_ != nullptr && all_ranks) {
-    h->tp_id = leader_->load(spec, build);
-    leader_->attach(*h->own_model, h->tp_id);
-  } else {
-    build();
-  }
+  h->tp_id = factory_.load(spec, all_ranks, build);
+  factory_.attach(*h->own_model, h->tp_id);
   h->model = h->own_model.get();
   if (num_blocks_ > 0) set_kv(*h, num_blocks_);
   log::get("spec").info("model services: loaded {} ({} layers, {} weights, {} of {} ranks)", h->description,
@@ -205,21 +201,17 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const dist::HostedM
 }
 
 void ModelHost::set_kv(Hosted& h, int32_t num_blocks) {
-  if (h.tp_id >= 0) {
-    leader_->allocate_kv(h.tp_id, kv_shape(h), num_blocks, [&] {
-      h.set_kv(kv_shape(h), num_blocks);
-      h.own_kv->record_copies(true);  // the followers repeat its copy-on-write copies
-    });
-  } else {
+  factory_.allocate_kv(h.tp_id, kv_shape(h), num_blocks, [&]() -> kv::KvCache& {
     h.set_kv(kv_shape(h), num_blocks);
-  }
+    return *h.own_kv;
+  });
 }
 
 ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   const std::string path = options.path != nullptr ? options.path : "";
   const int64_t layers = options.num_layers > 0 ? options.num_layers : -1;
   auto h = std::make_unique<Hosted>();
-  dist::HostedModelSpec spec;
+  tp::HostedModelSpec spec;
   spec.path = path;
   spec.layers = layers;
   // A self-draft or the whole target defaults to the target's dtype; a draft checkpoint to its own.
@@ -233,7 +225,7 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   // The whole target is the target: it runs where the target runs. A draft runs at the
   // proposer's tensor-parallel size.
   const bool whole_target = path.empty() && layers < 0;
-  const bool all_ranks = whole_target || leader_ == nullptr || leader_->proposer_size() == leader_->size();
+  const bool all_ranks = whole_target || factory_.proposer_size() == factory_.size();
   return add(std::move(h), spec, all_ranks, nullptr);
 }
 
@@ -243,24 +235,24 @@ ModelHost::Hosted& ModelHost::load_mtp(Hosted* target, int32_t module) {
   const std::string of = target != nullptr ? target->description : std::string("the target");
   SPECD_CHECK(!weights->is_mtp(), ErrorCode::kInvalidArgument, "load_mtp: " + of + " is itself an MTP module");
   // MTP modules share their base's (sharded) embeddings and LM head: they run where it runs.
-  const bool all_ranks = target == nullptr || target->is_target || target->tp_id >= 0;
-  if (all_ranks && leader_ != nullptr && leader_->proposer_size() != leader_->size()) {
+  const bool all_ranks = target == nullptr || target->is_target || target->tp_id != tp::ModelFactory::kLocal;
+  if (all_ranks && factory_.proposer_size() != factory_.size()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "speculative.proposer.tensor_parallel_size = " + std::to_string(leader_->proposer_size()) +
+                "speculative.proposer.tensor_parallel_size = " + std::to_string(factory_.proposer_size()) +
                     ": MTP modules share the target's sharded embeddings and LM head and run at the target's "
-                    "tensor_parallel_size (" + std::to_string(leader_->size()) + "); leave it unset or set it to " +
-                    std::to_string(leader_->size()));
+                    "tensor_parallel_size (" + std::to_string(factory_.size()) + "); leave it unset or set it to " +
+                    std::to_string(factory_.size()));
   }
   auto h = std::make_unique<Hosted>();
-  dist::HostedModelSpec spec;
+  tp::HostedModelSpec spec;
   spec.mtp_module = module;
-  spec.base = target == nullptr || target->is_target ? dist::Leader::kTarget : target->tp_id;
+  spec.base = target == nullptr || target->is_target ? tp::ModelFactory::kTarget : target->tp_id;
   h->description = "MTP module " + std::to_string(module) + " of " + of;
   return add(std::move(h), spec, all_ranks, weights);
 }
 
 void ModelHost::release(Hosted* m) {
-  if (m->tp_id >= 0) leader_->release(m->tp_id);
+  factory_.release(m->tp_id);
   std::erase_if(models_, [m](const std::unique_ptr<Hosted>& p) { return p.get() == m; });
 }
 

@@ -17,7 +17,7 @@
 // after a verification and frees a sequence in all of them with the target (rollback in one
 // place); plugins may roll back further themselves.
 //
-// Tensor parallelism (dist/tensor_parallel.hpp): a copy of the target and MTP modules run at the
+// Tensor parallelism (tp/model_factory.hpp): a copy of the target and MTP modules run at the
 // target's tensor-parallel size; drafts (a checkpoint or a self-draft of N layers) at
 // speculative.proposer.tensor_parallel_size: on every rank (announced to the other ranks, like
 // the target) or on rank 0 alone, in a group of its own. KV block sizes are each rank's share.
@@ -30,13 +30,13 @@
 #include <string>
 #include <vector>
 
-#include "dist/tensor_parallel.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/forward.hpp"
 #include "model/llama.hpp"
 #include "model/weights.hpp"
 #include "plugin/host_services.hpp"
 #include "sched/scheduler.hpp"
+#include "tp/model_factory.hpp"
 
 namespace specd::speculative {
 
@@ -44,10 +44,11 @@ class ModelHost final : public sched::HostedKv {
  public:
   // target: the engine's model; its weights are shared by self-drafts (layers: N) of its own
   // dtype, and every model loaded here takes their placement (model.mmap). kv_dtype: the
-  // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). leader: the
-  // engine's tensor-parallel leader (null on a single rank); it must outlive the host.
+  // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). models: where
+  // models are built and run (this process, or every rank under tensor parallelism); it must
+  // outlive the host.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-            std::string kv_dtype, dist::Leader* leader = nullptr);
+            std::string kv_dtype, tp::ModelFactory& models);
   ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -77,7 +78,7 @@ class ModelHost final : public sched::HostedKv {
   Hosted& load_mtp(Hosted* target, int32_t module);
   // Builds h's weights and model from `spec`: on every rank (all_ranks) or on this one.
   // mtp_base: the weights an MTP module's spec refers to.
-  Hosted& add(std::unique_ptr<Hosted> h, const dist::HostedModelSpec& spec, bool all_ranks,
+  Hosted& add(std::unique_ptr<Hosted> h, const tp::HostedModelSpec& spec, bool all_ranks,
               const std::shared_ptr<const model::LlamaWeights>& mtp_base);
   void set_kv(Hosted& h, int32_t num_blocks);
   void release(Hosted* m);
@@ -89,7 +90,7 @@ class ModelHost final : public sched::HostedKv {
   int32_t block_size_;
   int64_t max_context_;
   std::string kv_dtype_;
-  dist::Leader* leader_;
+  tp::ModelFactory& factory_;
   int32_t num_blocks_ = 0;
   std::vector<std::unique_ptr<Hosted>> models_;
   std::unique_ptr<Hosted> target_;  // bind_target()

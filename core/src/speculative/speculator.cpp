@@ -37,7 +37,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader)
+                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models)
     : scorer_cfg_(cfg.speculative.scorer), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   if (!cfg.speculative.enabled) {
     accounting_ = std::make_unique<ArmAccounting>(nullptr, cfg);
@@ -46,7 +46,7 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   default_k_ = cfg.speculative.num_speculative_tokens;
   dynamic_ = cfg.speculative.dynamic;
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
-  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, leader);
+  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, models);
   proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
                                         host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);

@@ -63,10 +63,10 @@ class Speculator {
   // With cfg.speculative.enabled: loads plugins from the search path (plugins.paths,
   // SPECD_PLUGIN_PATH, built-in) and creates the configured proposer (which may load models
   // through the model host) and the arms' verifiers. Throws specd::Error naming the component
-  // and the reason. leader: the engine's tensor-parallel leader (null on a single rank), for
-  // the models the proposer loads. Without it: speculation off (see the file comment).
+  // and the reason. models: where the proposer's models are built and run (the engine's
+  // factory; it must outlive the speculator). Without it: speculation off (see the file comment).
   Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-             int32_t block_size, int64_t max_model_len, int64_t vocab_size, dist::Leader* leader = nullptr);
+             int32_t block_size, int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models);
   ~Speculator();
   Speculator(const Speculator&) = delete;
   Speculator& operator=(const Speculator&) = delete;

@@ -1,4 +1,6 @@
-#include "dist/tensor_parallel.hpp"
+#include "tp/tensor_parallel.hpp"
+
+#include <csignal>
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +12,10 @@
 #include "specd/kernels/parallel.hpp"
 #include "specd/log.hpp"
 
-namespace specd::dist {
+namespace specd::tp {
+
+using dist::Communicator;
+using dist::Session;
 
 // ---- messages -------------------------------------------------------------------------------
 
@@ -187,7 +192,11 @@ void Leader::run_everywhere(const std::function<void()>& here, const std::string
   if (!failed.empty()) throw Error(code, "tensor parallelism: could not " + what + " on every rank (" + failed + ")");
 }
 
-int32_t Leader::load(const HostedModelSpec& spec, const std::function<void()>& load_here) {
+int32_t Leader::load(const HostedModelSpec& spec, bool all_ranks, const std::function<void()>& load_here) {
+  if (!all_ranks) {  // rank 0 alone, in the draft's group: never announced
+    load_here();
+    return kLocal;
+  }
   const int32_t id = next_id_++;
   MessageWriter w(message_);
   w.put(Op::kLoad);
@@ -200,6 +209,7 @@ int32_t Leader::load(const HostedModelSpec& spec, const std::function<void()>& l
 }
 
 void Leader::release(int32_t model) {
+  if (model == kLocal) return;
   MessageWriter w(message_);
   w.put(Op::kRelease);
   w.put(model);
@@ -207,17 +217,23 @@ void Leader::release(int32_t model) {
 }
 
 void Leader::allocate_kv(int32_t model, const kv::KvCacheShape& shape, int32_t num_blocks,
-                         const std::function<void()>& allocate_here) {
+                         const std::function<kv::KvCache&()>& allocate_here) {
+  if (model == kLocal) {
+    allocate_here();
+    return;
+  }
   MessageWriter w(message_);
   w.put(Op::kKv);
   w.put(model);
   w.put(shape);
   w.put(num_blocks);
   session_.control().send(message_);
-  run_everywhere(allocate_here, "allocate " + std::to_string(num_blocks) + " KV blocks");
+  // The followers mirror rank 0's block tables, so they must also repeat its copy-on-write copies.
+  run_everywhere([&] { allocate_here().record_copies(true); }, "allocate " + std::to_string(num_blocks) + " KV blocks");
 }
 
 void Leader::attach(model::LlamaModel& llama, int32_t id) {
+  if (id == kLocal) return;
   const int64_t hidden = llama.config().hidden_size;
   llama.set_announce([this, id, hidden](const model::ForwardBatch& b, kv::KvCache& kv) {
     announce_forward(id, hidden, b, kv);
@@ -370,4 +386,46 @@ void Follower::forward(MessageReader& in) {
   }
 }
 
-}  // namespace specd::dist
+// ---- the factory ----------------------------------------------------------------------------
+
+namespace {
+
+// A single process: everything is built and runs here.
+class LocalModels final : public ModelFactory {
+ public:
+  int32_t size() const override { return 1; }
+  int32_t proposer_size() const override { return 1; }
+  dist::Communicator* group(bool) override { return nullptr; }
+  int32_t load(const HostedModelSpec&, bool, const std::function<void()>& build) override {
+    build();
+    return kLocal;
+  }
+  void attach(model::LlamaModel&, int32_t) override {}
+  void allocate_kv(int32_t, const kv::KvCacheShape&, int32_t, const std::function<kv::KvCache&()>& here) override {
+    here();
+  }
+  void release(int32_t) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<ModelFactory> open_models(Session* session, int32_t tensor_parallel_size, const TargetSpec& target,
+                                          const std::function<void()>& load_target) {
+  if (tensor_parallel_size == 1) {
+    load_target();
+    return std::make_unique<LocalModels>();
+  }
+  SPECD_CHECK(session != nullptr, ErrorCode::kInternal, "tensor parallelism without an MPI session");
+  return std::make_unique<Leader>(*session, target, load_target);
+}
+
+int follow(Session& session) {
+  SPECD_CHECK(!session.leader(), ErrorCode::kInternal, "tp::follow on rank 0");
+  // mpirun forwards SIGINT/SIGTERM to every rank: rank 0 decides how to stop (the server
+  // drains its requests) and ends the session, which ends this loop.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGTERM, SIG_IGN);
+  return Follower(session).run();
+}
+
+}  // namespace specd::tp

@@ -6,7 +6,7 @@ PRESET ?= release
 BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 
-.PHONY: bootstrap configure build demo test clean
+.PHONY: bootstrap configure build demo test lint clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -25,6 +25,11 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+
+# clang-format on every source file (also part of `make test`) and clang-tidy on core/ (slow:
+# about 10 s per file per core); scripts/lint.sh.
+lint: configure
+	bash scripts/lint.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

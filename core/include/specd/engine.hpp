@@ -1,6 +1,6 @@
 // The embedding API: an engine that loads a model and serves requests step by step.
 //
-//   specd::Engine engine(specd::config::for_model_dir("models/tiny"));
+//   specd::Engine engine(specd::ConfigBuilder::for_model("models/tiny").build());
 //   engine.add_request(1, {.prompt = "Once upon a time", .sampling = {.max_tokens = 32}});
 //   while (engine.has_unfinished())
 //     for (const specd::RequestOutput& out : engine.step()) std::cout << out.text_delta;
@@ -20,7 +20,8 @@
 // Request ids belong to the caller (the server, the CLI, a test): outputs carry the id the
 // request was added with.
 //
-// Threading: an Engine is used from one thread at a time (its model worker is its own).
+// Threading: an Engine is used from one thread at a time (its model worker is its own). To serve
+// requests from many threads, drive it with a ServingEngine (specd/serving_engine.hpp).
 #pragma once
 
 #include <cstddef>
@@ -32,16 +33,12 @@
 #include <string_view>
 #include <vector>
 
+#include "specd/config.hpp"
 #include "specd/request.hpp"
 #include "specd/spec_metrics.hpp"
+#include "specd/tokenizer.hpp"
 
 namespace specd {
-namespace config {
-struct EngineConfig;
-}
-namespace tokenizer {
-class Tokenizer;
-}
 
 // One A/B arm as configured.
 struct ArmInfo {
@@ -120,12 +117,15 @@ struct EngineStats {
   uint64_t num_preemptions = 0;
 };
 
+// The version of the specd library an application runs with ("0.1.0"): defined by libspecd.so.
+const char* library_version() noexcept;
+
 class Engine {
  public:
   // Loads the checkpoint and tokenizer named by the config and sizes the KV cache. Throws
   // specd::Error on load errors (naming the files), an unsupported device or dtype, and a
   // tokenizer whose ids exceed the model's vocabulary.
-  explicit Engine(const config::EngineConfig& config);
+  explicit Engine(const Config& config);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -152,7 +152,7 @@ class Engine {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = true) const;
   // The tokenizer the engine encodes prompts and decodes outputs with. Its const methods may be
   // called from any thread, concurrently with step().
-  const tokenizer::Tokenizer& tokenizer() const;
+  const Tokenizer& tokenizer() const;
 
   const EngineInfo& info() const;
   // Engine-wide speculative-decoding counters since construction (all zero when off).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plugin/params.hpp"
+#include "specd/config.hpp"
 
 namespace specd::config {
 
@@ -122,6 +123,9 @@ struct EngineConfig {
   ServerConfig server;
   PluginsConfig plugins;
   LoggingConfig logging;
+
+  // The public, immutable form an Engine takes (specd/config.hpp).
+  operator specd::Config() const;  // NOLINT(google-explicit-constructor): one config, two views
 };
 
 // `--set key=value` overrides, applied to the YAML tree before validation; key is a dotted
@@ -148,3 +152,9 @@ bool valid_arm_name(std::string_view name);
 std::string summary(const EngineConfig& config);
 
 }  // namespace specd::config
+
+namespace specd {
+struct Config::Impl {
+  config::EngineConfig engine;
+};
+}  // namespace specd

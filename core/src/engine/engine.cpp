@@ -208,7 +208,7 @@ void Engine::Impl::describe() {
     log.info("the proposer's draft models run on {} of them", info.proposer_tensor_parallel_size);
 }
 
-Engine::Engine(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+Engine::Engine(const Config& config) : impl_(std::make_unique<Impl>(config.impl().engine)) {}
 Engine::~Engine() = default;
 
 void Engine::add_request(RequestId id, const Request& request) {
@@ -349,7 +349,7 @@ spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
 
 const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const { return impl_->spec->accounting().metrics(); }
 
-const tokenizer::Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
+const Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
 
 EngineStats Engine::stats() const {
   const Impl& m = *impl_;

@@ -83,41 +83,53 @@ kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const 
 
 void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const ModelConfig& c = config();
-  const int64_t H = c.hidden_size, V = c.vocab_size;
-  const int64_t nkv = weights_->dims().num_kv_heads, hd = c.head_dim;
-
   const kv::KvCacheShape& ks = kv.shape();
-  SPECD_CHECK(ks.num_layers == num_layers_ && ks.num_kv_heads == nkv && ks.head_dim == hd,
+  SPECD_CHECK(ks.num_layers == num_layers_ && ks.num_kv_heads == weights_->dims().num_kv_heads &&
+                  ks.head_dim == c.head_dim,
               ErrorCode::kInternal, "LlamaModel::forward: KV cache shape does not match the model");
-
-  // ---- batch layout: token order, positions, cache slots, block tables, output rows --------
-  const auto S = static_cast<int32_t>(batch.seqs.size());
-  out.vocab_size = V;
-  out.hidden_size = H;
+  out.vocab_size = c.vocab_size;
+  out.hidden_size = c.hidden_size;
   out.row_start.assign(1, 0);
   out.token_start.assign(1, 0);
-  if (S == 0) {
+  if (batch.seqs.empty()) {
     out.logits.clear();
     out.hidden.clear();
     return;
   }
+  const bool mtp = weights_->is_mtp();
+  SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
+              mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
+  layout(batch, kv, out);
+
+  if (announce_) announce_(batch, kv);
+  if (comm_ == nullptr) {
+    compute(batch, kv, out);
+    return;
+  }
+  try {
+    compute(batch, kv, out);
+  } catch (const std::exception& e) {
+    comm_->abort(std::string("a tensor-parallel forward failed after its collectives began: ") + e.what());
+  }
+}
+
+// The batch layout in s_: token order, positions, cache slots, block tables, output rows. Every
+// check of the batch's content happens here, before anything is written to the cache or sent
+// to other ranks.
+void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
+  const int64_t V = config().vocab_size;
+  const auto S = static_cast<int32_t>(batch.seqs.size());
   s_.tokens.clear();
   s_.positions.clear();
   s_.slots.clear();
   s_.out_rows.clear();
   s_.query_start.assign(1, 0);
   s_.context_lens.clear();
-  const bool mtp = weights_->is_mtp();
-  SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
-              mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
   int32_t stride = 1;
   for (int32_t s = 0; s < S; ++s) {
     const SequenceInput& in = batch.seqs[static_cast<size_t>(s)];
     const auto n = static_cast<int32_t>(in.tokens.size());
-    if (n == 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
-    }
+    if (n == 0) throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
     // A sequence's later rows continue its earlier ones (batch expansion, forward.hpp).
     int32_t start = kv.num_tokens(in.seq);
     for (int32_t e = 0; e < s; ++e) {
@@ -125,13 +137,12 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
       if (earlier.seq == in.seq) start += static_cast<int32_t>(earlier.tokens.size());
     }
     SPECD_CHECK(start + n <= kv.capacity(in.seq), ErrorCode::kInternal,
-                "forward: sequence " + std::to_string(in.seq) + " needs KV room for " +
-                    std::to_string(start + n) + " tokens but has " +
-                    std::to_string(kv.capacity(in.seq)) + " reserved");
+                "forward: sequence " + std::to_string(in.seq) + " needs KV room for " + std::to_string(start + n) +
+                    " tokens but has " + std::to_string(kv.capacity(in.seq)) + " reserved");
     const auto t0 = static_cast<int32_t>(s_.tokens.size());
     for (int32_t i = 0; i < n; ++i) {
       const int32_t token = in.tokens[static_cast<size_t>(i)];
-      if (token < 0 || token >= V) {  // before anything is written to the cache or sent to other ranks
+      if (token < 0 || token >= V) {
         throw Error(ErrorCode::kInvalidArgument,
                     "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
       }
@@ -157,77 +168,32 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     std::copy(table.begin(), table.end(), s_.block_tables.begin() + static_cast<int64_t>(s) * stride);
   }
   s_.block_table_stride = stride;
-
-  if (announce_) announce_(batch, kv);
-  if (comm_ == nullptr) {
-    compute(batch, kv, out);
-    return;
-  }
-  try {
-    compute(batch, kv, out);
-  } catch (const std::exception& e) {
-    comm_->abort(std::string("a tensor-parallel forward failed after its collectives began: ") + e.what());
-  }
 }
 
 void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const ModelConfig& c = config();
   const ShardDims& d = weights_->dims();
-  const int64_t H = c.hidden_size, I = d.intermediate, V = c.vocab_size;
-  const int64_t nh = d.num_heads, nkv = d.num_kv_heads, hd = c.head_dim, half = hd / 2;
-  const int64_t q_dim = nh * hd, kv_dim = nkv * hd;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const bool mtp = weights_->is_mtp();
-  const auto S = static_cast<int32_t>(batch.seqs.size());
+  const int64_t H = c.hidden_size, I = d.intermediate, hd = c.head_dim;
   const auto T = static_cast<int64_t>(s_.tokens.size());
-  const auto R = static_cast<int64_t>(s_.out_rows.size());
-
   ensure(s_.x, T * H);
   ensure(s_.h, T * H);
   ensure(s_.o, T * H);
-  ensure(s_.q, T * q_dim);
-  ensure(s_.attn, T * q_dim);
-  ensure(s_.k, T * kv_dim);
-  ensure(s_.v, T * kv_dim);
+  ensure(s_.q, T * d.num_heads * hd);
+  ensure(s_.attn, T * d.num_heads * hd);
+  ensure(s_.k, T * d.num_kv_heads * hd);
+  ensure(s_.v, T * d.num_kv_heads * hd);
   ensure(s_.gate, T * I);
-  ensure(s_.cos, T * half);
-  ensure(s_.sin, T * half);
+  ensure(s_.cos, T * (hd / 2));
+  ensure(s_.sin, T * (hd / 2));
   ensure(s_.head, hd);
+
+  input_embeddings(batch.input_hidden, T);
+  kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
+  kernels::PagedAttentionParams ap = attention_params(kv, static_cast<int32_t>(batch.seqs.size()));
+  const float eps = static_cast<float>(c.rms_norm_eps);
   float* x = s_.x.data();
   float* h = s_.h.data();
   float* o = s_.o.data();
-
-  embed(T, x);
-  if (mtp) {
-    // x = eh_proj · concat(enorm(embed(token)), hnorm(h_prev)), row by row.
-    ensure(s_.cat, T * 2 * H);
-    kernels::rmsnorm(kCpu, x, weights_->mtp_enorm(), h, T, H, eps);
-    kernels::rmsnorm(kCpu, batch.input_hidden, weights_->mtp_hnorm(), o, T, H, eps);
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(s_.cat.data() + t * 2 * H, h + t * H, static_cast<size_t>(H) * sizeof(float));
-      std::memcpy(s_.cat.data() + t * 2 * H + H, o + t * H, static_cast<size_t>(H) * sizeof(float));
-    }
-    kernels::matmul(kCpu, s_.cat.data(), weights_->mtp_eh_proj(), nullptr, x, T);
-  }
-  kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(),
-                        s_.sin.data());
-
-  kernels::PagedAttentionParams ap;
-  ap.q = s_.q.data();
-  ap.out = s_.attn.data();
-  ap.kv_dtype = kv.dtype();
-  ap.num_seqs = S;
-  ap.query_start = s_.query_start.data();
-  ap.context_lens = s_.context_lens.data();
-  ap.block_tables = s_.block_tables.data();
-  ap.block_table_stride = s_.block_table_stride;
-  ap.num_blocks = kv.num_blocks();
-  ap.block_size = kv.block_size();
-  ap.num_heads = static_cast<int32_t>(nh);
-  ap.num_kv_heads = static_cast<int32_t>(nkv);
-  ap.head_dim = static_cast<int32_t>(hd);
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
   for (int64_t l = 0; l < num_layers_; ++l) {
     const LayerWeights& w = weights_->layer(l);
     // x += (previous layer's MLP output); h = norm(x)
@@ -236,49 +202,114 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     } else {
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
-    const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
-    if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
-      kernels::matmul_multi(kCpu, h, T, H, qkv);
-    } else {  // a GGUF file with mixed types (model.dtype auto)
-      for (const kernels::MatmulOutput& m : qkv) kernels::matmul(kCpu, h, m.w, m.bias, m.c, T);
-    }
-    if (c.qk_rows_interleaved) {
-      deinterleave_heads(s_.q.data(), T * nh, hd, s_.head.data());
-      deinterleave_heads(s_.k.data(), T * nkv, hd, s_.head.data());
-    }
-    if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm of q and k before RoPE
-      kernels::rmsnorm(kCpu, s_.q.data(), w.q_norm, s_.q.data(), T * nh, hd, eps);
-      kernels::rmsnorm(kCpu, s_.k.data(), w.k_norm, s_.k.data(), T * nkv, hd, eps);
-    }
-    kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
-    void* k_cache = kv.k_layer(static_cast<int32_t>(l));
-    void* v_cache = kv.v_layer(static_cast<int32_t>(l));
-    kernels::write_kv(kCpu, s_.k.data(), s_.v.data(), T, nkv, hd, s_.cos.data(), s_.sin.data(), s_.slots.data(),
-                      kv.dtype(), k_cache, v_cache);
-    ap.k_cache = k_cache;
-    ap.v_cache = v_cache;
-    kernels::paged_attention(kCpu, ap);
-
-    kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, o, T);
-    all_reduce(o, T * H);
+    attention(w, static_cast<int32_t>(l), kv, ap, T);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
-    if (w.w_gate.dtype == w.w_up.dtype) {
-      kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
-    } else {  // mixed types: the two GEMVs, then silu(gate) * up
-      ensure(s_.up, T * I);
-      kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T);
-      kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T);
-      for (int64_t i = 0; i < T * I; ++i) {
-        const float g = s_.gate[static_cast<size_t>(i)];
-        s_.gate[static_cast<size_t>(i)] = g / (1.0f + std::exp(-g)) * s_.up[static_cast<size_t>(i)];
-      }
-    }
-    kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, o, T);
-    all_reduce(o, T * H);
+    mlp(w, T);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
+  outputs(batch, kv, out);
+}
 
-  // ---- outputs: only the requested rows go through the LM head --------------------------
+// x [T, hidden]: the token embeddings; for an MTP module eh_proj · concat(enorm(embedding),
+// hnorm(the base's hidden state)), row by row.
+void LlamaModel::input_embeddings(const float* input_hidden, int64_t T) {
+  const int64_t H = config().hidden_size;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  float* x = s_.x.data();
+  embed(T, x);
+  if (!weights_->is_mtp()) return;
+  float* h = s_.h.data();
+  float* o = s_.o.data();
+  ensure(s_.cat, T * 2 * H);
+  kernels::rmsnorm(kCpu, x, weights_->mtp_enorm(), h, T, H, eps);
+  kernels::rmsnorm(kCpu, input_hidden, weights_->mtp_hnorm(), o, T, H, eps);
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(s_.cat.data() + t * 2 * H, h + t * H, static_cast<size_t>(H) * sizeof(float));
+    std::memcpy(s_.cat.data() + t * 2 * H + H, o + t * H, static_cast<size_t>(H) * sizeof(float));
+  }
+  kernels::matmul(kCpu, s_.cat.data(), weights_->mtp_eh_proj(), nullptr, x, T);
+}
+
+kernels::PagedAttentionParams LlamaModel::attention_params(const kv::KvCache& kv, int32_t num_seqs) {
+  const ShardDims& d = weights_->dims();
+  const int64_t hd = config().head_dim;
+  kernels::PagedAttentionParams ap;
+  ap.q = s_.q.data();
+  ap.out = s_.attn.data();
+  ap.kv_dtype = kv.dtype();
+  ap.num_seqs = num_seqs;
+  ap.query_start = s_.query_start.data();
+  ap.context_lens = s_.context_lens.data();
+  ap.block_tables = s_.block_tables.data();
+  ap.block_table_stride = s_.block_table_stride;
+  ap.num_blocks = kv.num_blocks();
+  ap.block_size = kv.block_size();
+  ap.num_heads = static_cast<int32_t>(d.num_heads);
+  ap.num_kv_heads = static_cast<int32_t>(d.num_kv_heads);
+  ap.head_dim = static_cast<int32_t>(hd);
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  return ap;
+}
+
+// o [T, hidden] = the attention block of layer l on h: QKV, (Qwen3) q/k norms, RoPE, the KV
+// write, paged attention and the output projection (all-reduced across ranks).
+void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap,
+                           int64_t T) {
+  const ModelConfig& c = config();
+  const int64_t nh = weights_->dims().num_heads, nkv = weights_->dims().num_kv_heads, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float* h = s_.h.data();
+  const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
+  if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
+    kernels::matmul_multi(kCpu, h, T, c.hidden_size, qkv);
+  } else {  // a GGUF file with mixed types (model.dtype auto)
+    for (const kernels::MatmulOutput& m : qkv) kernels::matmul(kCpu, h, m.w, m.bias, m.c, T);
+  }
+  if (c.qk_rows_interleaved) {
+    deinterleave_heads(s_.q.data(), T * nh, hd, s_.head.data());
+    deinterleave_heads(s_.k.data(), T * nkv, hd, s_.head.data());
+  }
+  if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm of q and k before RoPE
+    kernels::rmsnorm(kCpu, s_.q.data(), w.q_norm, s_.q.data(), T * nh, hd, eps);
+    kernels::rmsnorm(kCpu, s_.k.data(), w.k_norm, s_.k.data(), T * nkv, hd, eps);
+  }
+  kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
+  void* k_cache = kv.k_layer(l);
+  void* v_cache = kv.v_layer(l);
+  kernels::write_kv(kCpu, s_.k.data(), s_.v.data(), T, nkv, hd, s_.cos.data(), s_.sin.data(), s_.slots.data(),
+                    kv.dtype(), k_cache, v_cache);
+  ap.k_cache = k_cache;
+  ap.v_cache = v_cache;
+  kernels::paged_attention(kCpu, ap);
+  kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, s_.o.data(), T);
+  all_reduce(s_.o.data(), T * c.hidden_size);
+}
+
+// o [T, hidden] = down(silu(gate(h)) * up(h)), all-reduced across ranks.
+void LlamaModel::mlp(const LayerWeights& w, int64_t T) {
+  const int64_t I = weights_->dims().intermediate;
+  const float* h = s_.h.data();
+  if (w.w_gate.dtype == w.w_up.dtype) {
+    kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
+  } else {  // mixed types: the two GEMVs, then silu(gate) * up
+    ensure(s_.up, T * I);
+    kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T);
+    kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T);
+    for (int64_t i = 0; i < T * I; ++i) {
+      const float g = s_.gate[static_cast<size_t>(i)];
+      s_.gate[static_cast<size_t>(i)] = g / (1.0f + std::exp(-g)) * s_.up[static_cast<size_t>(i)];
+    }
+  }
+  kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, s_.o.data(), T);
+  all_reduce(s_.o.data(), T * config().hidden_size);
+}
+
+// Only the requested rows of h go through the LM head; hidden states as asked; the KV commit.
+void LlamaModel::outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
+  const int64_t H = config().hidden_size, V = config().vocab_size;
+  const auto T = static_cast<int64_t>(s_.tokens.size());
+  const auto R = static_cast<int64_t>(s_.out_rows.size());
+  const float* h = s_.h.data();
   ensure(s_.rows, R * H);
   for (int64_t r = 0; r < R; ++r) {
     std::memcpy(s_.rows.data() + r * H, h + static_cast<int64_t>(s_.out_rows[static_cast<size_t>(r)]) * H,

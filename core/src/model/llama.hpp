@@ -21,6 +21,7 @@
 #include "kv/kv_cache.hpp"
 #include "model/forward.hpp"
 #include "model/weights.hpp"
+#include "specd/kernels/attention.hpp"
 
 namespace specd::model {
 
@@ -68,8 +69,16 @@ class LlamaModel {
     std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all;
     int32_t block_table_stride = 1;
   };
-  // The layers and the LM head over the batch layout forward() built in s_.
+  // The batch layout in s_ (token order, positions, slots, block tables, output rows), with the
+  // checks of the batch's content.
+  void layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  // The layers and the LM head over the batch layout in s_.
   void compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  void input_embeddings(const float* input_hidden, int64_t T);
+  kernels::PagedAttentionParams attention_params(const kv::KvCache& kv, int32_t num_seqs);
+  void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T);
+  void mlp(const LayerWeights& w, int64_t T);
+  void outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
   // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).

@@ -232,24 +232,10 @@ json read_json_file(const std::filesystem::path& file, uint64_t max_bytes) {
   return doc;
 }
 
-ModelConfig read_model_config(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "config.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {  // anything else that is there is read (and refused) below
-    throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
-  }
-  const json doc = read_json_file(path);
-  const Fields f(doc, path);
+namespace {
 
-  ModelConfig c;
-  c.config_path = path;
-  c.arch = parse_architecture(f);
-
-  const std::string act = f.string_or("hidden_act", "silu");
-  if (act != "silu") {
-    fail(ErrorCode::kUnsupported, path, "hidden_act '" + clip(act) + "' is not supported (specd implements silu)");
-  }
-
+// The shape: sizes, heads (num_key_value_heads dividing num_attention_heads), head_dim.
+void read_shape(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
   c.vocab_size = f.require_int("vocab_size");
   c.hidden_size = f.require_int("hidden_size");
   c.intermediate_size = f.require_int("intermediate_size");
@@ -281,6 +267,83 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   if (c.head_dim % 2 != 0) {
     fail(ErrorCode::kModelFormat, path, "head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
   }
+}
+
+// Sliding-window attention is not implemented; a window at least as long as the context is plain
+// causal attention. qwen: the window counts only with use_sliding_window (Mistral has no flag).
+void refuse_sliding_window(const Fields& f, const std::filesystem::path& path, const ModelConfig& c, bool qwen) {
+  if (qwen && !f.bool_or("use_sliding_window", false)) return;
+  if (!f.has("sliding_window") || f.require_int("sliding_window") >= c.max_position_embeddings) return;
+  fail(ErrorCode::kUnsupported, path,
+       std::string(qwen ? "use_sliding_window with sliding_window " : "sliding_window ") +
+           std::to_string(f.require_int("sliding_window")) + " < max_position_embeddings " +
+           std::to_string(c.max_position_embeddings) + ": specd does not implement sliding-window attention");
+}
+
+// What differs between the families: biases, Qwen3's q/k norms, sliding windows refused.
+void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
+  switch (c.arch) {
+    case Architecture::kLlama:
+      // Llama's attention_bias covers q, k, v and o; mlp_bias would add biases to the MLP.
+      c.attention_bias = f.bool_or("attention_bias", false);
+      c.attention_out_bias = c.attention_bias;
+      if (f.bool_or("mlp_bias", false)) fail(ErrorCode::kUnsupported, path, "mlp_bias: true is not supported");
+      break;
+    case Architecture::kQwen2:
+      c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
+      refuse_sliding_window(f, path, c, true);
+      break;
+    case Architecture::kQwen3:
+      // Qwen3: per-head q/k RMSNorm; attention_bias (default false) covers q, k, v and o.
+      c.qk_norm = true;
+      c.attention_bias = f.bool_or("attention_bias", false);
+      c.attention_out_bias = c.attention_bias;
+      refuse_sliding_window(f, path, c, true);
+      break;
+    case Architecture::kMistral:
+      refuse_sliding_window(f, path, c, false);
+      break;
+  }
+}
+
+// generation_config.json, when present: BOS/EOS over config.json's, and the sampling defaults.
+void read_generation_config(const std::filesystem::path& model_dir, ModelConfig& c) {
+  const std::filesystem::path gen_path = model_dir / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(gen_path, ec)) return;
+  const json gen_doc = read_json_file(gen_path);
+  const Fields gen(gen_doc, gen_path);
+  if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
+  if (gen.has("eos_token_id")) c.eos_token_ids = gen.int_list("eos_token_id");
+  auto number = [&](const char* key) { return gen.has(key) ? std::optional<double>(gen.number_or(key, 0)) : std::nullopt; };
+  auto integer = [&](const char* key) { return gen.has(key) ? std::optional<int64_t>(gen.int_or(key, 0)) : std::nullopt; };
+  c.default_temperature = number("temperature");
+  c.default_top_p = number("top_p");
+  c.default_min_p = number("min_p");
+  c.default_repetition_penalty = number("repetition_penalty");
+  c.default_top_k = integer("top_k");
+  c.default_max_tokens = integer("max_new_tokens");
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const std::filesystem::path& model_dir) {
+  const std::filesystem::path path = model_dir / "config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {  // anything else that is there is read (and refused) below
+    throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
+  }
+  const json doc = read_json_file(path);
+  const Fields f(doc, path);
+
+  ModelConfig c;
+  c.config_path = path;
+  c.arch = parse_architecture(f);
+  const std::string act = f.string_or("hidden_act", "silu");
+  if (act != "silu") {
+    fail(ErrorCode::kUnsupported, path, "hidden_act '" + clip(act) + "' is not supported (specd implements silu)");
+  }
+  read_shape(f, path, c);
 
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-6);
   c.rope_theta = f.number_or("rope_theta", 10000.0);
@@ -290,44 +353,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   c.max_position_embeddings = f.int_or("max_position_embeddings", 2048);
   require_positive(f, "max_position_embeddings", c.max_position_embeddings);
   c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
-
-  switch (c.arch) {
-    case Architecture::kLlama:
-      // Llama's attention_bias covers q, k, v and o; mlp_bias would add biases to the MLP.
-      c.attention_bias = f.bool_or("attention_bias", false);
-      c.attention_out_bias = c.attention_bias;
-      if (f.bool_or("mlp_bias", false)) {
-        fail(ErrorCode::kUnsupported, path, "mlp_bias: true is not supported");
-      }
-      break;
-    case Architecture::kQwen2:
-    case Architecture::kQwen3:
-      if (c.arch == Architecture::kQwen2) {
-        c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-      } else {
-        // Qwen3: per-head q/k RMSNorm; attention_bias (default false) covers q, k, v and o.
-        c.qk_norm = true;
-        c.attention_bias = f.bool_or("attention_bias", false);
-        c.attention_out_bias = c.attention_bias;
-      }
-      if (f.bool_or("use_sliding_window", false) && f.has("sliding_window") &&
-          f.require_int("sliding_window") < c.max_position_embeddings) {
-        fail(ErrorCode::kUnsupported, path,
-             "use_sliding_window with sliding_window " + std::to_string(f.require_int("sliding_window")) +
-                 " < max_position_embeddings " + std::to_string(c.max_position_embeddings) +
-                 ": specd does not implement sliding-window attention");
-      }
-      break;
-    case Architecture::kMistral:
-      // Sliding-window attention is not implemented; a window at least as long as the context
-      // is plain causal attention.
-      if (f.has("sliding_window") && f.require_int("sliding_window") < c.max_position_embeddings) {
-        fail(ErrorCode::kUnsupported, path,
-             "sliding_window " + std::to_string(f.require_int("sliding_window")) + " < max_position_embeddings " +
-                 std::to_string(c.max_position_embeddings) + ": specd does not implement sliding-window attention");
-      }
-      break;
-  }
+  read_family(f, path, c);
 
   c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);
   if (c.num_mtp_modules < 0 || c.num_mtp_modules > INT32_MAX) {
@@ -338,22 +364,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   c.torch_dtype = f.string_or("torch_dtype", f.string_or("dtype", ""));
   if (const std::vector<int32_t> bos = f.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   c.eos_token_ids = f.int_list("eos_token_id");
-
-  const std::filesystem::path gen_path = model_dir / "generation_config.json";
-  if (std::filesystem::exists(gen_path, ec)) {
-    const json gen_doc = read_json_file(gen_path);
-    const Fields gen(gen_doc, gen_path);
-    if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
-    if (gen.has("eos_token_id")) c.eos_token_ids = gen.int_list("eos_token_id");
-    auto number = [&](const char* key) { return gen.has(key) ? std::optional<double>(gen.number_or(key, 0)) : std::nullopt; };
-    auto integer = [&](const char* key) { return gen.has(key) ? std::optional<int64_t>(gen.int_or(key, 0)) : std::nullopt; };
-    c.default_temperature = number("temperature");
-    c.default_top_p = number("top_p");
-    c.default_min_p = number("min_p");
-    c.default_repetition_penalty = number("repetition_penalty");
-    c.default_top_k = integer("top_k");
-    c.default_max_tokens = integer("max_new_tokens");
-  }
+  read_generation_config(model_dir, c);
   return c;
 }
 

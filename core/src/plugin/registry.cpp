@@ -1,5 +1,7 @@
 #include "plugin/registry.hpp"
 
+#include <dlfcn.h>
+
 #include <boost/dll/library_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
@@ -76,6 +78,15 @@ std::vector<std::string> other_entry_symbols(const fs::path& file) {
 
 fs::path Registry::builtin_dir() {
   std::error_code ec;
+  // Inside libspecd.so (an application embedding the engine): the plugins installed beside the
+  // library, <libdir>/specd/plugins.
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&Registry::builtin_dir), &self) != 0 && self.dli_fname != nullptr) {
+    const fs::path lib(self.dli_fname);
+    if (lib.filename().string().rfind("libspecd.so", 0) == 0)
+      return (fs::absolute(lib, ec).parent_path() / "specd" / "plugins").lexically_normal();
+  }
+  // Linked into a program (bin/specd): the plugins relative to it, in the build and install trees.
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
   return (exe.parent_path() / SPECD_PLUGIN_REL_DIR).lexically_normal();
@@ -148,92 +159,117 @@ void Registry::refuse_file(const fs::path& file, const std::string& reason) {
   plugin_log().warn("{}", message);
 }
 
-const PluginInfo& Registry::load(const fs::path& file_in) {
-  std::error_code ec;
-  auto refuse = [&](const std::string& reason) -> Error {
-    return Error(ErrorCode::kPluginLoad, "plugin " + file_in.string() + ": " + reason);
-  };
-  const fs::path file = fs::weakly_canonical(file_in, ec);
-  if (ec) throw refuse("cannot be resolved: " + ec.message());  // e.g. a symlink loop
-  for (const auto* p : plugin_list_)
-    if (p->path == file) return *p;
-  if (!fs::exists(file, ec)) throw refuse("no such file");
-  // dlopen trusts the ELF headers; a truncated file would crash the process (SIGBUS).
-  if (const std::string bad = check_elf_shared_object(file); !bad.empty()) throw refuse(bad);
+namespace {
 
-  boost::dll::shared_library lib;
-  try {
-    lib.load(boost::dll::fs::path(file.string()),
-             boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-  } catch (const std::exception& e) {
-    throw refuse(std::string("cannot be loaded: ") + e.what());
-  }
+Error refusal(const fs::path& file, const std::string& reason) {
+  return Error(ErrorCode::kPluginLoad, "plugin " + file.string() + ": " + reason);
+}
+
+// The library's descriptor, from its entry point; throws a refusal naming what is missing.
+const specd_plugin_descriptor* entry_descriptor(const boost::dll::shared_library& lib, const fs::path& file,
+                                                const fs::path& name) {
   if (!lib.has(SPECD_PLUGIN_ENTRY_SYMBOL)) {
     const auto others = other_entry_symbols(file);
     if (!others.empty()) {
       const std::string major = others.front().substr(std::strlen(SPECD_PLUGIN_ENTRY_PREFIX));
-      throw refuse("built for plugin ABI major " + major + " (exports " + others.front() +
-                   "), this host supports ABI major " + std::to_string(SPECD_ABI_MAJOR));
+      throw refusal(name, "built for plugin ABI major " + major + " (exports " + others.front() +
+                              "), this host supports ABI major " + std::to_string(SPECD_ABI_MAJOR));
     }
-    throw refuse(std::string("no entry symbol ") + SPECD_PLUGIN_ENTRY_SYMBOL +
-                 " (not a specd plugin, or not exported with SPECD_PLUGIN / BOOST_DLL_ALIAS)");
+    throw refusal(name, std::string("no entry symbol ") + SPECD_PLUGIN_ENTRY_SYMBOL +
+                            " (not a specd plugin, or not exported with SPECD_PLUGIN / BOOST_DLL_ALIAS)");
   }
   // BOOST_DLL_ALIAS exports a data symbol holding the address of the entry function.
   const void* alias = lib.get<const void*>(SPECD_PLUGIN_ENTRY_SYMBOL);
-  if (alias == nullptr) throw refuse("entry symbol is null");
+  if (alias == nullptr) throw refusal(name, "entry symbol is null");
   auto entry = reinterpret_cast<specd_plugin_entry_fn>(const_cast<void*>(alias));
   const specd_plugin_descriptor* desc = entry();
-  if (desc == nullptr) throw refuse("entry point returned no descriptor");
-  if (desc->struct_size < offsetof(specd_plugin_descriptor, components) + sizeof(desc->components))
-    throw refuse("descriptor struct_size " + std::to_string(desc->struct_size) + " is too small");
-  if (desc->abi_major != SPECD_ABI_MAJOR)
-    throw refuse("declares plugin ABI major " + std::to_string(desc->abi_major) + ", this host supports " +
-                 std::to_string(SPECD_ABI_MAJOR));
-  if (desc->abi_minor > SPECD_ABI_MINOR)
-    throw refuse("built for plugin ABI " + std::to_string(desc->abi_major) + "." + std::to_string(desc->abi_minor) +
-                 ", newer than this host's " + std::to_string(SPECD_ABI_MAJOR) + "." +
-                 std::to_string(SPECD_ABI_MINOR) + "; upgrade specd or rebuild the plugin against this SDK");
-  if (desc->name == nullptr || *desc->name == '\0') throw refuse("descriptor has no plugin name");
-  if (desc->cuda_runtime_major != 0) {
-    const int host_cuda = host_cuda_runtime_major();
-    if (host_cuda != 0 && host_cuda != desc->cuda_runtime_major)
-      throw refuse("device code built for CUDA runtime " + std::to_string(desc->cuda_runtime_major) +
-                   ", this host uses CUDA runtime " + std::to_string(host_cuda));
-  }
-  if (desc->num_components < 0 || (desc->num_components > 0 && desc->components == nullptr))
-    throw refuse("descriptor has an invalid component list");
+  if (desc == nullptr) throw refusal(name, "entry point returned no descriptor");
+  return desc;
+}
 
-  // Check every component before registering any, so a refused plugin leaves no trace.
+// The ABI version, name, CUDA runtime and component list of a descriptor.
+void check_descriptor(const specd_plugin_descriptor& desc, const fs::path& name) {
+  if (desc.struct_size < offsetof(specd_plugin_descriptor, components) + sizeof(desc.components))
+    throw refusal(name, "descriptor struct_size " + std::to_string(desc.struct_size) + " is too small");
+  if (desc.abi_major != SPECD_ABI_MAJOR)
+    throw refusal(name, "declares plugin ABI major " + std::to_string(desc.abi_major) + ", this host supports " +
+                            std::to_string(SPECD_ABI_MAJOR));
+  if (desc.abi_minor > SPECD_ABI_MINOR)
+    throw refusal(name, "built for plugin ABI " + std::to_string(desc.abi_major) + "." +
+                            std::to_string(desc.abi_minor) + ", newer than this host's " +
+                            std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) +
+                            "; upgrade specd or rebuild the plugin against this SDK");
+  if (desc.name == nullptr || *desc.name == '\0') throw refusal(name, "descriptor has no plugin name");
+  if (desc.cuda_runtime_major != 0) {
+    const int host_cuda = host_cuda_runtime_major();
+    if (host_cuda != 0 && host_cuda != desc.cuda_runtime_major)
+      throw refusal(name, "device code built for CUDA runtime " + std::to_string(desc.cuda_runtime_major) +
+                              ", this host uses CUDA runtime " + std::to_string(host_cuda));
+  }
+  if (desc.num_components < 0 || (desc.num_components > 0 && desc.components == nullptr))
+    throw refusal(name, "descriptor has an invalid component list");
+}
+
+}  // namespace
+
+const PluginInfo& Registry::load(const fs::path& file_in) {
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(file_in, ec);
+  if (ec) throw refusal(file_in, "cannot be resolved: " + ec.message());  // e.g. a symlink loop
+  for (const auto* p : plugin_list_)
+    if (p->path == file) return *p;
+  if (!fs::exists(file, ec)) throw refusal(file_in, "no such file");
+  // dlopen trusts the ELF headers; a truncated file would crash the process (SIGBUS).
+  if (const std::string bad = check_elf_shared_object(file); !bad.empty()) throw refusal(file_in, bad);
+
+  boost::dll::shared_library lib;
+  try {
+    lib.load(boost::dll::fs::path(file.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    throw refusal(file_in, std::string("cannot be loaded: ") + e.what());
+  }
+  const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
+  check_descriptor(*desc, file_in);
+  check_components(*desc, file, file_in);
+  return add(*desc, file, std::make_unique<LoadedLibrary>(std::move(lib)));
+}
+
+// Every component, before any is registered, so that a refused plugin leaves no trace.
+void Registry::check_components(const specd_plugin_descriptor& desc, const fs::path& file,
+                                const fs::path& name) const {
   std::set<std::pair<int, std::string>> own;
-  for (int32_t i = 0; i < desc->num_components; ++i) {
-    const specd_component_desc& c = desc->components[i];
+  for (int32_t i = 0; i < desc.num_components; ++i) {
+    const specd_component_desc& c = desc.components[i];
     const std::string where = "component #" + std::to_string(i);
     if (c.struct_size < offsetof(specd_component_desc, create) + sizeof(c.create))
-      throw refuse(where + " has struct_size " + std::to_string(c.struct_size) + ", too small");
+      throw refusal(name, where + " has struct_size " + std::to_string(c.struct_size) + ", too small");
     if (c.kind < SPECD_COMPONENT_PROPOSER || c.kind > SPECD_COMPONENT_VERIFIER)
-      throw refuse(where + " has unknown kind " + std::to_string(c.kind));
+      throw refusal(name, where + " has unknown kind " + std::to_string(c.kind));
     if (!valid_component_name(c.name))
-      throw refuse(where + " has an invalid name (letters, digits, '_', '-', '.' only)");
-    if (c.create == nullptr) throw refuse(std::string("component '") + c.name + "' has no factory");
+      throw refusal(name, where + " has an invalid name (letters, digits, '_', '-', '.' only)");
+    if (c.create == nullptr) throw refusal(name, std::string("component '") + c.name + "' has no factory");
     const std::string kname(kind_name(static_cast<ComponentKind>(c.kind)));
-    if (!own.emplace(c.kind, c.name).second)
-      throw refuse("declares " + kname + " '" + c.name + "' twice");
+    if (!own.emplace(c.kind, c.name).second) throw refusal(name, "declares " + kname + " '" + c.name + "' twice");
     if (auto it = by_name_.find(std::make_pair(c.kind, std::string(c.name))); it != by_name_.end()) {
       const fs::path& other = it->second->plugin->path;
       if (other.parent_path() == file.parent_path())
-        throw refuse("duplicate " + kname + " name '" + c.name + "': already provided by " + other.string());
+        throw refusal(name, "duplicate " + kname + " name '" + c.name + "': already provided by " + other.string());
     }
   }
+}
 
+// Registers a checked plugin's components; a name already taken earlier on the path shadows it.
+const PluginInfo& Registry::add(const specd_plugin_descriptor& desc, const fs::path& file,
+                                std::unique_ptr<LoadedLibrary> lib) {
   auto info = std::make_unique<PluginInfo>();
   info->path = file;
-  info->name = desc->name;
-  info->version = desc->version != nullptr ? desc->version : "";
-  info->abi_major = desc->abi_major;
-  info->abi_minor = desc->abi_minor;
-  info->cuda_runtime_major = desc->cuda_runtime_major;
-  for (int32_t i = 0; i < desc->num_components; ++i) {
-    const specd_component_desc& c = desc->components[i];
+  info->name = desc.name;
+  info->version = desc.version != nullptr ? desc.version : "";
+  info->abi_major = desc.abi_major;
+  info->abi_minor = desc.abi_minor;
+  info->cuda_runtime_major = desc.cuda_runtime_major;
+  for (int32_t i = 0; i < desc.num_components; ++i) {
+    const specd_component_desc& c = desc.components[i];
     auto comp = std::make_unique<ComponentInfo>();
     comp->name = c.name;
     comp->kind = static_cast<ComponentKind>(c.kind);
@@ -251,7 +287,7 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
     component_store_.push_back(std::move(comp));
   }
   plugin_log().debug("loaded plugin {} {} from {}", info->name, info->version, file.string());
-  libraries_.push_back(std::make_unique<LoadedLibrary>(std::move(lib)));
+  libraries_.push_back(std::move(lib));
   plugin_list_.push_back(info.get());
   plugin_store_.push_back(std::move(info));
   return *plugin_list_.back();

@@ -115,6 +115,12 @@ class Registry {
   std::vector<std::unique_ptr<ComponentInfo>> component_store_;
   std::map<std::pair<int, std::string>, const ComponentInfo*, std::less<>> by_name_;
   void refuse_file(const std::filesystem::path& file, const std::string& reason);
+  // Registry::load's steps: the components of a descriptor checked, then the plugin registered.
+  // `file` is the resolved path, `name` the path as given (messages name it).
+  void check_components(const specd_plugin_descriptor& desc, const std::filesystem::path& file,
+                        const std::filesystem::path& name) const;
+  const PluginInfo& add(const specd_plugin_descriptor& desc, const std::filesystem::path& file,
+                        std::unique_ptr<LoadedLibrary> lib);
   std::vector<Refusal> refusals_;
   std::vector<Shadowed> shadowed_;
 };

@@ -13,10 +13,7 @@
 
 #include "output/tool_calls.hpp"
 #include "template/chat_template.hpp"
-
-namespace specd::tokenizer {
-class Tokenizer;
-}
+#include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
 

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "config/config.hpp"
-#include "engine/async_engine.hpp"
+#include "specd/serving_engine.hpp"
 #include "server/http_transport.hpp"
 #include "server/chat_template.hpp"
 #include "server/metrics.hpp"
@@ -77,8 +77,8 @@ constexpr auto kFlushTime = std::chrono::seconds(1);
 
 // What exists once the model is loaded; handlers hold a shared_ptr so it outlives them.
 struct Loaded {
-  const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the AsyncEngine owns the Engine)
-  std::unique_ptr<AsyncEngine> engine;
+  const tokenizer::Tokenizer* tok = nullptr;  // the engine's (the ServingEngine owns the Engine)
+  std::unique_ptr<ServingEngine> engine;
   std::unique_ptr<ChatPrompter> prompter;
   ApiLimits limits;
 };
@@ -195,7 +195,7 @@ void HttpServer::Impl::register_metrics() {
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
-    const AsyncEngineStats s = l->engine->stats();
+    const ServingEngineStats s = l->engine->stats();
     queue_depth->set(static_cast<double>(s.num_waiting));
     running->set(static_cast<double>(s.num_running));
     ready->set(draining ? 0.0 : 1.0);
@@ -335,7 +335,7 @@ std::string arm_name(const Loaded& l, const RequestOutput& out) {
                                                                                 : std::string();
 }
 
-// Waits for the next output; nullopt once the client has gone away. The AsyncEngine guarantees
+// Waits for the next output; nullopt once the client has gone away. The ServingEngine guarantees
 // every stream ends (stop() aborts).
 std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exchange& ex) {
   for (;;) {
@@ -358,7 +358,7 @@ ApiError engine_failure(const RequestOutput& out) {
 
 // Leaving generate() without a finished output cancels the request.
 struct CancelGuard {
-  AsyncEngine& engine;
+  ServingEngine& engine;
   RequestId id;
   bool armed = true;
   ~CancelGuard() {
@@ -501,7 +501,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
   for (const ArmInfo& a : info.arms) l->limits.arms.push_back(a.name);
   m.spec.set_engine(info);  // before `loaded` is published: the collect hook reads it after get_loaded()
 
-  AsyncEngineOptions opts;
+  ServingEngineOptions opts;
   opts.max_queue = static_cast<size_t>(std::max(0, m.cfg.scheduler.max_queue));
   opts.max_running = static_cast<size_t>(std::max(1, m.cfg.scheduler.max_num_seqs));
   opts.on_finished = [&m](const RequestTrace& t) { m.on_finished(t); };
@@ -509,7 +509,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
     m.engine_steps->inc();
     m.generation_tokens->inc(static_cast<double>(new_tokens));
   };
-  l->engine = std::make_unique<AsyncEngine>(std::move(engine), std::move(opts));
+  l->engine = std::make_unique<ServingEngine>(std::move(engine), std::move(opts));
   m.log.info("serving model '{}' (chat template {}, context {}, prompt limit {} tokens)", m.model_name,
              l->prompter->description(), l->limits.max_model_len, l->limits.max_prompt_tokens);
   std::lock_guard lock(m.mu);

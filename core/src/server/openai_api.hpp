@@ -15,10 +15,7 @@
 #include <vector>
 
 #include "specd/request.hpp"
-
-namespace specd::tokenizer {
-class Tokenizer;
-}
+#include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
 

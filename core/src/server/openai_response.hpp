@@ -16,10 +16,7 @@
 
 #include "server/openai_api.hpp"
 #include "specd/request.hpp"
-
-namespace specd::tokenizer {
-class Tokenizer;
-}
+#include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
 

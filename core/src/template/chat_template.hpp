@@ -24,11 +24,8 @@
 #include "template/ast.hpp"
 #include "template/interpreter.hpp"
 #include "template/value.hpp"
+#include "tokenizer/tokenizer.hpp"
 
-namespace specd::tokenizer {
-class Tokenizer;
-struct ChatTemplateConfig;
-}  // namespace specd::tokenizer
 
 namespace specd::jinja {
 

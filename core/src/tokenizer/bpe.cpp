@@ -87,6 +87,13 @@ struct BpeModel::Symbol {
 
 BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : serial_(next_serial++) {
   const std::string where = file + ": model";
+  read_vocab(config, where);
+  read_options(config, where);
+  index_single_symbols();
+  read_merges(config, where);
+}
+
+void BpeModel::read_vocab(const nlohmann::json& config, const std::string& where) {
   const auto vocab_it = config.find("vocab");
   if (vocab_it == config.end() || !vocab_it->is_object())
     throw Error(ErrorCode::kModelFormat, where + ": BPE 'vocab' must be an object of token -> id");
@@ -96,7 +103,9 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
       throw Error(ErrorCode::kModelFormat, where + ": vocab id of '" + clip(token) + "' is not a non-negative int32");
     vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
   }
+}
 
+void BpeModel::read_options(const nlohmann::json& config, const std::string& where) {
   auto optional_string = [&](const char* key) {
     const auto it = config.find(key);
     return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -114,7 +123,11 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
     if (const auto it = vocab_.find(unk); it != vocab_.end()) unk_id_ = it->second;
     else unk_token_ = unk;
   }
+}
 
+// The byte tokens <0xNN> (byte_fallback) and the ids of single characters, looked up per
+// character by merge_word without hashing.
+void BpeModel::index_single_symbols() {
   all_byte_ids_ = true;
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -133,7 +146,9 @@ BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : seri
       if (pos == token.size() && cp < kSmallChars) small_char_ids_[cp] = id;
     }
   }
+}
 
+void BpeModel::read_merges(const nlohmann::json& config, const std::string& where) {
   const auto merges_it = config.find("merges");
   if (merges_it == config.end() || !merges_it->is_array())
     throw Error(ErrorCode::kModelFormat, where + ": BPE 'merges' must be an array");
@@ -208,9 +223,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   }
 }
 
-void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
-
-  thread_local std::vector<Symbol> symbols;
+// The word's characters as symbols (with continuing_subword_prefix / end_of_word_suffix where the
+// model has them), linked in order.
+void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols) const {
   thread_local std::string scratch;
   symbols.clear();
   const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
@@ -233,6 +248,11 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     symbols.push_back({id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin), true});
   }
   symbols.back().next = -1;
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) const {
+  thread_local std::vector<Symbol> symbols;
+  split_symbols(word, symbols);
 
   // Candidates are (rank << 32 | position of the left symbol): the smallest is the lowest rank,
   // ties to the leftmost pair. 8-byte entries keep the heap of a long word cache-friendly.
@@ -277,7 +297,11 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     if (sym.prev >= 0) consider(sym.prev);
     consider(pos);
   }
+  emit_symbols(word, symbols, out);
+}
 
+// The merged symbols' ids; a symbol with no id falls back to its bytes (byte_fallback) or unk.
+void BpeModel::emit_symbols(std::string_view word, const std::vector<Symbol>& symbols, std::vector<int32_t>& out) const {
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& sym = symbols[i];
     if (sym.id >= 0) {

@@ -143,6 +143,13 @@ class BpeModel {
   void add_merge(int32_t left, int32_t right, uint32_t rank, int32_t result);
   int32_t symbol_id(std::string_view piece) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  void split_symbols(std::string_view word, std::vector<Symbol>& symbols) const;
+  void emit_symbols(std::string_view word, const std::vector<Symbol>& symbols, std::vector<int32_t>& out) const;
+  // The constructor's steps.
+  void read_vocab(const nlohmann::json& config, const std::string& where);
+  void read_options(const nlohmann::json& config, const std::string& where);
+  void index_single_symbols();
+  void read_merges(const nlohmann::json& config, const std::string& where);
 
   Vocab vocab_;
   std::vector<Merge> merges_;  // size is a power of two

@@ -48,7 +48,7 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool skip_s
                                                std::span<const int32_t> prompt_ids)
     : tok_(tok), skip_special_(skip_special_tokens) {
   if (prompt_ids.empty()) return;
-  const Tokenizer::Impl& impl = *tok_.impl_;
+  const Tokenizer::Impl& impl = tok_.impl();
   const std::string full = impl.decode_raw(prompt_ids, skip_special_);
   // Prefer a short suffix of the prompt as context: one whose own decode is non-empty and has
   // no replacement character at either end (so it starts and ends on character boundaries).
@@ -73,7 +73,7 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, bool skip_s
 }
 
 std::string IncrementalDetokenizer::push(std::span<const int32_t> ids) {
-  const Tokenizer::Impl& impl = *tok_.impl_;
+  const Tokenizer::Impl& impl = tok_.impl();
   ids_.insert(ids_.end(), ids.begin(), ids.end());
   const std::string raw = impl.decode_raw(ids_, skip_special_);
   if (raw.compare(0, emitted_text_.size(), emitted_text_) != 0)
@@ -102,7 +102,7 @@ std::string IncrementalDetokenizer::push(std::span<const int32_t> ids) {
 }
 
 std::string IncrementalDetokenizer::flush() {
-  const Tokenizer::Impl& impl = *tok_.impl_;
+  const Tokenizer::Impl& impl = tok_.impl();
   const std::string raw = impl.decode_raw(ids_, skip_special_);
   std::string delta = raw.size() > emitted_ ? raw.substr(emitted_) : std::string();
   emitted_ = raw.size();

@@ -254,39 +254,35 @@ std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config
 
 namespace {
 
-std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
-                                                const std::string& config_name) {
-  auto impl = std::make_unique<Tokenizer::Impl>();
+// The model and the pipeline components of tokenizer.json; settings the engine does not follow.
+void read_components(Tokenizer::Impl& impl, Loader& loader, const json& root, const json& config,
+                     const std::string& file, const std::string& config_name) {
   auto member = [&](const char* key) -> const json& {
     static const json null_value;
     const auto it = root.find(key);
     return it == root.end() ? null_value : *it;
   };
-
-  // Model.
   const json& model = member("model");
   if (!model.is_object()) throw Error(ErrorCode::kModelFormat, file + ": missing 'model'");
   std::string model_type = model.value("type", std::string());
   if (model_type.empty() && model.contains("merges") && model.contains("vocab")) model_type = "BPE";
   if (model_type != "BPE")
     throw Error(ErrorCode::kUnsupported, file + ": unsupported model type '" + clip(model_type) + "' (supported: BPE)");
-  impl->model = std::make_unique<detail::BpeModel>(model, file);
-
-  impl->normalizer = detail::make_normalizer(member("normalizer"), file);
-  impl->pre_tokenizer = detail::make_pre_tokenizer(member("pre_tokenizer"), file);
-  impl->decoder = detail::make_decoder(member("decoder"), file);
-  Loader loader(*impl, file);
-  impl->post_processor = loader.post_processor(member("post_processor"));
-
+  impl.model = std::make_unique<detail::BpeModel>(model, file);
+  impl.normalizer = detail::make_normalizer(member("normalizer"), file);
+  impl.pre_tokenizer = detail::make_pre_tokenizer(member("pre_tokenizer"), file);
+  impl.decoder = detail::make_decoder(member("decoder"), file);
+  impl.post_processor = loader.post_processor(member("post_processor"));
   for (const char* key : {"truncation", "padding"})
     if (!member(key).is_null())
       log::get("tokenizer").info("{}: ignoring '{}' (the engine enforces sequence lengths itself)", file, key);
   for (const char* key : {"remove_space", "do_lowercase_and_remove_accent"})
     if (config.value(key, false))
       throw Error(ErrorCode::kUnsupported, config_name + ": '" + std::string(key) + "' is not supported");
+}
 
-  // Added tokens.
-  const json& added = member("added_tokens");
+// added_tokens: the list, the content -> id map and the tries that match them in text.
+void read_added_tokens(Tokenizer::Impl& impl, const json& added, const std::string& file) {
   if (!added.is_null() && !added.is_array()) throw Error(ErrorCode::kModelFormat, file + ": 'added_tokens' must be an array");
   if (added.is_array()) {
     for (const auto& entry : added) {
@@ -302,124 +298,141 @@ std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& co
       t.single_word = entry.value("single_word", false);
       t.normalized = entry.value("normalized", !t.special);
       if (!detail::is_valid_utf8(t.content)) throw Error(ErrorCode::kModelFormat, file + ": added token content is not UTF-8");
-      impl->added.push_back(std::move(t));
+      impl.added.push_back(std::move(t));
     }
   }
-  for (size_t i = 0; i < impl->added.size(); ++i) {
-    const auto& t = impl->added[i];
-    impl->added_ids[t.content] = t.id;
-    if (t.normalized && impl->normalizer) {
-      const std::string normalized = impl->normalizer->normalize(t.content);
-      impl->added_ids[normalized] = t.id;
-      impl->normalized_trie.insert(normalized, static_cast<int32_t>(i));
+  for (size_t i = 0; i < impl.added.size(); ++i) {
+    const auto& t = impl.added[i];
+    impl.added_ids[t.content] = t.id;
+    if (t.normalized && impl.normalizer) {
+      const std::string normalized = impl.normalizer->normalize(t.content);
+      impl.added_ids[normalized] = t.id;
+      impl.normalized_trie.insert(normalized, static_cast<int32_t>(i));
     } else {
-      impl->unnormalized_trie.insert(t.content, static_cast<int32_t>(i));
+      impl.unnormalized_trie.insert(t.content, static_cast<int32_t>(i));
     }
   }
-  impl->model->resolve_unk(impl->added_ids);
+  impl.model->resolve_unk(impl.added_ids);
+}
 
-  // The id -> token table over the vocab and the added tokens.
+// The id -> token table over the vocab and the added tokens, with each id's special and
+// added-content flags.
+void build_token_table(Tokenizer::Impl& impl, const json& config, const std::string& file) {
   int64_t max_id = -1;
-  for (const auto& [token, id] : impl->model->vocab()) max_id = std::max<int64_t>(max_id, id);
-  for (const auto& t : impl->added) max_id = std::max<int64_t>(max_id, t.id);
-  const auto defined = static_cast<int64_t>(impl->model->vocab().size() + impl->added.size());
+  for (const auto& [token, id] : impl.model->vocab()) max_id = std::max<int64_t>(max_id, id);
+  for (const auto& t : impl.added) max_id = std::max<int64_t>(max_id, t.id);
+  const auto defined = static_cast<int64_t>(impl.model->vocab().size() + impl.added.size());
   if (max_id >= defined + kMaxUnusedIds) {
     throw Error(ErrorCode::kModelFormat, file + ": token id " + std::to_string(max_id) + " leaves more than " +
                                              std::to_string(kMaxUnusedIds) + " ids unused (the file defines " +
                                              std::to_string(defined) + " tokens)");
   }
   const auto size = static_cast<size_t>(max_id + 1);
-  impl->tokens.assign(size, std::string());
-  impl->has_token.assign(size, 0);
-  impl->special.assign(size, 0);
-  impl->added_content.assign(size, 0);
-  for (const auto& [token, id] : impl->model->vocab()) {
-    impl->tokens[id] = token;
-    impl->has_token[id] = 1;
+  impl.tokens.assign(size, std::string());
+  impl.has_token.assign(size, 0);
+  impl.special.assign(size, 0);
+  impl.added_content.assign(size, 0);
+  for (const auto& [token, id] : impl.model->vocab()) {
+    impl.tokens[id] = token;
+    impl.has_token[id] = 1;
   }
   std::set<std::string, std::less<>> special_contents, added_contents;
-  for (const auto& t : impl->added) {
-    impl->tokens[t.id] = t.content;
-    impl->has_token[t.id] = 1;
+  for (const auto& t : impl.added) {
+    impl.tokens[t.id] = t.content;
+    impl.has_token[t.id] = 1;
     added_contents.insert(t.content);
     if (t.special) special_contents.insert(t.content);
   }
   if (const auto it = config.find("additional_special_tokens"); it != config.end() && it->is_array())
-    for (const auto& s : *it)
-      if (auto content = token_content(s)) special_contents.insert(*content);
+    for (const auto& sp : *it)
+      if (auto content = token_content(sp)) special_contents.insert(*content);
   // skip_special_tokens and ByteLevel's pass-through compare token strings, as the official
   // implementation does, so a vocab entry spelled like a special token counts too.
   for (size_t id = 0; id < size; ++id) {
-    if (!impl->has_token[id]) continue;
-    impl->special[id] = special_contents.count(impl->tokens[id]) ? 1 : 0;
-    impl->added_content[id] = added_contents.count(impl->tokens[id]) ? 1 : 0;
+    if (!impl.has_token[id]) continue;
+    impl.special[id] = special_contents.count(impl.tokens[id]) ? 1 : 0;
+    impl.added_content[id] = added_contents.count(impl.tokens[id]) ? 1 : 0;
   }
+}
 
-  // Decode options, chat templates and BOS/EOS from tokenizer_config.json.
-  impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
-  impl->chat = chat_template_config(config, config_name);
+// BOS/EOS: tokenizer_config.json's bos_token / eos_token, else the special tokens the
+// post-processor's template puts around $A.
+void resolve_bos_eos(Tokenizer::Impl& impl, const detail::TemplateProcessing* tp, const json& config,
+                     const std::string& file, const std::string& config_name) {
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     const auto it = config.find(key);
     if (it == config.end()) return std::nullopt;
     const auto content = token_content(*it);
     if (!content) return std::nullopt;
-    const auto id = lookup(*impl, *content);
+    const auto id = lookup(impl, *content);
     if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + clip(*content) + "' is not a token of " + file);
     return id;
   };
-  impl->bos = resolve("bos_token");
-  impl->eos = resolve("eos_token");
+  impl.bos = resolve("bos_token");
+  impl.eos = resolve("eos_token");
+  if (tp == nullptr) return;
+  const auto& items = tp->single();
+  const auto first_seq = std::find_if(items.begin(), items.end(), [](const auto& i) { return i.is_sequence; });
+  if (!impl.bos && !config.contains("bos_token") && first_seq != items.begin() && !items.front().special_ids.empty())
+    impl.bos = items.front().special_ids.front();
+  if (!impl.eos && !config.contains("eos_token") && !items.empty() && !items.back().is_sequence &&
+      first_seq != items.end() && !items.back().special_ids.empty())
+    impl.eos = items.back().special_ids.back();
+}
 
-  detail::TemplateProcessing* tp = loader.found_template();
-  if (tp != nullptr) {
-    // Without a config entry, BOS/EOS are the special tokens the template puts around $A.
-    const auto& items = tp->single();
-    const auto first_seq = std::find_if(items.begin(), items.end(), [](const auto& i) { return i.is_sequence; });
-    if (!impl->bos && !config.contains("bos_token") && first_seq != items.begin() && !items.front().special_ids.empty())
-      impl->bos = items.front().special_ids.front();
-    if (!impl->eos && !config.contains("eos_token") && !items.empty() && !items.back().is_sequence &&
-        first_seq != items.end() && !items.back().special_ids.empty())
-      impl->eos = items.back().special_ids.back();
-  }
-
-  // add_bos_token / add_eos_token, where the config sets them, decide whether encode adds BOS /
-  // EOS (transformers rebuilds the template from them in that case).
+// add_bos_token / add_eos_token, where the config sets them, decide whether encode adds BOS /
+// EOS (transformers rebuilds the template from them in that case).
+void apply_add_bos_eos(Tokenizer::Impl& impl, detail::TemplateProcessing* tp, const json& config,
+                       const std::string& config_name) {
   const bool has_add_bos = config.contains("add_bos_token") && config["add_bos_token"].is_boolean();
   const bool has_add_eos = config.contains("add_eos_token") && config["add_eos_token"].is_boolean();
-  if (has_add_bos || has_add_eos) {
-    const std::vector<detail::TemplateItem> none;
-    const auto& items = tp ? tp->single() : none;
-    const bool cur_bos = !items.empty() && !items.front().is_sequence && impl->bos && items.front().special_ids == std::vector<int32_t>{*impl->bos};
-    const bool cur_eos = !items.empty() && !items.back().is_sequence && impl->eos && items.back().special_ids == std::vector<int32_t>{*impl->eos};
-    const bool want_bos = has_add_bos ? config["add_bos_token"].get<bool>() : cur_bos;
-    const bool want_eos = has_add_eos ? config["add_eos_token"].get<bool>() : cur_eos;
-    if (want_bos != cur_bos || want_eos != cur_eos) {
-      if (want_bos && !impl->bos) throw Error(ErrorCode::kModelFormat, config_name + ": add_bos_token is true but there is no bos_token");
-      if (want_eos && !impl->eos) throw Error(ErrorCode::kModelFormat, config_name + ": add_eos_token is true but there is no eos_token");
-      std::vector<detail::TemplateItem> single;
-      if (want_bos) single.push_back({false, {*impl->bos}});
-      single.push_back({true, {}});
-      if (want_eos) single.push_back({false, {*impl->eos}});
-      if (tp) {
-        tp->single() = std::move(single);
-      } else {
-        auto fresh = std::make_unique<detail::TemplateProcessing>(std::move(single));
-        if (!impl->post_processor) {
-          impl->post_processor = std::move(fresh);
-        } else {
-          std::vector<std::unique_ptr<detail::PostProcessor>> parts;
-          parts.push_back(std::move(impl->post_processor));
-          parts.push_back(std::move(fresh));
-          impl->post_processor = std::make_unique<SequencePost>(std::move(parts));
-        }
-      }
-      log::get("tokenizer").debug("{}: add_bos_token={} add_eos_token={} override the post-processor template",
-                                  config_name, want_bos, want_eos);
+  if (!has_add_bos && !has_add_eos) return;
+  const std::vector<detail::TemplateItem> none;
+  const auto& items = tp ? tp->single() : none;
+  const bool cur_bos = !items.empty() && !items.front().is_sequence && impl.bos && items.front().special_ids == std::vector<int32_t>{*impl.bos};
+  const bool cur_eos = !items.empty() && !items.back().is_sequence && impl.eos && items.back().special_ids == std::vector<int32_t>{*impl.eos};
+  const bool want_bos = has_add_bos ? config["add_bos_token"].get<bool>() : cur_bos;
+  const bool want_eos = has_add_eos ? config["add_eos_token"].get<bool>() : cur_eos;
+  if (want_bos == cur_bos && want_eos == cur_eos) return;
+  if (want_bos && !impl.bos) throw Error(ErrorCode::kModelFormat, config_name + ": add_bos_token is true but there is no bos_token");
+  if (want_eos && !impl.eos) throw Error(ErrorCode::kModelFormat, config_name + ": add_eos_token is true but there is no eos_token");
+  std::vector<detail::TemplateItem> single;
+  if (want_bos) single.push_back({false, {*impl.bos}});
+  single.push_back({true, {}});
+  if (want_eos) single.push_back({false, {*impl.eos}});
+  if (tp) {
+    tp->single() = std::move(single);
+  } else {
+    auto fresh = std::make_unique<detail::TemplateProcessing>(std::move(single));
+    if (!impl.post_processor) {
+      impl.post_processor = std::move(fresh);
+    } else {
+      std::vector<std::unique_ptr<detail::PostProcessor>> parts;
+      parts.push_back(std::move(impl.post_processor));
+      parts.push_back(std::move(fresh));
+      impl.post_processor = std::make_unique<SequencePost>(std::move(parts));
     }
   }
+  log::get("tokenizer").debug("{}: add_bos_token={} add_eos_token={} override the post-processor template",
+                              config_name, want_bos, want_eos);
+}
 
-  log::get("tokenizer").debug("loaded {}: {} tokens ({} added), bos={}, eos={}", file, size, impl->added.size(),
-                              impl->bos ? std::to_string(*impl->bos) : "none", impl->eos ? std::to_string(*impl->eos) : "none");
+std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+                                                const std::string& config_name) {
+  auto impl = std::make_unique<Tokenizer::Impl>();
+  Loader loader(*impl, file);
+  read_components(*impl, loader, root, config, file, config_name);
+  const auto added = root.find("added_tokens");
+  read_added_tokens(*impl, added == root.end() ? json() : *added, file);
+  build_token_table(*impl, config, file);
+  // Decode options, chat templates and BOS/EOS from tokenizer_config.json.
+  impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);
+  impl->chat = chat_template_config(config, config_name);
+  resolve_bos_eos(*impl, loader.found_template(), config, file, config_name);
+  apply_add_bos_eos(*impl, loader.found_template(), config, config_name);
+  log::get("tokenizer").debug("loaded {}: {} tokens ({} added), bos={}, eos={}", file, impl->tokens.size(),
+                              impl->added.size(), impl->bos ? std::to_string(*impl->bos) : "none",
+                              impl->eos ? std::to_string(*impl->eos) : "none");
   return impl;
 }
 

@@ -120,14 +120,20 @@ void apply_strip_flags(std::string_view text, std::vector<AddedTokenTrie::Segmen
 
 }  // namespace detail
 
-using detail::AddedTokenTrie;
+}  // namespace specd::tokenizer
+
+// Members of specd::Tokenizer and its Impl are defined in namespace specd (which encloses them).
+namespace specd {
+
+using namespace tokenizer;  // NOLINT(google-build-using-namespace): this file implements the tokenizer
+using tokenizer::detail::AddedTokenTrie;
 
 std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, const EncodeOptions& opts) const {
   std::vector<int32_t> ids;
-  if (detail::is_valid_utf8(text)) {
+  if (tokenizer::detail::is_valid_utf8(text)) {
     encode_section(text, true, opts.parse_special, ids);
   } else {
-    const std::string clean = detail::utf8_lossy(text);
+    const std::string clean = tokenizer::detail::utf8_lossy(text);
     encode_section(clean, true, opts.parse_special, ids);
   }
   if (post_processor) post_processor->process(ids, opts.add_special_tokens);
@@ -138,7 +144,7 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
                                      std::vector<int32_t>& out) const {
   std::vector<AddedTokenTrie::Segment> sections;
   unnormalized_trie.split(text, added, parse_special, sections);
-  detail::apply_strip_flags(text, sections, added);
+  tokenizer::detail::apply_strip_flags(text, sections, added);
   std::vector<AddedTokenTrie::Segment> subsections;
   for (const auto& section : sections) {
     if (section.end <= section.begin) continue;
@@ -155,7 +161,7 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
       continue;
     }
     normalized_trie.split(normalized, added, parse_special, subsections);
-    detail::apply_strip_flags(normalized, subsections, added);
+    tokenizer::detail::apply_strip_flags(normalized, subsections, added);
     for (const auto& sub : subsections) {
       if (sub.end <= sub.begin) continue;
       if (sub.token >= 0) out.push_back(added[sub.token].id);
@@ -167,7 +173,7 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
 void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const {
   const size_t first = out.size();
   if (pre_tokenizer) {
-    std::vector<detail::PreToken> pieces;
+    std::vector<tokenizer::detail::PreToken> pieces;
     pieces.push_back({std::string(text), at_origin});
     pre_tokenizer->split(pieces);
     for (const auto& piece : pieces) model->encode_word(piece.text, out);
@@ -212,7 +218,7 @@ std::string Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_
 
 std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   std::string text = decode_raw(ids, skip_special_tokens);
-  if (clean_up_spaces) text = detail::clean_up_tokenization(text);
+  if (clean_up_spaces) text = tokenizer::detail::clean_up_tokenization(text);
   return text;
 }
 
@@ -264,4 +270,4 @@ const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
 
 const ChatTemplateConfig& Tokenizer::chat_template_config() const { return impl_->chat; }
 
-}  // namespace specd::tokenizer
+}  // namespace specd

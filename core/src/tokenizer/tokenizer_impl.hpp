@@ -72,20 +72,21 @@ class TemplateProcessing final : public PostProcessor {
 
 }  // namespace specd::tokenizer::detail
 
-namespace specd::tokenizer {
+// The public specd::Tokenizer's implementation (a nested class: defined in namespace specd).
+namespace specd {
 
 struct Tokenizer::Impl {
   std::filesystem::path source;
-  std::unique_ptr<detail::Normalizer> normalizer;
-  std::unique_ptr<detail::PreTokenizer> pre_tokenizer;
-  std::unique_ptr<detail::BpeModel> model;
-  std::unique_ptr<detail::PostProcessor> post_processor;
-  std::unique_ptr<detail::Decoder> decoder;
+  std::unique_ptr<tokenizer::detail::Normalizer> normalizer;
+  std::unique_ptr<tokenizer::detail::PreTokenizer> pre_tokenizer;
+  std::unique_ptr<tokenizer::detail::BpeModel> model;
+  std::unique_ptr<tokenizer::detail::PostProcessor> post_processor;
+  std::unique_ptr<tokenizer::detail::Decoder> decoder;
 
-  std::vector<detail::AddedToken> added;
-  detail::Vocab added_ids;                   // content (and normalized content) -> id
-  detail::AddedTokenTrie unnormalized_trie;  // matched on the input text
-  detail::AddedTokenTrie normalized_trie;    // matched after normalization
+  std::vector<tokenizer::detail::AddedToken> added;
+  tokenizer::detail::Vocab added_ids;                   // content (and normalized content) -> id
+  tokenizer::detail::AddedTokenTrie unnormalized_trie;  // matched on the input text
+  tokenizer::detail::AddedTokenTrie normalized_trie;    // matched after normalization
 
   // Per id (index = id): the token string, whether there is one, and decode facts.
   std::vector<std::string> tokens;
@@ -107,6 +108,10 @@ struct Tokenizer::Impl {
   void encode_section(std::string_view text, bool at_origin, bool parse_special, std::vector<int32_t>& out) const;
   void encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
 };
+
+}  // namespace specd
+
+namespace specd::tokenizer {
 
 // Reads tokenizer.json (+ tokenizer_config.json), or a GGUF file's vocabulary, into an Impl
 // (load.cpp).

@@ -1,4 +1,4 @@
-#include "engine/async_engine.hpp"
+#include "specd/serving_engine.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -43,7 +43,7 @@ void RequestStream::push(RequestOutput out) {
   cv_.notify_all();
 }
 
-// ---- AsyncEngine ------------------------------------------------------------------------------
+// ---- ServingEngine ------------------------------------------------------------------------------
 
 namespace {
 
@@ -57,18 +57,18 @@ RequestOutput aborted_output(RequestId id) {
 
 }  // namespace
 
-AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, AsyncEngineOptions options)
+ServingEngine::ServingEngine(std::unique_ptr<Engine> engine, ServingEngineOptions options)
     : engine_(std::move(engine)), options_(std::move(options)) {
-  SPECD_CHECK(engine_ != nullptr, ErrorCode::kInvalidArgument, "AsyncEngine needs an engine");
+  SPECD_CHECK(engine_ != nullptr, ErrorCode::kInvalidArgument, "ServingEngine needs an engine");
   options_.max_running = std::max<size_t>(options_.max_running, 1);
   info_ = engine_->info();
   engine_stats_ = engine_->stats();
   thread_ = std::thread([this] { loop(); });
 }
 
-AsyncEngine::~AsyncEngine() { stop(std::chrono::milliseconds(0)); }
+ServingEngine::~ServingEngine() { stop(std::chrono::milliseconds(0)); }
 
-Submission AsyncEngine::submit(Request request) {
+Submission ServingEngine::submit(Request request) {
   Submission result;
   {
     std::lock_guard lock(mu_);
@@ -90,7 +90,7 @@ Submission AsyncEngine::submit(Request request) {
   return result;
 }
 
-void AsyncEngine::cancel(RequestId id) {
+void ServingEngine::cancel(RequestId id) {
   {
     std::lock_guard lock(mu_);
     if (loop_exited_) return;
@@ -99,7 +99,7 @@ void AsyncEngine::cancel(RequestId id) {
   cv_.notify_all();
 }
 
-void AsyncEngine::stop(std::chrono::milliseconds timeout) {
+void ServingEngine::stop(std::chrono::milliseconds timeout) {
   std::lock_guard stop_lock(stop_mu_);
   {
     std::lock_guard lock(mu_);
@@ -112,13 +112,13 @@ void AsyncEngine::stop(std::chrono::milliseconds timeout) {
   if (thread_.joinable()) thread_.join();
 }
 
-AsyncEngineStats AsyncEngine::stats() const {
+ServingEngineStats ServingEngine::stats() const {
   std::lock_guard lock(mu_);
-  return AsyncEngineStats{queue_.size(), num_running_, num_steps_,  accepting_,
+  return ServingEngineStats{queue_.size(), num_running_, num_steps_,  accepting_,
                           engine_stats_, spec_metrics_, step_stats_, arm_metrics_};
 }
 
-void AsyncEngine::notify_finished(const RequestTrace& trace) {
+void ServingEngine::notify_finished(const RequestTrace& trace) {
   if (!options_.on_finished) return;
   try {
     options_.on_finished(trace);
@@ -127,7 +127,7 @@ void AsyncEngine::notify_finished(const RequestTrace& trace) {
   }
 }
 
-void AsyncEngine::finish_running(Running& r, RequestOutput out) {
+void ServingEngine::finish_running(Running& r, RequestOutput out) {
   const Clock::time_point now = Clock::now();
   r.trace.finished = now;
   r.trace.finish_reason = out.finish_reason;
@@ -139,7 +139,7 @@ void AsyncEngine::finish_running(Running& r, RequestOutput out) {
 
 // Waits for work and takes it from the shared state: cancellations, the drain deadline, and
 // the queued requests that free running slots admit.
-AsyncEngine::Intake AsyncEngine::take_work() {
+ServingEngine::Intake ServingEngine::take_work() {
   Intake in;
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] {
@@ -172,7 +172,7 @@ AsyncEngine::Intake AsyncEngine::take_work() {
 }
 
 // Hands the intake to the Engine (loop thread).
-void AsyncEngine::apply(Intake& in) {
+void ServingEngine::apply(Intake& in) {
   for (Pending& p : in.aborted) {
     const Clock::time_point now = Clock::now();
     p.stream->push(aborted_output(p.id));
@@ -196,7 +196,7 @@ void AsyncEngine::apply(Intake& in) {
 }
 
 // One Engine::step; its outputs go to the requests' streams. Returns the tokens it produced.
-size_t AsyncEngine::step_engine() {
+size_t ServingEngine::step_engine() {
   std::vector<RequestOutput> outputs;
   try {
     // Every request the Engine accepted must end with a finished output; anything else is a bug.
@@ -226,7 +226,7 @@ size_t AsyncEngine::step_engine() {
 }
 
 // A step threw (Engine::step never does for a request's sake): every running request fails.
-void AsyncEngine::fail_running(const std::exception& e) {
+void ServingEngine::fail_running(const std::exception& e) {
   log::Logger& log = log::get("engine");
   log.error("engine step failed; failing {} running requests: {}", running_.size(), e.what());
   for (auto& [id, r] : running_) {
@@ -246,7 +246,7 @@ void AsyncEngine::fail_running(const std::exception& e) {
   }
 }
 
-void AsyncEngine::loop() {
+void ServingEngine::loop() {
   for (;;) {
     Intake in = take_work();
     if (in.exit) break;

@@ -1,10 +1,14 @@
-// AsyncEngine: one specd::Engine driven by its own thread, fed and cancelled from any thread.
+// ServingEngine: one specd::Engine driven by its own thread (the engine thread), fed and
+// cancelled from any thread: what the OpenAI server runs on.
 //
-//   AsyncEngine async(std::make_unique<Engine>(cfg), {.max_queue = 1024, .max_running = 64});
-//   auto sub = async.submit(request);            // from any thread
+//   ServingEngine serving(std::make_unique<Engine>(cfg), {.max_queue = 1024, .max_running = 64});
+//   auto sub = serving.submit(request);          // from any thread
 //   if (sub.status == SubmitStatus::kOk)
 //     while (auto out = sub.stream->next(deadline)) { ...; if (out->finished) break; }
-//   async.stop(std::chrono::seconds(30));        // drain, then abort what is left
+//   serving.stop(std::chrono::seconds(30));      // drain, then abort what is left
+//
+// Not to be confused with async scheduling (scheduler.async_scheduling): inside the Engine, a
+// model worker thread executes step N while the engine thread processes step N-1's outputs.
 //
 // Admission: at most `max_running` requests are inside the Engine at once (the Engine's own
 // scheduler batches them); the rest wait here, in arrival order, in a queue bounded by
@@ -12,7 +16,7 @@
 // the Engine, so a burst cannot grow memory without bound.
 //
 // Every request gets a RequestStream: a thread-safe queue of RequestOutput that ends with
-// exactly one output with finished == true (stop, length, error or abort). The AsyncEngine is
+// exactly one output with finished == true (stop, length, error or abort). The ServingEngine is
 // the Engine's caller and owns the request ids: submit() picks the id, the Engine and every
 // output carry it.
 //
@@ -84,7 +88,7 @@ struct RequestTrace {
   int32_t num_generated_tokens = 0;
 };
 
-struct AsyncEngineStats {
+struct ServingEngineStats {
   size_t num_waiting = 0;  // queued here, not yet in the Engine
   size_t num_running = 0;  // inside the Engine (prefilling or decoding)
   uint64_t num_steps = 0;  // Engine::step() calls so far
@@ -95,24 +99,24 @@ struct AsyncEngineStats {
   std::vector<spec::ArmMetrics> arms;  // per A/B arm, as of the last step
 };
 
-struct AsyncEngineOptions {
+struct ServingEngineOptions {
   size_t max_queue = 1024;   // scheduler.max_queue
   size_t max_running = 64;   // scheduler.max_num_seqs
   // Called on the loop thread, after a request's finished output was pushed. Must not call
-  // back into the AsyncEngine's submit/stop. Exceptions are caught and logged.
+  // back into the ServingEngine's submit/stop. Exceptions are caught and logged.
   std::function<void(const RequestTrace&)> on_finished;
   // Called on the loop thread after every Engine::step() with the tokens it produced.
   std::function<void(size_t num_new_tokens)> on_step;
 };
 
-class AsyncEngine {
+class ServingEngine {
  public:
   // Takes ownership of the engine and starts the loop thread.
-  AsyncEngine(std::unique_ptr<Engine> engine, AsyncEngineOptions options);
+  ServingEngine(std::unique_ptr<Engine> engine, ServingEngineOptions options);
   // stop(0) if stop() was not called: every request still open is aborted.
-  ~AsyncEngine();
-  AsyncEngine(const AsyncEngine&) = delete;
-  AsyncEngine& operator=(const AsyncEngine&) = delete;
+  ~ServingEngine();
+  ServingEngine(const ServingEngine&) = delete;
+  ServingEngine& operator=(const ServingEngine&) = delete;
 
   Submission submit(Request request);
   // Aborts a request wherever it is (queued or running); its stream then ends with
@@ -124,7 +128,7 @@ class AsyncEngine {
   // Idempotent; safe to call from any thread but the loop thread.
   void stop(std::chrono::milliseconds timeout);
 
-  AsyncEngineStats stats() const;
+  ServingEngineStats stats() const;
   // Copied at construction; the Engine never changes it afterwards.
   const EngineInfo& info() const { return info_; }
 
@@ -158,7 +162,7 @@ class AsyncEngine {
   void notify_finished(const RequestTrace& trace);
 
   std::unique_ptr<Engine> engine_;
-  AsyncEngineOptions options_;
+  ServingEngineOptions options_;
   EngineInfo info_;
 
   mutable std::mutex mu_;

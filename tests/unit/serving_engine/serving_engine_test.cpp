@@ -1,4 +1,4 @@
-// AsyncEngine on the tiny fixture: concurrent submits from several threads produce what
+// ServingEngine on the tiny fixture: concurrent submits from several threads produce what
 // each request produces alone, cancel ends a running or queued request with kAbort, a full
 // queue refuses, stop() drains or aborts.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 
 #include "config/config.hpp"
 #include "fixture.hpp"
-#include "engine/async_engine.hpp"
+#include "specd/serving_engine.hpp"
 #include "specd/engine.hpp"
 
 namespace specd {
@@ -25,7 +25,7 @@ std::filesystem::path tiny_dir() {
   fixture::Options opts;
   opts.preset = "tiny";
   static const std::filesystem::path dir =
-      fixture::write(opts, std::filesystem::path(SPECD_TEST_WORK_DIR) / "async_engine" / "tiny");
+      fixture::write(opts, std::filesystem::path(SPECD_TEST_WORK_DIR) / "serving_engine" / "tiny");
   return dir;
 }
 
@@ -74,8 +74,8 @@ Collected collect(RequestStream& stream) {
   return c;
 }
 
-AsyncEngineOptions options(size_t max_queue, size_t max_running) {
-  AsyncEngineOptions o;
+ServingEngineOptions options(size_t max_queue, size_t max_running) {
+  ServingEngineOptions o;
   o.max_queue = max_queue;
   o.max_running = max_running;
   return o;
@@ -83,13 +83,13 @@ AsyncEngineOptions options(size_t max_queue, size_t max_running) {
 
 std::string prompt_for(int i) { return "Request number " + std::to_string(i) + " says hello to"; }
 
-TEST(AsyncEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
+TEST(ServingEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 4;
   constexpr int kTokens = 12;
   std::vector<Collected> alone(kThreads * kPerThread);
   {
-    AsyncEngine engine(make_engine(), {});
+    ServingEngine engine(make_engine(), {});
     for (int i = 0; i < kThreads * kPerThread; ++i) {
       Submission s = engine.submit(greedy(prompt_for(i), kTokens));
       ASSERT_EQ(s.status, SubmitStatus::kOk);
@@ -99,13 +99,13 @@ TEST(AsyncEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
   }
   std::vector<Collected> together(kThreads * kPerThread);
   std::atomic<size_t> traces{0};
-  AsyncEngineOptions opts;
+  ServingEngineOptions opts;
   opts.on_finished = [&](const RequestTrace& t) {
     EXPECT_EQ(t.finish_reason, FinishReason::kLength);
     EXPECT_TRUE(t.first_token.has_value());
     ++traces;
   };
-  AsyncEngine engine(make_engine(), opts);
+  ServingEngine engine(make_engine(), opts);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -129,8 +129,8 @@ TEST(AsyncEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
   EXPECT_EQ(traces.load(), together.size());
 }
 
-TEST(AsyncEngine, CancelMidGenerationAborts) {
-  AsyncEngine engine(make_engine(), {});
+TEST(ServingEngine, CancelMidGenerationAborts) {
+  ServingEngine engine(make_engine(), {});
   Submission s = engine.submit(greedy("Once upon a time", 1500));
   ASSERT_EQ(s.status, SubmitStatus::kOk);
   int seen = 0;
@@ -155,8 +155,8 @@ TEST(AsyncEngine, CancelMidGenerationAborts) {
   engine.cancel(9999);  // unknown ids are ignored
 }
 
-TEST(AsyncEngine, FullQueueRefusesAndCancelledQueuedRequestAborts) {
-  AsyncEngine engine(make_engine(1), options(2, 1));
+TEST(ServingEngine, FullQueueRefusesAndCancelledQueuedRequestAborts) {
+  ServingEngine engine(make_engine(1), options(2, 1));
   Submission running = engine.submit(greedy("The long one", 1500));
   ASSERT_EQ(running.status, SubmitStatus::kOk);
   ASSERT_TRUE(running.stream->next(Clock::now() + 30s).has_value());  // it is in the engine now
@@ -181,8 +181,8 @@ TEST(AsyncEngine, FullQueueRefusesAndCancelledQueuedRequestAborts) {
   engine.stop(10s);
 }
 
-TEST(AsyncEngine, StopDrainsInFlightThenRefuses) {
-  AsyncEngine engine(make_engine(2), options(16, 2));
+TEST(ServingEngine, StopDrainsInFlightThenRefuses) {
+  ServingEngine engine(make_engine(2), options(16, 2));
   std::vector<Submission> subs;
   for (int i = 0; i < 5; ++i) subs.push_back(engine.submit(greedy(prompt_for(i), 6)));
   engine.stop(60s);
@@ -197,8 +197,8 @@ TEST(AsyncEngine, StopDrainsInFlightThenRefuses) {
   EXPECT_FALSE(engine.stats().accepting);
 }
 
-TEST(AsyncEngine, StopAfterTimeoutAbortsTheRest) {
-  AsyncEngine engine(make_engine(1), options(16, 1));
+TEST(ServingEngine, StopAfterTimeoutAbortsTheRest) {
+  ServingEngine engine(make_engine(1), options(16, 1));
   Submission running = engine.submit(greedy("long", 1800));
   Submission queued = engine.submit(greedy("queued", 1800));
   ASSERT_TRUE(running.stream->next(Clock::now() + 30s).has_value());

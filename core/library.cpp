@@ -4,6 +4,8 @@
 
 namespace specd {
 
-const char* library_version() noexcept { return SPECD_VERSION; }
+const char* library_version() noexcept {
+  return SPECD_VERSION;
+}
 
 }  // namespace specd

@@ -11,7 +11,9 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 }
 
-void AlignedFree::operator()(void* p) const noexcept { std::free(p); }
+void AlignedFree::operator()(void* p) const noexcept {
+  std::free(p);
+}
 
 AlignedBuffer allocate_aligned(size_t bytes) {
   const size_t alignment = bytes >= kHugePage ? kHugePage : 64;

@@ -1,15 +1,15 @@
 #include "specd/kernels/attention.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "isa_kernels.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
-#include "isa_kernels.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -19,12 +19,12 @@ namespace {
 }
 
 void validate(const PagedAttentionParams& p) {
-  if (p.q == nullptr || p.k_cache == nullptr || p.v_cache == nullptr || p.out == nullptr ||
-      p.query_start == nullptr || p.context_lens == nullptr || p.block_tables == nullptr) {
+  if (p.q == nullptr || p.k_cache == nullptr || p.v_cache == nullptr || p.out == nullptr || p.query_start == nullptr ||
+      p.context_lens == nullptr || p.block_tables == nullptr) {
     invalid("null pointer argument");
   }
-  if (p.num_seqs < 0 || p.block_size <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 ||
-      p.head_dim <= 0 || p.num_blocks <= 0) {
+  if (p.num_seqs < 0 || p.block_size <= 0 || p.num_heads <= 0 || p.num_kv_heads <= 0 || p.head_dim <= 0 ||
+      p.num_blocks <= 0) {
     invalid("non-positive shape argument");
   }
   if (p.kv_dtype != DType::kF32 && p.kv_dtype != DType::kF16 && p.kv_dtype != DType::kBF16) {
@@ -43,8 +43,8 @@ void validate(const PagedAttentionParams& p) {
     const int32_t ctx = p.context_lens[s];
     if (n_new < 0) invalid("query_start is not non-decreasing at sequence " + std::to_string(s));
     if (n_new > ctx) {
-      invalid("sequence " + std::to_string(s) + " has " + std::to_string(n_new) +
-              " new tokens but a context of only " + std::to_string(ctx));
+      invalid("sequence " + std::to_string(s) + " has " + std::to_string(n_new) + " new tokens but a context of only " +
+              std::to_string(ctx));
     }
     const int32_t blocks = (ctx + p.block_size - 1) / p.block_size;
     if (blocks > p.block_table_stride) {
@@ -54,8 +54,8 @@ void validate(const PagedAttentionParams& p) {
     for (int32_t b = 0; b < blocks; ++b) {
       const int32_t id = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + b];
       if (id < 0 || id >= p.num_blocks) {
-        invalid("sequence " + std::to_string(s) + " maps block " + std::to_string(b) + " to " +
-                std::to_string(id) + ", outside [0, " + std::to_string(p.num_blocks) + ")");
+        invalid("sequence " + std::to_string(s) + " maps block " + std::to_string(b) + " to " + std::to_string(id) +
+                ", outside [0, " + std::to_string(p.num_blocks) + ")");
       }
     }
   }
@@ -63,18 +63,16 @@ void validate(const PagedAttentionParams& p) {
 
 // Offset of token position `pos`, kv head `g` of sequence `s` in the cache.
 inline int64_t cache_offset(const PagedAttentionParams& p, int32_t s, int32_t pos, int32_t g) {
-  const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride +
-                                       pos / p.block_size];
-  return ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) *
-         p.head_dim;
+  const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + pos / p.block_size];
+  return ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * p.head_dim;
 }
 
 // One cached row (head_dim elements at element offset `off`), exactly widened to F32.
 std::vector<float> reference_row(const PagedAttentionParams& p, const void* cache, int64_t off) {
   std::vector<float> out(static_cast<size_t>(p.head_dim));
   const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
-  cpu::kScalarKernels.to_f32[static_cast<int>(p.kv_dtype)](static_cast<const uint8_t*>(cache) + static_cast<size_t>(off) * elem,
-                                                          out.data(), p.head_dim);
+  cpu::kScalarKernels.to_f32[static_cast<int>(p.kv_dtype)](
+      static_cast<const uint8_t*>(cache) + static_cast<size_t>(off) * elem, out.data(), p.head_dim);
   return out;
 }
 
@@ -142,8 +140,7 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
 }
 
 void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,
-              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache,
-              void* v_cache) {
+              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache) {
   detail::require_cpu(device, "write_kv");
   if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16 && kv_dtype != DType::kBF16)
     invalid("KV cache dtype " + std::string(dtype_name(kv_dtype)) + " is not supported (f32, f16, bf16)");
@@ -214,7 +211,8 @@ void paged_attention(const PagedAttentionParams& p) {
         std::vector<double> acc(static_cast<size_t>(hd), 0.0);
         for (int32_t j = 0; j <= pos; ++j) {
           const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, j, g));
-          for (int64_t e = 0; e < hd; ++e) acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];
+          for (int64_t e = 0; e < hd; ++e)
+            acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];
         }
         for (int64_t e = 0; e < hd; ++e) o[e] = static_cast<float>(acc[static_cast<size_t>(e)] / sum);
       }

@@ -19,7 +19,8 @@ constexpr int64_t kChunkFloats = int64_t{1} << 18;  // 1 MiB per range handed to
 
 ReadBandwidth measure_read_bandwidth(size_t bytes, int passes) {
   passes = std::max(1, passes);
-  const int64_t n = static_cast<int64_t>(std::max<size_t>(bytes, 64 << 20) / sizeof(float)) / kChunkFloats * kChunkFloats;
+  const int64_t n =
+      static_cast<int64_t>(std::max<size_t>(bytes, 64 << 20) / sizeof(float)) / kChunkFloats * kChunkFloats;
   AlignedBuffer buf = allocate_aligned(static_cast<size_t>(n) * sizeof(float));
   auto* p = reinterpret_cast<float*>(buf.get());
   const int64_t chunks = n / kChunkFloats;
@@ -40,7 +41,8 @@ ReadBandwidth measure_read_bandwidth(size_t bytes, int passes) {
   for (int i = 0; i < passes; ++i) {
     const auto t0 = Clock::now();
     pass();
-    gbs.push_back(static_cast<double>(n) * sizeof(float) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+    gbs.push_back(static_cast<double>(n) * sizeof(float) / std::chrono::duration<double>(Clock::now() - t0).count() /
+                  1e9);
   }
   const auto t0 = Clock::now();
   for (int i = 0; i < passes; ++i) pass();

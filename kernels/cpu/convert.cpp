@@ -41,7 +41,8 @@ void quantize_q4_0(const float* x, BlockQ4_0* out, int64_t nb) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = f32_to_f16(d);
     for (int i = 0; i < 16; ++i) {
-      const auto lo = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x[b * 32 + i] * id + 8.5f))));
+      const auto lo =
+          static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x[b * 32 + i] * id + 8.5f))));
       const auto hi =
           static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(x[b * 32 + 16 + i] * id + 8.5f))));
       out[b].q[i] = static_cast<uint8_t>(lo | (hi << 4));
@@ -51,9 +52,9 @@ void quantize_q4_0(const float* x, BlockQ4_0* out, int64_t nb) {
 
 void check_n(DType dt, int64_t n, const char* op) {
   if (n < 0 || (is_quantized(dt) && n % kQuantBlock != 0)) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": " + std::to_string(n) + " elements of " +
-                                                 std::string(dtype_name(dt)) + " (quantized types need whole blocks of " +
-                                                 std::to_string(kQuantBlock) + ")");
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(op) + ": " + std::to_string(n) + " elements of " + std::string(dtype_name(dt)) +
+                    " (quantized types need whole blocks of " + std::to_string(kQuantBlock) + ")");
   }
 }
 
@@ -78,15 +79,21 @@ void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64
     const int64_t b = ub * kQuantBlock, e = std::min(n, ue * kQuantBlock);
     uint8_t* out = d + row_bytes(dst_dtype, b);
     switch (dst_dtype) {
-      case DType::kF32: std::memcpy(out, src + b, static_cast<size_t>(e - b) * sizeof(float)); break;
+      case DType::kF32:
+        std::memcpy(out, src + b, static_cast<size_t>(e - b) * sizeof(float));
+        break;
       case DType::kF16:
         for (int64_t i = b; i < e; ++i) reinterpret_cast<uint16_t*>(out)[i - b] = f32_to_f16(src[i]);
         break;
       case DType::kBF16:
         for (int64_t i = b; i < e; ++i) reinterpret_cast<uint16_t*>(out)[i - b] = f32_to_bf16(src[i]);
         break;
-      case DType::kQ8_0: quantize_q8_0(src + b, reinterpret_cast<BlockQ8_0*>(out), (e - b) / kQuantBlock); break;
-      case DType::kQ4_0: quantize_q4_0(src + b, reinterpret_cast<BlockQ4_0*>(out), (e - b) / kQuantBlock); break;
+      case DType::kQ8_0:
+        quantize_q8_0(src + b, reinterpret_cast<BlockQ8_0*>(out), (e - b) / kQuantBlock);
+        break;
+      case DType::kQ4_0:
+        quantize_q4_0(src + b, reinterpret_cast<BlockQ4_0*>(out), (e - b) / kQuantBlock);
+        break;
     }
   });
 }

@@ -14,13 +14,17 @@ namespace {
 const cpu::IsaKernels& table_of(CpuIsa isa) {
   switch (isa) {
 #if SPECD_X86_ISA_LEVELS
-    case CpuIsa::kAvx512: return cpu::kAvx512Kernels;
-    case CpuIsa::kAvx2: return cpu::kAvx2Kernels;
+    case CpuIsa::kAvx512:
+      return cpu::kAvx512Kernels;
+    case CpuIsa::kAvx2:
+      return cpu::kAvx2Kernels;
 #else
     case CpuIsa::kAvx512:
-    case CpuIsa::kAvx2: break;
+    case CpuIsa::kAvx2:
+      break;
 #endif
-    case CpuIsa::kScalar: break;
+    case CpuIsa::kScalar:
+      break;
   }
   return cpu::kScalarKernels;
 }
@@ -29,11 +33,11 @@ CpuIsa detect() noexcept {
 #if SPECD_X86_ISA_LEVELS
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the vector state (XGETBV).
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16");
+                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
+                      __builtin_cpu_supports("avx512bf16");
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
 #endif
@@ -64,9 +68,12 @@ void init_from_env() {
 
 std::string_view cpu_isa_name(CpuIsa isa) noexcept {
   switch (isa) {
-    case CpuIsa::kScalar: return "scalar";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kScalar:
+      return "scalar";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -91,7 +98,9 @@ std::vector<CpuIsa> supported_cpu_isas() {
   return out;
 }
 
-CpuIsa active_cpu_isa() { return cpu::active_kernels().isa; }
+CpuIsa active_cpu_isa() {
+  return cpu::active_kernels().isa;
+}
 
 void set_cpu_isa(CpuIsa isa) {
   check_supported(isa, "set_cpu_isa");
@@ -109,9 +118,11 @@ int64_t act_row_bytes(DType w, int64_t k) {
   switch (w) {
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: return k * 4;  // F32, or bf16-rounded F32 / bf16 pairs
+    case DType::kBF16:
+      return k * 4;  // F32, or bf16-rounded F32 / bf16 pairs
     case DType::kQ8_0:
-    case DType::kQ4_0: return q8_act_bytes(k);
+    case DType::kQ4_0:
+      return q8_act_bytes(k);
   }
   return 0;
 }

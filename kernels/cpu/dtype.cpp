@@ -11,11 +11,16 @@ namespace specd::kernels {
 
 std::string_view dtype_name(DType dtype) noexcept {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kQ8_0: return "q8_0";
-    case DType::kQ4_0: return "q4_0";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
   }
   return "unknown";
 }
@@ -35,10 +40,10 @@ DType parse_dtype(std::string_view text) {
 
 size_t row_bytes_checked(DType d, int64_t cols, std::string_view what) {
   if (cols < 0 || (is_quantized(d) && cols % kQuantBlock != 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(what) + ": a row of " + std::to_string(cols) + " elements cannot be stored as " +
-                    std::string(dtype_name(d)) + " (rows of quantized types hold whole blocks of " +
-                    std::to_string(kQuantBlock) + ")");
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + ": a row of " + std::to_string(cols) +
+                                                 " elements cannot be stored as " + std::string(dtype_name(d)) +
+                                                 " (rows of quantized types hold whole blocks of " +
+                                                 std::to_string(kQuantBlock) + ")");
   }
   return row_bytes(d, cols);
 }
@@ -56,7 +61,9 @@ float f16_to_f32(uint16_t bits) noexcept {
   return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-float bf16_to_f32(uint16_t bits) noexcept { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float bf16_to_f32(uint16_t bits) noexcept {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 uint16_t f32_to_f16(float value) noexcept {
   const uint32_t x = std::bit_cast<uint32_t>(value);

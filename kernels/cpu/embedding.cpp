@@ -14,12 +14,10 @@ void embedding(Device device, const WeightView& table, const int32_t* ids, int64
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     if (id < 0 || id >= table.rows) {
-      throw Error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) +
-                                                   " is outside the vocabulary [0, " + std::to_string(table.rows) +
-                                                   ")");
+      throw Error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                   std::to_string(table.rows) + ")");
     }
-    widen(static_cast<const uint8_t*>(table.data) + static_cast<size_t>(id) * stride, out + i * table.cols,
-          table.cols);
+    widen(static_cast<const uint8_t*>(table.data) + static_cast<size_t>(id) * stride, out + i * table.cols, table.cols);
   }
 }
 

@@ -2,9 +2,9 @@
 // for the rules of ISA files (internal linkage, no library inline functions).
 //
 // GEMV tiles are one weight row x up to 4 activation rows; every (row, feature) pair runs the
-// same instruction sequence whatever the tile, so results do not depend on the batch. Quantized weights take Q8 activations: d[nbp], signed q in natural
-// order, and aux[b * 8 + g] = 8 * (sum of q over group g of 4 elements of block b), the
-// correction of the unsigned Q4 nibbles (value = nibble - 8).
+// same instruction sequence whatever the tile, so results do not depend on the batch. Quantized weights take Q8
+// activations: d[nbp], signed q in natural order, and aux[b * 8 + g] = 8 * (sum of q over group g of 4 elements of
+// block b), the correction of the unsigned Q4 nibbles (value = nibble - 8).
 #include <immintrin.h>
 
 #include "isa_kernels.hpp"
@@ -21,7 +21,9 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+inline float half_to_f32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 const float* act_f32(const GemvArgs& a, int64_t r) {
   return reinterpret_cast<const float*>(a.act + static_cast<size_t>(r) * a.act_stride);
@@ -96,10 +98,17 @@ void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
     int64_t r = 0;
     for (; r + 4 <= a.m; r += 4) Tile<4>::run(a, j, r);
     switch (a.m - r) {
-      case 3: Tile<3>::run(a, j, r); break;
-      case 2: Tile<2>::run(a, j, r); break;
-      case 1: Tile<1>::run(a, j, r); break;
-      default: break;
+      case 3:
+        Tile<3>::run(a, j, r);
+        break;
+      case 2:
+        Tile<2>::run(a, j, r);
+        break;
+      case 1:
+        Tile<1>::run(a, j, r);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -382,7 +391,8 @@ double sum_squares(const float* x, int64_t n) {
 inline __m256 exp_nonpositive(__m256 x) {
   const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 k =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 p = _mm256_set1_ps(1.0f / 5040);

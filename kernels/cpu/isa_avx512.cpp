@@ -111,7 +111,8 @@ Rows<kT> block_rows(const void* rows, int64_t stride, int64_t nn, int64_t hd, bo
   Rows<kT> r{static_cast<const uint8_t*>(rows), stride * kElem, nullptr, hd};
   if (kT != Kv::kF32 && shared) {
     for (int64_t j = 0; j < nn; ++j)
-      for (int64_t e = 0; e < hd; e += 16) _mm512_mask_storeu_ps(tmp + j * hd + e, mask_at(hd, e), r.load(j, e, mask_at(hd, e)));
+      for (int64_t e = 0; e < hd; e += 16)
+        _mm512_mask_storeu_ps(tmp + j * hd + e, mask_at(hd, e), r.load(j, e, mask_at(hd, e)));
     r.wide = tmp;
   }
   return r;
@@ -141,7 +142,8 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
   constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
-    const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
+    const Rows<kT> r =
+        block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
     for (int64_t h = 0; h < group; ++h) {
       __m512 acc[16];
 #pragma GCC unroll 16
@@ -154,7 +156,8 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
 #pragma GCC unroll 16
         for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv, r.load(j < nn ? j : nn - 1, e, m), acc[j]);
       }
-      _mm512_mask_storeu_ps(scores + h * ld + j0, tail_mask16(nn), _mm512_mul_ps(transpose_sum16(acc), _mm512_set1_ps(scale)));
+      _mm512_mask_storeu_ps(scores + h * ld + j0, tail_mask16(nn),
+                            _mm512_mul_ps(transpose_sum16(acc), _mm512_set1_ps(scale)));
     }
   }
 }
@@ -167,7 +170,8 @@ void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const vo
   const int64_t nc = (hd + 15) / 16;  // 16-lane chunks of a row (<= 16)
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
-    const Rows<kT> r = block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
+    const Rows<kT> r =
+        block_rows<kT>(static_cast<const uint8_t*>(rows) + j0 * stride * kElem, stride, nn, hd, group > 1, tmp);
     for (int64_t h = 0; h < group; ++h) {
       // The head's output stays in registers for the whole block: chunks c < nc are live.
       __m512 acc[16];

@@ -12,9 +12,13 @@
 namespace specd::kernels::cpu {
 namespace {
 
-inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+inline float half_to_f32(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
-inline __mmask16 tail_mask16(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }  // n <= 16
+inline __mmask16 tail_mask16(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}  // n <= 16
 inline __mmask32 tail_mask32(int64_t n) {
   return static_cast<__mmask32>(n >= 32 ? 0xffffffffu : ((1u << n) - 1u));
 }

@@ -64,7 +64,9 @@ void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
 
 // Two accumulators per row: chunk c of a row goes to accumulator c % 2, the same order for
 // every row-group size.
-inline float sum2(__m512 a0, __m512 a1) { return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)); }
+inline float sum2(__m512 a0, __m512 a1) {
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
 
 // ---- f32 / f16 / bf16 weights ----------------------------------------------------------------
 // One tile for the three: J weight rows (features j .. j + J - 1) x MB activation rows, each
@@ -120,15 +122,15 @@ struct Tile {
                       __m512 (*acc)[MB][2]) {
       constexpr int64_t L = K::kLanes;
       V w0[J], w1[J];
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int jj = 0; jj < J; ++jj) {
         w0[jj] = K::template w<kMasked>(w[jj], i, m0);
         w1[jj] = K::template w<kMasked>(w[jj], i + L, m1);
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) {
         const V x0 = K::template x<kMasked>(x[rr], i, m0), x1 = K::template x<kMasked>(x[rr], i + L, m1);
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int jj = 0; jj < J; ++jj) {
           acc[jj][rr][0] = K::mac(acc[jj][rr][0], w0[jj], x0);
           acc[jj][rr][1] = K::mac(acc[jj][rr][1], w1[jj], x1);
@@ -139,15 +141,15 @@ struct Tile {
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
       constexpr int64_t L = K::kLanes;
       __m512 acc[J][MB][2];
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int jj = 0; jj < J; ++jj)
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) acc[jj][rr][0] = acc[jj][rr][1] = _mm512_setzero_ps();
       const uint8_t* w[J];
-      #pragma GCC unroll 4
+#pragma GCC unroll 4
       for (int jj = 0; jj < J; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
       const uint8_t* x[MB];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) x[rr] = a.act + static_cast<size_t>(r0 + rr) * a.act_stride;
       const int64_t full = a.k / (2 * L) * (2 * L);
       for (int64_t i = 0; i < full; i += 2 * L) chunk<false>(w, x, i, 0, 0, acc);
@@ -155,9 +157,9 @@ struct Tile {
         const int64_t rest = a.k - full;
         chunk<true>(w, x, full, K::mask(rest), rest > L ? K::mask(rest - L) : 0, acc);
       }
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr)
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int jj = 0; jj < J; ++jj) a.c[(r0 + rr) * a.ldc + j + jj] = sum2(acc[jj][rr][0], acc[jj][rr][1]);
     }
   };
@@ -221,7 +223,9 @@ constexpr QuadIdx kQuadIdx = make_quad_idx();
 inline __mmask64 byte_mask(int64_t n) {
   return n >= 64 ? ~__mmask64{0} : (n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1);
 }
-inline __m512i idx(const uint8_t* t) { return _mm512_load_si512(t); }
+inline __m512i idx(const uint8_t* t) {
+  return _mm512_load_si512(t);
+}
 
 // The quad's 4 block scales as F32 (gathered from the windows, widened in a 128-bit register:
 // cheaper than widening 16 replicated halves in a 512-bit one).
@@ -352,8 +356,10 @@ struct TileQuant {
         const __m512 dw0 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), sc);
         const __m512 dw1 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), sc);
         const __m512i b80 = _mm512_set1_epi8(static_cast<char>(0x80));
-        const __m512i s0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w0));
-        const __m512i s1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w1));
+        const __m512i s0 =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w0));
+        const __m512i s1 =
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b80, w1));
 #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) {
           const uint8_t* xq = x[rr].q + qd * 128;
@@ -361,17 +367,18 @@ struct TileQuant {
           const __m512i d0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(xq), w0);
           const __m512i d1 = _mm512_dpbusd_epi32(s1, _mm512_loadu_si512(xq + 64), w1);
           acc[rr][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_mul_ps(_mm512_loadu_ps(xa), dw0), acc[rr][0]);
-          acc[rr][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(_mm512_loadu_ps(xa + 16), dw1), acc[rr][1]);
+          acc[rr][1] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_mul_ps(_mm512_loadu_ps(xa + 16), dw1), acc[rr][1]);
         }
       }
     }
 
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
       __m512 acc[MB][2];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) acc[rr][0] = acc[rr][1] = _mm512_setzero_ps();
       ActQ8 x[MB];
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8(a.act + static_cast<size_t>(r0 + rr) * a.act_stride, a.k);
       const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
       const int64_t nb = a.k / 32, full = nb / 4;  // full quads, then a partial one
@@ -382,7 +389,7 @@ struct TileQuant {
       }
       if (qd < full) quad<0, false>(row, nb, qd++, x, acc);
       if (4 * qd < nb) quad<1, true>(row, nb, qd, x, acc);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = sum2(acc[rr][0], acc[rr][1]);
     }
   };

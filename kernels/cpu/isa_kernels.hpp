@@ -26,8 +26,12 @@ namespace specd::kernels::cpu {
 //   byte  q[nb * 32]    (order and signedness are the ISA's own, see its prep functions)
 //   word  aux[nb * 16]  (32-bit words the ISA precomputes per block: lane scales, sums)
 // act_row_bytes() gives the row size for every weight dtype.
-inline int64_t q8_blocks_padded(int64_t k) { return (k / 32 + 3) / 4 * 4; }
-inline int64_t q8_act_bytes(int64_t k) { return q8_blocks_padded(k) * (4 + 32 + 64); }
+inline int64_t q8_blocks_padded(int64_t k) {
+  return (k / 32 + 3) / 4 * 4;
+}
+inline int64_t q8_act_bytes(int64_t k) {
+  return q8_blocks_padded(k) * (4 + 32 + 64);
+}
 
 // One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
 //   c[r * ldc + j] = Σ_i act_r[i] · w_j[i]

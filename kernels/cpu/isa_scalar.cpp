@@ -66,8 +66,7 @@ void prep_q8(const float* x, uint8_t* out, int64_t k) {
     const float db = amax / 127.0f;
     const float id = db != 0.0f ? 1.0f / db : 0.0f;
     d[b] = db;
-    for (int i = 0; i < 32; ++i)
-      q[b * 32 + i] = b < nb ? static_cast<int8_t>(std::nearbyint(x[b * 32 + i] * id)) : 0;
+    for (int i = 0; i < 32; ++i) q[b * 32 + i] = b < nb ? static_cast<int8_t>(std::nearbyint(x[b * 32 + i] * id)) : 0;
   }
 }
 
@@ -105,7 +104,9 @@ void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
   }
 }
 
-void f32_to_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
+void f32_to_f32(const void* src, float* dst, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+}
 void f16_row_to_f32(const void* src, float* dst, int64_t n) {
   const auto* s = static_cast<const uint16_t*>(src);
   for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);

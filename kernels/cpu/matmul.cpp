@@ -21,11 +21,14 @@ constexpr int64_t kGemmTask = 64;  // output features per sgemm task
 // the L2 cache while the weights stream by (prefill re-reads the weights m / 64 times).
 constexpr int64_t kRowChunk = 64;
 
-[[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::kInvalidArgument, "matmul: " + what); }
+[[noreturn]] void invalid(const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "matmul: " + what);
+}
 
 void validate(const WeightView& w, int64_t k, int64_t m) {
   if (w.data == nullptr || w.rows <= 0 || w.cols <= 0) invalid("empty weight");
-  if (w.cols != k) invalid("weight has " + std::to_string(w.cols) + " input features, activations " + std::to_string(k));
+  if (w.cols != k)
+    invalid("weight has " + std::to_string(w.cols) + " input features, activations " + std::to_string(k));
   if (m < 0) invalid("negative row count");
   row_bytes_checked(w.dtype, w.cols, "matmul");
 }
@@ -75,7 +78,8 @@ void gemm_range(const float* a, int64_t m, const WeightView& w, const float* bia
   const auto M = static_cast<blasint>(m), K = static_cast<blasint>(w.cols), LDC = static_cast<blasint>(ldc);
   float beta = 0.0f;
   if (bias != nullptr) {
-    for (int64_t r = 0; r < m; ++r) std::memcpy(c + r * ldc + j0, bias + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(c + r * ldc + j0, bias + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
     beta = 1.0f;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<blasint>(j1 - j0), K, 1.0f, a, K,
@@ -84,7 +88,9 @@ void gemm_range(const float* a, int64_t m, const WeightView& w, const float* bia
 
 // F32 weights with more than kGemvMaxRows rows go through sgemm; everything else through the
 // GEMV kernels, kRowChunk rows per pass over the weights.
-bool use_gemm(DType dt, int64_t m) { return dt == DType::kF32 && m > kGemvMaxRows; }
+bool use_gemm(DType dt, int64_t m) {
+  return dt == DType::kF32 && m > kGemvMaxRows;
+}
 
 // Features of several outputs as one task space: task t covers features
 // [(t - first[o]) * unit, ...) of output o, where first[o] is the first task of output o.
@@ -137,8 +143,7 @@ void matmul(Device device, const float* a, const WeightView& w, const float* bia
   matmul_multi(device, a, m, w.cols, {&out, 1});
 }
 
-void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out,
-                   int64_t m) {
+void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out, int64_t m) {
   detail::require_cpu(device, "matmul_swiglu");
   validate(gate, gate.cols, m);
   validate(up, gate.cols, m);
@@ -181,8 +186,8 @@ void matmul(const float* a, const WeightView& w, const float* bias, float* c, in
   std::vector<float> row(static_cast<size_t>(w.cols));
   const size_t stride = row_bytes(w.dtype, w.cols);
   for (int64_t j = 0; j < w.rows; ++j) {
-    cpu::kScalarKernels.to_f32[static_cast<int>(w.dtype)](static_cast<const uint8_t*>(w.data) + static_cast<size_t>(j) * stride,
-                                                           row.data(), w.cols);
+    cpu::kScalarKernels.to_f32[static_cast<int>(w.dtype)](
+        static_cast<const uint8_t*>(w.data) + static_cast<size_t>(j) * stride, row.data(), w.cols);
     for (int64_t i = 0; i < m; ++i) {
       double acc = bias != nullptr ? bias[j] : 0.0;
       for (int64_t l = 0; l < w.cols; ++l) acc += static_cast<double>(a[i * w.cols + l]) * row[static_cast<size_t>(l)];

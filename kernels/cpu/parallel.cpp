@@ -35,7 +35,9 @@ constexpr int64_t kChunksPerThread = 8;
 // touches a finished job.
 constexpr uint64_t kOpen = uint64_t{1} << 31;
 constexpr uint64_t kCountMask = kOpen - 1;
-constexpr uint64_t generation(uint64_t c) { return c >> 32; }
+constexpr uint64_t generation(uint64_t c) {
+  return c >> 32;
+}
 
 thread_local bool t_inside = false;  // this thread is running a chunk (nested calls run inline)
 
@@ -183,7 +185,9 @@ void set_num_threads(int n) {
   pool().resize(n);
 }
 
-int num_threads() { return pool().size(); }
+int num_threads() {
+  return pool().size();
+}
 
 namespace detail {
 void parallel_for(int64_t n, int64_t grain, RangeBody body) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "specd/kernels/parallel.hpp"
 #include "isa_kernels.hpp"
+#include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
 namespace {
@@ -15,20 +15,21 @@ void norm_row(const float* x, const float* w, float* out, int64_t dim, float eps
   for (int64_t i = 0; i < dim; ++i) out[i] = w[i] * (x[i] * inv);
 }
 
-int64_t row_grain(int64_t dim) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim)); }
+int64_t row_grain(int64_t dim) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, dim));
+}
 
 }  // namespace
 
-void rmsnorm(Device device, const float* x, const float* weight, float* out, int64_t rows,
-             int64_t dim, float eps) {
+void rmsnorm(Device device, const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) {
   detail::require_cpu(device, "rmsnorm");
   parallel_for(rows, row_grain(dim), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) norm_row(x + r * dim, weight, out + r * dim, dim, eps);
   });
 }
 
-void rmsnorm_residual(Device device, const float* x, float* residual, const float* weight,
-                      float* out, int64_t rows, int64_t dim, float eps) {
+void rmsnorm_residual(Device device, const float* x, float* residual, const float* weight, float* out, int64_t rows,
+                      int64_t dim, float eps) {
   detail::require_cpu(device, "rmsnorm_residual");
   parallel_for(rows, row_grain(dim), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {

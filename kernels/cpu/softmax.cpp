@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "specd/error.hpp"
 #include "isa_kernels.hpp"
+#include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {

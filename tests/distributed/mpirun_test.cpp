@@ -4,8 +4,10 @@
 // fails on one rank ends every rank with an error naming it; the server under mpirun passes the
 // official OpenAI client's checks. The launcher runs as root here too: kLauncherEnv sets
 // OpenMPI's allow-run-as-root variables.
-#include <gtest/gtest.h>
 #include <signal.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <chrono>
@@ -14,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -40,7 +41,9 @@ std::string launcher() {
   return s;
 }
 
-fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "distributed"; }
+fs::path work_dir() {
+  return fs::path(SPECD_TEST_WORK_DIR) / "distributed";
+}
 
 struct Outcome {
   int status = -1;
@@ -104,7 +107,8 @@ fs::path write_config(const std::string& name, const fs::path& model, const std:
   const fs::path file = work_dir() / (name + ".yaml");
   fs::create_directories(work_dir());
   std::ofstream(file) << "model:\n  path: " << model.string() << "\n  dtype: f32\n  max_model_len: 256\n"
-                      << "kv_cache:\n  memory_mib: 8\n" << extra;
+                      << "kv_cache:\n  memory_mib: 8\n"
+                      << extra;
   return file;
 }
 
@@ -136,10 +140,10 @@ struct Case {
   // YAML of speculative.proposer's settings; empty: no speculation; "draft": the draft
   // checkpoint (its path is known only at run time).
   std::string proposer;
-  int32_t proposer_tp = 0;       // speculative.proposer.tensor_parallel_size; 0: unset (the target's)
-  bool mtp = false;              // the target with an MTP module
-  std::string scheduler;         // YAML of the scheduler section
-  bool dynamic = false;          // speculative.dynamic (false: every step drafts k)
+  int32_t proposer_tp = 0;  // speculative.proposer.tensor_parallel_size; 0: unset (the target's)
+  bool mtp = false;         // the target with an MTP module
+  std::string scheduler;    // YAML of the scheduler section
+  bool dynamic = false;     // speculative.dynamic (false: every step drafts k)
 };
 
 const std::string kSelfDraft = "    name: draft_model\n    layers: 1\n    temperature: 0\n";
@@ -147,7 +151,9 @@ std::string draft_checkpoint() {
   return "    name: draft_model\n    model: " + draft_dir().string() + "\n    temperature: 0\n";
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class MpirunGenerate : public ::testing::TestWithParam<Case> {};
 
@@ -158,8 +164,7 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   if (!c.proposer.empty()) {
     // Static k (every step drafts, so the test sees accepted drafts) unless the case is dynamic.
     extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: " + std::string(c.dynamic ? "true" : "false") +
-             "\n  verifier: greedy\n  proposer:\n" +
-             (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
+             "\n  verifier: greedy\n  proposer:\n" + (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
     if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
   }
   const std::vector<int32_t> want = reference(model);
@@ -207,21 +212,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {
   const Outcome alone = shell(std::string(SPECD_CLI_PATH) + " generate --model " + target_dir().string() +
-                          " --prompt hi --set model.tensor_parallel_size=2");
+                              " --prompt hi --set model.tensor_parallel_size=2");
   EXPECT_NE(alone.status, 0);
   EXPECT_NE(alone.err.find("model.tensor_parallel_size = 2 needs 2 MPI ranks"), std::string::npos) << alone.err;
   EXPECT_NE(alone.err.find("mpirun -np 2"), std::string::npos) << alone.err;
 
   const Outcome three = shell(launcher() + SPECD_CLI_PATH + " generate --model " + target_dir().string() +
-                          " --prompt hi --set model.tensor_parallel_size=3");
+                              " --prompt hi --set model.tensor_parallel_size=3");
   EXPECT_NE(three.status, 0);
   EXPECT_NE(three.err.find("model.tensor_parallel_size = 3 but the MPI job has 2 ranks"), std::string::npos)
       << three.err;
 
-  const Outcome mtp_tp1 = shell(launcher() + generate_args(write_config(
-                                             "mtp-tp1", mtp_dir(),
-                                             "speculative:\n  proposer:\n    name: mtp\n    num_modules: 1\n"
-                                             "    tensor_parallel_size: 1\n")));
+  const Outcome mtp_tp1 =
+      shell(launcher() + generate_args(write_config("mtp-tp1", mtp_dir(),
+                                                    "speculative:\n  proposer:\n    name: mtp\n    num_modules: 1\n"
+                                                    "    tensor_parallel_size: 1\n")));
   EXPECT_NE(mtp_tp1.status, 0);
   EXPECT_NE(mtp_tp1.err.find("MTP modules share the target's sharded embeddings"), std::string::npos) << mtp_tp1.err;
 }
@@ -304,8 +309,8 @@ TEST(MpirunServer, PassesTheOfficialOpenAIClient) {
   ServerProcess s(write_server_config(), kLauncherEnvList, kLauncher);
   ASSERT_TRUE(s.ready()) << s.log();
   const Outcome r = shell("env SPECD_URL=http://127.0.0.1:" + std::to_string(s.port()) +
-                      "/v1 SPECD_MODEL=tiny SPECD_TOOLS_DIR=" + tools.string() + " node " +
-                      (fs::path(SPECD_SOURCE_DIR) / "tests/server/js/openai_client.mjs").string());
+                          "/v1 SPECD_MODEL=tiny SPECD_TOOLS_DIR=" + tools.string() + " node " +
+                          (fs::path(SPECD_SOURCE_DIR) / "tests/server/js/openai_client.mjs").string());
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out << r.err;
   EXPECT_NE(s.log().find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << s.log();

@@ -15,8 +15,8 @@
 
 #include "convert.hpp"
 #include "dist/session.hpp"
-#include "specd/error.hpp"
 #include "e2e/model/runtime_test_util.hpp"
+#include "specd/error.hpp"
 
 namespace specd::model::test {
 namespace {
@@ -26,7 +26,9 @@ using specd::gguf::TensorType;
 
 dist::Session* g_session = nullptr;
 
-dist::Communicator& world() { return g_session->world(); }
+dist::Communicator& world() {
+  return g_session->world();
+}
 
 // `make` runs on rank 0 first (it writes files), then on the others (which find them written).
 template <class Make>
@@ -131,7 +133,9 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // Rank r's value at element i (every rank can compute every rank's part).
-float part_of(int rank, int64_t i) { return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank)) * 1.7f; }
+float part_of(int rank, int64_t i) {
+  return std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank)) * 1.7f;
+}
 
 TEST(MpiCommunicator, CollectivesOnSmallAndLargeMessages) {
   dist::Communicator& c = world();

@@ -2,11 +2,11 @@
 // compiled and rendered with a fixed conversation (two messages, one tool). Anything but a
 // TemplateError or a specd::Error (a refused template) is a finding: a crash, a sanitizer
 // report, a hang past the render limits or another exception.
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "specd/error.hpp"
 #include "template/chat_template.hpp"
@@ -16,10 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace specd::jinja;
   static const ChatInput input = [] {
     ChatInput in;
-    in.messages = from_json(nlohmann::json::parse(
-        R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
-    in.tools = from_json(nlohmann::json::parse(
-        R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])"));
+    in.messages =
+        from_json(nlohmann::json::parse(R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
+    in.tools = from_json(
+        nlohmann::json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])"));
     in.now = std::chrono::system_clock::time_point{};
     return in;
   }();

@@ -10,7 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const auto tok = specd::tokenizer::Tokenizer::from_json(std::string_view(reinterpret_cast<const char*>(data), size));
+    const auto tok =
+        specd::tokenizer::Tokenizer::from_json(std::string_view(reinterpret_cast<const char*>(data), size));
     const auto ids = tok->encode("Hello, fuzz! <s> 123 \xe2\x96\x81 tokens");
     tok->decode(ids);
   } catch (const specd::Error&) {

@@ -17,8 +17,12 @@
 
 namespace specd::kernels {
 // Readable test parameters in gtest and ctest output.
-inline void PrintTo(Device device, std::ostream* os) { *os << device_name(device); }
-inline void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
+inline void PrintTo(Device device, std::ostream* os) {
+  *os << device_name(device);
+}
+inline void PrintTo(DType dtype, std::ostream* os) {
+  *os << dtype_name(dtype);
+}
 
 // Where an op with per-ISA CPU variants runs: the device, and on the CPU the instruction-set
 // level (every level is tested on every machine that can run it).
@@ -75,8 +79,8 @@ class BackendTest {
       return false;
     }
     if (b.device == Device::kCpu && static_cast<int>(b.isa) > static_cast<int>(detected_cpu_isa())) {
-      *why = "this CPU cannot run the " + std::string(cpu_isa_name(b.isa)) + " kernels (best: " +
-             std::string(cpu_isa_name(detected_cpu_isa())) + ")";
+      *why = "this CPU cannot run the " + std::string(cpu_isa_name(b.isa)) +
+             " kernels (best: " + std::string(cpu_isa_name(detected_cpu_isa())) + ")";
       return false;
     }
     return true;
@@ -101,10 +105,10 @@ class IsaGuard {
                    << " kernels are not built in this configuration (or no device present)"; \
   } while (0)
 
-#define SPECD_USE_BACKEND(backend)                         \
-  std::string specd_skip_reason_;                          \
+#define SPECD_USE_BACKEND(backend)                                                   \
+  std::string specd_skip_reason_;                                                    \
   if (!::specd::kernels::testing::BackendTest::usable(backend, &specd_skip_reason_)) \
-    GTEST_SKIP() << specd_skip_reason_;                    \
+    GTEST_SKIP() << specd_skip_reason_;                                              \
   ::specd::kernels::testing::IsaGuard specd_isa_guard_((backend).isa)
 
 inline std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -21,10 +21,8 @@ struct Batch {
   std::vector<int32_t> ctx, n_new, query_start, tables;
   std::vector<float> q, k, v;
 
-  Batch(std::vector<int32_t> c, std::vector<int32_t> n, int32_t bs, int32_t nh, int32_t nkv,
-        int32_t hd, uint32_t seed)
-      : block_size(bs), num_heads(nh), num_kv_heads(nkv), head_dim(hd), ctx(std::move(c)),
-        n_new(std::move(n)) {
+  Batch(std::vector<int32_t> c, std::vector<int32_t> n, int32_t bs, int32_t nh, int32_t nkv, int32_t hd, uint32_t seed)
+      : block_size(bs), num_heads(nh), num_kv_heads(nkv), head_dim(hd), ctx(std::move(c)), n_new(std::move(n)) {
     stride = 0;
     int32_t total_blocks = 0;
     for (int32_t len : ctx) {
@@ -173,13 +171,16 @@ TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
   SPECD_USE_BACKEND(backend);
   const int64_t n = 3, nkv = 2, hd = 8, half = hd / 2, row = nkv * hd;
   const auto k = random_vector(static_cast<size_t>(n * row), 91), v = random_vector(static_cast<size_t>(n * row), 92);
-  const auto cos = random_vector(static_cast<size_t>(n * half), 93), sin = random_vector(static_cast<size_t>(n * half), 94);
+  const auto cos = random_vector(static_cast<size_t>(n * half), 93),
+             sin = random_vector(static_cast<size_t>(n * half), 94);
   const std::vector<int64_t> slots = {5, 0, 2};
   const size_t elem = dt == DType::kF32 ? 4 : 2;
   std::vector<uint8_t> kc(6 * row * elem), vc(6 * row * elem);
-  write_kv(backend.device, k.data(), v.data(), n, nkv, hd, cos.data(), sin.data(), slots.data(), dt, kc.data(), vc.data());
+  write_kv(backend.device, k.data(), v.data(), n, nkv, hd, cos.data(), sin.data(), slots.data(), dt, kc.data(),
+           vc.data());
   for (int64_t t = 0; t < n; ++t) {
-    std::vector<float> want_k(static_cast<size_t>(row)), got_k(static_cast<size_t>(row)), got_v(static_cast<size_t>(row));
+    std::vector<float> want_k(static_cast<size_t>(row)), got_k(static_cast<size_t>(row)),
+        got_v(static_cast<size_t>(row));
     for (int64_t h = 0; h < nkv; ++h)
       for (int64_t j = 0; j < half; ++j) {
         const float x0 = k[t * row + h * hd + j], x1 = k[t * row + h * hd + j + half];

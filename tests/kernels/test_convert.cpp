@@ -88,11 +88,21 @@ TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
         const double err = std::abs(static_cast<double>(back[idx]) - x[idx]);
         double bound = 0;
         switch (dt) {
-          case DType::kF32: bound = 0; break;
-          case DType::kF16: bound = std::abs(x[idx]) * 0x1p-11 + 1e-7; break;
-          case DType::kBF16: bound = std::abs(x[idx]) * 0x1p-8; break;
-          case DType::kQ8_0: bound = amax / 127.0 * 0.5 * 1.002 + amax * 1e-3; break;  // + fp16 rounding of d
-          case DType::kQ4_0: bound = amax / 8.0 * 1.002 + amax * 1e-3; break;
+          case DType::kF32:
+            bound = 0;
+            break;
+          case DType::kF16:
+            bound = std::abs(x[idx]) * 0x1p-11 + 1e-7;
+            break;
+          case DType::kBF16:
+            bound = std::abs(x[idx]) * 0x1p-8;
+            break;
+          case DType::kQ8_0:
+            bound = amax / 127.0 * 0.5 * 1.002 + amax * 1e-3;
+            break;  // + fp16 rounding of d
+          case DType::kQ4_0:
+            bound = amax / 8.0 * 1.002 + amax * 1e-3;
+            break;
         }
         ASSERT_LE(err, bound) << dtype_name(dt) << " element " << idx;
       }

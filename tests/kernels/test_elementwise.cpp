@@ -63,9 +63,9 @@ class ArgmaxTest : public ::testing::TestWithParam<Device> {};
 TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> x = {1, 5, 5, 2,  //
+  const std::vector<float> x = {1,   5,  5,  2,   //
                                 nan, -1, -3, -1,  //
-                                -2, -2, -2, 9};
+                                -2,  -2, -2, 9};
   std::vector<int32_t> out(3);
   argmax(GetParam(), x.data(), 3, 4, out.data());
   EXPECT_EQ(out, (std::vector<int32_t>{1, 1, 3}));
@@ -73,8 +73,7 @@ TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, EmbeddingTest, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
-INSTANTIATE_TEST_SUITE_P(Devices, ArgmaxTest, ::testing::ValuesIn(testing::all_devices()),
-                         testing::device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, ArgmaxTest, ::testing::ValuesIn(testing::all_devices()), testing::device_param_name);
 
 }  // namespace
 }  // namespace specd::kernels

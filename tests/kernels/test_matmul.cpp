@@ -25,9 +25,12 @@ using testing::random_vector;
 double gemv_tolerance(DType d) {
   switch (d) {
     case DType::kF32:
-    case DType::kF16: return 1e-5;
-    case DType::kBF16: return 1e-2;
-    default: return 2e-2;
+    case DType::kF16:
+      return 1e-5;
+    case DType::kBF16:
+      return 1e-2;
+    default:
+      return 2e-2;
   }
 }
 
@@ -54,9 +57,8 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
 
 TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
   SPECD_USE_BACKEND(backend());
-  std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64}, {1, 130, 96},  {2, 5, 32},
-                                                                {5, 64, 256}, {16, 21, 128}, {17, 96, 128},
-                                                                {40, 70, 64}};
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
+                                                               {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
   for (auto [m, n, k] : shapes) {
     const Weights w(dtype(), n, k, 12);
@@ -66,7 +68,8 @@ TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
       matmul(backend().device, a.data(), w.view, bias, got.data(), m);
       reference::matmul(a.data(), w.view, bias, want.data(), m);
       const double tol = gemv_tolerance(dtype());
-      EXPECT_LT(max_rel_error(got, want), tol) << "m=" << m << " n=" << n << " k=" << k << " bias=" << (bias != nullptr);
+      EXPECT_LT(max_rel_error(got, want), tol)
+          << "m=" << m << " n=" << n << " k=" << k << " bias=" << (bias != nullptr);
     }
   }
 }
@@ -81,7 +84,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
   const int64_t n = 37;
   const int64_t rows = dtype() == DType::kF32 ? kGemvMaxRows : 150;  // 150: three row chunks
-  std::vector<int64_t> ks = {192, 224};                             // 224: a 32-element tail
+  std::vector<int64_t> ks = {192, 224};                              // 224: a 32-element tail
   if (!quantized()) ks.push_back(200);                               // 200: a partial vector
   for (int64_t k : ks) {
     const Weights w(dtype(), n, k, 21);
@@ -107,8 +110,10 @@ TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   const auto bias = random_vector(48, 34);
   for (int64_t m : {1, 4, 20}) {
     const auto a = random_vector(static_cast<size_t>(m * k), 35);
-    std::vector<float> c0(static_cast<size_t>(m * 48)), c1(static_cast<size_t>(m * 16)), c2(static_cast<size_t>(m * 16));
-    const MatmulOutput outs[] = {{q.view, bias.data(), c0.data()}, {kk.view, nullptr, c1.data()}, {v.view, nullptr, c2.data()}};
+    std::vector<float> c0(static_cast<size_t>(m * 48)), c1(static_cast<size_t>(m * 16)),
+        c2(static_cast<size_t>(m * 16));
+    const MatmulOutput outs[] = {
+        {q.view, bias.data(), c0.data()}, {kk.view, nullptr, c1.data()}, {v.view, nullptr, c2.data()}};
     matmul_multi(backend().device, a.data(), m, k, outs);
     std::vector<float> s0(c0.size()), s1(c1.size()), s2(c2.size());
     matmul(backend().device, a.data(), q.view, bias.data(), s0.data(), m);

@@ -1,15 +1,16 @@
 // The kernel thread pool: coverage of ranges, exceptions, nesting, and idle workers that
 // sleep instead of spinning.
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,9 +38,10 @@ TEST(ThreadPool, CoversEveryIndexOnceWithRangesOfAtLeastTheGrain) {
 
 TEST(ThreadPool, RethrowsTheBodysExceptionOnTheCaller) {
   set_num_threads(2);
-  EXPECT_THROW(parallel_for(1000, 1, [](int64_t b, int64_t) {
-                 if (b >= 500) throw std::runtime_error("boom");
-               }),
+  EXPECT_THROW(parallel_for(1000, 1,
+                            [](int64_t b, int64_t) {
+                              if (b >= 500) throw std::runtime_error("boom");
+                            }),
                std::runtime_error);
   // The pool still works afterwards.
   std::atomic<int64_t> sum{0};

@@ -95,8 +95,7 @@ TEST_P(RopeTest, RotatesHalvesAndKeepsRelativePositions) {
   EXPECT_NEAR(dot(2, 1), dot(3, 0), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, RopeTest, ::testing::ValuesIn(testing::all_devices()),
-                         testing::device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, RopeTest, ::testing::ValuesIn(testing::all_devices()), testing::device_param_name);
 
 }  // namespace
 }  // namespace specd::kernels

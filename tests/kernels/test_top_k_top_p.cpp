@@ -13,7 +13,7 @@ class TopKTopPTest : public ::testing::TestWithParam<Device> {};
 
 TEST_P(TopKTopPTest, TopKKeepsTheLargestWithTiesToTheLowerIndex) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  std::vector<float> p = {0.1f, 0.3f, 0.2f, 0.3f, 0.1f,  // row 0
+  std::vector<float> p = {0.1f, 0.3f, 0.2f,  0.3f,  0.1f,  // row 0
                           0.5f, 0.0f, 0.25f, 0.25f, 0.0f};
   top_k_top_p(GetParam(), p.data(), 2, 5, 2, 1.0f);
   EXPECT_EQ(p, (std::vector<float>{0.0f, 0.3f, 0.0f, 0.3f, 0.0f, 0.5f, 0.0f, 0.25f, 0.0f, 0.0f}));

@@ -2,7 +2,6 @@
 // arm, the OpenAI `user` keeps one, an unknown arm is a 400 naming it, the response reports the
 // arm (header and usage.arm), and /metrics has the per-arm and shadow series.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -61,9 +60,9 @@ TEST(ServerAb, ArmSelectionReportingAndErrors) {
   ASSERT_EQ(header.status, 200) << header.body;
   EXPECT_EQ(json::parse(header.body)["usage"]["arm"], "typical");
 
-  json chat = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 6},
-               {"temperature", 0}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
-               {"user", "alice"}};
+  json chat = {
+      {"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 6}, {"temperature", 0},
+      {"stream", true},  {"stream_options", {{"include_usage", true}}},         {"user", "alice"}};
   const HttpResponse streamed = http_call(s.port(), "POST", "/v1/chat/completions", chat.dump());
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   EXPECT_EQ(streamed.headers.at("x-specd-arm"), "rejection") << "weight 0 arms are never picked for a user";
@@ -93,8 +92,9 @@ TEST(ServerAb, ArmSelectionReportingAndErrors) {
   EXPECT_NE(metrics.find("specd_spec_shadow_draft_tokens_total{arm=\"typical\",serving_arm=\"rejection\"}"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection,typical_acceptance\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      metrics.find("specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection,typical_acceptance\"}"),
+      std::string::npos);
   if (fs::exists("/usr/bin/promtool")) {
     const fs::path mf = fs::path(SPECD_TEST_WORK_DIR) / "server-ab" / "metrics.txt";
     std::ofstream(mf) << metrics;

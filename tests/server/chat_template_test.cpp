@@ -1,12 +1,13 @@
 // The server's chat prompts with real tokenizers: the rendered text is tokenized without added
 // special tokens, so BOS appears exactly where the template writes it; end-of-turn tokens stop
 // chat requests; the tool-call format follows the template.
+#include "server/chat_template.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "server/chat_template.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -46,7 +47,8 @@ TEST_F(Prompter, Llama2FallbackWritesOneBosPerTurn) {
   ASSERT_GE(ids.size(), 2u);
   EXPECT_EQ(ids[0], bos);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), bos), 1);
-  const auto multi = p.tokenize(conversation({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}));
+  const auto multi =
+      p.tokenize(conversation({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}));
   EXPECT_EQ(multi[0], bos);
   EXPECT_NE(multi[1], bos);
   EXPECT_EQ(std::count(multi.begin(), multi.end(), bos), 2);

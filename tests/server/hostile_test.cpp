@@ -3,10 +3,10 @@
 // clients that send or read slowly or not at all, more connections than allowed, and a shutdown
 // with all of those still connected. Each case gets a clear error (or its connection closed at
 // its deadline) and the server stays healthy. Waits are bounded; loopback only.
-#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -29,14 +29,17 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "server-hostile"; }
+fs::path work_dir() {
+  return fs::path(SPECD_TEST_WORK_DIR) / "server-hostile";
+}
 
 // Short deadlines so that the slow-client cases finish in seconds.
 std::string hostile_config(const std::string& name, const std::string& extra = "") {
   fixture::Options o;
   static const fs::path tiny = fixture::write(o, work_dir() / "tiny");
   // One file per test: the tests run as parallel processes.
-  const fs::path file = work_dir() / (name + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml");
+  const fs::path file =
+      work_dir() / (name + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml");
   std::ofstream(file) << "model:\n  path: " << tiny.string() << "\n  max_model_len: 2048\n  num_threads: 1\n"
                       << "scheduler:\n  max_num_seqs: 8\n  max_queue: 16\nkv_cache:\n  memory_mib: 64\n"
                       << "server:\n  model_name: tiny\n  max_body_bytes: 1048576\n  max_tokens_limit: 2000\n"
@@ -46,7 +49,9 @@ std::string hostile_config(const std::string& name, const std::string& extra = "
   return file.string();
 }
 
-std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string nested(size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
 
 // True once the server closes `c` (EOF or reset) within `bound`; data it sends is skipped.
 bool closed_within(HttpConnection& c, std::chrono::milliseconds bound) {
@@ -96,8 +101,8 @@ TEST_F(Hostile, DeepJsonInEveryFieldIs400WithoutEchoingIt) {
     EXPECT_NE(e["message"].get<std::string>().find("nesting deeper than 64"), std::string::npos) << e;
     EXPECT_LT(r.body.size(), 600u) << field;
   }
-  const HttpResponse chat = post("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":" + deep + "}]}",
-                                 "/v1/chat/completions");
+  const HttpResponse chat =
+      post("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":" + deep + "}]}", "/v1/chat/completions");
   EXPECT_EQ(chat.status, 400) << chat.body.substr(0, 300);
   // Within the limit, a rejected value is named by its field and type, not dumped.
   const HttpResponse shallow = post("{\"model\":\"tiny\",\"prompt\":\"x\",\"logit_bias\":" + nested(60) + "}");
@@ -114,8 +119,8 @@ TEST_F(Hostile, DeepJsonInEveryChatFieldIs400) {
   const std::string messages = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
   for (const char* field : {"tools", "chat_template_kwargs", "logprobs", "top_logprobs", "n", "logit_bias",
                             "min_tokens", "presence_penalty", "add_generation_prompt", "max_completion_tokens"}) {
-    const HttpResponse r = post("{\"model\":\"tiny\"," + messages + ",\"" + field + "\":" + deep + "}",
-                                "/v1/chat/completions");
+    const HttpResponse r =
+        post("{\"model\":\"tiny\"," + messages + ",\"" + field + "\":" + deep + "}", "/v1/chat/completions");
     EXPECT_EQ(r.status, 400) << field << ": " << r.body.substr(0, 300);
     const json e = error_of(r);
     ASSERT_TRUE(e.is_object()) << field;
@@ -125,16 +130,17 @@ TEST_F(Hostile, DeepJsonInEveryChatFieldIs400) {
   // Within the limit: template kwargs as deep as the body allows are served (the template's data
   // depth limit matches), and tool-call arguments nested past it (a JSON string) reach the
   // template as a string.
-  const HttpResponse kwargs = post("{\"model\":\"tiny\",\"max_tokens\":2," + messages +
-                                       ",\"chat_template_kwargs\":{\"x\":" + nested(62) + "}}",
-                                   "/v1/chat/completions");
+  const HttpResponse kwargs =
+      post("{\"model\":\"tiny\",\"max_tokens\":2," + messages + ",\"chat_template_kwargs\":{\"x\":" + nested(62) + "}}",
+           "/v1/chat/completions");
   EXPECT_EQ(kwargs.status, 200) << kwargs.body.substr(0, 300);
   json call = {{"model", "tiny"}, {"max_tokens", 2}};
   call["messages"] = json::array(
       {{{"role", "user"}, {"content", "x"}},
        {{"role", "assistant"},
         {"content", nullptr},
-        {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", nested(70000)}}}}}}},
+        {"tool_calls",
+         {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", nested(70000)}}}}}}},
        {{"role", "tool"}, {"tool_call_id", "c"}, {"content", "1"}}});
   const HttpResponse args = post(call.dump(), "/v1/chat/completions");
   EXPECT_TRUE(args.status == 200 || args.status == 400) << args.status << " " << args.body.substr(0, 300);
@@ -151,9 +157,8 @@ TEST_F(Hostile, NonFiniteAndUnderflowingNumbersAre400NamingTheField) {
   };
   for (const Case& c : {Case{"temperature", "1e400"}, Case{"temperature", "-1e400"}, Case{"top_p", "1e-300"},
                         Case{"min_p", "1e-320"}, Case{"temperature", "1e-45"}, Case{"max_tokens", "1e400"},
-                        Case{"seed", "1e400"}, Case{"presence_penalty", "1e-300"},
-                        Case{"frequency_penalty", "-1e-300"}, Case{"repetition_penalty", "1e-300"},
-                        Case{"n", "1e400"}, Case{"logprobs", "1e400"}}) {
+                        Case{"seed", "1e400"}, Case{"presence_penalty", "1e-300"}, Case{"frequency_penalty", "-1e-300"},
+                        Case{"repetition_penalty", "1e-300"}, Case{"n", "1e400"}, Case{"logprobs", "1e400"}}) {
     const HttpResponse r = post("{\"model\":\"tiny\",\"prompt\":\"x\",\"" + c.field + "\":" + c.value + "}");
     EXPECT_EQ(r.status, 400) << c.field << "=" << c.value << ": " << r.body;
     EXPECT_EQ(error_of(r)["param"], c.field) << r.body;
@@ -168,8 +173,9 @@ TEST_F(Hostile, NonFiniteAndUnderflowingNumbersAre400NamingTheField) {
 // once the server stops reading) and returns the response.
 HttpResponse post_chunked(int port, const std::vector<std::string>& chunks) {
   HttpConnection c(port, 10000);
-  c.send_all("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+  c.send_all(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
   std::thread sender([&] {
     for (const std::string& data : chunks) {
       char size[32];

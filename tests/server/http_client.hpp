@@ -18,7 +18,7 @@
 namespace specd::test {
 
 struct HttpResponse {
-  int status = 0;  // 0: no response (connection failed or timed out)
+  int status = 0;                              // 0: no response (connection failed or timed out)
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;                            // de-chunked
 };
@@ -58,7 +58,8 @@ class HttpConnection {
                     const std::vector<std::string>& extra_headers = {}) {
     std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
     for (const auto& h : extra_headers) req += h + "\r\n";
-    if (method == "POST") req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    if (method == "POST")
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     req += "\r\n" + body;
     return send_all(req);
   }

@@ -1,7 +1,8 @@
 // The metrics registry's text format: families, labels with escaping, cumulative histograms.
+#include "server/metrics.hpp"
+
 #include <gtest/gtest.h>
 
-#include "server/metrics.hpp"
 #include "specd/error.hpp"
 
 namespace specd::server {
@@ -21,7 +22,8 @@ TEST(MetricsRegistry, RendersCountersGaugesAndHistograms) {
   const std::string text = reg.render();
   EXPECT_NE(text.find("# TYPE specd_spec_draft_tokens_total counter\n"), std::string::npos) << text;
   EXPECT_NE(text.find("specd_spec_draft_tokens_total{proposer=\"ngram\",verifier=\"rejection\"} 5\n"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("proposer=\"draft \\\"model\\\"\""), std::string::npos) << text;
   EXPECT_NE(text.find("specd_queue_depth 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("specd_ttft_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << text;

@@ -32,7 +32,8 @@ class ServerProcess {
   ServerProcess(const std::string& config_file, std::vector<std::string> env = {},
                 std::vector<std::string> launcher = {}) {
     std::vector<std::string> args = std::move(launcher);
-    for (const char* a : {SPECD_CLI_PATH, "serve", "--config", config_file.c_str(), "--port", "0"}) args.emplace_back(a);
+    for (const char* a : {SPECD_CLI_PATH, "serve", "--config", config_file.c_str(), "--port", "0"})
+      args.emplace_back(a);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

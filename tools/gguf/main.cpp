@@ -2,6 +2,7 @@
 //   specd-to-gguf --model /work/models/llama-160m --out llama-160m-f32.gguf --type f32
 //   specd-to-gguf --model /work/models/llama-160m --out draft2-bf16.gguf --type bf16 --layers 2
 #include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <exception>
 #include <string>

@@ -1,5 +1,6 @@
 // tokenizer.* metadata: the vocabulary of a tokenizer.json in llama.cpp's two BPE flavours.
 #include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <unordered_map>

@@ -9,7 +9,6 @@
 //                     every 20 ms: p50 / p99 / max latency and failures.
 //   --slow-shutdown   opens one client that sends a header byte per second, sends SIGTERM to
 //                     PID and times how long the server takes to exit.
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,6 +16,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -116,10 +117,11 @@ void chunked_body(int port, int pid, int megabytes) {
   done = true;
   sampler.join();
   const long after = rss_kib(pid);
-  std::printf("chunked body: offered %d MiB, server took %d MiB before closing, status %d; RSS idle %.1f MiB, "
-              "peak %.1f MiB (%.2fx idle), after %.1f MiB; limit 2x idle + 1 MiB = %.1f MiB: %s\n",
-              megabytes, sent, status, idle / 1024.0, peak / 1024.0, static_cast<double>(peak) / idle,
-              after / 1024.0, (2 * idle + 1024) / 1024.0, peak < 2 * idle + 1024 ? "ok" : "EXCEEDED");
+  std::printf(
+      "chunked body: offered %d MiB, server took %d MiB before closing, status %d; RSS idle %.1f MiB, "
+      "peak %.1f MiB (%.2fx idle), after %.1f MiB; limit 2x idle + 1 MiB = %.1f MiB: %s\n",
+      megabytes, sent, status, idle / 1024.0, peak / 1024.0, static_cast<double>(peak) / idle, after / 1024.0,
+      (2 * idle + 1024) / 1024.0, peak < 2 * idle + 1024 ? "ok" : "EXCEEDED");
 }
 
 void slow_clients(int port, int n, int seconds) {
@@ -168,10 +170,11 @@ void slow_clients(int port, int n, int seconds) {
   }
   stop = true;
   attacker.join();
-  std::printf("slow clients: %d connections sending 1 header byte/s (%ld connects over the run), %zu GET /health "
-              "in %d s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, failures %d\n",
-              n, reconnects.load(), ms.size(), seconds, percentile(ms, 0.5), percentile(ms, 0.99),
-              percentile(ms, 1.0), failures);
+  std::printf(
+      "slow clients: %d connections sending 1 header byte/s (%ld connects over the run), %zu GET /health "
+      "in %d s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, failures %d\n",
+      n, reconnects.load(), ms.size(), seconds, percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1.0),
+      failures);
 }
 
 void slow_shutdown(int port, int pid) {

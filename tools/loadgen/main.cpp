@@ -4,13 +4,13 @@
 // greedy with ignore_eos so every request generates exactly T tokens. Reports requests/s,
 // output tokens/s and TTFT / TPOT / latency percentiles (TTFT and TPOT need --stream: the first
 // SSE event marks the first token; TPOT = (end - first token) / (tokens - 1)).
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -61,8 +61,10 @@ Sample run_one(const std::string& host, const std::string& port, const std::stri
   const int fd = connect_to(host, port);
   if (fd < 0) return s;
   const std::string payload = body.dump();
-  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n"
-                    "Content-Type: application/json\r\nContent-Length: " + std::to_string(payload.size()) + "\r\n";
+  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: " + host +
+                    "\r\nConnection: close\r\n"
+                    "Content-Type: application/json\r\nContent-Length: " +
+                    std::to_string(payload.size()) + "\r\n";
   if (!api_key.empty()) req += "Authorization: Bearer " + api_key + "\r\n";
   req += "\r\n" + payload;
   for (size_t off = 0; off < req.size();) {
@@ -123,8 +125,7 @@ int main(int argc, char** argv) {
   int max_tokens = 64;
   bool stream = false;
   app.add_option("--url", url, "server base URL (http only)");
-  app.add_option("--model", model, "model id as the server names it (GET /v1/models)")
-      ->required();
+  app.add_option("--model", model, "model id as the server names it (GET /v1/models)")->required();
   app.add_option("--api-key", api_key, "sent as Authorization: Bearer");
   app.add_option("--concurrency", concurrency, "concurrent workers")->check(CLI::Range(1, 1024));
   app.add_option("--requests", requests, "requests in total")->check(CLI::Range(1, 1000000));
@@ -181,7 +182,8 @@ int main(int argc, char** argv) {
   auto ms = [](double s) { return s < 0 ? std::string("-") : std::to_string(s * 1000.0).substr(0, 7); };
   std::printf("concurrency %d, requests %d (%d ok, %d failed), max_tokens %d, %s\n", concurrency, requests, ok,
               requests - ok, max_tokens, stream ? "streaming" : "non-streaming");
-  std::printf("wall %.2f s, %.2f requests/s, %.1f output tokens/s\n", wall, ok / wall, static_cast<double>(tokens) / wall);
+  std::printf("wall %.2f s, %.2f requests/s, %.1f output tokens/s\n", wall, ok / wall,
+              static_cast<double>(tokens) / wall);
   std::printf("%-12s %10s %10s %10s\n", "ms", "p50", "p90", "p99");
   std::printf("%-12s %10s %10s %10s\n", "TTFT", ms(percentile(ttft, 0.5)).c_str(), ms(percentile(ttft, 0.9)).c_str(),
               ms(percentile(ttft, 0.99)).c_str());

@@ -60,19 +60,19 @@ struct EngineInfo {
   int64_t max_model_len = 0;
   int32_t kv_block_size = 0;
   int32_t kv_num_blocks = 0;
-  size_t kv_bytes = 0;           // KV storage reserved (touched as used); rank 0's share under TP
-  size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
-  std::string weight_dtype;        // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
-  std::string kv_dtype;            // f32 | f16 | bf16
-  std::string cpu_isa;             // CPU kernel level: scalar | avx2 | avx512
-  int32_t num_threads = 0;         // CPU kernel threads (per rank)
-  int32_t tensor_parallel_size = 1;           // ranks the target is split over (MPI job size)
+  size_t kv_bytes = 0;               // KV storage reserved (touched as used); rank 0's share under TP
+  size_t decode_weight_bytes = 0;    // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
+  std::string weight_dtype;          // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
+  std::string kv_dtype;              // f32 | f16 | bf16
+  std::string cpu_isa;               // CPU kernel level: scalar | avx2 | avx512
+  int32_t num_threads = 0;           // CPU kernel threads (per rank)
+  int32_t tensor_parallel_size = 1;  // ranks the target is split over (MPI job size)
   int32_t proposer_tensor_parallel_size = 0;  // ranks the proposer's draft models run on (0: no proposer)
   // Speculative decoding; empty proposer = off.
   std::string proposer;
   std::string verifier;
-  bool verifier_lossless = false;  // the verifier's capability: sampled output follows the target
-  std::string scorer;              // "mqa" or a scorer plugin
+  bool verifier_lossless = false;      // the verifier's capability: sampled output follows the target
+  std::string scorer;                  // "mqa" or a scorer plugin
   int32_t num_speculative_tokens = 0;  // k; with dynamic_k the largest k
   bool dynamic_k = false;              // speculative.dynamic: the policy picks k per sequence and step
   // The model's generation_config.json sampling defaults (unset: not given there).
@@ -112,8 +112,8 @@ struct StepStats {
 struct EngineStats {
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
-  size_t num_running = 0;   // sequences admitted to the KV cache
-  size_t num_waiting = 0;   // queued or preempted
+  size_t num_running = 0;  // sequences admitted to the KV cache
+  size_t num_waiting = 0;  // queued or preempted
   uint64_t num_preemptions = 0;
 };
 

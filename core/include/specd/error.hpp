@@ -39,7 +39,7 @@ namespace detail {
 
 // SPECD_CHECK(cond, code, message): throws specd::Error carrying file:line when cond is false.
 // For invariants and API misuse; user-input errors should say what the input was instead.
-#define SPECD_CHECK(cond, code, message)                                                      \
-  do {                                                                                        \
+#define SPECD_CHECK(cond, code, message)                                                     \
+  do {                                                                                       \
     if (!(cond)) ::specd::detail::throw_check_failed((code), __FILE__, __LINE__, (message)); \
   } while (0)

@@ -46,15 +46,25 @@ class Logger {
     if (should_log(lvl)) write(lvl, fmt::format(f, std::forward<Args>(args)...));
   }
   template <class... Args>
-  void trace(fmt::format_string<Args...> f, Args&&... a) const { log(Level::kTrace, f, std::forward<Args>(a)...); }
+  void trace(fmt::format_string<Args...> f, Args&&... a) const {
+    log(Level::kTrace, f, std::forward<Args>(a)...);
+  }
   template <class... Args>
-  void debug(fmt::format_string<Args...> f, Args&&... a) const { log(Level::kDebug, f, std::forward<Args>(a)...); }
+  void debug(fmt::format_string<Args...> f, Args&&... a) const {
+    log(Level::kDebug, f, std::forward<Args>(a)...);
+  }
   template <class... Args>
-  void info(fmt::format_string<Args...> f, Args&&... a) const { log(Level::kInfo, f, std::forward<Args>(a)...); }
+  void info(fmt::format_string<Args...> f, Args&&... a) const {
+    log(Level::kInfo, f, std::forward<Args>(a)...);
+  }
   template <class... Args>
-  void warn(fmt::format_string<Args...> f, Args&&... a) const { log(Level::kWarn, f, std::forward<Args>(a)...); }
+  void warn(fmt::format_string<Args...> f, Args&&... a) const {
+    log(Level::kWarn, f, std::forward<Args>(a)...);
+  }
   template <class... Args>
-  void error(fmt::format_string<Args...> f, Args&&... a) const { log(Level::kError, f, std::forward<Args>(a)...); }
+  void error(fmt::format_string<Args...> f, Args&&... a) const {
+    log(Level::kError, f, std::forward<Args>(a)...);
+  }
 
  private:
   std::string name_;

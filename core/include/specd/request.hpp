@@ -3,9 +3,9 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace specd {
@@ -27,15 +27,15 @@ struct SamplingParams {
   // >= 1: generated tokens, stop token included. 0: no token is generated; the request only
   // scores its prompt (with prompt_logprobs) and finishes with reason length.
   int32_t max_tokens = 16;
-  int32_t min_tokens = 0;                 // EOS and stop_token_ids are masked before this many
-  std::vector<int32_t> stop_token_ids;    // finish (reason stop) after emitting one of these
-  std::vector<std::string> stop;          // stop strings; may span tokens
-  bool include_stop_str_in_output = false;  // keep the stop string that ended the text
-  bool ignore_eos = false;                // keep generating past the model's EOS token(s)
-  bool skip_special_tokens = true;        // leave special tokens out of the text
-  float presence_penalty = 0.0f;          // [-2, 2]: minus this once for a generated token
-  float frequency_penalty = 0.0f;         // [-2, 2]: minus this per generated occurrence
-  float repetition_penalty = 1.0f;        // (0, 2]: logits of prompt or generated tokens / (> 0) or * (< 0)
+  int32_t min_tokens = 0;                             // EOS and stop_token_ids are masked before this many
+  std::vector<int32_t> stop_token_ids;                // finish (reason stop) after emitting one of these
+  std::vector<std::string> stop;                      // stop strings; may span tokens
+  bool include_stop_str_in_output = false;            // keep the stop string that ended the text
+  bool ignore_eos = false;                            // keep generating past the model's EOS token(s)
+  bool skip_special_tokens = true;                    // leave special tokens out of the text
+  float presence_penalty = 0.0f;                      // [-2, 2]: minus this once for a generated token
+  float frequency_penalty = 0.0f;                     // [-2, 2]: minus this per generated occurrence
+  float repetition_penalty = 1.0f;                    // (0, 2]: logits of prompt or generated tokens / (> 0) or * (< 0)
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit
   // Log-probabilities from the target model's distribution (log-softmax of its logits, before any
   // of the transforms above, as vLLM's default): -1 = none; N >= 0 = each token's own and the N
@@ -108,7 +108,7 @@ struct TokenLogprobs {
 };
 
 struct ToolCall {
-  int32_t index = 0;      // order of the call in the choice's output
+  int32_t index = 0;  // order of the call in the choice's output
   std::string name;
   std::string arguments;  // JSON text
 };
@@ -121,16 +121,16 @@ struct RequestOutput {
   std::string text_delta;              // complete UTF-8 text newly final (stop strings held back)
   // text_delta[0, token_text_ends[i]) is final once new token i is known (one entry per token).
   std::vector<uint32_t> token_text_ends;
-  std::vector<ToolCall> tool_calls;    // tool calls completed this step (their text is not in text_delta)
+  std::vector<ToolCall> tool_calls;            // tool calls completed this step (their text is not in text_delta)
   std::vector<TokenLogprobs> logprobs;         // one per new token (sampling.logprobs >= 0)
   std::vector<TokenLogprobs> prompt_logprobs;  // prompt tokens 1.., once (sampling.prompt_logprobs >= 0)
   // The whole request has ended: every choice finished (for n = 1: this one). A choice's own end
   // is finish_reason != kNone.
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                   // when finish_reason == kError
+  std::string error;  // when finish_reason == kError
   int32_t num_prompt_tokens = 0;
-  int32_t num_generated_tokens = 0;    // total so far
+  int32_t num_generated_tokens = 0;  // total so far
   // Speculative decoding of this request so far: tokens proposed and accepted, and the
   // steps that verified a draft (acceptance rate = accepted / draft).
   int32_t num_draft_tokens = 0;

@@ -80,7 +80,7 @@ struct Submission {
 struct RequestTrace {
   RequestId id = 0;
   Clock::time_point submitted;
-  Clock::time_point started;      // admitted into the Engine (== submitted + queue wait)
+  Clock::time_point started;  // admitted into the Engine (== submitted + queue wait)
   std::optional<Clock::time_point> first_token;
   Clock::time_point finished;
   FinishReason finish_reason = FinishReason::kNone;
@@ -93,15 +93,15 @@ struct ServingEngineStats {
   size_t num_running = 0;  // inside the Engine (prefilling or decoding)
   uint64_t num_steps = 0;  // Engine::step() calls so far
   bool accepting = true;
-  EngineStats engine;      // KV usage and scheduler counters, as of the last step
-  spec::SpecMetrics spec;  // speculative counters, as of the last step
-  StepStats steps;         // where step time went, as of the last step
+  EngineStats engine;                  // KV usage and scheduler counters, as of the last step
+  spec::SpecMetrics spec;              // speculative counters, as of the last step
+  StepStats steps;                     // where step time went, as of the last step
   std::vector<spec::ArmMetrics> arms;  // per A/B arm, as of the last step
 };
 
 struct ServingEngineOptions {
-  size_t max_queue = 1024;   // scheduler.max_queue
-  size_t max_running = 64;   // scheduler.max_num_seqs
+  size_t max_queue = 1024;  // scheduler.max_queue
+  size_t max_running = 64;  // scheduler.max_num_seqs
   // Called on the loop thread, after a request's finished output was pushed. Must not call
   // back into the ServingEngine's submit/stop. Exceptions are caught and logged.
   std::function<void(const RequestTrace&)> on_finished;
@@ -176,7 +176,7 @@ class ServingEngine {
   RequestId next_id_ = 1;
   size_t num_running_ = 0;  // mirror of running_.size() for stats()
   uint64_t num_steps_ = 0;
-  EngineStats engine_stats_;        // snapshots taken on the loop thread (guarded by mu_)
+  EngineStats engine_stats_;  // snapshots taken on the loop thread (guarded by mu_)
   spec::SpecMetrics spec_metrics_;
   StepStats step_stats_;
   std::vector<spec::ArmMetrics> arm_metrics_;  // copy-assigned: no allocation once sized

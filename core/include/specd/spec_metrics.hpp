@@ -43,12 +43,12 @@ struct PolicyMetrics {
 };
 
 struct SpecMetrics {
-  uint64_t num_steps = 0;        // engine steps that ran the speculative loop
-  uint64_t num_drafts = 0;       // (sequence, step) pairs with at least one draft token
-  uint64_t draft_tokens = 0;     // tokens proposed
-  uint64_t accepted_tokens = 0;  // draft tokens accepted
-  uint64_t emitted_tokens = 0;   // tokens appended by drafted sequences (accepted + 1 each)
-  uint64_t draft_slots = 0;      // Σ (k_i + 1) over drafts: the denominator of efficiency
+  uint64_t num_steps = 0;             // engine steps that ran the speculative loop
+  uint64_t num_drafts = 0;            // (sequence, step) pairs with at least one draft token
+  uint64_t draft_tokens = 0;          // tokens proposed
+  uint64_t accepted_tokens = 0;       // draft tokens accepted
+  uint64_t emitted_tokens = 0;        // tokens appended by drafted sequences (accepted + 1 each)
+  uint64_t draft_slots = 0;           // Σ (k_i + 1) over drafts: the denominator of efficiency
   std::vector<uint64_t> drafted_at;   // [position] drafts that proposed a token there
   std::vector<uint64_t> accepted_at;  // [position] drafts whose token there was accepted
   double propose_seconds = 0;

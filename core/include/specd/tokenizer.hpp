@@ -61,7 +61,8 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& path);
   // The same from the text of tokenizer.json and tokenizer_config.json ("{}" = none); `name`
   // stands for the file in error messages.
-  static std::unique_ptr<Tokenizer> from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = "{}",
+  static std::unique_ptr<Tokenizer> from_json(std::string_view tokenizer_json,
+                                              std::string_view tokenizer_config_json = "{}",
                                               const std::string& name = "tokenizer.json");
 
   ~Tokenizer();

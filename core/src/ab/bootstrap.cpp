@@ -10,7 +10,9 @@
 namespace specd::ab {
 namespace {
 
-uint64_t label_seed(uint64_t seed, std::string_view label) { return splitmix64(seed ^ splitmix64(fnv1a64(label))); }
+uint64_t label_seed(uint64_t seed, std::string_view label) {
+  return splitmix64(seed ^ splitmix64(fnv1a64(label)));
+}
 
 void identity(std::vector<uint32_t>& idx, size_t n) {
   idx.resize(n);

@@ -124,9 +124,10 @@ std::vector<Estimate> per_position(const Bootstrap& boot, const std::string& lab
   std::vector<Estimate> out;
   for (size_t p = 0; p < positions; ++p) {
     auto at = [p](const std::vector<double>& v) { return p < v.size() ? v[p] : 0.0; };
-    out.push_back(boot.interval(label + "/at" + std::to_string(p), units.size(),
-                                ratio(units, [&](const U& u) { return at(u.accepted_at); },
-                                      [&](const U& u) { return at(u.drafted_at); })));
+    out.push_back(boot.interval(
+        label + "/at" + std::to_string(p), units.size(),
+        ratio(
+            units, [&](const U& u) { return at(u.accepted_at); }, [&](const U& u) { return at(u.drafted_at); })));
   }
   return out;
 }
@@ -168,16 +169,23 @@ ArmStats arm_stats(const Bootstrap& boot, const std::vector<const AbRecord*>& re
   a.length_fraction = length_fraction(all_accepted);
   const std::string l = a.name + "/";
   const size_t n = units.size();
-  a.acceptance_rate = boot.interval(l + "acceptance", n, ratio(units, [](const Unit& u) { return u.accepted; },
-                                                               [](const Unit& u) { return u.drafted; }));
-  const Estimate per_step = boot.interval(l + "length", n, ratio(units, [](const Unit& u) { return u.accepted; },
-                                                                  [](const Unit& u) { return u.steps; }));
+  a.acceptance_rate =
+      boot.interval(l + "acceptance", n,
+                    ratio(
+                        units, [](const Unit& u) { return u.accepted; }, [](const Unit& u) { return u.drafted; }));
+  const Estimate per_step =
+      boot.interval(l + "length", n,
+                    ratio(
+                        units, [](const Unit& u) { return u.accepted; }, [](const Unit& u) { return u.steps; }));
   a.mean_acceptance_length = {1 + per_step.value, 1 + per_step.lo, 1 + per_step.hi};
-  a.tokens_per_step = boot.interval(l + "tokens_per_step", n,
-                                    ratio(units, [](const Unit& u) { return u.generated; },
-                                          [](const Unit& u) { return u.decode_steps; }));
-  a.mean_logprob = boot.interval(l + "logprob", n, ratio(units, [](const Unit& u) { return u.logprob; },
-                                                         [](const Unit& u) { return u.logprob_tokens; }));
+  a.tokens_per_step = boot.interval(
+      l + "tokens_per_step", n,
+      ratio(
+          units, [](const Unit& u) { return u.generated; }, [](const Unit& u) { return u.decode_steps; }));
+  a.mean_logprob = boot.interval(
+      l + "logprob", n,
+      ratio(
+          units, [](const Unit& u) { return u.logprob; }, [](const Unit& u) { return u.logprob_tokens; }));
   a.tpot_p50 = boot.interval(l + "tpot50", n, percentile(units, &Unit::tpot, 0.50));
   a.tpot_p90 = boot.interval(l + "tpot90", n, percentile(units, &Unit::tpot, 0.90));
   a.tpot_p99 = boot.interval(l + "tpot99", n, percentile(units, &Unit::tpot, 0.99));
@@ -219,21 +227,31 @@ ShadowStats shadow_stats(const Bootstrap& boot, const std::string& serving, cons
   const std::string l = s.arm + "@" + serving + "/";
   const size_t n = units.size();
   using U = PairUnit;
-  s.acceptance_rate = boot.interval(l + "acceptance", n, ratio(units, [](const U& u) { return u.y_accepted; },
-                                                               [](const U& u) { return u.y_drafted; }));
-  const Estimate per_step = boot.interval(l + "length", n, ratio(units, [](const U& u) { return u.y_accepted; },
-                                                                  [](const U& u) { return u.steps; }));
+  s.acceptance_rate =
+      boot.interval(l + "acceptance", n,
+                    ratio(
+                        units, [](const U& u) { return u.y_accepted; }, [](const U& u) { return u.y_drafted; }));
+  const Estimate per_step =
+      boot.interval(l + "length", n,
+                    ratio(
+                        units, [](const U& u) { return u.y_accepted; }, [](const U& u) { return u.steps; }));
   s.mean_acceptance_length = {1 + per_step.value, 1 + per_step.lo, 1 + per_step.hi};
-  s.mean_logprob = boot.interval(l + "logprob", n, ratio(units, [](const U& u) { return u.logprob; },
-                                                         [](const U& u) { return u.logprob_tokens; }));
+  s.mean_logprob =
+      boot.interval(l + "logprob", n,
+                    ratio(
+                        units, [](const U& u) { return u.logprob; }, [](const U& u) { return u.logprob_tokens; }));
   s.delta_acceptance_rate = boot.interval(l + "delta_acceptance", n, delta_rate(units));
   s.delta_mean_acceptance_length = boot.interval(
       l + "delta_length", n,
-      ratio(units, [](const U& u) { return u.y_accepted - u.x_accepted; }, [](const U& u) { return u.steps; }));
-  s.disagreement = boot.interval(l + "disagreement", n, ratio(units, [](const U& u) { return u.differing; },
-                                                              [](const U& u) { return u.compared; }));
+      ratio(
+          units, [](const U& u) { return u.y_accepted - u.x_accepted; }, [](const U& u) { return u.steps; }));
+  s.disagreement =
+      boot.interval(l + "disagreement", n,
+                    ratio(
+                        units, [](const U& u) { return u.differing; }, [](const U& u) { return u.compared; }));
   s.cost = boot.interval(l + "cost", n,
-                         ratio(units, [](const U& u) { return u.verify_s; }, [](const U& u) { return u.step_s; }));
+                         ratio(
+                             units, [](const U& u) { return u.verify_s; }, [](const U& u) { return u.step_s; }));
   s.acceptance_at = per_position(boot, l + "position", units);
   return s;
 }
@@ -255,10 +273,10 @@ void paired_differences(const Bootstrap& boot, const std::string& x, const std::
   if (units.empty()) return;
   const std::string l = "paired/" + x + "/" + y + "/";
   const Estimate rate = boot.interval(l + "acceptance", units.size(), delta_rate(units));
-  const Estimate length = boot.interval(
-      l + "length", units.size(),
-      ratio(units, [](const PairUnit& u) { return u.y_accepted - u.x_accepted; },
-            [](const PairUnit& u) { return u.steps; }));
+  const Estimate length = boot.interval(l + "length", units.size(),
+                                        ratio(
+                                            units, [](const PairUnit& u) { return u.y_accepted - u.x_accepted; },
+                                            [](const PairUnit& u) { return u.steps; }));
   out.push_back({"acceptance rate", x, y, true, units.size(), rate});
   out.push_back({"mean acceptance length", x, y, true, units.size(), length});
 }
@@ -276,10 +294,9 @@ void unpaired_differences(const Bootstrap& boot, const std::string& x, const std
   if (ux.empty() || uy.empty()) return;
   const std::string l = "split/" + x + "/" + y + "/";
   auto diff = [&](const char* metric, const Bootstrap::Statistic& fx, const Bootstrap::Statistic& fy) {
-    const Estimate d = boot.interval(l + metric, ux.size(), uy.size(),
-                                     [&](std::span<const uint32_t> a, std::span<const uint32_t> b) {
-                                       return fy(b) - fx(a);
-                                     });
+    const Estimate d =
+        boot.interval(l + metric, ux.size(), uy.size(),
+                      [&](std::span<const uint32_t> a, std::span<const uint32_t> b) { return fy(b) - fx(a); });
     out.push_back({metric, x, y, false, ux.size() + uy.size(), d});
   };
   auto acc = [](const Unit& u) { return u.accepted; };

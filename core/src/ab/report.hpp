@@ -36,7 +36,7 @@ struct ArmStats {
   size_t steps = 0;     // verified steps
   Estimate acceptance_rate, mean_acceptance_length, tokens_per_step, mean_logprob;
   Estimate tpot_p50, tpot_p90, tpot_p99, latency_p50, latency_p90, latency_p99;  // seconds
-  std::vector<Estimate> acceptance_at;  // [position]
+  std::vector<Estimate> acceptance_at;                                           // [position]
   std::vector<double> length_fraction;  // [a]: fraction of verified steps that accepted a drafts
   std::vector<double> tpot_sorted;      // seconds, for the CDF plot
 };
@@ -50,8 +50,8 @@ struct ShadowStats {
   size_t steps = 0;  // steps it verified
   Estimate acceptance_rate, mean_acceptance_length, mean_logprob;
   Estimate delta_acceptance_rate, delta_mean_acceptance_length;  // arm − serving, same steps
-  Estimate disagreement;  // differing / compared tokens
-  Estimate cost;          // its verifier seconds / the steps' wall seconds
+  Estimate disagreement;                                         // differing / compared tokens
+  Estimate cost;                                                 // its verifier seconds / the steps' wall seconds
   std::vector<Estimate> acceptance_at;
   std::vector<double> length_fraction;
 };
@@ -60,7 +60,7 @@ struct Difference {
   std::string metric;  // "acceptance rate", "TPOT p50 (s)", ...
   std::string a, b;    // the difference is b − a
   bool paired = false;
-  size_t n = 0;        // requests (paired: requests with shadow data)
+  size_t n = 0;  // requests (paired: requests with shadow data)
   Estimate delta;
   bool significant() const { return delta.excludes_zero(); }
 };

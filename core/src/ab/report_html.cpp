@@ -9,7 +9,6 @@
 // page sets <body data-plots="3"> (or data-errors="...") and says so in #render-status; the
 // browser test reads those.
 #include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -28,11 +27,20 @@ std::string escape_html(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -76,7 +84,8 @@ json plot_specs(const Report& r) {
   auto add_series = [&](const std::string& name, const std::vector<Estimate>& at, const std::vector<double>& frac) {
     for (size_t p = 0; p < at.size(); ++p)
       if (at[p].valid() && at[p].lo == at[p].lo) position.push_back(estimate_point(name, p, at[p]));
-    for (size_t a = 0; a < frac.size(); ++a) length.push_back({{"series", name}, {"accepted", a}, {"fraction", frac[a]}});
+    for (size_t a = 0; a < frac.size(); ++a)
+      length.push_back({{"series", name}, {"accepted", a}, {"fraction", frac[a]}});
   };
   for (const ArmStats& a : r.arms) {
     add_series(a.name, a.acceptance_at, a.length_fraction);
@@ -94,18 +103,23 @@ json plot_specs(const Report& r) {
       {"width", 560},
       {"height", 280},
       {"data", {{"values", position}}},
-      {"encoding", {{"x", {{"field", "position"}, {"type", "ordinal"}, {"title", "draft position"}}}, {"color", color}}},
+      {"encoding",
+       {{"x", {{"field", "position"}, {"type", "ordinal"}, {"title", "draft position"}}}, {"color", color}}},
       {"layer",
-       json::array(
-           {{{"mark", {{"type", "line"}, {"point", true}}},
-             {"encoding",
-              {{"y",
-                {{"field", "rate"}, {"type", "quantitative"}, {"title", "acceptance rate"},
-                 {"scale", {{"domain", {0, 1}}}}}},
-               {"tooltip", json::array({{{"field", "series"}}, {{"field", "position"}},
-                                        {{"field", "rate"}, {"format", ".3f"}}, {{"field", "lo"}, {"format", ".3f"}},
-                                        {{"field", "hi"}, {"format", ".3f"}}})}}}},
-            {{"mark", "rule"}, {"encoding", {{"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}}}}})}};
+       json::array({{{"mark", {{"type", "line"}, {"point", true}}},
+                     {"encoding",
+                      {{"y",
+                        {{"field", "rate"},
+                         {"type", "quantitative"},
+                         {"title", "acceptance rate"},
+                         {"scale", {{"domain", {0, 1}}}}}},
+                       {"tooltip", json::array({{{"field", "series"}},
+                                                {{"field", "position"}},
+                                                {{"field", "rate"}, {"format", ".3f"}},
+                                                {{"field", "lo"}, {"format", ".3f"}},
+                                                {{"field", "hi"}, {"format", ".3f"}}})}}}},
+                    {{"mark", "rule"},
+                     {"encoding", {{"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}}}}})}};
   specs["plot-length"] = {
       {"title", "Accepted drafts per verified step"},
       {"width", 560},
@@ -115,34 +129,51 @@ json plot_specs(const Report& r) {
       {"encoding",
        {{"x", {{"field", "accepted"}, {"type", "ordinal"}, {"title", "drafts accepted in one step"}}},
         {"xOffset", {{"field", "series"}, {"type", "nominal"}}},
-        {"y", {{"field", "fraction"}, {"type", "quantitative"}, {"title", "fraction of steps"}, {"axis", {{"format", "%"}}}}},
+        {"y",
+         {{"field", "fraction"},
+          {"type", "quantitative"},
+          {"title", "fraction of steps"},
+          {"axis", {{"format", "%"}}}}},
         {"color", color},
-        {"tooltip", json::array({{{"field", "series"}}, {{"field", "accepted"}}, {{"field", "fraction"}, {"format", ".1%"}}})}}}};
-  specs["plot-tpot"] = {
-      {"title", "Time per output token: CDF over requests"},
-      {"width", 560},
-      {"height", 280},
-      {"data", {{"values", tpot}}},
-      {"mark", {{"type", "line"}, {"interpolate", "step-after"}, {"point", true}}},
-      {"encoding",
-       {{"x", {{"field", "tpot_ms"}, {"type", "quantitative"}, {"title", "time per output token (ms)"},
-               {"scale", {{"zero", false}}}}},
-        {"y", {{"field", "cdf"}, {"type", "quantitative"}, {"title", "fraction of requests"}, {"scale", {{"domain", {0, 1}}}}}},
-        {"color", {{"field", "arm"}, {"type", "nominal"}}},
-        {"tooltip", json::array({{{"field", "arm"}}, {{"field", "tpot_ms"}, {"format", ".2f"}}, {{"field", "cdf"}, {"format", ".2f"}}})}}}};
+        {"tooltip",
+         json::array({{{"field", "series"}}, {{"field", "accepted"}}, {{"field", "fraction"}, {"format", ".1%"}}})}}}};
+  specs["plot-tpot"] = {{"title", "Time per output token: CDF over requests"},
+                        {"width", 560},
+                        {"height", 280},
+                        {"data", {{"values", tpot}}},
+                        {"mark", {{"type", "line"}, {"interpolate", "step-after"}, {"point", true}}},
+                        {"encoding",
+                         {{"x",
+                           {{"field", "tpot_ms"},
+                            {"type", "quantitative"},
+                            {"title", "time per output token (ms)"},
+                            {"scale", {{"zero", false}}}}},
+                          {"y",
+                           {{"field", "cdf"},
+                            {"type", "quantitative"},
+                            {"title", "fraction of requests"},
+                            {"scale", {{"domain", {0, 1}}}}}},
+                          {"color", {{"field", "arm"}, {"type", "nominal"}}},
+                          {"tooltip", json::array({{{"field", "arm"}},
+                                                   {{"field", "tpot_ms"}, {"format", ".2f"}},
+                                                   {{"field", "cdf"}, {"format", ".2f"}}})}}}};
   return specs;
 }
 
-std::string td(const std::string& s) { return "<td>" + escape_html(s) + "</td>"; }
+std::string td(const std::string& s) {
+  return "<td>" + escape_html(s) + "</td>";
+}
 
 std::string tables(const Report& r) {
-  std::string h = "<h2>Arms</h2><table><tr><th>arm</th><th>verifier</th><th>k</th><th>requests</th><th>steps</th>"
-                  "<th>acceptance rate</th><th>mean acceptance length</th><th>tokens / step</th>"
-                  "<th>TPOT p50 / p90 / p99 (ms)</th><th>latency p50 / p90 / p99 (s)</th><th>mean log p</th></tr>";
+  std::string h =
+      "<h2>Arms</h2><table><tr><th>arm</th><th>verifier</th><th>k</th><th>requests</th><th>steps</th>"
+      "<th>acceptance rate</th><th>mean acceptance length</th><th>tokens / step</th>"
+      "<th>TPOT p50 / p90 / p99 (ms)</th><th>latency p50 / p90 / p99 (s)</th><th>mean log p</th></tr>";
   for (const ArmStats& a : r.arms) {
     h += "<tr>" + td(a.name) + td(a.verifier + (a.lossless ? "" : " (lossy)")) + td(std::to_string(a.k)) +
-         td(std::to_string(a.requests)) + td(std::to_string(a.steps)) + td(format_estimate(a.acceptance_rate, "{:.3f}")) +
-         td(format_estimate(a.mean_acceptance_length, "{:.2f}")) + td(format_estimate(a.tokens_per_step, "{:.2f}")) +
+         td(std::to_string(a.requests)) + td(std::to_string(a.steps)) +
+         td(format_estimate(a.acceptance_rate, "{:.3f}")) + td(format_estimate(a.mean_acceptance_length, "{:.2f}")) +
+         td(format_estimate(a.tokens_per_step, "{:.2f}")) +
          td(format_estimate(a.tpot_p50, "{:.1f}", 1e3) + " / " + format_estimate(a.tpot_p90, "{:.1f}", 1e3) + " / " +
             format_estimate(a.tpot_p99, "{:.1f}", 1e3)) +
          td(format_estimate(a.latency_p50, "{:.2f}") + " / " + format_estimate(a.latency_p90, "{:.2f}") + " / " +
@@ -160,8 +191,8 @@ std::string tables(const Report& r) {
       h += "<tr>" + td(s.arm) + td(s.serving) + td(std::to_string(s.steps)) +
            td(format_estimate(s.acceptance_rate, "{:.3f}")) + td(format_estimate(s.mean_acceptance_length, "{:.2f}")) +
            td(format_estimate(s.delta_acceptance_rate, "{:+.3f}")) +
-           td(format_estimate(s.delta_mean_acceptance_length, "{:+.2f}")) + td(format_estimate(s.disagreement, "{:.3f}")) +
-           td(format_estimate(s.cost, "{:.2f}", 100)) + "</tr>";
+           td(format_estimate(s.delta_mean_acceptance_length, "{:+.2f}")) +
+           td(format_estimate(s.disagreement, "{:.3f}")) + td(format_estimate(s.cost, "{:.2f}", 100)) + "</tr>";
     }
     h += "</table>";
   }
@@ -175,8 +206,9 @@ std::string tables(const Report& r) {
          escape_html(format_estimate(q.lossless_logprob, "{:.3f}")) + "</li>";
   }
   if (!quality.empty()) h += "</ul>";
-  if (!r.differences.empty()) h += "<h2>Differences (b &minus; a)</h2><table><tr><th>b &minus; a</th><th>metric</th>"
-                                   "<th>difference [95% interval]</th><th>data</th><th>verdict</th></tr>";
+  if (!r.differences.empty())
+    h += "<h2>Differences (b &minus; a)</h2><table><tr><th>b &minus; a</th><th>metric</th>"
+         "<th>difference [95% interval]</th><th>data</th><th>verdict</th></tr>";
   for (const Difference& d : r.differences) {
     h += "<tr>" + td(d.b + " − " + d.a) + td(d.metric) + td(format_estimate(d.delta, "{:+.4f}")) +
          td(std::string(d.paired ? "paired (shadow), " : "unpaired (split), ") + std::to_string(d.n) + " requests") +
@@ -216,14 +248,16 @@ std::string render_html(const Report& r) {
     throw Error(ErrorCode::kUnsupported,
                 "--html: this specd was built without Vega-Lite (tools/node_modules had no vega packages when it was "
                 "configured); run scripts/bootstrap.sh and reconfigure, or use --json");
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>specd A/B report</title><style>";
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>specd A/B report</title><style>";
   h += kStyle;
   h += "</style><script>";
   h += kErrorHook;
   h += "</script></head><body><h1>specd A/B report</h1>";
-  h += fmt::format("<p>{} records, {} completed. Intervals: 95% percentile bootstrap over requests ({} resamples, "
-                   "seed {}). Plots by Vega {} and Vega-Lite {} (BSD-3-Clause, inlined).</p>",
-                   r.records, r.completed, r.resamples, r.seed, vega->vega_version, vega->vega_lite_version);
+  h += fmt::format(
+      "<p>{} records, {} completed. Intervals: 95% percentile bootstrap over requests ({} resamples, "
+      "seed {}). Plots by Vega {} and Vega-Lite {} (BSD-3-Clause, inlined).</p>",
+      r.records, r.completed, r.resamples, r.seed, vega->vega_version, vega->vega_lite_version);
   h += tables(r);
   h += "<h2>Plots</h2><p id=\"render-status\">Drawing plots&hellip;</p>";
   h += "<div class=\"plot\" id=\"plot-position\"></div><div class=\"plot\" id=\"plot-length\"></div>"

@@ -1,6 +1,5 @@
 // The text and JSON forms of the A/B report (report.hpp); the HTML form is report_html.cpp.
 #include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -41,7 +40,9 @@ std::vector<QualityLine> quality_lines(const Report& r) {
 
 namespace {
 
-std::string pad(const std::string& s, size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
 
 // Width of the arm name columns: the longest name and two spaces, at least 14.
 size_t name_width(const Report& r) {
@@ -68,8 +69,9 @@ void arm_table(const Report& r, std::string& out) {
 
 void shadow_table(const Report& r, std::string& out) {
   if (r.shadows.empty()) return;
-  out += "\nShadow arms: what each would have accepted on the serving arm's steps (same drafts, target "
-         "probabilities and uniforms; nothing it decides is emitted)\n";
+  out +=
+      "\nShadow arms: what each would have accepted on the serving arm's steps (same drafts, target "
+      "probabilities and uniforms; nothing it decides is emitted)\n";
   const size_t w = name_width(r);
   out += pad("shadow", w) + pad("on steps of", w) + pad("steps", 7) + pad("acceptance rate", 24) +
          pad("mean accept length", 21) + pad("Δ rate vs serving", 27) + pad("Δ length vs serving", 24) +
@@ -134,18 +136,19 @@ std::string render_text(const Report& r) {
   arm_table(r, out);
   shadow_table(r, out);
   for (const QualityLine& q : quality_lines(r)) {
-    out += fmt::format("quality: {} emits a different token than {} at {} of the positions both emit ({} shadow "
-                       "steps); mean log p of emitted tokens {} vs {}\n",
-                       q.lossy, q.lossless, format_estimate(q.shadow->disagreement, "{:.3f}"), q.shadow->steps,
-                       format_estimate(q.lossy_logprob, "{:.3f}"), format_estimate(q.lossless_logprob, "{:.3f}"));
+    out += fmt::format(
+        "quality: {} emits a different token than {} at {} of the positions both emit ({} shadow "
+        "steps); mean log p of emitted tokens {} vs {}\n",
+        q.lossy, q.lossless, format_estimate(q.shadow->disagreement, "{:.3f}"), q.shadow->steps,
+        format_estimate(q.lossy_logprob, "{:.3f}"), format_estimate(q.lossless_logprob, "{:.3f}"));
   }
   position_table(r, out);
   percentile_table(r, out);
   if (!r.differences.empty()) out += "\nDifferences (b − a), 95% bootstrap intervals\n";
   for (const Difference& d : r.differences) {
-    out += fmt::format("  {} − {}: {} {} ({}, {} requests): {}\n", d.b, d.a, d.metric,
-                       format_estimate(d.delta, "{:+.4f}"), d.paired ? "paired, shadow data" : "unpaired, traffic split",
-                       d.n, verdict(d));
+    out +=
+        fmt::format("  {} − {}: {} {} ({}, {} requests): {}\n", d.b, d.a, d.metric, format_estimate(d.delta, "{:+.4f}"),
+                    d.paired ? "paired, shadow data" : "unpaired, traffic split", d.n, verdict(d));
   }
   return out;
 }
@@ -153,22 +156,25 @@ std::string render_text(const Report& r) {
 std::string render_json(const Report& r) {
   json arms = json::array();
   for (const ArmStats& a : r.arms) {
-    arms.push_back({{"arm", a.name},
-                    {"verifier", a.verifier},
-                    {"lossless", a.lossless},
-                    {"k", a.k},
-                    {"requests", a.requests},
-                    {"steps", a.steps},
-                    {"acceptance_rate", estimate_json(a.acceptance_rate)},
-                    {"mean_acceptance_length", estimate_json(a.mean_acceptance_length)},
-                    {"tokens_per_step", estimate_json(a.tokens_per_step)},
-                    {"mean_logprob", estimate_json(a.mean_logprob)},
-                    {"tpot_s", {{"p50", estimate_json(a.tpot_p50)}, {"p90", estimate_json(a.tpot_p90)},
-                                {"p99", estimate_json(a.tpot_p99)}}},
-                    {"latency_s", {{"p50", estimate_json(a.latency_p50)}, {"p90", estimate_json(a.latency_p90)},
-                                   {"p99", estimate_json(a.latency_p99)}}},
-                    {"acceptance_at", estimates_json(a.acceptance_at)},
-                    {"accepted_length_fraction", a.length_fraction}});
+    arms.push_back(
+        {{"arm", a.name},
+         {"verifier", a.verifier},
+         {"lossless", a.lossless},
+         {"k", a.k},
+         {"requests", a.requests},
+         {"steps", a.steps},
+         {"acceptance_rate", estimate_json(a.acceptance_rate)},
+         {"mean_acceptance_length", estimate_json(a.mean_acceptance_length)},
+         {"tokens_per_step", estimate_json(a.tokens_per_step)},
+         {"mean_logprob", estimate_json(a.mean_logprob)},
+         {"tpot_s",
+          {{"p50", estimate_json(a.tpot_p50)}, {"p90", estimate_json(a.tpot_p90)}, {"p99", estimate_json(a.tpot_p99)}}},
+         {"latency_s",
+          {{"p50", estimate_json(a.latency_p50)},
+           {"p90", estimate_json(a.latency_p90)},
+           {"p99", estimate_json(a.latency_p99)}}},
+         {"acceptance_at", estimates_json(a.acceptance_at)},
+         {"accepted_length_fraction", a.length_fraction}});
   }
   json shadows = json::array();
   for (const ShadowStats& s : r.shadows) {

@@ -5,17 +5,23 @@
 // .rodata at build time, followed by a NUL, between a begin and an end symbol.
 #if defined(SPECD_VEGA_JS) && defined(SPECD_VEGA_LITE_JS)
 
-#define SPECD_INCBIN(sym, file)              \
-  __asm__(".section .rodata\n"               \
-          ".global " #sym "_begin\n"         \
-          ".hidden " #sym "_begin\n"         \
-          ".balign 16\n" #sym "_begin:\n"    \
-          ".incbin \"" file "\"\n"           \
-          ".global " #sym "_end\n"           \
-          ".hidden " #sym "_end\n" #sym      \
-          "_end:\n"                          \
-          ".byte 0\n"                        \
-          ".previous\n")
+#define SPECD_INCBIN(sym, file)     \
+  __asm__(                          \
+      ".section .rodata\n"          \
+      ".global " #sym               \
+      "_begin\n"                    \
+      ".hidden " #sym               \
+      "_begin\n"                    \
+      ".balign 16\n" #sym           \
+      "_begin:\n"                   \
+      ".incbin \"" file             \
+      "\"\n"                        \
+      ".global " #sym               \
+      "_end\n"                      \
+      ".hidden " #sym "_end\n" #sym \
+      "_end:\n"                     \
+      ".byte 0\n"                   \
+      ".previous\n")
 
 SPECD_INCBIN(specd_vega_js, SPECD_VEGA_JS);
 SPECD_INCBIN(specd_vega_lite_js, SPECD_VEGA_LITE_JS);
@@ -42,7 +48,9 @@ const VegaAssets* vega_assets() {
 
 namespace specd::ab {
 
-const VegaAssets* vega_assets() { return nullptr; }
+const VegaAssets* vega_assets() {
+  return nullptr;
+}
 
 }  // namespace specd::ab
 

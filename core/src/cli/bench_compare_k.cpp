@@ -1,10 +1,11 @@
 #include "cli/bench_compare_k.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli/bench_decode.hpp"
 #include "cli/policy_json.hpp"
@@ -56,7 +57,9 @@ struct Row {
   int dynamic = -1;                        // index of the dynamic arm
 };
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
 
 // Racing: after each repeat, an arm whose best tokens/s is below drop_below x the leader's stops
 // repeating (identical work differs by well under 20% between runs here, so it cannot become the
@@ -118,14 +121,15 @@ std::vector<double> tokens_per_s(const Row& row) {
 }
 
 nlohmann::json versus_json(const std::vector<Arm>& arms, const Versus& v) {
-  nlohmann::json j = {{"best_other", arms[static_cast<size_t>(v.best_other)].name}, {"dynamic_vs_best_other", v.vs_best}};
+  nlohmann::json j = {{"best_other", arms[static_cast<size_t>(v.best_other)].name},
+                      {"dynamic_vs_best_other", v.vs_best}};
   if (v.vs_plain >= 0) j["dynamic_vs_plain"] = v.vs_plain;
   return j;
 }
 
 void print_versus(int32_t batch, const char* what, const std::vector<Arm>& arms, const Versus& v) {
-  std::printf("%-6d %s: dynamic / best other (%s) = %.3fx", batch, what, arms[static_cast<size_t>(v.best_other)].name.c_str(),
-              v.vs_best);
+  std::printf("%-6d %s: dynamic / best other (%s) = %.3fx", batch, what,
+              arms[static_cast<size_t>(v.best_other)].name.c_str(), v.vs_best);
   if (v.vs_plain >= 0) std::printf(", dynamic / plain = %.3fx", v.vs_plain);
   std::printf("\n");
 }
@@ -174,13 +178,14 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
 
 void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const std::vector<Arm>& arms,
                 const std::vector<Row>& rows) {
-  std::printf("compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token prompts, %d tokens per request, "
-              "greedy; best of %d repeats, interleaved by %s\n",
-              cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
-              cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats,
-              o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
-  std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step", "acceptance",
-              "full-batch", "runs");
+  std::printf(
+      "compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token prompts, %d tokens per request, "
+      "greedy; best of %d repeats, interleaved by %s\n",
+      cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
+      cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats,
+      o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
+  std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step",
+              "acceptance", "full-batch", "runs");
   for (const Row& row : rows) {
     for (size_t i = 0; i < arms.size(); ++i) {
       const DecodeResult& r = row.runs[i];
@@ -239,10 +244,11 @@ std::vector<DecodeResult> run_repeat(const CompareKOptions& o, const std::vector
 
 void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) {
   if (!cfg.speculative.enabled)
-    throw Error(ErrorCode::kInvalidArgument, "--compare-k compares proposal lengths: the config needs a `speculative` section");
-  if (!(o.drop_below >= 0 && o.drop_below <= 1))
     throw Error(ErrorCode::kInvalidArgument,
-                "--drop-below: " + std::to_string(o.drop_below) + " is not a ratio in [0, 1] (0 = every arm runs every repeat)");
+                "--compare-k compares proposal lengths: the config needs a `speculative` section");
+  if (!(o.drop_below >= 0 && o.drop_below <= 1))
+    throw Error(ErrorCode::kInvalidArgument, "--drop-below: " + std::to_string(o.drop_below) +
+                                                 " is not a ratio in [0, 1] (0 = every arm runs every repeat)");
   if (o.interleave_steps && cfg.scheduler.async_scheduling)
     throw Error(ErrorCode::kInvalidArgument,
                 "--interleave steps times each engine step on its own, which scheduler.async_scheduling overlaps with "

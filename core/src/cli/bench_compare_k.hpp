@@ -24,7 +24,7 @@ struct CompareKOptions {
   int32_t prompt_tokens = 128;
   int32_t gen_tokens = 32;
   int32_t repeats = 2;
-  double drop_below = 0.75;  // racing: an arm below this x the leader's best stops repeating
+  double drop_below = 0.75;       // racing: an arm below this x the leader's best stops repeating
   bool interleave_steps = false;  // --interleave steps (default runs)
   bool json = false;
 };

@@ -19,8 +19,8 @@ struct DecodeResult {
   int64_t tokens = 0;  // tokens emitted in the timed region
   int64_t steps = 0;
   double full_batch_tokens_per_s = 0;  // over the steps with every request decoding
-  spec::SpecMetrics spec;  // Engine::spec_metrics() delta over the whole run
-  StepStats timing;        // Engine::step_stats() delta over the whole run
+  spec::SpecMetrics spec;              // Engine::spec_metrics() delta over the whole run
+  StepStats timing;                    // Engine::step_stats() delta over the whole run
 };
 
 // One decode run driven a step at a time, so that runs on several engines can interleave step by

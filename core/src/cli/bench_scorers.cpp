@@ -1,11 +1,12 @@
 #include "cli/bench_scorers.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "specd/engine.hpp"
 #include "specd/error.hpp"
@@ -16,8 +17,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct ScorerRun {
-  double step_ms = 0;         // mean engine step once every request decodes
-  double score_ms = 0;        // mean scorer time per speculative step
+  double step_ms = 0;   // mean engine step once every request decodes
+  double score_ms = 0;  // mean scorer time per speculative step
   double tokens_per_s = 0;
   double acceptance = 0;
   std::vector<std::vector<int32_t>> tokens;  // per request
@@ -43,7 +44,8 @@ ScorerRun decode(Engine& engine, int32_t batch, const ScorerBenchOptions& o, uin
   while (engine.has_unfinished()) {
     const bool timing = started == batch;
     for (const RequestOutput& out : engine.step()) {
-      if (out.finish_reason == FinishReason::kError) throw Error(ErrorCode::kInternal, "bench request failed: " + out.error);
+      if (out.finish_reason == FinishReason::kError)
+        throw Error(ErrorCode::kInternal, "bench request failed: " + out.error);
       auto& t = run.tokens[out.id - 1];
       t.insert(t.end(), out.new_token_ids.begin(), out.new_token_ids.end());
       if (timing) tokens += static_cast<int64_t>(out.new_token_ids.size());
@@ -102,8 +104,8 @@ void print(const config::EngineConfig& cfg, const ScorerBenchOptions& o, const s
   std::printf("scorers: proposer %s, verifier %s, k=%d, %d-token prompts, %d tokens per request, greedy\n",
               cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
               cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens);
-  std::printf("%-6s %-18s %10s %14s %11s %11s %14s %13s\n", "batch", "scorer", "step ms", "score ms/step",
-              "tokens/s", "acceptance", "step vs first", "same tokens");
+  std::printf("%-6s %-18s %10s %14s %11s %11s %14s %13s\n", "batch", "scorer", "step ms", "score ms/step", "tokens/s",
+              "acceptance", "step vs first", "same tokens");
   for (const Row& row : rows)
     for (size_t s = 0; s < o.scorers.size(); ++s) {
       const ScorerRun& r = row.runs[s];
@@ -130,7 +132,8 @@ std::vector<int32_t> synthetic_prompt(int32_t n, int64_t vocab, uint64_t salt) {
 
 void bench_scorers(const config::EngineConfig& cfg, const ScorerBenchOptions& o) {
   if (!cfg.speculative.enabled)
-    throw Error(ErrorCode::kInvalidArgument, "--scorers compares speculative scorers: the config needs a `speculative` section");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--scorers compares speculative scorers: the config needs a `speculative` section");
   if (o.scorers.empty()) throw Error(ErrorCode::kInvalidArgument, "--scorers needs at least one scorer name");
   std::vector<std::unique_ptr<Engine>> engines;
   for (const std::string& name : o.scorers) {

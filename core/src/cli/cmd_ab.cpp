@@ -145,7 +145,8 @@ std::vector<Request> ab_requests(const std::vector<PromptLine>& prompts, const E
 }
 
 void run_ab(const RunOptions& o) {
-  if (o.repeat < 1 || o.concurrency < 1) throw Error(ErrorCode::kInvalidArgument, "--repeat and --concurrency must be >= 1");
+  if (o.repeat < 1 || o.concurrency < 1)
+    throw Error(ErrorCode::kInvalidArgument, "--repeat and --concurrency must be >= 1");
   ModelFlags flags = o.model;
   if (!o.log.empty()) flags.sets.push_back("speculative.ab_log=" + o.log);
   const config::EngineConfig cfg = load_engine_config(flags);
@@ -174,7 +175,9 @@ void run_ab(const RunOptions& o) {
       --running;
       ++finished;
       if (out.finish_reason == FinishReason::kError) {
-        if (failed++ == 0) std::fprintf(stderr, "[specd] request %llu failed: %s\n", static_cast<unsigned long long>(out.id), out.error.c_str());
+        if (failed++ == 0)
+          std::fprintf(stderr, "[specd] request %llu failed: %s\n", static_cast<unsigned long long>(out.id),
+                       out.error.c_str());
       }
     }
   }
@@ -208,7 +211,9 @@ void add_ab_commands(CLI::App& app) {
   auto r = std::make_shared<RunOptions>();
   CLI::App* run = ab->add_subcommand("run", "run every arm of the config over a prompt set and write the A/B log");
   add_model_flags(*run, r->model);
-  run->add_option("--prompts", r->prompts, "JSON lines: {\"prompt\": ...} per line")->required()->check(CLI::ExistingFile);
+  run->add_option("--prompts", r->prompts, "JSON lines: {\"prompt\": ...} per line")
+      ->required()
+      ->check(CLI::ExistingFile);
   run->add_option("--repeat", r->repeat, "runs of every prompt on every arm (seeds differ per repeat)")
       ->capture_default_str();
   run->add_option("--log", r->log, "the A/B log to append to (default: speculative.ab_log)");

@@ -1,6 +1,7 @@
 // specd bench (--config FILE | --model DIR) [--prompt-tokens N] [--gen-tokens N] [--batch 1,8]
 //             [--prompt TEXT | --prompt-file FILE] [--score-k K] [--dtype f32,bf16,q8_0,...]
-//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic [--drop-below R] [--interleave runs|steps]]
+//             [--scorers mqa,batch_expansion] [--compare-k plain,2,4,8,dynamic [--drop-below R] [--interleave
+//             runs|steps]]
 // Throughput of the engine on synthetic prompts, per weight dtype (one engine each): prefill
 // tokens/s, decode tokens/s per batch size with the ratio to the memory-bandwidth floor
 // (weight bytes per step divided by the read bandwidth measured before and after the runs),
@@ -20,14 +21,15 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
@@ -35,9 +37,9 @@
 #include "cli/bench_compare_k.hpp"
 #include "cli/bench_decode.hpp"
 #include "cli/bench_scorers.hpp"
-#include "cli/policy_json.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
+#include "cli/policy_json.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/checkpoint.hpp"
 #include "model/forward.hpp"
@@ -62,11 +64,11 @@ struct BenchOptions {
   double drop_below = CompareKOptions{}.drop_below;  // --compare-k racing
   std::string interleave = "runs";                   // --compare-k: runs | steps
   bool json = false;
-  std::string prompt;       // decode runs use this text (tokenized) instead of synthetic ids
-  std::string prompt_file;  // same, read from a file
-  int32_t score_k = 4;      // k of the scoring-cost measurement: score(k+1) / decode(1)
-  std::vector<std::string> dtypes;  // one engine per weight dtype; empty = the configured one
-  std::vector<std::string> scorers;  // --scorers: compare speculative.scorer choices instead
+  std::string prompt;                  // decode runs use this text (tokenized) instead of synthetic ids
+  std::string prompt_file;             // same, read from a file
+  int32_t score_k = 4;                 // k of the scoring-cost measurement: score(k+1) / decode(1)
+  std::vector<std::string> dtypes;     // one engine per weight dtype; empty = the configured one
+  std::vector<std::string> scorers;    // --scorers: compare speculative.scorer choices instead
   std::vector<std::string> compare_k;  // --compare-k: compare plain, static k and dynamic instead
 };
 
@@ -305,8 +307,8 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
 }
 
 nlohmann::json bandwidth_json(const kernels::ReadBandwidth& b) {
-  return {{"median_gb_s", b.median_gbs}, {"min_gb_s", b.min_gbs},   {"max_gb_s", b.max_gbs},
-          {"long_read_gb_s", b.long_read_gbs}, {"passes", b.passes}, {"buffer_bytes", b.bytes}};
+  return {{"median_gb_s", b.median_gbs},       {"min_gb_s", b.min_gbs}, {"max_gb_s", b.max_gbs},
+          {"long_read_gb_s", b.long_read_gbs}, {"passes", b.passes},    {"buffer_bytes", b.bytes}};
 }
 
 nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_ms) {
@@ -379,9 +381,10 @@ void print_spec_row(const SpecRow& row) {
               per_position.c_str());
   const double total = m.propose_seconds + m.score_seconds + m.verify_seconds;
   auto pct = [&](double x) { return total > 0 ? 100.0 * x / total : 0.0; };
-  std::printf("               per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
-              m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps,
-              pct(m.score_seconds), m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
+  std::printf(
+      "               per spec step: propose %.2f ms (%.0f%%), score %.2f ms (%.0f%%), verify %.2f ms (%.0f%%)\n",
+      m.propose_seconds * 1e3 / steps, pct(m.propose_seconds), m.score_seconds * 1e3 / steps, pct(m.score_seconds),
+      m.verify_seconds * 1e3 / steps, pct(m.verify_seconds));
   if (m.policy.steps > 0) std::printf("               dynamic k: %s\n", m.policy.summary().c_str());
   std::printf("               %s\n", step_time_line(s.timing).c_str());
 }
@@ -389,20 +392,22 @@ void print_spec_row(const SpecRow& row) {
 void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
   const EngineInfo& info = r.info;
   const bool speculative = !info.proposer.empty();
-  std::printf("dtype %s (KV %s): %.1f MiB of weights per decode step -> floor %.2f ms/step (%.1f tokens/s at batch 1)\n",
-              info.weight_dtype.c_str(), info.kv_dtype.c_str(), static_cast<double>(info.decode_weight_bytes) / (1 << 20),
-              floor_ms, 1e3 / floor_ms);
+  std::printf(
+      "dtype %s (KV %s): %.1f MiB of weights per decode step -> floor %.2f ms/step (%.1f tokens/s at batch 1)\n",
+      info.weight_dtype.c_str(), info.kv_dtype.c_str(), static_cast<double>(info.decode_weight_bytes) / (1 << 20),
+      floor_ms, 1e3 / floor_ms);
   std::printf("  loaded in %.2f s; peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
   if (info.tensor_parallel_size > 1) {
-    std::printf("  tensor parallel over %d ranks (weights, floor and RSS are rank 0's shard)%s\n",
-                info.tensor_parallel_size,
-                speculative ? (", draft models on " + std::to_string(info.proposer_tensor_parallel_size) + " of them").c_str()
-                            : "");
+    std::printf(
+        "  tensor parallel over %d ranks (weights, floor and RSS are rank 0's shard)%s\n", info.tensor_parallel_size,
+        speculative ? (", draft models on " + std::to_string(info.proposer_tensor_parallel_size) + " of them").c_str()
+                    : "");
   }
   if (speculative) {
-    std::printf("  speculative: proposer %s, verifier %s, k=%s%d%s; decode runs plain and speculative on the same prompts\n",
-                info.proposer.c_str(), info.verifier.c_str(), info.dynamic_k ? "0.." : "", info.num_speculative_tokens,
-                info.dynamic_k ? " (dynamic)" : "");
+    std::printf(
+        "  speculative: proposer %s, verifier %s, k=%s%d%s; decode runs plain and speculative on the same prompts\n",
+        info.proposer.c_str(), info.verifier.c_str(), info.dynamic_k ? "0.." : "", info.num_speculative_tokens,
+        info.dynamic_k ? " (dynamic)" : "");
   }
   std::printf("  prefill       %.1f tokens/s (%d-token prompt)\n", r.prefill, o.prompt_tokens);
   for (const auto& row : r.rows) {
@@ -417,8 +422,9 @@ void print_run(const BenchOptions& o, const RunResult& r, double floor_ms) {
   }
   if (info.tensor_parallel_size > 1) std::printf("  scoring cost ratio: not measured under tensor parallelism\n");
   for (const auto& s : r.scoring) {
-    std::printf("  scoring b=%-2d %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = %.2fx\n", s.batch,
-                o.score_k + 1, s.score_ms, s.decode_ms, o.score_k + 1, s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0);
+    std::printf("  scoring b=%-2d %d new tokens/seq %.2f ms vs 1 token %.2f ms: score(k+1=%d)/decode(1) = %.2fx\n",
+                s.batch, o.score_k + 1, s.score_ms, s.decode_ms, o.score_k + 1,
+                s.decode_ms > 0 ? s.score_ms / s.decode_ms : 0.0);
   }
 }
 
@@ -448,13 +454,13 @@ void run_bench(const BenchOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
   }
   if (!o.compare_k.empty()) {
-    bench_compare_k(load_engine_config(o.model),
-                    {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.drop_below,
-                     o.interleave == "steps", o.json});
+    bench_compare_k(load_engine_config(o.model), {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats,
+                                                  o.drop_below, o.interleave == "steps", o.json});
     return;
   }
   if (!o.scorers.empty()) {
-    bench_scorers(load_engine_config(o.model), {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
+    bench_scorers(load_engine_config(o.model),
+                  {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
     return;
   }
   // One engine per dtype; without --dtype, the configured one.
@@ -482,7 +488,8 @@ void run_bench(const BenchOptions& o) {
   for (const RunResult& r : runs) floors.push_back(static_cast<double>(r.info.decode_weight_bytes) / (bw * 1e9) * 1e3);
 
   if (o.json) {
-    nlohmann::json bandwidth = {{"gb_s", bw}, {"before", bandwidth_json(bw_before)}, {"after", bandwidth_json(bw_after)}};
+    nlohmann::json bandwidth = {
+        {"gb_s", bw}, {"before", bandwidth_json(bw_before)}, {"after", bandwidth_json(bw_after)}};
     nlohmann::json j;
     if (runs.size() == 1) {
       j = run_json(o, runs[0], floors[0]);
@@ -498,7 +505,8 @@ void run_bench(const BenchOptions& o) {
   }
   const EngineInfo& info = runs[0].info;
   std::printf("model       %s (%s, %lld layers), %d threads, %s kernels\n", info.model_dir.c_str(),
-              info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads, info.cpu_isa.c_str());
+              info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads,
+              info.cpu_isa.c_str());
   std::printf(
       "memory      read bandwidth %.1f GB/s: median of %d passes over %zu MiB %.1f before the runs (range %.1f-%.1f, "
       "one long read %.1f), %.1f after (range %.1f-%.1f)\n",

@@ -3,12 +3,13 @@
 // section, the request's draft acceptance) to stderr; --json prints one object with the text,
 // token ids, finish reason, timings and a "speculative" object instead.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/arm_report.hpp"

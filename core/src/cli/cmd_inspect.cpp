@@ -4,12 +4,12 @@
 // whether a chat template is present. A GGUF file specd cannot run is still listed, with the
 // reason it cannot run.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -48,7 +48,8 @@ void add(std::map<std::string, TypeCount>& m, const std::string& key, uint64_t b
 }
 
 std::string special_text(const tokenizer::Tokenizer& tok, std::optional<int32_t> id) {
-  return id ? std::to_string(*id) + " " + json(tok.id_to_token(*id)).dump(-1, ' ', false, json::error_handler_t::replace)
+  return id ? std::to_string(*id) + " " +
+                  json(tok.id_to_token(*id)).dump(-1, ' ', false, json::error_handler_t::replace)
             : std::string("none");
 }
 
@@ -92,12 +93,18 @@ json inspect(const std::filesystem::path& path) {
     }
     const model::ModelConfig& c = ckpt->config();
     out["architecture"] = std::string(model::architecture_name(c.arch));
-    out["config"] = {{"layers", c.num_layers},          {"hidden", c.hidden_size},
-                     {"intermediate", c.intermediate_size}, {"heads", c.num_heads},
-                     {"kv_heads", c.num_kv_heads},      {"head_dim", c.head_dim},
-                     {"vocab", c.vocab_size},           {"context", c.max_position_embeddings},
-                     {"rope_theta", c.rope_theta},      {"rms_norm_eps", c.rms_norm_eps},
-                     {"tied_embeddings", c.tie_word_embeddings}, {"qk_norm", c.qk_norm}};
+    out["config"] = {{"layers", c.num_layers},
+                     {"hidden", c.hidden_size},
+                     {"intermediate", c.intermediate_size},
+                     {"heads", c.num_heads},
+                     {"kv_heads", c.num_kv_heads},
+                     {"head_dim", c.head_dim},
+                     {"vocab", c.vocab_size},
+                     {"context", c.max_position_embeddings},
+                     {"rope_theta", c.rope_theta},
+                     {"rms_norm_eps", c.rms_norm_eps},
+                     {"tied_embeddings", c.tie_word_embeddings},
+                     {"qk_norm", c.qk_norm}};
   } else if (const auto arch = gguf->string("general.architecture")) {
     out["architecture"] = std::string(*arch);
   }
@@ -115,7 +122,8 @@ json inspect(const std::filesystem::path& path) {
 
   try {
     const auto tok = tokenizer::Tokenizer::load(path);
-    json t = {{"vocab_size", tok->vocab_size()}, {"bos", token_json(*tok, tok->bos_id())},
+    json t = {{"vocab_size", tok->vocab_size()},
+              {"bos", token_json(*tok, tok->bos_id())},
               {"eos", token_json(*tok, tok->eos_id())}};
     if (gguf) {
       t["kind"] = std::string(gguf->string("tokenizer.ggml.model").value_or(""));
@@ -147,20 +155,21 @@ std::string mib(uint64_t bytes) {
 void print_text(const json& j) {
   std::printf("model         %s (%s", j["path"].get<std::string>().c_str(), j["format"].get<std::string>().c_str());
   if (j.contains("gguf_version")) {
-    std::printf(" v%d, %s, %zu metadata keys", j["gguf_version"].get<int>(), mib(j["file_bytes"].get<uint64_t>()).c_str(),
-                j["metadata_keys"].get<size_t>());
+    std::printf(" v%d, %s, %zu metadata keys", j["gguf_version"].get<int>(),
+                mib(j["file_bytes"].get<uint64_t>()).c_str(), j["metadata_keys"].get<size_t>());
   }
   std::printf(")\n");
   if (j.contains("architecture")) std::printf("architecture  %s\n", j["architecture"].get<std::string>().c_str());
   if (!j["runnable"].get<bool>()) std::printf("runnable      no: %s\n", j["error"].get<std::string>().c_str());
   if (j.contains("config")) {
     const json& c = j["config"];
-    std::printf("shape         %lld layers, hidden %lld, intermediate %lld, %lld heads (%lld kv), head_dim %lld, vocab %lld, "
-                "context %lld%s%s\n",
-                c["layers"].get<long long>(), c["hidden"].get<long long>(), c["intermediate"].get<long long>(),
-                c["heads"].get<long long>(), c["kv_heads"].get<long long>(), c["head_dim"].get<long long>(),
-                c["vocab"].get<long long>(), c["context"].get<long long>(),
-                c["tied_embeddings"].get<bool>() ? ", tied embeddings" : "", c["qk_norm"].get<bool>() ? ", q/k norm" : "");
+    std::printf(
+        "shape         %lld layers, hidden %lld, intermediate %lld, %lld heads (%lld kv), head_dim %lld, vocab %lld, "
+        "context %lld%s%s\n",
+        c["layers"].get<long long>(), c["hidden"].get<long long>(), c["intermediate"].get<long long>(),
+        c["heads"].get<long long>(), c["kv_heads"].get<long long>(), c["head_dim"].get<long long>(),
+        c["vocab"].get<long long>(), c["context"].get<long long>(),
+        c["tied_embeddings"].get<bool>() ? ", tied embeddings" : "", c["qk_norm"].get<bool>() ? ", q/k norm" : "");
   }
   const json& t = j["tensors"];
   std::printf("tensors       %lld, %s\n", t["count"].get<long long>(), mib(t["bytes"].get<uint64_t>()).c_str());
@@ -178,8 +187,8 @@ void print_text(const json& j) {
   } else {
     std::printf("tokenizer     %s%s, %d tokens (%lld special), %s, %s BOS\n", tok["kind"].get<std::string>().c_str(),
                 tok.contains("pre") ? (" (pre " + tok["pre"].get<std::string>() + ")").c_str() : "",
-                tok["vocab_size"].get<int>(), tok["special_tokens"].get<long long>(), tok["text"].get<std::string>().c_str(),
-                tok["adds_bos"].get<bool>() ? "adds" : "no");
+                tok["vocab_size"].get<int>(), tok["special_tokens"].get<long long>(),
+                tok["text"].get<std::string>().c_str(), tok["adds_bos"].get<bool>() ? "adds" : "no");
   }
   if (j["chat_template_bytes"].is_null())
     std::printf("chat template absent\n");

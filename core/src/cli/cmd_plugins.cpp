@@ -1,11 +1,10 @@
 // specd plugins list [--json] [--config FILE] [--plugin-path DIR]...
 #include <CLI/CLI.hpp>
-
-#include <memory>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.hpp"
 #include "config/config.hpp"

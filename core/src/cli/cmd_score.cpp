@@ -2,12 +2,12 @@
 // The log-probability of every prompt token after the first under the model, and the
 // perplexity exp(-mean log p).
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
@@ -35,8 +35,11 @@ void run_score(const ScoreOptions& o) {
       const int32_t id = ids[i + 1];
       tokens.push_back({{"id", id}, {"text", engine.decode({&id, 1}, false)}, {"logprob", lp[i]}});
     }
-    nlohmann::json j = {{"num_tokens", ids.size()}, {"first_token_id", ids[0]}, {"tokens", tokens},
-                        {"sum_logprob", sum}, {"perplexity", ppl}};
+    nlohmann::json j = {{"num_tokens", ids.size()},
+                        {"first_token_id", ids[0]},
+                        {"tokens", tokens},
+                        {"sum_logprob", sum},
+                        {"perplexity", ppl}};
     std::cout << j.dump() << "\n";
     return;
   }

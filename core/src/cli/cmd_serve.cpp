@@ -3,10 +3,10 @@
 // stderr as soon as the port is bound (port 0 = ephemeral), loads the model (/health answers
 // 503 until then), and on SIGINT/SIGTERM drains in-flight requests for up to
 // server.shutdown_timeout_s, aborts the rest and exits 0.
-#include <CLI/CLI.hpp>
-
 #include <pthread.h>
 #include <signal.h>
+
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>

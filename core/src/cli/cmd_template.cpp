@@ -8,7 +8,6 @@
 // file's) renders unless --template names a Jinja file. The prompt is printed without a newline
 // added; a template error (raise_exception included) is printed as `specd: error: ...`.
 #include <CLI/CLI.hpp>
-
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -50,8 +49,7 @@ ordered_json read_json_file(const std::string& file, const char* flag) {
 
 void render(const TemplateOptions& o) {
   const auto tok = tokenizer::Tokenizer::load(o.model);
-  const jinja::ChatTemplates templates =
-      jinja::ChatTemplates::load(tok->chat_template_config(), *tok, o.template_file);
+  const jinja::ChatTemplates templates = jinja::ChatTemplates::load(tok->chat_template_config(), *tok, o.template_file);
   jinja::ChatInput in;
   in.add_generation_prompt = o.add_generation_prompt;
   try {
@@ -83,7 +81,8 @@ void add_template_command(CLI::App& app) {
   CLI::App* tmpl = app.add_subcommand("template", "Chat templates");
   tmpl->require_subcommand(1);
   auto o = std::make_shared<TemplateOptions>();
-  CLI::App* r = tmpl->add_subcommand("render", "Render a chat prompt with a model's chat template and print it exactly");
+  CLI::App* r =
+      tmpl->add_subcommand("render", "Render a chat prompt with a model's chat template and print it exactly");
   r->add_option("--model", o->model, "Model directory or GGUF file (its tokenizer and chat template)")->required();
   r->add_option("--template", o->template_file, "A Jinja chat template file to use instead of the model's");
   r->add_option("--messages", o->messages_file, "JSON file with the OpenAI messages array")->required();

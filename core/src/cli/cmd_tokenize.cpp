@@ -97,7 +97,8 @@ void add_tokenize_commands(CLI::App& app) {
   });
 
   auto dopts = std::make_shared<DetokenizeOptions>();
-  CLI::App* detokenize = app.add_subcommand("detokenize", "Decode token ids with a model's tokenizer and print the text");
+  CLI::App* detokenize =
+      app.add_subcommand("detokenize", "Decode token ids with a model's tokenizer and print the text");
   detokenize->add_option("--tokenizer", dopts->tokenizer, "Model directory, tokenizer.json or GGUF file")->required();
   detokenize->add_flag("--skip-special", dopts->skip_special, "Leave special tokens out of the text");
   detokenize->add_option("--ids", dopts->ids, "Token ids, e.g. \"1 15043 3186\" (default: stdin)");

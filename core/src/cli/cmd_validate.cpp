@@ -3,9 +3,8 @@
 // a summary, or non-zero with every error found.
 #include <CLI/CLI.hpp>
 
-#include <memory>
-
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.hpp"
 #include "config/config.hpp"

@@ -12,8 +12,8 @@
 #include "cli/commands.hpp"
 #include "dist/session.hpp"
 #include "specd/error.hpp"
-#include "specd/sdk/abi.h"
 #include "specd/log.hpp"
+#include "specd/sdk/abi.h"
 #include "tp/model_factory.hpp"
 
 namespace specd::cli {
@@ -31,8 +31,8 @@ void apply_config_log_level(const std::string& yaml_level) {
 
 namespace {
 std::string version_text() {
-  std::string text = std::string("specd ") + SPECD_VERSION + " (plugin ABI " +
-                     std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) + ", CUDA ";
+  std::string text = std::string("specd ") + SPECD_VERSION + " (plugin ABI " + std::to_string(SPECD_ABI_MAJOR) + "." +
+                     std::to_string(SPECD_ABI_MINOR) + ", CUDA ";
 #ifdef SPECD_WITH_CUDA
   text += "built in)";
 #else

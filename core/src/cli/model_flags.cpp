@@ -9,8 +9,9 @@ namespace specd::cli {
 
 void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
   auto* config = cmd.add_option("--config", flags.config_file, "engine YAML file")->check(CLI::ExistingFile);
-  auto* model = cmd.add_option("--model", flags.model_dir,
-                               "Hugging Face model directory or GGUF file (instead of --config; defaults for the rest)");
+  auto* model =
+      cmd.add_option("--model", flags.model_dir,
+                     "Hugging Face model directory or GGUF file (instead of --config; defaults for the rest)");
   config->excludes(model);
   model->excludes(config);
   cmd.add_option("--set", flags.sets, "override a config key, e.g. --set kv_cache.block_size=32 (repeatable)");

@@ -6,15 +6,24 @@ namespace specd {
 
 std::string_view error_code_name(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kConfig: return "config";
-    case ErrorCode::kPluginLoad: return "plugin_load";
-    case ErrorCode::kPluginCall: return "plugin_call";
-    case ErrorCode::kModelFormat: return "model_format";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kOutOfMemory: return "out_of_memory";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kConfig:
+      return "config";
+    case ErrorCode::kPluginLoad:
+      return "plugin_load";
+    case ErrorCode::kPluginCall:
+      return "plugin_call";
+    case ErrorCode::kModelFormat:
+      return "model_format";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kOutOfMemory:
+      return "out_of_memory";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

@@ -28,8 +28,7 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Logger>> loggers;
   std::string pattern = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v";
-  std::shared_ptr<spdlog::sinks::stderr_color_sink_mt> sink =
-      std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  std::shared_ptr<spdlog::sinks::stderr_color_sink_mt> sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
 };
 
 Registry& registry() {
@@ -47,29 +46,39 @@ Level parse_level(std::string_view text) {
   if (text == "error") return Level::kError;
   if (text == "critical") return Level::kCritical;
   if (text == "off") return Level::kOff;
-  throw Error(ErrorCode::kInvalidArgument,
-              "unknown log level \"" + std::string(text) +
-                  "\" (expected one of trace, debug, info, warn, error, critical, off)");
+  throw Error(ErrorCode::kInvalidArgument, "unknown log level \"" + std::string(text) +
+                                               "\" (expected one of trace, debug, info, warn, error, critical, off)");
 }
 
 std::string_view level_name(Level level) noexcept {
   switch (level) {
-    case Level::kTrace: return "trace";
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
-    case Level::kCritical: return "critical";
-    case Level::kOff: return "off";
+    case Level::kTrace:
+      return "trace";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
+    case Level::kCritical:
+      return "critical";
+    case Level::kOff:
+      return "off";
   }
   return "info";
 }
 
 // Gating happens on g_level (one relaxed atomic load per call site); the spdlog loggers
 // themselves stay at trace so that they never filter a second time.
-void set_level(Level level) { g_level.store(level); }
+void set_level(Level level) {
+  g_level.store(level);
+}
 
-Level level() noexcept { return g_level.load(); }
+Level level() noexcept {
+  return g_level.load();
+}
 
 bool apply_env_level() {
   const char* env = std::getenv("SPECD_LOG_LEVEL");
@@ -92,8 +101,7 @@ Logger::Logger(std::string name) : name_(std::move(name)), impl_(nullptr) {
 }
 
 bool Logger::should_log(Level lvl) const noexcept {
-  return static_cast<int>(lvl) >= static_cast<int>(g_level.load(std::memory_order_relaxed)) &&
-         lvl != Level::kOff;
+  return static_cast<int>(lvl) >= static_cast<int>(g_level.load(std::memory_order_relaxed)) && lvl != Level::kOff;
 }
 
 void Logger::write(Level lvl, std::string_view message) const {

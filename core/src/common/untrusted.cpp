@@ -41,14 +41,19 @@ size_t excess_nesting_at(std::string_view text, int max_depth) {
       continue;
     }
     switch (c) {
-      case '"': in_string = true; break;
+      case '"':
+        in_string = true;
+        break;
       case '[':
       case '{':
         if (++depth > max_depth) return i;
         break;
       case ']':
-      case '}': --depth; break;
-      default: break;
+      case '}':
+        --depth;
+        break;
+      default:
+        break;
     }
   }
   return std::string_view::npos;
@@ -146,7 +151,6 @@ class ErrorLocator final : public nlohmann::json_sax<nlohmann::json> {
   std::string path_;
 };
 
-
 // parse_json for either JSON type; the error replay only locates the failure, so it always runs
 // as nlohmann::json.
 template <class Json>
@@ -184,11 +188,19 @@ const char* type_name_of(const Json& v) {
 
 }  // namespace
 
-nlohmann::json parse_json(std::string_view text) { return parse_limited<nlohmann::json>(text); }
-nlohmann::ordered_json parse_ordered_json(std::string_view text) { return parse_limited<nlohmann::ordered_json>(text); }
+nlohmann::json parse_json(std::string_view text) {
+  return parse_limited<nlohmann::json>(text);
+}
+nlohmann::ordered_json parse_ordered_json(std::string_view text) {
+  return parse_limited<nlohmann::ordered_json>(text);
+}
 
-const char* json_type_name(const nlohmann::json& v) { return type_name_of(v); }
-const char* json_type_name(const nlohmann::ordered_json& v) { return type_name_of(v); }
+const char* json_type_name(const nlohmann::json& v) {
+  return type_name_of(v);
+}
+const char* json_type_name(const nlohmann::ordered_json& v) {
+  return type_name_of(v);
+}
 
 std::string clip(std::string_view text, size_t max_chars) {
   if (text.size() <= max_chars) return std::string(text);

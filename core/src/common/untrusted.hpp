@@ -24,10 +24,10 @@ namespace specd {
 inline constexpr int kMaxJsonDepth = 64;
 
 // Size limits of the files specd reads whole (docs/model-formats.md lists them).
-inline constexpr uint64_t kMaxSmallJsonBytes = uint64_t{16} << 20;    // config.json and friends
-inline constexpr uint64_t kMaxIndexJsonBytes = uint64_t{64} << 20;    // model.safetensors.index.json
+inline constexpr uint64_t kMaxSmallJsonBytes = uint64_t{16} << 20;       // config.json and friends
+inline constexpr uint64_t kMaxIndexJsonBytes = uint64_t{64} << 20;       // model.safetensors.index.json
 inline constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{128} << 20;  // tokenizer.json
-inline constexpr uint64_t kMaxConfigYamlBytes = uint64_t{1} << 20;    // engine YAML
+inline constexpr uint64_t kMaxConfigYamlBytes = uint64_t{1} << 20;       // engine YAML
 
 // The whole content of `file`, which must be a regular file of at most `max_bytes` bytes.
 // Throws specd::Error: kNotFound when it does not exist, else `code` ("<file>: not a regular

@@ -59,8 +59,8 @@ class Reader {
       if (!known) {
         std::string list;
         for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-        errors_.push_back(where(kv.first, join(path, key)) + ": " + join(path, key) + ": unknown key (expected one of: " +
-                          list + ")");
+        errors_.push_back(where(kv.first, join(path, key)) + ": " + join(path, key) +
+                          ": unknown key (expected one of: " + list + ")");
       }
     }
     return true;
@@ -82,8 +82,8 @@ class Reader {
     out = static_cast<std::remove_reference_t<decltype(out)>>(v);
   }
 
-  void get_float(const YAML::Node& map, const std::string& path, const char* key, double min, double max,
-                 bool open_min, double& out) {
+  void get_float(const YAML::Node& map, const std::string& path, const char* key, double min, double max, bool open_min,
+                 double& out) {
     const YAML::Node n = map[key];
     if (!n.IsDefined() || n.IsNull()) return;
     const std::string p = join(path, key);
@@ -266,7 +266,8 @@ void read_arm(Reader& r, const YAML::Node& n, const std::string& path, Speculati
             "expected 1 to 64 characters of A-Z a-z 0-9 _ - ., got \"" + arm.name + "\"");
   }
   for (const ArmConfig& other : s.arms)
-    if (!arm.name.empty() && other.name == arm.name) r.error(n["name"], path + ".name", "duplicate arm \"" + arm.name + "\"");
+    if (!arm.name.empty() && other.name == arm.name)
+      r.error(n["name"], path + ".name", "duplicate arm \"" + arm.name + "\"");
   r.component(n, "verifier", path + ".verifier", arm.verifier, true);
   r.get_int(n, path, "num_speculative_tokens", 1, kMaxSpeculativeTokens, arm.num_speculative_tokens);
   r.get_float(n, path, "weight", 0.0, 1e6, false, arm.weight);
@@ -281,7 +282,8 @@ void read_ab(Reader& r, const YAML::Node& n, SpeculativeConfig& s) {
     } else {
       for (size_t i = 0; i < arms.size(); ++i) read_arm(r, arms[i], "speculative.arms[" + std::to_string(i) + "]", s);
       if (n["verifier"].IsDefined() && !n["verifier"].IsNull())
-        r.error(n["verifier"], "speculative.verifier", "give either speculative.verifier or speculative.arms, not both");
+        r.error(n["verifier"], "speculative.verifier",
+                "give either speculative.verifier or speculative.arms, not both");
       double total = 0;
       for (const ArmConfig& a : s.arms) total += a.weight;
       if (total <= 0) r.error(arms, "speculative.arms", "at least one arm needs a weight above 0");
@@ -298,7 +300,8 @@ void read_ab(Reader& r, const YAML::Node& n, SpeculativeConfig& s) {
       for (size_t i = 0; i < s.shadow.size(); ++i) {
         const std::string& name = s.shadow[i];
         const std::string at = "speculative.shadow[" + std::to_string(i) + "]";
-        const bool known = std::any_of(s.arms.begin(), s.arms.end(), [&](const ArmConfig& a) { return a.name == name; });
+        const bool known =
+            std::any_of(s.arms.begin(), s.arms.end(), [&](const ArmConfig& a) { return a.name == name; });
         if (!known) r.error(sh, at, "no arm is named \"" + name + "\" (or give `all`)");
         if (!seen.insert(name).second) r.error(sh, at, "arm \"" + name + "\" is listed twice");
       }
@@ -337,9 +340,9 @@ void read_speculative(Reader& r, const YAML::Node& root, EngineConfig& c) {
 }
 
 void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
-  if (YAML::Node n = root["scheduler"];
-      r.section(n, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "max_queue",
-                                 "async_scheduling", "num_scheduler_steps"})) {
+  if (YAML::Node n = root["scheduler"]; r.section(n, "scheduler",
+                                                  {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
+                                                   "max_queue", "async_scheduling", "num_scheduler_steps"})) {
     r.get_int(n, "scheduler", "max_num_seqs", 1, 4096, c.scheduler.max_num_seqs);
     r.get_int(n, "scheduler", "max_num_batched_tokens", 1, 1 << 20, c.scheduler.max_num_batched_tokens);
     r.get_bool(n, "scheduler", "chunked_prefill", c.scheduler.chunked_prefill);
@@ -351,7 +354,8 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
       r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "gpu_memory_fraction"})) {
     r.get_int(n, "kv_cache", "block_size", 1, 256, c.kv_cache.block_size);
     const int32_t b = c.kv_cache.block_size;
-    if ((b & (b - 1)) != 0) r.error(n["block_size"], "kv_cache.block_size", "expected a power of two, got " + std::to_string(b));
+    if ((b & (b - 1)) != 0)
+      r.error(n["block_size"], "kv_cache.block_size", "expected a power of two, got " + std::to_string(b));
     r.get_int(n, "kv_cache", "memory_mib", 0, int64_t{1} << 22, c.kv_cache.memory_mib);
     r.get_choice(n, "kv_cache", "dtype", {"auto", "f32", "f16", "bf16"}, c.kv_cache.dtype);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
@@ -362,10 +366,10 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
               "(the default 0.9 is the only value accepted)");
   }
   if (YAML::Node n = root["server"];
-      r.section(n, "server", {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes",
-                              "max_prompt_tokens", "max_tokens_limit", "chat_template", "tool_call_parser",
-                              "stream_token_by_token", "shutdown_timeout_s", "max_connections", "idle_timeout_s",
-                              "header_timeout_s", "body_timeout_s", "write_timeout_s"})) {
+      r.section(n, "server",
+                {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes", "max_prompt_tokens",
+                 "max_tokens_limit", "chat_template", "tool_call_parser", "stream_token_by_token", "shutdown_timeout_s",
+                 "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s", "write_timeout_s"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -421,7 +425,8 @@ void apply_override(YAML::Node& root, const std::string& key, const std::string&
   chain.back()[parts.back()] = parsed;
 }
 
-EngineConfig load_node(YAML::Node root, const std::string& source, const fs::path& base_dir, const Overrides& overrides) {
+EngineConfig load_node(YAML::Node root, const std::string& source, const fs::path& base_dir,
+                       const Overrides& overrides) {
   std::set<std::string> overridden;
   if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw Error(ErrorCode::kConfig, source + ": expected a YAML map at the top level");
@@ -456,7 +461,8 @@ bool valid_arm_name(std::string_view name) {
 std::pair<std::string, std::string> parse_override(const std::string& flag) {
   const size_t eq = flag.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw Error(ErrorCode::kInvalidArgument, "--set expects key=value (e.g. model.path=/models/x), got \"" + flag + "\"");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--set expects key=value (e.g. model.path=/models/x), got \"" + flag + "\"");
   const std::string key = flag.substr(0, eq);
   if (key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     throw Error(ErrorCode::kInvalidArgument, "--set key \"" + key + "\" is not a dotted path like a.b.c");
@@ -496,19 +502,19 @@ std::string summary(const EngineConfig& c) {
     os << "  speculative:  proposer " << c.speculative.proposer.name << ", verifier "
        << (c.speculative.arms.empty() ? c.speculative.verifier.name : "per arm") << ", scorer "
        << c.speculative.scorer.name << ", k = " << c.speculative.num_speculative_tokens
-       << (c.speculative.dynamic ? " (dynamic: 0.." + std::to_string(c.speculative.num_speculative_tokens) +
-                                       " per sequence and step)"
-                                 : " (static)");
+       << (c.speculative.dynamic
+               ? " (dynamic: 0.." + std::to_string(c.speculative.num_speculative_tokens) + " per sequence and step)"
+               : " (static)");
     if (c.speculative.disable_by_batch_size > 0) os << ", off above batch " << c.speculative.disable_by_batch_size;
     if (c.speculative.proposer_tensor_parallel_size > 0)
       os << ", proposer tensor_parallel_size " << c.speculative.proposer_tensor_parallel_size;
     os << "\n";
     for (const ArmConfig& a : c.speculative.arms) {
-      const bool shadow = std::find(c.speculative.shadow.begin(), c.speculative.shadow.end(), a.name) !=
-                          c.speculative.shadow.end();
+      const bool shadow =
+          std::find(c.speculative.shadow.begin(), c.speculative.shadow.end(), a.name) != c.speculative.shadow.end();
       os << "  arm " << a.name << ":" << std::string(a.name.size() < 8 ? 8 - a.name.size() : 0, ' ') << " verifier "
-         << a.verifier.name << ", k = "
-         << (a.num_speculative_tokens > 0 ? a.num_speculative_tokens : c.speculative.num_speculative_tokens)
+         << a.verifier.name
+         << ", k = " << (a.num_speculative_tokens > 0 ? a.num_speculative_tokens : c.speculative.num_speculative_tokens)
          << ", weight " << a.weight << (shadow ? ", shadow" : "") << "\n";
     }
     if (!c.speculative.ab_log.empty()) os << "  A/B log:      " << c.speculative.ab_log << "\n";
@@ -521,8 +527,8 @@ std::string summary(const EngineConfig& c) {
      << c.scheduler.num_scheduler_steps << "\n";
   os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", dtype " << c.kv_cache.dtype << ", memory "
      << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
-  os << "  server:       " << c.server.host << ":" << c.server.port << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)")
-     << "\n";
+  os << "  server:       " << c.server.host << ":" << c.server.port
+     << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)") << "\n";
   os << "  logging:      " << c.logging.level << "\n";
   return os.str();
 }

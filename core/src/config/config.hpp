@@ -20,14 +20,14 @@
 namespace specd::config {
 
 struct ModelConfig {
-  std::string path;            // model directory (HF layout); required
-  std::string tokenizer;       // tokenizer.json or directory; "" = model path
-  std::string dtype = "auto";  // auto | f32 | f16 | bf16 | q8_0 | q4_0: the weights' compute dtype
-  std::string device = "cpu";  // cpu | cuda | cuda:N
-  int64_t max_model_len = 0;   // 0 = the checkpoint's max_position_embeddings
-  int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
-  bool mmap = false;           // use tensors in place in the file map where possible (docs)
-  int32_t seed = 0;            // default seed for requests that set none
+  std::string path;                  // model directory (HF layout); required
+  std::string tokenizer;             // tokenizer.json or directory; "" = model path
+  std::string dtype = "auto";        // auto | f32 | f16 | bf16 | q8_0 | q4_0: the weights' compute dtype
+  std::string device = "cpu";        // cpu | cuda | cuda:N
+  int64_t max_model_len = 0;         // 0 = the checkpoint's max_position_embeddings
+  int32_t num_threads = 0;           // CPU threads for kernels; 0 = all hardware threads
+  bool mmap = false;                 // use tensors in place in the file map where possible (docs)
+  int32_t seed = 0;                  // default seed for requests that set none
   int32_t tensor_parallel_size = 0;  // ranks the target is split over; 0 = the MPI job's size (1 without mpirun)
 };
 
@@ -39,7 +39,7 @@ struct ComponentConfig {
 
 // One A/B arm (docs/ab-testing.md): a verifier, optionally its own k, and a traffic weight.
 struct ArmConfig {
-  std::string name;                    // [A-Za-z0-9_.-], at most 64 characters, unique
+  std::string name;  // [A-Za-z0-9_.-], at most 64 characters, unique
   ComponentConfig verifier;
   int32_t num_speculative_tokens = 0;  // k cap of the arm's requests; 0 = speculative.num_speculative_tokens
   double weight = 1.0;                 // share of assigned traffic; 0 = only when asked for by name
@@ -54,16 +54,16 @@ struct SpeculativeConfig {
   // speculative.proposer.tensor_parallel_size: ranks the proposer's draft models run on, 1 or
   // the target's; 0 = the target's. Read by the core, not handed to the plugin.
   int32_t proposer_tensor_parallel_size = 0;
-  ComponentConfig verifier;            // default: rejection
-  ComponentConfig scorer;              // default: mqa (built in); else a scorer plugin
-  int32_t disable_by_batch_size = 0;   // 0 = never disable
+  ComponentConfig verifier;           // default: rejection
+  ComponentConfig scorer;             // default: mqa (built in); else a scorer plugin
+  int32_t disable_by_batch_size = 0;  // 0 = never disable
   // A/B testing (docs/ab-testing.md). Without `arms` the engine has one arm, "default", that
   // serves with `verifier`; `arms` and `verifier` are exclusive.
   std::vector<ArmConfig> arms;
-  std::vector<std::string> shadow;     // arms that verify every other arm's drafts (`all` expanded)
-  std::string ab_log;                  // JSON-lines file, one line per finished request; "" = off
-  int64_t ab_log_max_mib = 64;         // the file is rotated when it reaches this size
-  int32_t ab_log_keep = 5;             // rotated files kept: FILE.1 (newest) .. FILE.<keep>
+  std::vector<std::string> shadow;  // arms that verify every other arm's drafts (`all` expanded)
+  std::string ab_log;               // JSON-lines file, one line per finished request; "" = off
+  int64_t ab_log_max_mib = 64;      // the file is rotated when it reaches this size
+  int32_t ab_log_keep = 5;          // rotated files kept: FILE.1 (newest) .. FILE.<keep>
 };
 
 struct SchedulerConfig {
@@ -79,31 +79,31 @@ struct SchedulerConfig {
 };
 
 struct KvCacheConfig {
-  int32_t block_size = 16;          // tokens per block; power of two in [1, 256]
-  int64_t memory_mib = 0;           // CPU budget for all KV caches; 0 = auto (see docs)
-  std::string dtype = "auto";       // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
-  double gpu_memory_fraction = 0.9; // CUDA: fraction of free device memory for KV (other values refused until
-                                    // the CUDA model runtime reads it)
+  int32_t block_size = 16;           // tokens per block; power of two in [1, 256]
+  int64_t memory_mib = 0;            // CPU budget for all KV caches; 0 = auto (see docs)
+  std::string dtype = "auto";        // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
+  double gpu_memory_fraction = 0.9;  // CUDA: fraction of free device memory for KV (other values refused until
+                                     // the CUDA model runtime reads it)
 };
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int32_t port = 8000;
-  std::string model_name;                // name served in /v1/models; "" = model dir name
-  std::vector<std::string> api_keys;     // empty = no auth unless api_key_env is set
-  std::string api_key_env;               // environment variable holding one more key
+  std::string model_name;             // name served in /v1/models; "" = model dir name
+  std::vector<std::string> api_keys;  // empty = no auth unless api_key_env is set
+  std::string api_key_env;            // environment variable holding one more key
   int64_t max_body_bytes = 1 << 20;
-  int32_t max_prompt_tokens = 0;         // 0 = the model's context length
-  int32_t max_tokens_limit = 0;          // upper bound for a request's max_tokens; 0 = the context
-  std::string chat_template = "auto";    // auto (the model's own) | a Jinja template file
+  int32_t max_prompt_tokens = 0;          // 0 = the model's context length
+  int32_t max_tokens_limit = 0;           // upper bound for a request's max_tokens; 0 = the context
+  std::string chat_template = "auto";     // auto (the model's own) | a Jinja template file
   std::string tool_call_parser = "auto";  // auto | hermes | llama3_json | none
-  bool stream_token_by_token = false;    // one SSE event per token, not per engine step
+  bool stream_token_by_token = false;     // one SSE event per token, not per engine step
   int32_t shutdown_timeout_s = 30;
-  int32_t max_connections = 1024;        // open connections; see docs/server.md "Limits"
-  double idle_timeout_s = 60;            // a connection waiting for the first byte of a request
-  double header_timeout_s = 10;          // first byte of a request to the end of its header
-  double body_timeout_s = 30;            // end of the header to the end of the body
-  double write_timeout_s = 30;           // each write of a response to a client
+  int32_t max_connections = 1024;  // open connections; see docs/server.md "Limits"
+  double idle_timeout_s = 60;      // a connection waiting for the first byte of a request
+  double header_timeout_s = 10;    // first byte of a request to the end of its header
+  double body_timeout_s = 30;      // end of the header to the end of the body
+  double write_timeout_s = 30;     // each write of a response to a client
 };
 
 struct PluginsConfig {
@@ -139,8 +139,7 @@ std::pair<std::string, std::string> parse_override(const std::string& flag);
 // one per line, each with file:line: path: message.
 EngineConfig load_file(const std::filesystem::path& file, const Overrides& overrides = {});
 // Validates YAML text (for tests and stdin); `source_name` is used in messages.
-EngineConfig load_string(const std::string& yaml, const std::string& source_name,
-                         const Overrides& overrides = {});
+EngineConfig load_string(const std::string& yaml, const std::string& source_name, const Overrides& overrides = {});
 // A config with documented defaults for a model directory alone (`--model DIR`).
 EngineConfig for_model_dir(const std::string& model_dir, const Overrides& overrides = {});
 

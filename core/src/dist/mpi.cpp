@@ -266,10 +266,18 @@ Session::~Session() {
   MPI_Finalize();
 }
 
-Session* Session::current() { return g_session; }
-int Session::rank() const { return impl_->rank; }
-int Session::size() const { return impl_->size; }
-int Session::local_size() const { return impl_->local_size; }
+Session* Session::current() {
+  return g_session;
+}
+int Session::rank() const {
+  return impl_->rank;
+}
+int Session::size() const {
+  return impl_->size;
+}
+int Session::local_size() const {
+  return impl_->local_size;
+}
 
 Communicator& Session::world() {
   SPECD_CHECK(impl_->world != nullptr, ErrorCode::kInternal, "dist::Session: no MPI job");

@@ -30,8 +30,8 @@ size_t physical_memory_bytes() {
 int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Session* session) {
   const int world = session != nullptr ? session->size() : 1;
   if (session != nullptr && !session->leader()) {
-    throw Error(ErrorCode::kInternal, "an Engine on rank " + std::to_string(session->rank()) +
-                                          ": ranks other than 0 run tp::follow()");
+    throw Error(ErrorCode::kInternal,
+                "an Engine on rank " + std::to_string(session->rank()) + ": ranks other than 0 run tp::follow()");
   }
   const int32_t tp = cfg.model.tensor_parallel_size > 0 ? cfg.model.tensor_parallel_size : world;
   if (tp == world) return tp;
@@ -43,9 +43,9 @@ int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Ses
   }
   if (tp != 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                "model.tensor_parallel_size = " + std::to_string(tp) + " but the MPI job has " +
-                    std::to_string(world) + " ranks: the target is split over every rank of the job (set it to " +
-                    std::to_string(world) + ", leave it unset, or set 1 to run on rank 0 alone)");
+                "model.tensor_parallel_size = " + std::to_string(tp) + " but the MPI job has " + std::to_string(world) +
+                    " ranks: the target is split over every rank of the job (set it to " + std::to_string(world) +
+                    ", leave it unset, or set 1 to run on rank 0 alone)");
   }
   log::get("engine").warn("model.tensor_parallel_size = 1 in an MPI job of {} ranks: the model runs on rank 0 alone",
                           world);
@@ -68,8 +68,8 @@ int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   if (cfg.model.device != "cpu") {
-    throw Error(ErrorCode::kUnsupported, "model.device: \"" + cfg.model.device +
-                                             "\" is not supported yet; this build runs models on the cpu");
+    throw Error(ErrorCode::kUnsupported,
+                "model.device: \"" + cfg.model.device + "\" is not supported yet; this build runs models on the cpu");
   }
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
   if (cfg.speculative.enabled)
@@ -83,20 +83,17 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   tok = tokenizer::Tokenizer::load(tok_path);
   if (tok->vocab_size() > mc.vocab_size) {
     throw Error(ErrorCode::kModelFormat,
-                "tokenizer " + tok->source().string() + " has ids up to " +
-                    std::to_string(tok->vocab_size() - 1) + " (vocabulary of " +
-                    std::to_string(tok->vocab_size()) + ") but the model " +
-                    mc.config_path.string() + " has vocab_size " +
-                    std::to_string(mc.vocab_size));
+                "tokenizer " + tok->source().string() + " has ids up to " + std::to_string(tok->vocab_size() - 1) +
+                    " (vocabulary of " + std::to_string(tok->vocab_size()) + ") but the model " +
+                    mc.config_path.string() + " has vocab_size " + std::to_string(mc.vocab_size));
   }
 
   max_model_len = cfg.model.max_model_len > 0 ? cfg.model.max_model_len : mc.max_position_embeddings;
   if (max_model_len > mc.max_position_embeddings) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "model.max_model_len = " + std::to_string(max_model_len) +
-                    " exceeds the model's max_position_embeddings " +
-                    std::to_string(mc.max_position_embeddings) + " (" +
-                    mc.config_path.string() + ")");
+    throw Error(ErrorCode::kInvalidArgument, "model.max_model_len = " + std::to_string(max_model_len) +
+                                                 " exceeds the model's max_position_embeddings " +
+                                                 std::to_string(mc.max_position_embeddings) + " (" +
+                                                 mc.config_path.string() + ")");
   }
 
   std::shared_ptr<const model::LlamaWeights> weights = load_target();
@@ -105,8 +102,8 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
-  spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
-                                                   *models);
+  spec =
+      std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size, *models);
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
@@ -133,13 +130,15 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
 
 std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
   const std::optional<model::DType> dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
-  const model::WeightPlacement placement = cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
+  const model::WeightPlacement placement =
+      cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
   const int32_t tp = info.tensor_parallel_size;
   std::shared_ptr<const model::LlamaWeights> weights;
   auto load_here = [&] { weights = model::LlamaWeights::load(checkpoint, -1, dtype, placement, {0, tp}); };
   const int32_t proposer = info.proposer_tensor_parallel_size > 0 ? info.proposer_tensor_parallel_size : tp;
-  models = tp::open_models(dist::Session::current(), tp,
-                           tp::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer}, load_here);
+  models =
+      tp::open_models(dist::Session::current(), tp,
+                      tp::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer}, load_here);
   return weights;
 }
 
@@ -153,17 +152,16 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
     budget = static_cast<size_t>(cfg.kv_cache.memory_mib) << 20;
   } else {
     // auto: every sequence at full context, capped at a quarter of physical memory.
-    const size_t full = block_bytes *
-                        static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
+    const size_t full = block_bytes * static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
                         static_cast<size_t>(cfg.scheduler.max_num_seqs);
     budget = std::min(full, physical_memory_bytes() / 4);
   }
   const auto blocks = static_cast<int32_t>(std::min<size_t>(budget / block_bytes, INT32_MAX));
   if (blocks < 1) {
-    throw Error(ErrorCode::kOutOfMemory,
-                "kv_cache.memory_mib: " + std::to_string(budget >> 20) +
-                    " MiB holds no KV block (one block of " + std::to_string(shape.block_size) +
-                    " tokens needs " + std::to_string(block_bytes) + " bytes for all models)");
+    throw Error(ErrorCode::kOutOfMemory, "kv_cache.memory_mib: " + std::to_string(budget >> 20) +
+                                             " MiB holds no KV block (one block of " +
+                                             std::to_string(shape.block_size) + " tokens needs " +
+                                             std::to_string(block_bytes) + " bytes for all models)");
   }
   models->allocate_kv(tp::ModelFactory::kTarget, shape, blocks, [&]() -> kv::KvCache& {
     kv = std::make_unique<kv::KvCache>(shape, blocks);
@@ -228,8 +226,7 @@ void Engine::add_request(RequestId id, const Request& request) {
   }
   m.output->add(seq->id, id, 0, seq->tokens, request.sampling, request.tool_calls, seq->arm);
   std::vector<std::unique_ptr<sched::Sequence>> others = m.other_choices(*seq, request);
-  for (const auto& c : others)
-    m.output->add(c->id, id, c->index, c->tokens, c->params, request.tool_calls, c->arm);
+  for (const auto& c : others) m.output->add(c->id, id, c->index, c->tokens, c->params, request.tool_calls, c->arm);
   m.choices.add(id, seq->id, std::move(others));
   m.arrivals.push_back(std::move(seq));  // enters the scheduler at the next step
 }
@@ -251,7 +248,7 @@ std::unique_ptr<sched::Sequence> Engine::Impl::first_choice(RequestId id, const 
 
 // Choices 1..n-1: copies of choice 0, each with its own seed stream (vLLM: seed + index).
 std::vector<std::unique_ptr<sched::Sequence>> Engine::Impl::other_choices(const sched::Sequence& first,
-                                                                         const Request& request) {
+                                                                          const Request& request) {
   std::vector<std::unique_ptr<sched::Sequence>> out;
   for (int32_t i = 1; i < request.n; ++i) {
     auto choice = std::make_unique<sched::Sequence>(first);
@@ -311,9 +308,9 @@ std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   const auto n = static_cast<int32_t>(ids.size());
   const kv::KvCache::Scratch scratch = m.kv->scratch();
   if (!m.kv->reserve(scratch.id(), n)) {
-    throw Error(ErrorCode::kOutOfMemory, "not enough free KV blocks to score " + std::to_string(n) +
-                                             " tokens (" + std::to_string(m.kv->num_free_blocks()) +
-                                             " free of " + std::to_string(m.kv->num_blocks()) + ")");
+    throw Error(ErrorCode::kOutOfMemory, "not enough free KV blocks to score " + std::to_string(n) + " tokens (" +
+                                             std::to_string(m.kv->num_free_blocks()) + " free of " +
+                                             std::to_string(m.kv->num_blocks()) + ")");
   }
   std::vector<float> out;
   out.reserve(static_cast<size_t>(n - 1));
@@ -322,8 +319,8 @@ std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
   model::ForwardOutput fwd;
   for (int32_t start = 0; start < n - 1; start += chunk) {
     const int32_t len = std::min(chunk, n - 1 - start);  // the last token predicts nothing
-    batch.seqs = {{scratch.id(), ids.subspan(static_cast<size_t>(start), static_cast<size_t>(len)),
-                   model::LogitsMode::kAll}};
+    batch.seqs = {
+        {scratch.id(), ids.subspan(static_cast<size_t>(start), static_cast<size_t>(len)), model::LogitsMode::kAll}};
     m.model->forward(batch, *m.kv, fwd);
     for (int32_t r = 0; r < len; ++r) {
       kernels::log_softmax(kernels::Device::kCpu, fwd.logits_row(r).data(), m.probs.data(), 1, m.info.vocab_size);
@@ -343,13 +340,21 @@ std::string Engine::decode(std::span<const int32_t> ids, bool skip_special_token
   return impl_->tok->decode(ids, skip_special_tokens);
 }
 
-const EngineInfo& Engine::info() const { return impl_->info; }
+const EngineInfo& Engine::info() const {
+  return impl_->info;
+}
 
-spec::SpecMetrics Engine::spec_metrics() const { return impl_->spec_metrics; }
+spec::SpecMetrics Engine::spec_metrics() const {
+  return impl_->spec_metrics;
+}
 
-const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const { return impl_->spec->accounting().metrics(); }
+const std::vector<spec::ArmMetrics>& Engine::arm_metrics() const {
+  return impl_->spec->accounting().metrics();
+}
 
-const Tokenizer& Engine::tokenizer() const { return *impl_->tok; }
+const Tokenizer& Engine::tokenizer() const {
+  return *impl_->tok;
+}
 
 EngineStats Engine::stats() const {
   const Impl& m = *impl_;
@@ -363,6 +368,8 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-StepStats Engine::step_stats() const { return impl_->stats; }
+StepStats Engine::step_stats() const {
+  return impl_->stats;
+}
 
 }  // namespace specd

@@ -56,7 +56,7 @@ struct Engine::Impl {
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
-  output::Choices choices;  // requests, their sequences, and choices waiting for choice 0's prompt
+  output::Choices choices;             // requests, their sequences, and choices waiting for choice 0's prompt
   uint64_t num_preemptions = 0;
   spec::SpecMetrics spec_metrics;  // engine-wide, recorded with the outputs
   log::Logger& log = log::get("engine");

@@ -34,8 +34,8 @@ RequestValidator::Verdict RequestValidator::check(const Request& request) const 
     v.error = "the prompt has " + std::to_string(n) + " tokens but the context length (max_model_len) is " +
               std::to_string(max_model_len_) + ", which leaves no room to generate";
   } else if (const auto& k = request.speculative.num_speculative_tokens; k && (*k < 0 || *k > kMaxSpeculativeTokens)) {
-    v.error = "speculative.num_speculative_tokens must be in [0, " + std::to_string(kMaxSpeculativeTokens) +
-              "], got " + std::to_string(*k);
+    v.error = "speculative.num_speculative_tokens must be in [0, " + std::to_string(kMaxSpeculativeTokens) + "], got " +
+              std::to_string(*k);
   } else if (request.n < 1 || request.n > kMaxChoices || (request.n > 1 && request.sampling.max_tokens == 0)) {
     v.error = "n must be in [1, " + std::to_string(kMaxChoices) + "] (1 when max_tokens is 0), got " +
               std::to_string(request.n);

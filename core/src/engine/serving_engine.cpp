@@ -22,8 +22,7 @@ std::optional<RequestOutput> RequestStream::next(Clock::time_point deadline) {
 
 std::vector<RequestOutput> RequestStream::drain() {
   std::lock_guard lock(mu_);
-  std::vector<RequestOutput> out(std::make_move_iterator(outputs_.begin()),
-                                 std::make_move_iterator(outputs_.end()));
+  std::vector<RequestOutput> out(std::make_move_iterator(outputs_.begin()), std::make_move_iterator(outputs_.end()));
   outputs_.clear();
   return out;
 }
@@ -66,7 +65,9 @@ ServingEngine::ServingEngine(std::unique_ptr<Engine> engine, ServingEngineOption
   thread_ = std::thread([this] { loop(); });
 }
 
-ServingEngine::~ServingEngine() { stop(std::chrono::milliseconds(0)); }
+ServingEngine::~ServingEngine() {
+  stop(std::chrono::milliseconds(0));
+}
 
 Submission ServingEngine::submit(Request request) {
   Submission result;
@@ -114,8 +115,8 @@ void ServingEngine::stop(std::chrono::milliseconds timeout) {
 
 ServingEngineStats ServingEngine::stats() const {
   std::lock_guard lock(mu_);
-  return ServingEngineStats{queue_.size(), num_running_, num_steps_,  accepting_,
-                          engine_stats_, spec_metrics_, step_stats_, arm_metrics_};
+  return ServingEngineStats{queue_.size(), num_running_,  num_steps_,  accepting_,
+                            engine_stats_, spec_metrics_, step_stats_, arm_metrics_};
 }
 
 void ServingEngine::notify_finished(const RequestTrace& trace) {

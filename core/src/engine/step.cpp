@@ -23,7 +23,9 @@
 namespace specd {
 namespace {
 
-double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(SteadyClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 }  // namespace
 

@@ -28,9 +28,9 @@ bool BlockAllocator::allocate(int32_t n, std::vector<int32_t>& out) {
 }
 
 void BlockAllocator::check(int32_t block, const char* what) const {
-  SPECD_CHECK(block >= 0 && block < num_blocks(), ErrorCode::kInternal,
-              std::string(what) + " block " + std::to_string(block) + " outside the pool of " +
-                  std::to_string(num_blocks()));
+  SPECD_CHECK(
+      block >= 0 && block < num_blocks(), ErrorCode::kInternal,
+      std::string(what) + " block " + std::to_string(block) + " outside the pool of " + std::to_string(num_blocks()));
   SPECD_CHECK(refs_[static_cast<size_t>(block)] != 0, ErrorCode::kInternal,
               std::string(what) + " KV block " + std::to_string(block) + ", which is free (double free?)");
 }

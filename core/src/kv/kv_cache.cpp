@@ -8,7 +8,9 @@
 namespace specd::kv {
 
 namespace {
-size_t element_bytes(kernels::DType d) { return d == kernels::DType::kF32 ? 4 : 2; }
+size_t element_bytes(kernels::DType d) {
+  return d == kernels::DType::kF32 ? 4 : 2;
+}
 }  // namespace
 
 kernels::DType resolve_kv_dtype(const std::string& requested, kernels::DType weight_dtype) {
@@ -32,15 +34,13 @@ int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes) {
   return n > static_cast<size_t>(INT32_MAX) ? INT32_MAX : static_cast<int32_t>(n);
 }
 
-KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
-    : shape_(shape), allocator_(num_blocks) {
-  if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 ||
-      shape.block_size <= 0 || (shape.block_size & (shape.block_size - 1)) != 0) {
+KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks) : shape_(shape), allocator_(num_blocks) {
+  if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.block_size <= 0 ||
+      (shape.block_size & (shape.block_size - 1)) != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "KV cache: invalid shape (layers " + std::to_string(shape.num_layers) +
-                    ", kv heads " + std::to_string(shape.num_kv_heads) + ", head_dim " +
-                    std::to_string(shape.head_dim) + ", block_size " +
-                    std::to_string(shape.block_size) + "; block_size must be a power of two)");
+                "KV cache: invalid shape (layers " + std::to_string(shape.num_layers) + ", kv heads " +
+                    std::to_string(shape.num_kv_heads) + ", head_dim " + std::to_string(shape.head_dim) +
+                    ", block_size " + std::to_string(shape.block_size) + "; block_size must be a power of two)");
   }
   if (shape.dtype != kernels::DType::kF32 && shape.dtype != kernels::DType::kF16 &&
       shape.dtype != kernels::DType::kBF16) {
@@ -57,8 +57,7 @@ KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
 
 const KvCache::BlockTable& KvCache::table(SeqId seq) const {
   auto it = seqs_.find(seq);
-  SPECD_CHECK(it != seqs_.end(), ErrorCode::kInternal,
-              "KV cache: unknown sequence " + std::to_string(seq));
+  SPECD_CHECK(it != seqs_.end(), ErrorCode::kInternal, "KV cache: unknown sequence " + std::to_string(seq));
   return it->second;
 }
 
@@ -79,7 +78,9 @@ void KvCache::remove_sequence(SeqId seq) {
   seqs_.erase(it);
 }
 
-int32_t KvCache::num_tokens(SeqId seq) const { return table(seq).num_tokens; }
+int32_t KvCache::num_tokens(SeqId seq) const {
+  return table(seq).num_tokens;
+}
 
 int32_t KvCache::capacity(SeqId seq) const {
   return static_cast<int32_t>(table(seq).blocks.size()) * shape_.block_size;
@@ -118,8 +119,8 @@ bool KvCache::reserve(SeqId seq, int32_t n) {
 }
 
 void KvCache::copy_block(int32_t from, int32_t to) {
-  const size_t bytes = static_cast<size_t>(shape_.block_size) * static_cast<size_t>(row_elems()) *
-                       element_bytes(shape_.dtype);
+  const size_t bytes =
+      static_cast<size_t>(shape_.block_size) * static_cast<size_t>(row_elems()) * element_bytes(shape_.dtype);
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
     for (auto* storage : {&k_, &v_}) {
       std::byte* base = (*storage)[static_cast<size_t>(l)].get();
@@ -131,8 +132,9 @@ void KvCache::copy_block(int32_t from, int32_t to) {
 void KvCache::copy_blocks(std::span<const int32_t> from_to) {
   SPECD_CHECK(from_to.size() % 2 == 0, ErrorCode::kInternal, "KV cache: block copies come in pairs");
   for (int32_t b : from_to) {
-    SPECD_CHECK(b >= 0 && b < num_blocks(), ErrorCode::kInternal,
-                "KV cache: copied block " + std::to_string(b) + " is outside the pool of " + std::to_string(num_blocks()));
+    SPECD_CHECK(
+        b >= 0 && b < num_blocks(), ErrorCode::kInternal,
+        "KV cache: copied block " + std::to_string(b) + " is outside the pool of " + std::to_string(num_blocks()));
   }
   for (size_t i = 0; i < from_to.size(); i += 2) copy_block(from_to[i], from_to[i + 1]);
 }
@@ -153,18 +155,16 @@ void KvCache::fork(SeqId parent, SeqId child, int32_t len) {
 void KvCache::commit(SeqId seq, int32_t n) {
   BlockTable& t = table(seq);
   SPECD_CHECK(n >= 0 && t.num_tokens + n <= capacity(seq), ErrorCode::kInternal,
-              "KV cache: committing " + std::to_string(n) + " tokens to sequence " +
-                  std::to_string(seq) + " beyond its reserved capacity " +
-                  std::to_string(capacity(seq)));
+              "KV cache: committing " + std::to_string(n) + " tokens to sequence " + std::to_string(seq) +
+                  " beyond its reserved capacity " + std::to_string(capacity(seq)));
   t.num_tokens += n;
 }
 
 void KvCache::truncate(SeqId seq, int32_t new_len, int32_t keep_room) {
   BlockTable& t = table(seq);
   SPECD_CHECK(new_len >= 0 && new_len <= t.num_tokens && keep_room >= 0, ErrorCode::kInternal,
-              "KV cache: truncating sequence " + std::to_string(seq) + " of " +
-                  std::to_string(t.num_tokens) + " tokens to " + std::to_string(new_len) + " (room " +
-                  std::to_string(keep_room) + ")");
+              "KV cache: truncating sequence " + std::to_string(seq) + " of " + std::to_string(t.num_tokens) +
+                  " tokens to " + std::to_string(new_len) + " (room " + std::to_string(keep_room) + ")");
   t.num_tokens = new_len;
   const int64_t keep_tokens = static_cast<int64_t>(new_len) + keep_room;
   const auto keep = static_cast<size_t>((keep_tokens + shape_.block_size - 1) / shape_.block_size);
@@ -178,24 +178,26 @@ void KvCache::mirror(std::span<const MirroredSeq> seqs) {
   seqs_.clear();
   for (const MirroredSeq& m : seqs) {
     for (int32_t b : m.blocks) {
-      SPECD_CHECK(b >= 0 && b < num_blocks(), ErrorCode::kInternal,
-                  "KV cache: mirrored block " + std::to_string(b) + " is outside the pool of " +
-                      std::to_string(num_blocks()));
+      SPECD_CHECK(
+          b >= 0 && b < num_blocks(), ErrorCode::kInternal,
+          "KV cache: mirrored block " + std::to_string(b) + " is outside the pool of " + std::to_string(num_blocks()));
     }
     SPECD_CHECK(m.num_tokens >= 0 && static_cast<size_t>(m.num_tokens) <= m.blocks.size() * shape_.block_size,
-                ErrorCode::kInternal, "KV cache: mirrored sequence " + std::to_string(m.seq) + " is longer than its table");
+                ErrorCode::kInternal,
+                "KV cache: mirrored sequence " + std::to_string(m.seq) + " is longer than its table");
     seqs_.try_emplace(m.seq, BlockTable{{m.blocks.begin(), m.blocks.end()}, m.num_tokens});
   }
 }
 
-std::span<const int32_t> KvCache::block_table(SeqId seq) const { return table(seq).blocks; }
+std::span<const int32_t> KvCache::block_table(SeqId seq) const {
+  return table(seq).blocks;
+}
 
 int64_t KvCache::slot(SeqId seq, int32_t pos) const {
   const BlockTable& t = table(seq);
   const auto b = static_cast<size_t>(pos / shape_.block_size);
   SPECD_CHECK(pos >= 0 && b < t.blocks.size(), ErrorCode::kInternal,
-              "KV cache: position " + std::to_string(pos) + " of sequence " + std::to_string(seq) +
-                  " is not reserved");
+              "KV cache: position " + std::to_string(pos) + " of sequence " + std::to_string(seq) + " is not reserved");
   return static_cast<int64_t>(t.blocks[b]) * shape_.block_size + pos % shape_.block_size;
 }
 

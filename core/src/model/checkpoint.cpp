@@ -1,17 +1,18 @@
 #include "model/checkpoint.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "common/untrusted.hpp"
 #include "model/gguf.hpp"
 #include "model/gguf_quants.hpp"
+#include "model/json_file.hpp"
 #include "model/mapped_file.hpp"
 #include "model/safetensors.hpp"
-#include "model/json_file.hpp"
-#include "common/untrusted.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/convert.hpp"
 
@@ -192,7 +193,9 @@ std::vector<std::string> Checkpoint::tensor_names() const {
   return names;
 }
 
-void Checkpoint::to_f32(const TensorView& t, float* out) { to_f32(t, t.data, out, t.numel()); }
+void Checkpoint::to_f32(const TensorView& t, float* out) {
+  to_f32(t, t.data, out, t.numel());
+}
 
 void Checkpoint::to_f32(const TensorView& t, const std::byte* src, float* out, int64_t n) {
   if (t.converted_from) {

@@ -21,8 +21,8 @@ namespace specd::model {
 
 // Element types and conversions live with the kernels (specd/kernels/dtype.hpp); checkpoint
 // tensors use the same enum so that quantized tensors can be used in place.
-using kernels::DType;
 using kernels::bf16_to_f32;
+using kernels::DType;
 using kernels::dtype_name;
 using kernels::f16_to_f32;
 using kernels::f32_to_bf16;
@@ -79,7 +79,7 @@ struct ModelConfig {
   // generation_config.json's sampling defaults: what a request that omits the field gets (vLLM).
   std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
   std::optional<int64_t> default_top_k, default_max_tokens;
-  std::filesystem::path config_path;   // the config.json (or GGUF file) this was read from (for messages)
+  std::filesystem::path config_path;  // the config.json (or GGUF file) this was read from (for messages)
 };
 
 // Parses config.json (+ generation_config.json beside it when present). Throws specd::Error
@@ -99,7 +99,7 @@ struct TensorView {
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;  // valid while the Checkpoint lives
   size_t nbytes = 0;
-  std::filesystem::path file;       // for error messages
+  std::filesystem::path file;  // for error messages
   int64_t numel() const;
   bool in_place() const { return !converted_from.has_value(); }  // stored as `dtype`
 };

@@ -46,10 +46,10 @@ struct ForwardBatch {
 struct ForwardOutput {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  std::vector<int32_t> row_start;  // [num_seqs + 1]: rows of seqs[s] are [row_start[s], row_start[s+1])
-  std::vector<float> logits;       // [num_rows, vocab_size]
-  std::vector<float> hidden;       // [num_rows, hidden_size] when return_hidden; with hidden_all
-                                   // [num_tokens, hidden_size], rows indexed like token_start
+  std::vector<int32_t> row_start;    // [num_seqs + 1]: rows of seqs[s] are [row_start[s], row_start[s+1])
+  std::vector<float> logits;         // [num_rows, vocab_size]
+  std::vector<float> hidden;         // [num_rows, hidden_size] when return_hidden; with hidden_all
+                                     // [num_tokens, hidden_size], rows indexed like token_start
   std::vector<int32_t> token_start;  // [num_seqs + 1]: new tokens of seqs[s] are
                                      // [token_start[s], token_start[s+1]) in batch token order
 

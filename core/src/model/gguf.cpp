@@ -26,37 +26,44 @@ constexpr uint64_t kMaxKeyBytes = 65535;  // keys and tensor names are identifie
 
 // ggml's type table (ggml.h, ggml-common.h): name, elements per block, bytes per block.
 constexpr std::array<TypeInfo, 43> kTypes = {{
-    {"F32", 1, 4},        {"F16", 1, 2},      {"Q4_0", 32, 18},    {"Q4_1", 32, 20},   {"Q4_2", 0, 0},
-    {"Q4_3", 0, 0},       {"Q5_0", 32, 22},   {"Q5_1", 32, 24},    {"Q8_0", 32, 34},   {"Q8_1", 32, 36},
-    {"Q2_K", 256, 84},    {"Q3_K", 256, 110}, {"Q4_K", 256, 144},  {"Q5_K", 256, 176}, {"Q6_K", 256, 210},
-    {"Q8_K", 256, 292},   {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74}, {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
-    {"IQ4_NL", 32, 18},   {"IQ3_S", 256, 110}, {"IQ2_S", 256, 82},  {"IQ4_XS", 256, 136}, {"I8", 1, 1},
-    {"I16", 1, 2},        {"I32", 1, 4},      {"I64", 1, 8},       {"F64", 1, 8},      {"IQ1_M", 256, 56},
-    {"BF16", 1, 2},       {"Q4_0_4_4", 0, 0}, {"Q4_0_4_8", 0, 0},  {"Q4_0_8_8", 0, 0}, {"TQ1_0", 256, 54},
-    {"TQ2_0", 256, 66},   {"IQ4_NL_4_4", 0, 0}, {"IQ4_NL_4_8", 0, 0}, {"IQ4_NL_8_8", 0, 0}, {"MXFP4", 32, 17},
-    {"NVFP4", 64, 36},    {"Q1_0", 128, 18},  {"Q2_0", 64, 18},
+    {"F32", 1, 4},      {"F16", 1, 2},        {"Q4_0", 32, 18},     {"Q4_1", 32, 20},     {"Q4_2", 0, 0},
+    {"Q4_3", 0, 0},     {"Q5_0", 32, 22},     {"Q5_1", 32, 24},     {"Q8_0", 32, 34},     {"Q8_1", 32, 36},
+    {"Q2_K", 256, 84},  {"Q3_K", 256, 110},   {"Q4_K", 256, 144},   {"Q5_K", 256, 176},   {"Q6_K", 256, 210},
+    {"Q8_K", 256, 292}, {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74},  {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
+    {"IQ4_NL", 32, 18}, {"IQ3_S", 256, 110},  {"IQ2_S", 256, 82},   {"IQ4_XS", 256, 136}, {"I8", 1, 1},
+    {"I16", 1, 2},      {"I32", 1, 4},        {"I64", 1, 8},        {"F64", 1, 8},        {"IQ1_M", 256, 56},
+    {"BF16", 1, 2},     {"Q4_0_4_4", 0, 0},   {"Q4_0_4_8", 0, 0},   {"Q4_0_8_8", 0, 0},   {"TQ1_0", 256, 54},
+    {"TQ2_0", 256, 66}, {"IQ4_NL_4_4", 0, 0}, {"IQ4_NL_4_8", 0, 0}, {"IQ4_NL_8_8", 0, 0}, {"MXFP4", 32, 17},
+    {"NVFP4", 64, 36},  {"Q1_0", 128, 18},    {"Q2_0", 64, 18},
 }};
 
 size_t scalar_size(ValueType t) {
   switch (t) {
     case ValueType::kUint8:
     case ValueType::kInt8:
-    case ValueType::kBool: return 1;
+    case ValueType::kBool:
+      return 1;
     case ValueType::kUint16:
-    case ValueType::kInt16: return 2;
+    case ValueType::kInt16:
+      return 2;
     case ValueType::kUint32:
     case ValueType::kInt32:
-    case ValueType::kFloat32: return 4;
+    case ValueType::kFloat32:
+      return 4;
     case ValueType::kUint64:
     case ValueType::kInt64:
-    case ValueType::kFloat64: return 8;
+    case ValueType::kFloat64:
+      return 8;
     case ValueType::kString:
-    case ValueType::kArray: return 0;
+    case ValueType::kArray:
+      return 0;
   }
   return 0;
 }
 
-bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::kFloat64); }
+bool known_value_type(uint32_t t) {
+  return t <= static_cast<uint32_t>(ValueType::kFloat64);
+}
 
 template <typename T>
 T load(const std::byte* p) {
@@ -83,12 +90,14 @@ std::string shown(std::string_view s) {
   return out;
 }
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace
 
 std::string_view value_type_name(ValueType type) noexcept {
-  static constexpr std::string_view kNames[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static constexpr std::string_view kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                                 "bool", "string", "array", "u64", "i64", "f64"};
   const auto i = static_cast<uint32_t>(type);
   return i < std::size(kNames) ? kNames[i] : std::string_view("unknown");
@@ -113,8 +122,10 @@ bool Value::is_integer() const {
     case ValueType::kUint32:
     case ValueType::kInt32:
     case ValueType::kUint64:
-    case ValueType::kInt64: return true;
-    default: return false;
+    case ValueType::kInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -138,8 +149,8 @@ class Parser {
   // `n` more bytes for `what`, or an error naming the offset and what was being read.
   const std::byte* take(uint64_t n, const std::string& what) {
     if (n > f_.size_ - pos_) {
-      fail(what + " at offset " + std::to_string(pos_) + " needs " + std::to_string(n) + " bytes but the file ends at " +
-           std::to_string(f_.size_) + " (truncated or corrupt)");
+      fail(what + " at offset " + std::to_string(pos_) + " needs " + std::to_string(n) +
+           " bytes but the file ends at " + std::to_string(f_.size_) + " (truncated or corrupt)");
     }
     const std::byte* p = f_.bytes_ + pos_;
     pos_ += n;
@@ -153,10 +164,11 @@ class Parser {
 
   std::string_view string(const std::string& what, uint64_t max_len = std::numeric_limits<uint64_t>::max()) {
     const auto len = read<uint64_t>(what + " length");
-    if (len > max_len) fail(what + " length " + std::to_string(len) + " exceeds the limit of " + std::to_string(max_len));
+    if (len > max_len)
+      fail(what + " length " + std::to_string(len) + " exceeds the limit of " + std::to_string(max_len));
     if (len > remaining()) {
-      fail(what + " length " + std::to_string(len) + " at offset " + std::to_string(pos_ - 8) + " runs past the end of the file (" +
-           std::to_string(f_.size_) + " bytes)");
+      fail(what + " length " + std::to_string(len) + " at offset " + std::to_string(pos_ - 8) +
+           " runs past the end of the file (" + std::to_string(f_.size_) + " bytes)");
     }
     return {reinterpret_cast<const char*>(take(len, what)), static_cast<size_t>(len)};
   }
@@ -239,7 +251,8 @@ class Parser {
   // Element type and count of an array at `depth`, then its elements unless they are arrays
   // (returns true: the caller reads those, `count` slots reserved from v.first in values_).
   bool array_header(Value& v, const std::string& where, uint32_t depth) {
-    if (depth > kMaxArrayDepth) fail(where + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
+    if (depth > kMaxArrayDepth)
+      fail(where + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
     const auto elem = read<uint32_t>(where + " array element type");
     if (!known_value_type(elem)) fail(where + " is an array of unknown value type " + std::to_string(elem));
     v.elem_type = static_cast<ValueType>(elem);
@@ -301,7 +314,8 @@ class Parser {
     }
     t.type = read<uint32_t>(where + " type");
     const TypeInfo& info = type_info(t.type);
-    if (info.block == 0) fail(where + " has unknown ggml type " + type_name(t.type) + " (id " + std::to_string(t.type) + ")");
+    if (info.block == 0)
+      fail(where + " has unknown ggml type " + type_name(t.type) + " (id " + std::to_string(t.type) + ")");
     if (t.ne[0] % info.block != 0) {
       fail(where + " has ne[0] = " + std::to_string(t.ne[0]) + ", not a multiple of the " + std::string(info.name) +
            " block of " + std::to_string(info.block));
@@ -333,7 +347,8 @@ class Parser {
       t.data = f_.bytes_ + f_.data_offset_ + t.offset;
       if (t.nbytes > 0) by_offset.push_back(&t);
     }
-    std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
     for (size_t i = 1; i < by_offset.size(); ++i) {
       const TensorInfo& prev = *by_offset[i - 1];
       const TensorInfo& next = *by_offset[i];
@@ -377,7 +392,8 @@ std::shared_ptr<const File> File::open(const std::filesystem::path& path) {
 }
 
 void File::fail(std::string_view what, bool unsupported) const {
-  throw Error(unsupported ? ErrorCode::kUnsupported : ErrorCode::kModelFormat, path_.string() + ": " + std::string(what));
+  throw Error(unsupported ? ErrorCode::kUnsupported : ErrorCode::kModelFormat,
+              path_.string() + ": " + std::string(what));
 }
 
 const Value* File::find(std::string_view key) const {
@@ -395,19 +411,27 @@ namespace {
 // An integer of any GGUF integer type at `p`, as int64 (uint64 above INT64_MAX -> nullopt).
 std::optional<int64_t> integer_value(ValueType type, const std::byte* p) {
   switch (type) {
-    case ValueType::kUint8: return load<uint8_t>(p);
-    case ValueType::kInt8: return load<int8_t>(p);
-    case ValueType::kUint16: return load<uint16_t>(p);
-    case ValueType::kInt16: return load<int16_t>(p);
-    case ValueType::kUint32: return load<uint32_t>(p);
-    case ValueType::kInt32: return load<int32_t>(p);
-    case ValueType::kInt64: return load<int64_t>(p);
+    case ValueType::kUint8:
+      return load<uint8_t>(p);
+    case ValueType::kInt8:
+      return load<int8_t>(p);
+    case ValueType::kUint16:
+      return load<uint16_t>(p);
+    case ValueType::kInt16:
+      return load<int16_t>(p);
+    case ValueType::kUint32:
+      return load<uint32_t>(p);
+    case ValueType::kInt32:
+      return load<int32_t>(p);
+    case ValueType::kInt64:
+      return load<int64_t>(p);
     case ValueType::kUint64: {
       const auto u = load<uint64_t>(p);
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
       return static_cast<int64_t>(u);
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -416,7 +440,8 @@ std::optional<int64_t> integer_value(ValueType type, const std::byte* p) {
 std::optional<int64_t> File::integer(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_integer()) fail("metadata key '" + shown(key) + "' must be an integer, got " + std::string(value_type_name(v->type)));
+  if (!v->is_integer())
+    fail("metadata key '" + shown(key) + "' must be an integer, got " + std::string(value_type_name(v->type)));
   const std::optional<int64_t> i = integer_value(v->type, v->raw);
   if (!i) fail("metadata key '" + shown(key) + "' holds an integer above 2^63");
   return i;
@@ -439,7 +464,8 @@ std::optional<double> File::real(std::string_view key) const {
 std::optional<bool> File::boolean(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return std::nullopt;
-  if (v->type != ValueType::kBool) fail("metadata key '" + shown(key) + "' must be a bool, got " + std::string(value_type_name(v->type)));
+  if (v->type != ValueType::kBool)
+    fail("metadata key '" + shown(key) + "' must be a bool, got " + std::string(value_type_name(v->type)));
   const auto b = load<uint8_t>(v->raw);
   if (b > 1) fail("metadata key '" + shown(key) + "' holds bool byte " + std::to_string(b) + " (0 or 1 expected)");
   return b == 1;
@@ -448,7 +474,8 @@ std::optional<bool> File::boolean(std::string_view key) const {
 std::optional<std::string_view> File::string(std::string_view key) const {
   const Value* v = find(key);
   if (v == nullptr) return std::nullopt;
-  if (v->type != ValueType::kString) fail("metadata key '" + shown(key) + "' must be a string, got " + std::string(value_type_name(v->type)));
+  if (v->type != ValueType::kString)
+    fail("metadata key '" + shown(key) + "' must be a string, got " + std::string(value_type_name(v->type)));
   return std::string_view(reinterpret_cast<const char*>(v->raw), static_cast<size_t>(v->count));
 }
 
@@ -463,10 +490,9 @@ const Value* File::array(std::string_view key, ValueType elem) const {
   if (v == nullptr) return nullptr;
   Value probe;
   probe.type = v->elem_type;
-  const bool ok = v->type == ValueType::kArray &&
-                  (elem == ValueType::kInt64 ? probe.is_integer()
-                   : elem == ValueType::kFloat64 ? probe.is_float()
-                                                 : v->elem_type == elem);
+  const bool ok = v->type == ValueType::kArray && (elem == ValueType::kInt64     ? probe.is_integer()
+                                                   : elem == ValueType::kFloat64 ? probe.is_float()
+                                                                                 : v->elem_type == elem);
   if (!ok) {
     fail("metadata key '" + shown(key) + "' must be an array of " + std::string(value_type_name(elem)) + ", got " +
          std::string(value_type_name(v->type)) +
@@ -492,7 +518,8 @@ int64_t File::integer_at(const Value& v, uint64_t i, std::string_view key) const
 }
 
 double File::real_at(const Value& v, uint64_t i, std::string_view key) const {
-  if (v.type != ValueType::kArray || i >= v.count) fail("metadata key '" + shown(key) + "': no element " + std::to_string(i));
+  if (v.type != ValueType::kArray || i >= v.count)
+    fail("metadata key '" + shown(key) + "': no element " + std::to_string(i));
   if (v.elem_type == ValueType::kFloat32) return load<float>(v.raw + i * 4);
   if (v.elem_type == ValueType::kFloat64) return load<double>(v.raw + i * 8);
   fail("metadata key '" + shown(key) + "' is not an array of floats");
@@ -513,11 +540,16 @@ std::string File::describe(const Value& v, size_t max_len) const {
     }
     case ValueType::kArray:
       return "[" + std::to_string(v.count) + " x " + std::string(value_type_name(v.elem_type)) + "]";
-    case ValueType::kBool: return load<uint8_t>(v.raw) ? "true" : "false";
-    case ValueType::kFloat32: return std::to_string(load<float>(v.raw));
-    case ValueType::kFloat64: return std::to_string(load<double>(v.raw));
-    case ValueType::kUint64: return std::to_string(load<uint64_t>(v.raw));
-    default: return std::to_string(integer_value(v.type, v.raw).value_or(0));
+    case ValueType::kBool:
+      return load<uint8_t>(v.raw) ? "true" : "false";
+    case ValueType::kFloat32:
+      return std::to_string(load<float>(v.raw));
+    case ValueType::kFloat64:
+      return std::to_string(load<double>(v.raw));
+    case ValueType::kUint64:
+      return std::to_string(load<uint64_t>(v.raw));
+    default:
+      return std::to_string(integer_value(v.type, v.raw).value_or(0));
   }
 }
 

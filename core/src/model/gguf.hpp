@@ -59,8 +59,7 @@ struct TypeInfo {
   uint32_t bytes = 0;
 };
 inline constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ4_0 = 2, kTypeQ4_1 = 3, kTypeQ5_0 = 6, kTypeQ5_1 = 7,
-                          kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ5_K = 13, kTypeQ6_K = 14, kTypeQ8_K = 15,
-                          kTypeBF16 = 30;
+                          kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ5_K = 13, kTypeQ6_K = 14, kTypeQ8_K = 15, kTypeBF16 = 30;
 const TypeInfo& type_info(uint32_t ggml_type) noexcept;  // block == 0 for unknown ids
 std::string type_name(uint32_t ggml_type);               // "Q6_K", or "type 77" for an unknown id
 
@@ -81,8 +80,8 @@ struct TensorInfo {
   std::string_view name;
   uint32_t n_dims = 0;
   uint64_t ne[kMaxDims] = {1, 1, 1, 1};
-  uint32_t type = 0;           // ggml_type
-  uint64_t offset = 0;         // relative to the data section
+  uint32_t type = 0;    // ggml_type
+  uint64_t offset = 0;  // relative to the data section
   uint64_t nbytes = 0;
   const std::byte* data = nullptr;  // in the file's bytes
   uint64_t numel() const { return ne[0] * ne[1] * ne[2] * ne[3]; }

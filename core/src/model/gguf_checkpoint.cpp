@@ -24,10 +24,12 @@ constexpr std::pair<std::string_view, std::string_view> kGlobalNames[] = {
 };
 // blk.N.<gguf> -> model.layers.N.<hf>, followed by ".weight" or ".bias".
 constexpr std::pair<std::string_view, std::string_view> kBlockNames[] = {
-    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},       {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"},  {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},  {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},
-    {"ffn_up", "mlp.up_proj"},            {"ffn_down", "mlp.down_proj"},
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
 };
 constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
 
@@ -41,7 +43,8 @@ std::string hf_name(std::string_view name, int64_t num_layers) {
   if (dot == std::string_view::npos || last <= dot) return {};
   const std::string_view digits = name.substr(4, dot - 4), part = name.substr(dot + 1, last - dot - 1),
                          kind = name.substr(last + 1);
-  if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos) return {};
+  if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return {};
   if (std::stoll(std::string(digits)) >= num_layers || (kind != "weight" && kind != "bias")) return {};
   for (const auto& [g, h] : kBlockNames)
     if (part == g) return "model.layers." + std::string(digits) + "." + std::string(h) + "." + std::string(kind);
@@ -50,12 +53,18 @@ std::string hf_name(std::string_view name, int64_t num_layers) {
 
 std::optional<DType> in_place_dtype(uint32_t ggml_type) {
   switch (ggml_type) {
-    case gguf::kTypeF32: return DType::kF32;
-    case gguf::kTypeF16: return DType::kF16;
-    case gguf::kTypeBF16: return DType::kBF16;
-    case gguf::kTypeQ8_0: return DType::kQ8_0;
-    case gguf::kTypeQ4_0: return DType::kQ4_0;
-    default: return std::nullopt;
+    case gguf::kTypeF32:
+      return DType::kF32;
+    case gguf::kTypeF16:
+      return DType::kF16;
+    case gguf::kTypeBF16:
+      return DType::kBF16;
+    case gguf::kTypeQ8_0:
+      return DType::kQ8_0;
+    case gguf::kTypeQ4_0:
+      return DType::kQ4_0;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -98,7 +107,8 @@ int64_t positive(const File& f, const std::string& key, std::optional<int64_t> f
   } else {
     value = f.require_integer(key);
   }
-  if (value <= 0 || value > (int64_t{1} << 31)) f.fail("metadata key '" + key + "' = " + std::to_string(value) + " is out of range");
+  if (value <= 0 || value > (int64_t{1} << 31))
+    f.fail("metadata key '" + key + "' = " + std::to_string(value) + " is out of range");
   return value;
 }
 
@@ -117,7 +127,8 @@ Architecture architecture(const File& f) {
   if (arch == "llama") return Architecture::kLlama;
   if (arch == "qwen2") return Architecture::kQwen2;
   if (arch == "qwen3") return Architecture::kQwen3;
-  f.fail("general.architecture '" + std::string(arch).substr(0, 40) + "' is not supported (specd runs llama, qwen2 and qwen3)",
+  f.fail("general.architecture '" + std::string(arch).substr(0, 40) +
+             "' is not supported (specd runs llama, qwen2 and qwen3)",
          true);
 }
 
@@ -125,8 +136,9 @@ void rope_config(const File& f, const std::string& p, ModelConfig& c) {
   c.rope_theta = f.real(p + "rope.freq_base").value_or(10000.0);
   if (!(c.rope_theta > 0)) f.fail("metadata key '" + p + "rope.freq_base' must be positive");
   if (positive(f, p + "rope.dimension_count", c.head_dim) != c.head_dim) {
-    f.fail("metadata key '" + p + "rope.dimension_count' = " + std::to_string(f.require_integer(p + "rope.dimension_count")) +
-               " differs from the head dimension " + std::to_string(c.head_dim) + ": partial rotary embeddings are not supported",
+    f.fail("metadata key '" + p + "rope.dimension_count' = " +
+               std::to_string(f.require_integer(p + "rope.dimension_count")) + " differs from the head dimension " +
+               std::to_string(c.head_dim) + ": partial rotary embeddings are not supported",
            true);
   }
   std::optional<double> factor = f.real(p + "rope.scaling.factor");
@@ -158,8 +170,8 @@ ModelConfig model_config(const File& f) {
            std::to_string(c.num_kv_heads));
   }
   const bool divisible = c.hidden_size % c.num_heads == 0;
-  c.head_dim = positive(f, p + "attention.key_length", divisible ? std::optional<int64_t>(c.hidden_size / c.num_heads)
-                                                                  : std::nullopt);
+  c.head_dim = positive(f, p + "attention.key_length",
+                        divisible ? std::optional<int64_t>(c.hidden_size / c.num_heads) : std::nullopt);
   if (positive(f, p + "attention.value_length", c.head_dim) != c.head_dim)
     f.fail("attention.value_length differs from attention.key_length; specd needs them equal", true);
   if (c.head_dim % 2 != 0) f.fail("head dimension " + std::to_string(c.head_dim) + " must be even for RoPE");
@@ -186,7 +198,8 @@ ModelConfig model_config(const File& f) {
   c.attention_bias = c.arch == Architecture::kQwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.attention_out_bias = c.arch != Architecture::kQwen2 && f.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.bos_token_id = token_id(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+  for (const char* key :
+       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     const std::optional<int32_t> id = token_id(f, key, c.vocab_size);
     if (id && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), *id) == c.eos_token_ids.end())
       c.eos_token_ids.push_back(*id);
@@ -197,8 +210,8 @@ ModelConfig model_config(const File& f) {
 // rope_freqs.weight: one F32 factor per rotated pair.
 std::vector<float> rope_freq_factors(const File& f, const gguf::TensorInfo& t, int64_t head_dim) {
   if (t.type != gguf::kTypeF32 || t.n_dims != 1 || static_cast<int64_t>(t.ne[0]) != head_dim / 2) {
-    f.fail("tensor 'rope_freqs.weight' must be F32 [" + std::to_string(head_dim / 2) + "], got " + gguf::type_name(t.type) +
-           " with " + std::to_string(t.ne[0]) + " elements");
+    f.fail("tensor 'rope_freqs.weight' must be F32 [" + std::to_string(head_dim / 2) + "], got " +
+           gguf::type_name(t.type) + " with " + std::to_string(t.ne[0]) + " elements");
   }
   std::vector<float> factors(static_cast<size_t>(t.ne[0]));
   std::memcpy(factors.data(), t.data, factors.size() * sizeof(float));
@@ -232,8 +245,9 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
     ckpt->tensors_.emplace(std::move(hf), std::move(view));
   }
   if (!ckpt->holds_last_layer()) {
-    f.fail("metadata key '" + std::string(f.require_string("general.architecture")) + ".block_count' = " +
-           std::to_string(c.num_layers) + " but the file holds no tensor blk." + std::to_string(c.num_layers - 1) + ".*");
+    f.fail("metadata key '" + std::string(f.require_string("general.architecture")) +
+           ".block_count' = " + std::to_string(c.num_layers) + " but the file holds no tensor blk." +
+           std::to_string(c.num_layers - 1) + ".*");
   }
   return ckpt;
 }

@@ -22,7 +22,9 @@ uint32_t u32(const std::byte* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-uint8_t u8(const std::byte* p) { return std::to_integer<uint8_t>(*p); }
+uint8_t u8(const std::byte* p) {
+  return std::to_integer<uint8_t>(*p);
+}
 
 // Q4_1 / Q5_0 / Q5_1: blocks of 32 with a 4-bit low part and optional 5th bits and min.
 void dequantize_32(const std::byte* b, float* y, bool has_min, bool five_bit) {
@@ -105,7 +107,9 @@ bool is_converted_type(uint32_t t) noexcept {
          t == kTypeQ8_K;
 }
 
-kernels::DType converted_dtype(uint32_t) noexcept { return kernels::DType::kQ8_0; }
+kernels::DType converted_dtype(uint32_t) noexcept {
+  return kernels::DType::kQ8_0;
+}
 
 void dequantize(uint32_t ggml_type, const std::byte* src, float* dst, int64_t n) {
   const TypeInfo& info = type_info(ggml_type);
@@ -116,14 +120,29 @@ void dequantize(uint32_t ggml_type, const std::byte* src, float* dst, int64_t n)
     const std::byte* b = src + i * info.bytes;
     float* y = dst + i * info.block;
     switch (ggml_type) {
-      case kTypeQ4_1: dequantize_32(b, y, true, false); break;
-      case kTypeQ5_0: dequantize_32(b, y, false, true); break;
-      case kTypeQ5_1: dequantize_32(b, y, true, true); break;
-      case kTypeQ4_K: dequantize_k45(b, y, false); break;
-      case kTypeQ5_K: dequantize_k45(b, y, true); break;
-      case kTypeQ6_K: dequantize_q6_k(b, y); break;
-      case kTypeQ8_K: dequantize_q8_k(b, y); break;
-      default: break;
+      case kTypeQ4_1:
+        dequantize_32(b, y, true, false);
+        break;
+      case kTypeQ5_0:
+        dequantize_32(b, y, false, true);
+        break;
+      case kTypeQ5_1:
+        dequantize_32(b, y, true, true);
+        break;
+      case kTypeQ4_K:
+        dequantize_k45(b, y, false);
+        break;
+      case kTypeQ5_K:
+        dequantize_k45(b, y, true);
+        break;
+      case kTypeQ6_K:
+        dequantize_q6_k(b, y);
+        break;
+      case kTypeQ8_K:
+        dequantize_q8_k(b, y);
+        break;
+      default:
+        break;
     }
   }
 }

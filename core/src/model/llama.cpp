@@ -20,9 +20,15 @@ constexpr kernels::Device kCpu = kernels::Device::kCpu;
 kernels::RopeScalingParams to_kernel_scaling(const RopeScaling& r) {
   kernels::RopeScalingParams p;
   switch (r.type) {
-    case RopeScaling::Type::kNone: p.kind = kernels::RopeScalingParams::Kind::kNone; break;
-    case RopeScaling::Type::kLinear: p.kind = kernels::RopeScalingParams::Kind::kLinear; break;
-    case RopeScaling::Type::kLlama3: p.kind = kernels::RopeScalingParams::Kind::kLlama3; break;
+    case RopeScaling::Type::kNone:
+      p.kind = kernels::RopeScalingParams::Kind::kNone;
+      break;
+    case RopeScaling::Type::kLinear:
+      p.kind = kernels::RopeScalingParams::Kind::kLinear;
+      break;
+    case RopeScaling::Type::kLlama3:
+      p.kind = kernels::RopeScalingParams::Kind::kLlama3;
+      break;
   }
   p.factor = r.factor;
   p.low_freq_factor = r.low_freq_factor;
@@ -63,9 +69,9 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
   if (comm != nullptr && comm->size() > 1) comm_ = comm;
   num_layers_ = num_layers < 0 ? weights_->num_layers() : num_layers;
   if (num_layers_ <= 0 || num_layers_ > weights_->num_layers()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "LlamaModel: " + std::to_string(num_layers) + " layers requested but the loaded weights hold " +
-                    std::to_string(weights_->num_layers()));
+    throw Error(ErrorCode::kInvalidArgument, "LlamaModel: " + std::to_string(num_layers) +
+                                                 " layers requested but the loaded weights hold " +
+                                                 std::to_string(weights_->num_layers()));
   }
   const ModelConfig& c = config();
   inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
@@ -84,9 +90,9 @@ kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const 
 void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const ModelConfig& c = config();
   const kv::KvCacheShape& ks = kv.shape();
-  SPECD_CHECK(ks.num_layers == num_layers_ && ks.num_kv_heads == weights_->dims().num_kv_heads &&
-                  ks.head_dim == c.head_dim,
-              ErrorCode::kInternal, "LlamaModel::forward: KV cache shape does not match the model");
+  SPECD_CHECK(
+      ks.num_layers == num_layers_ && ks.num_kv_heads == weights_->dims().num_kv_heads && ks.head_dim == c.head_dim,
+      ErrorCode::kInternal, "LlamaModel::forward: KV cache shape does not match the model");
   out.vocab_size = c.vocab_size;
   out.hidden_size = c.hidden_size;
   out.row_start.assign(1, 0);
@@ -129,7 +135,8 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
   for (int32_t s = 0; s < S; ++s) {
     const SequenceInput& in = batch.seqs[static_cast<size_t>(s)];
     const auto n = static_cast<int32_t>(in.tokens.size());
-    if (n == 0) throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
+    if (n == 0)
+      throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(in.seq) + " has no new tokens");
     // A sequence's later rows continue its earlier ones (batch expansion, forward.hpp).
     int32_t start = kv.num_tokens(in.seq);
     for (int32_t e = 0; e < s; ++e) {
@@ -151,8 +158,11 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
       s_.slots.push_back(kv.slot(in.seq, start + i));
     }
     switch (in.logits) {
-      case LogitsMode::kNone: break;
-      case LogitsMode::kLast: s_.out_rows.push_back(t0 + n - 1); break;
+      case LogitsMode::kNone:
+        break;
+      case LogitsMode::kLast:
+        s_.out_rows.push_back(t0 + n - 1);
+        break;
       case LogitsMode::kAll:
         for (int32_t i = 0; i < n; ++i) s_.out_rows.push_back(t0 + i);
         break;

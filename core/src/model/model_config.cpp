@@ -1,10 +1,11 @@
 // config.json (+ generation_config.json) -> ModelConfig, for the Llama family.
-#include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
 
-#include "model/checkpoint.hpp"
 #include "common/untrusted.hpp"
+#include "model/checkpoint.hpp"
 #include "model/json_file.hpp"
 #include "specd/error.hpp"
 
@@ -315,8 +316,12 @@ void read_generation_config(const std::filesystem::path& model_dir, ModelConfig&
   const Fields gen(gen_doc, gen_path);
   if (const std::vector<int32_t> bos = gen.int_list("bos_token_id"); !bos.empty()) c.bos_token_id = bos.front();
   if (gen.has("eos_token_id")) c.eos_token_ids = gen.int_list("eos_token_id");
-  auto number = [&](const char* key) { return gen.has(key) ? std::optional<double>(gen.number_or(key, 0)) : std::nullopt; };
-  auto integer = [&](const char* key) { return gen.has(key) ? std::optional<int64_t>(gen.int_or(key, 0)) : std::nullopt; };
+  auto number = [&](const char* key) {
+    return gen.has(key) ? std::optional<double>(gen.number_or(key, 0)) : std::nullopt;
+  };
+  auto integer = [&](const char* key) {
+    return gen.has(key) ? std::optional<int64_t>(gen.int_or(key, 0)) : std::nullopt;
+  };
   c.default_temperature = number("temperature");
   c.default_top_p = number("top_p");
   c.default_min_p = number("min_p");

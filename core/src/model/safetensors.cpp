@@ -1,11 +1,12 @@
 #include "model/safetensors.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cstring>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -18,11 +19,14 @@ namespace specd::model {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
+    case DType::kF32:
+      return 4;
     case DType::kF16:
-    case DType::kBF16: return 2;
+    case DType::kBF16:
+      return 2;
     case DType::kQ8_0:
-    case DType::kQ4_0: break;
+    case DType::kQ4_0:
+      break;
   }
   throw Error(ErrorCode::kInternal, "dtype_size: " + std::string(dtype_name(dtype)) + " has no element size");
 }
@@ -80,7 +84,9 @@ class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
 
   bool null() override { return scalar("null"); }
   bool boolean(bool) override { return scalar("boolean"); }
-  bool number_integer(number_integer_t v) override { return v >= 0 ? number(static_cast<uint64_t>(v)) : scalar("integer"); }
+  bool number_integer(number_integer_t v) override {
+    return v >= 0 ? number(static_cast<uint64_t>(v)) : scalar("integer");
+  }
   bool number_unsigned(number_unsigned_t v) override { return number(v); }
   bool number_float(number_float_t, const string_t&) override { return scalar("number"); }
   bool binary(binary_t&) override { return scalar("binary"); }
@@ -122,11 +128,11 @@ class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
       field_ = Field::kOther;
       return true;
     }
-    field_ = metadata_ ? Field::kOther
-             : k == "dtype" ? Field::kDtype
-             : k == "shape" ? Field::kShape
+    field_ = metadata_             ? Field::kOther
+             : k == "dtype"        ? Field::kDtype
+             : k == "shape"        ? Field::kShape
              : k == "data_offsets" ? Field::kOffsets
-                                  : Field::kOther;
+                                   : Field::kOther;
     if (field_ != Field::kOther) {
       const RawEntry& e = entries_.back();
       if (field_ == Field::kDtype ? e.has_dtype : field_ == Field::kShape ? e.has_shape : e.has_offsets) {
@@ -153,8 +159,8 @@ class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
   }
   bool enter_skip() {
     if (++skip_ + depth_ > kMaxJsonDepth) {
-      fail(ErrorCode::kModelFormat, file_, "safetensors header nests deeper than " + std::to_string(kMaxJsonDepth) +
-                                               " levels in " + where());
+      fail(ErrorCode::kModelFormat, file_,
+           "safetensors header nests deeper than " + std::to_string(kMaxJsonDepth) + " levels in " + where());
     }
     return true;
   }
@@ -171,11 +177,13 @@ class HeaderReader final : public nlohmann::json_sax<nlohmann::json> {
       RawEntry& e = entries_.back();
       std::vector<uint64_t>& dims = field_ == Field::kShape ? e.shape : e.offsets;
       if (field_ == Field::kShape && dims.size() == kMaxDims) {
-        fail(ErrorCode::kModelFormat, file_, where() + ": \"shape\" has more than " + std::to_string(kMaxDims) +
-                                                 " dimensions");
+        fail(ErrorCode::kModelFormat, file_,
+             where() + ": \"shape\" has more than " + std::to_string(kMaxDims) + " dimensions");
       }
-      if (field_ == Field::kOffsets && dims.size() == 2) e.offsets_ok = false;
-      else dims.push_back(v);
+      if (field_ == Field::kOffsets && dims.size() == 2)
+        e.offsets_ok = false;
+      else
+        dims.push_back(v);
       return true;
     }
     return scalar("integer");
@@ -238,8 +246,8 @@ Entry parse_entry(RawEntry& raw, uint64_t data_size, const std::filesystem::path
   for (const uint64_t d : raw.shape) {
     if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
         (d != 0 && numel > std::numeric_limits<uint64_t>::max() / 8 / d)) {
-      fail(ErrorCode::kModelFormat, file, where + ": \"shape\" " + shape_text({raw.shape.begin(), raw.shape.end()}) +
-                                              " has too many elements");
+      fail(ErrorCode::kModelFormat, file,
+           where + ": \"shape\" " + shape_text({raw.shape.begin(), raw.shape.end()}) + " has too many elements");
     }
     numel *= d;
     entry.view.shape.push_back(static_cast<int64_t>(d));
@@ -293,7 +301,8 @@ std::vector<TensorView> parse_safetensors(const std::byte* data, size_t size, co
   std::vector<RawEntry>& raw = reader.entries();
   std::sort(raw.begin(), raw.end(), [](const RawEntry& a, const RawEntry& b) { return a.name < b.name; });
   for (size_t i = 1; i < raw.size(); ++i) {
-    if (raw[i].name == raw[i - 1].name) fail(ErrorCode::kModelFormat, file, "tensor '" + clip(raw[i].name) + "' appears twice");
+    if (raw[i].name == raw[i - 1].name)
+      fail(ErrorCode::kModelFormat, file, "tensor '" + clip(raw[i].name) + "' appears twice");
   }
 
   const uint64_t data_size = size - 8 - header_len;
@@ -314,8 +323,7 @@ std::vector<TensorView> parse_safetensors(const std::byte* data, size_t size, co
     if (next.begin < prev.end) {
       fail(ErrorCode::kModelFormat, file,
            "tensors '" + clip(prev.view.name) + "' " + offsets_text(prev.begin, prev.end) + " and '" +
-               clip(next.view.name) + "' " +
-               offsets_text(next.begin, next.end) + " overlap");
+               clip(next.view.name) + "' " + offsets_text(next.begin, next.end) + " overlap");
     }
   }
 

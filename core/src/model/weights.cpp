@@ -35,7 +35,9 @@ size_t stored_bytes(const TensorView& t, int64_t elems) {
   return kernels::row_bytes(t.dtype, elems);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -45,10 +47,10 @@ ShardDims ShardDims::of(const ModelConfig& c, TensorShard shard) {
   const int64_t n = shard.size;
   auto require_divides = [&](int64_t value, const char* field, const char* why) {
     if (value % n != 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "tensor parallelism over " + std::to_string(n) + " ranks: " + field + " = " + std::to_string(value) +
-                      " in " + c.config_path.string() + " is not divisible by " + std::to_string(n) + " (" + why +
-                      "); choose a tensor_parallel_size that divides it");
+      throw Error(ErrorCode::kInvalidArgument, "tensor parallelism over " + std::to_string(n) + " ranks: " + field +
+                                                   " = " + std::to_string(value) + " in " + c.config_path.string() +
+                                                   " is not divisible by " + std::to_string(n) + " (" + why +
+                                                   "); choose a tensor_parallel_size that divides it");
     }
   };
   require_divides(c.num_heads, "num_attention_heads", "each rank holds whole attention heads");
@@ -95,8 +97,8 @@ WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t c
   if (nc != cols) {  // row-parallel: this rank's input columns, whole blocks of both types
     const StoredBlock stored = stored_block(t);
     const int64_t compute_block = kernels::is_quantized(dtype) ? kernels::kQuantBlock : 1;
-    for (const auto& [block, type] : {std::pair{stored.elems, stored.type},
-                                      std::pair{compute_block, std::string(kernels::dtype_name(dtype))}}) {
+    for (const auto& [block, type] :
+         {std::pair{stored.elems, stored.type}, std::pair{compute_block, std::string(kernels::dtype_name(dtype))}}) {
       if (c0 % block != 0 || nc % block != 0) {
         throw Error(ErrorCode::kInvalidArgument,
                     what + ": tensor parallelism over " + std::to_string(shard_.size) + " ranks gives each rank " +
@@ -120,7 +122,8 @@ WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t c
   if (stored && whole_rows) {
     std::memcpy(dst, src, row * static_cast<size_t>(nr));
   } else if (stored) {
-    for (int64_t r = 0; r < nr; ++r) std::memcpy(dst + static_cast<size_t>(r) * row, src + static_cast<size_t>(r) * src_row, row);
+    for (int64_t r = 0; r < nr; ++r)
+      std::memcpy(dst + static_cast<size_t>(r) * row, src + static_cast<size_t>(r) * src_row, row);
   } else {
     // Widen to F32 and narrow/quantize, a chunk of whole (part) rows at a time.
     const int64_t rows_per_chunk = std::max<int64_t>(1, kConvertChunk / nc);
@@ -178,8 +181,7 @@ void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
   l.w_down = matrix(p + "mlp.down_proj.weight", H, I, requested_, {}, mlp_part);
 }
 
-std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target,
-                                                           int64_t module) {
+std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module) {
   SPECD_CHECK(target != nullptr, ErrorCode::kInternal, "LlamaWeights::load_mtp: null target");
   SPECD_CHECK(!target->is_mtp(), ErrorCode::kInvalidArgument, "load_mtp: the target is itself an MTP module");
   const ModelConfig& c = target->config();
@@ -209,9 +211,9 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
   return w;
 }
 
-std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                       int64_t num_layers, std::optional<DType> dtype,
-                                                       WeightPlacement placement, TensorShard shard) {
+std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint, int64_t num_layers,
+                                                       std::optional<DType> dtype, WeightPlacement placement,
+                                                       TensorShard shard) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = std::move(checkpoint);
@@ -222,9 +224,9 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
   w->dims_ = ShardDims::of(c, shard);
   if (num_layers < 0) num_layers = c.num_layers;
   if (num_layers == 0 || num_layers > c.num_layers) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "cannot build a model of " + std::to_string(num_layers) + " layers from " +
-                    w->checkpoint_->dir().string() + ", which has " + std::to_string(c.num_layers));
+    throw Error(ErrorCode::kInvalidArgument, "cannot build a model of " + std::to_string(num_layers) + " layers from " +
+                                                 w->checkpoint_->dir().string() + ", which has " +
+                                                 std::to_string(c.num_layers));
   }
   const int64_t H = c.hidden_size, V = c.vocab_size;
   // Models quantized at load keep the embeddings and the LM head in f16 (see the header).

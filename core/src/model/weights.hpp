@@ -87,8 +87,8 @@ struct LayerWeights {
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
-  const float* q_norm = nullptr;     // [head_dim]
-  const float* k_norm = nullptr;     // [head_dim]
+  const float* q_norm = nullptr;    // [head_dim]
+  const float* k_norm = nullptr;    // [head_dim]
   WeightView wo;                    // [hidden, num_heads * head_dim]
   const float* bo = nullptr;        // [hidden]; Llama with attention_bias (not Qwen2)
   const float* mlp_norm = nullptr;  // [hidden]
@@ -111,8 +111,8 @@ class LlamaWeights {
   // tensor and file on a missing tensor or wrong shape, or a matrix whose rows cannot be
   // quantized (not whole blocks of 32). `shard`: only this rank's part (see the top of this
   // file); throws as ShardDims::of does, and on a split inside a quantized block.
-  static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint,
-                                                  int64_t num_layers, std::optional<DType> dtype,
+  static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint, int64_t num_layers,
+                                                  std::optional<DType> dtype,
                                                   WeightPlacement placement = WeightPlacement::kCopy,
                                                   TensorShard shard = {});
 

@@ -147,7 +147,9 @@ RequestOutput OutputProcessor::fail(sched::SeqId seq, const std::string& message
   return out;
 }
 
-RequestOutput OutputProcessor::abort(sched::SeqId seq) { return ended(seq, FinishReason::kAbort); }
+RequestOutput OutputProcessor::abort(sched::SeqId seq) {
+  return ended(seq, FinishReason::kAbort);
+}
 
 RequestOutput OutputProcessor::refuse(RequestId request, const std::string& message, int32_t num_prompt) {
   RequestOutput out;

@@ -37,10 +37,10 @@ struct SpecStep {
 
 // What one row committed for a sequence this step.
 struct Committed {
-  std::span<const int32_t> appended;              // the tokens, in order
+  std::span<const int32_t> appended;                // the tokens, in order
   FinishReason token_finish = FinishReason::kNone;  // the scheduler's verdict on the last one
-  const SpecStep* spec = nullptr;                 // the step's outcome when the sequence proposed
-  const float* logits = nullptr;                  // [appended, vocab] raw target logits, row i for token i
+  const SpecStep* spec = nullptr;                   // the step's outcome when the sequence proposed
+  const float* logits = nullptr;                    // [appended, vocab] raw target logits, row i for token i
 };
 
 class OutputProcessor {

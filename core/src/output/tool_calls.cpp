@@ -28,9 +28,12 @@ std::string_view trim(std::string_view s) {
 
 std::string_view tool_call_format_name(ToolCallFormat format) noexcept {
   switch (format) {
-    case ToolCallFormat::kNone: return "none";
-    case ToolCallFormat::kHermes: return "hermes";
-    case ToolCallFormat::kLlama3Json: return "llama3_json";
+    case ToolCallFormat::kNone:
+      return "none";
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3Json:
+      return "llama3_json";
   }
   return "none";
 }
@@ -124,7 +127,8 @@ ToolCallParser::Result ToolCallParser::finish() {
       // A ';' inside a string argument: extend until the piece parses.
       while (end != std::string_view::npos && !nlohmann::json::accept(trim(body.substr(start, end - start))))
         end = body.find(';', end + 1);
-      const std::string_view piece = body.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+      const std::string_view piece =
+          body.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
       all = parse_call(piece, calls);
       if (end == std::string_view::npos) break;
       start = end + 1;

@@ -35,9 +35,9 @@ class ToolCallParser {
 
   ToolCallFormat format_;
   std::string held_;
-  bool in_call_ = false;        // hermes: inside <tool_call>
-  bool decided_ = false;        // llama3_json: the output's first text decided call or content
-  bool json_output_ = false;    // llama3_json: the output is held as a call
+  bool in_call_ = false;      // hermes: inside <tool_call>
+  bool decided_ = false;      // llama3_json: the output's first text decided call or content
+  bool json_output_ = false;  // llama3_json: the output is held as a call
   int num_calls_ = 0;
 };
 

@@ -26,13 +26,20 @@ constexpr uint16_t kHostMachine = EM_NONE;  // not checked
 
 std::string machine_name(uint16_t m) {
   switch (m) {
-    case EM_X86_64: return "x86-64";
-    case EM_AARCH64: return "AArch64";
-    case EM_386: return "i386";
-    case EM_ARM: return "ARM";
-    case EM_RISCV: return "RISC-V";
-    case EM_PPC64: return "PowerPC64";
-    default: return "machine " + std::to_string(m);
+    case EM_X86_64:
+      return "x86-64";
+    case EM_AARCH64:
+      return "AArch64";
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "ARM";
+    case EM_RISCV:
+      return "RISC-V";
+    case EM_PPC64:
+      return "PowerPC64";
+    default:
+      return "machine " + std::to_string(m);
   }
 }
 
@@ -80,7 +87,8 @@ std::string read_table(const File& file, uint64_t offset, uint64_t count, uint64
     return truncated(std::string("the ") + what + " table", offset, count * sizeof(T), size);
   }
   out.resize(count);
-  if (!file.read_at(offset, out.data(), out.size() * sizeof(T))) return std::string("cannot read the ") + what + " table";
+  if (!file.read_at(offset, out.data(), out.size() * sizeof(T)))
+    return std::string("cannot read the ") + what + " table";
   return "";
 }
 
@@ -124,7 +132,8 @@ std::string check_elf_shared_object(const std::filesystem::path& path) {
   if (std::string bad = check_header(h); !bad.empty()) return bad;
 
   std::vector<Elf64_Phdr> segments;
-  if (std::string bad = read_table(file, h.e_phoff, h.e_phnum, size, "program header", segments); !bad.empty()) return bad;
+  if (std::string bad = read_table(file, h.e_phoff, h.e_phnum, size, "program header", segments); !bad.empty())
+    return bad;
   for (size_t i = 0; i < segments.size(); ++i) {
     const Elf64_Phdr& p = segments[i];
     if ((p.p_type == PT_LOAD || p.p_type == PT_DYNAMIC) && !within(p.p_offset, 1, p.p_filesz, size)) {
@@ -135,7 +144,8 @@ std::string check_elf_shared_object(const std::filesystem::path& path) {
 
   if (h.e_shnum == 0) return "";
   std::vector<Elf64_Shdr> sections;
-  if (std::string bad = read_table(file, h.e_shoff, h.e_shnum, size, "section header", sections); !bad.empty()) return bad;
+  if (std::string bad = read_table(file, h.e_shoff, h.e_shnum, size, "section header", sections); !bad.empty())
+    return bad;
   for (size_t i = 0; i < sections.size(); ++i) {
     const Elf64_Shdr& s = sections[i];
     if (s.sh_type != SHT_NOBITS && s.sh_type != SHT_NULL && !within(s.sh_offset, 1, s.sh_size, size)) {

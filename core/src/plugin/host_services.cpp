@@ -56,7 +56,9 @@ void release(void*, specd_device device, void* ptr) {
 }
 
 // Components run on the device's default stream until the CUDA backend hands out its own.
-void* device_stream(void*, specd_device) { return nullptr; }
+void* device_stream(void*, specd_device) {
+  return nullptr;
+}
 
 }  // namespace
 

@@ -5,12 +5,18 @@
 namespace specd::plugin {
 std::string status_name(int32_t status) {
   switch (status) {
-    case SPECD_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case SPECD_ERR_UNSUPPORTED: return "unsupported";
-    case SPECD_ERR_OUT_OF_MEMORY: return "out of memory";
-    case SPECD_ERR_NOT_FOUND: return "not found";
-    case SPECD_ERR_INTERNAL: return "internal error";
-    default: return "status " + std::to_string(status);
+    case SPECD_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case SPECD_ERR_UNSUPPORTED:
+      return "unsupported";
+    case SPECD_ERR_OUT_OF_MEMORY:
+      return "out of memory";
+    case SPECD_ERR_NOT_FOUND:
+      return "not found";
+    case SPECD_ERR_INTERNAL:
+      return "internal error";
+    default:
+      return "status " + std::to_string(status);
   }
 }
 
@@ -42,7 +48,9 @@ void ProposerInstance::on_prefill(const specd_prefill_batch& batch) {
   if (vt_.on_prefill != nullptr) call(&specd_proposer_vtable::on_prefill, "on_prefill", &batch);
 }
 
-void ProposerInstance::propose(specd_propose_batch& batch) { call(&specd_proposer_vtable::propose, "propose", &batch); }
+void ProposerInstance::propose(specd_propose_batch& batch) {
+  call(&specd_proposer_vtable::propose, "propose", &batch);
+}
 
 void ProposerInstance::on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted) {
   if (vt_.on_accept != nullptr) call(&specd_proposer_vtable::on_accept, "on_accept", seq_id, num_accepted, emitted);
@@ -68,6 +76,8 @@ ScorerInstance::ScorerInstance(CreatedComponent c) : Instance("scorer", std::mov
   require(&specd_scorer_vtable::score, "has no score function");
 }
 
-void ScorerInstance::score(specd_score_batch& batch) { call(&specd_scorer_vtable::score, "score", &batch); }
+void ScorerInstance::score(specd_score_batch& batch) {
+  call(&specd_scorer_vtable::score, "score", &batch);
+}
 
 }  // namespace specd::plugin

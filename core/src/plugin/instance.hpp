@@ -46,7 +46,11 @@ class Instance {
  protected:
   // Copies the vtable (see the file comment); the derived class then require()s its entries.
   Instance(std::string_view kind, CreatedComponent c)
-      : self_(c.component.self), kind_(kind), name_(std::move(c.name)), abi_minor_(c.abi_minor), ctx_(std::move(c.ctx)) {
+      : self_(c.component.self),
+        kind_(kind),
+        name_(std::move(c.name)),
+        abi_minor_(c.abi_minor),
+        ctx_(std::move(c.ctx)) {
     const auto* plugin_vt = static_cast<const Vtable*>(c.component.vtable);
     const size_t n = plugin_vt->struct_size < sizeof(Vtable) ? plugin_vt->struct_size : sizeof(Vtable);
     std::memcpy(&vt_, plugin_vt, n);

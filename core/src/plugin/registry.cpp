@@ -6,9 +6,9 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <set>
 #include <system_error>
@@ -23,9 +23,12 @@ namespace fs = std::filesystem;
 
 std::string_view kind_name(ComponentKind kind) {
   switch (kind) {
-    case ComponentKind::kProposer: return "proposer";
-    case ComponentKind::kScorer: return "scorer";
-    case ComponentKind::kVerifier: return "verifier";
+    case ComponentKind::kProposer:
+      return "proposer";
+    case ComponentKind::kScorer:
+      return "scorer";
+    case ComponentKind::kVerifier:
+      return "verifier";
   }
   return "component";
 }
@@ -41,7 +44,9 @@ class LoadedLibrary {
 
 namespace {
 
-const log::Logger& plugin_log() { return log::get("plugin"); }
+const log::Logger& plugin_log() {
+  return log::get("plugin");
+}
 
 // Error buffer for one factory or validate call (not a per-step path).
 struct ErrorBuffer {
@@ -235,8 +240,7 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
 }
 
 // Every component, before any is registered, so that a refused plugin leaves no trace.
-void Registry::check_components(const specd_plugin_descriptor& desc, const fs::path& file,
-                                const fs::path& name) const {
+void Registry::check_components(const specd_plugin_descriptor& desc, const fs::path& file, const fs::path& name) const {
   std::set<std::pair<int, std::string>> own;
   for (int32_t i = 0; i < desc.num_components; ++i) {
     const specd_component_desc& c = desc.components[i];
@@ -279,8 +283,8 @@ const PluginInfo& Registry::add(const specd_plugin_descriptor& desc, const fs::p
     auto key = std::make_pair(static_cast<int>(c.kind), comp->name);
     if (auto it = by_name_.find(key); it != by_name_.end()) {
       shadowed_.push_back({comp->name, comp->kind, it->second->plugin->path, file});
-      plugin_log().warn("{} '{}' in {} is shadowed by {} earlier on the plugin path", kind_name(comp->kind),
-                        comp->name, file.string(), it->second->plugin->path.string());
+      plugin_log().warn("{} '{}' in {} is shadowed by {} earlier on the plugin path", kind_name(comp->kind), comp->name,
+                        file.string(), it->second->plugin->path.string());
     } else {
       by_name_.emplace(key, comp.get());
     }
@@ -353,9 +357,15 @@ void Registry::validate(ComponentKind kind, std::string_view name, const Params&
   }
   // No validate entry: creating an instance is the validation.
   switch (kind) {
-    case ComponentKind::kProposer: create_proposer(name, params); break;
-    case ComponentKind::kVerifier: create_verifier(name, params); break;
-    case ComponentKind::kScorer: create_scorer(name, params); break;
+    case ComponentKind::kProposer:
+      create_proposer(name, params);
+      break;
+    case ComponentKind::kVerifier:
+      create_verifier(name, params);
+      break;
+    case ComponentKind::kScorer:
+      create_scorer(name, params);
+      break;
   }
 }
 

@@ -18,7 +18,11 @@
 
 namespace specd::plugin {
 
-enum class ComponentKind { kProposer = SPECD_COMPONENT_PROPOSER, kScorer = SPECD_COMPONENT_SCORER, kVerifier = SPECD_COMPONENT_VERIFIER };
+enum class ComponentKind {
+  kProposer = SPECD_COMPONENT_PROPOSER,
+  kScorer = SPECD_COMPONENT_SCORER,
+  kVerifier = SPECD_COMPONENT_VERIFIER
+};
 std::string_view kind_name(ComponentKind kind);
 
 class LoadedLibrary;  // the open shared library (Boost.DLL), private to registry.cpp
@@ -36,7 +40,7 @@ struct ComponentInfo {
   std::string name;
   ComponentKind kind;
   std::string description;
-  const PluginInfo* plugin;         // owned by the registry
+  const PluginInfo* plugin;          // owned by the registry
   const specd_component_desc* desc;  // owned by the plugin library
 };
 
@@ -53,7 +57,6 @@ struct Shadowed {
   std::filesystem::path winner;
   std::filesystem::path loser;
 };
-
 
 class Registry {
  public:

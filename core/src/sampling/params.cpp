@@ -50,11 +50,16 @@ std::string validate_sampling_params(const SamplingParams& p) {
 
 std::string_view finish_reason_name(FinishReason reason) noexcept {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kError: return "error";
-    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kAbort:
+      return "abort";
   }
   return "none";
 }

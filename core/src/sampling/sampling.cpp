@@ -26,7 +26,8 @@ void adjust_logits(std::span<float> logits, const SamplingParams& p, const Token
     if (id >= 0 && static_cast<size_t>(id) < V) logits[static_cast<size_t>(id)] += bias;
   if (p.min_tokens > 0 && h.num_generated() < static_cast<size_t>(p.min_tokens))
     for (int32_t id : h.stop_ids)
-      if (id >= 0 && static_cast<size_t>(id) < V) logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+      if (id >= 0 && static_cast<size_t>(id) < V)
+        logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
   const bool repetition = p.repetition_penalty != 1.0f;
   const bool counted = p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
   if (!repetition && !counted) return;
@@ -128,8 +129,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
                      uint64_t seed, uint64_t step, std::span<float> probs_scratch) {
   transform_logits_to_probs(logits, params, history, probs_scratch);
   if (params.temperature == 0.0f) {
-    return static_cast<int32_t>(std::max_element(probs_scratch.begin(), probs_scratch.end()) -
-                                probs_scratch.begin());
+    return static_cast<int32_t>(std::max_element(probs_scratch.begin(), probs_scratch.end()) - probs_scratch.begin());
   }
   return sample_from_probs(probs_scratch, sample_uniform(seed, step));
 }

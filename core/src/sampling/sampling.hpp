@@ -29,8 +29,8 @@ struct TokenHistory {
 //   else softmax(logits / temperature) → min-p → top-k → top-p → renormalize.
 // logits and probs have the vocabulary's size (may not alias). Allocation-free after the
 // first call on a thread.
-void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& params,
-                               const TokenHistory& history, std::span<float> probs);
+void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
+                               std::span<float> probs);
 
 // The token whose cumulative-probability interval contains u in [0, 1) (inverse CDF over
 // token ids in order); never a zero-probability token.

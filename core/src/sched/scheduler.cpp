@@ -25,7 +25,9 @@ Scheduler::Scheduler(const SchedulerLimits& limits, kv::KvCache& kv, HostedKv* h
               ErrorCode::kInvalidArgument, "scheduler limits must be >= 1");
 }
 
-void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  waiting_.push_back(std::move(seq));
+}
 
 void Scheduler::add_fork(std::unique_ptr<Sequence> seq, SeqId parent, int32_t len) {
   if (len > 0) kv_.fork(static_cast<kv::SeqId>(parent), static_cast<kv::SeqId>(seq->id), len);
@@ -70,8 +72,7 @@ std::string Scheduler::too_large_message(const Sequence& seq) const {
   const int64_t need = (static_cast<int64_t>(seq.tokens.size()) + kv_.block_size()) / kv_.block_size();
   return "KV cache out of blocks: the request needs " + std::to_string(need) + " blocks of " +
          std::to_string(kv_.block_size()) + " tokens for " + std::to_string(seq.tokens.size() + 1) +
-         " tokens but the cache holds only " + std::to_string(kv_.num_blocks()) +
-         " (raise kv_cache.memory_mib)";
+         " tokens but the cache holds only " + std::to_string(kv_.num_blocks()) + " (raise kv_cache.memory_mib)";
 }
 
 // k_i for a decoding sequence this step: the request's k, capped by the proposer's largest k
@@ -110,7 +111,8 @@ void Scheduler::schedule_substep(StepBatch& batch) {
     Sequence& seq = *s;
     if (seq.kv_reserved == 0) continue;
     SPECD_CHECK(seq.num_uncomputed() == 1 && kv_.num_tokens(static_cast<kv::SeqId>(seq.id)) == seq.num_computed,
-                ErrorCode::kInternal, "scheduler: sequence " + std::to_string(seq.id) + " is not decoding in a multi-step");
+                ErrorCode::kInternal,
+                "scheduler: sequence " + std::to_string(seq.id) + " is not decoding in a multi-step");
     StepRow& row = batch.rows.emplace_back();
     row.seq = &seq;
     row.start = seq.num_computed;
@@ -119,8 +121,8 @@ void Scheduler::schedule_substep(StepBatch& batch) {
     // The same k_i a full schedule would give (so acceptance does not depend on the mode). The
     // reservation covers k_i + 1 tokens per sub-step (start_multi_step), so its cap never binds;
     // it keeps the forward inside the reserved blocks whatever happens.
-    row.lookahead = std::max(0, std::min({lookahead(seq, running_.size()), budget - 1,
-                                          seq.kv_reserved - seq.num_computed - 1}));
+    row.lookahead =
+        std::max(0, std::min({lookahead(seq, running_.size()), budget - 1, seq.kv_reserved - seq.num_computed - 1}));
     budget -= 1 + row.lookahead;
   }
 }
@@ -153,7 +155,8 @@ void Scheduler::start_multi_step(const StepBatch& batch) {
     }
     return;
   }
-  for (size_t i = 0; i < batch.rows.size(); ++i) batch.rows[i].seq->kv_reserved = batch.rows[i].seq->num_computed + room[i];
+  for (size_t i = 0; i < batch.rows.size(); ++i)
+    batch.rows[i].seq->kv_reserved = batch.rows[i].seq->num_computed + room[i];
   substeps_left_ = n - 1;
   multi_step_ = true;
 }
@@ -229,10 +232,9 @@ void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
     }
     if (!limits_.chunked_prefill && remaining > budget) {
       if (remaining > limits_.max_num_batched_tokens) {
-        batch.failed.emplace_back(seq.id, "prompt of " + std::to_string(remaining) +
-                                              " tokens exceeds scheduler.max_num_batched_tokens = " +
-                                              std::to_string(limits_.max_num_batched_tokens) +
-                                              " and scheduler.chunked_prefill is off");
+        batch.failed.emplace_back(
+            seq.id, "prompt of " + std::to_string(remaining) + " tokens exceeds scheduler.max_num_batched_tokens = " +
+                        std::to_string(limits_.max_num_batched_tokens) + " and scheduler.chunked_prefill is off");
         waiting_.pop_front();
         continue;
       }
@@ -281,7 +283,8 @@ void Scheduler::commit(StepRow& row) {
     if (row.finish != FinishReason::kNone) break;
   }
   // A request that generates nothing (max_tokens 0: it scores its prompt) ends with its prompt.
-  if (row.sample && row.emitted.empty() && seq.num_generated() >= seq.params.max_tokens) row.finish = FinishReason::kLength;
+  if (row.sample && row.emitted.empty() && seq.num_generated() >= seq.params.max_tokens)
+    row.finish = FinishReason::kLength;
 }
 
 }  // namespace specd::sched

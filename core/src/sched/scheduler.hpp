@@ -50,13 +50,13 @@ struct Sequence {
   int32_t index = 0;            // which choice
   std::vector<int32_t> tokens;  // prompt, then every generated token
   int32_t num_prompt = 0;
-  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  int32_t num_computed = 0;  // tokens whose K/V are in the cache
   SamplingParams params;
-  uint64_t seed = 0;            // the request's Philox seed
+  uint64_t seed = 0;              // the request's Philox seed
   std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
-  int32_t spec_k = 0;           // this request's speculative proposal length (0 = plain decode)
-  bool dynamic_k = false;       // the speculation policy picks k in [0, spec_k] every step
-  int32_t arm = -1;             // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
+  int32_t spec_k = 0;             // this request's speculative proposal length (0 = plain decode)
+  bool dynamic_k = false;         // the speculation policy picks k in [0, spec_k] every step
+  int32_t arm = -1;               // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
   // KV positions [0, kv_reserved) held for the running multi-step (0 = none): a rollback keeps
   // them; the first full schedule after the multi-step gives back what was not used.
   int32_t kv_reserved = 0;
@@ -68,8 +68,7 @@ struct Sequence {
   // What penalties and min_tokens see at the next position, after `drafts` (speculative rows).
   sampling::TokenHistory history(std::span<const int32_t> drafts = {}) const {
     const std::span<const int32_t> all(tokens);
-    return {all.first(static_cast<size_t>(num_prompt)), all.subspan(static_cast<size_t>(num_prompt)), drafts,
-            stop_ids};
+    return {all.first(static_cast<size_t>(num_prompt)), all.subspan(static_cast<size_t>(num_prompt)), drafts, stop_ids};
   }
 };
 
@@ -137,7 +136,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   int32_t substeps_left_ = 0;
-  bool multi_step_ = false;  // sequences may hold multi-step reservations (kv_reserved)
+  bool multi_step_ = false;    // sequences may hold multi-step reservations (kv_reserved)
   std::vector<int32_t> room_;  // start_multi_step's per-row reservation, reused
 };
 

@@ -7,8 +7,8 @@
 namespace specd::server {
 namespace {
 
-using nlohmann::ordered_json;
 using jinja::Value;
+using nlohmann::ordered_json;
 
 const std::string& string_field(const ordered_json& v, const std::string& name) {
   if (!v.is_string()) throw bad_request(name + " must be a string", name);
@@ -84,7 +84,8 @@ jinja::Value template_messages(const ordered_json& messages) {
     if (!m.contains("role")) throw bad_request(at + ".role is required", at + ".role");
     auto msg = jinja::make_dict();
     msg->set(Value("role"), Value(string_field(m["role"], at + ".role")));
-    msg->set(Value("content"), Value(content_text(m.contains("content") ? m["content"] : ordered_json(), at + ".content")));
+    msg->set(Value("content"),
+             Value(content_text(m.contains("content") ? m["content"] : ordered_json(), at + ".content")));
     for (const auto& [key, value] : m.items()) {
       if (key == "role" || key == "content") continue;
       if (key == "name" || key == "tool_call_id" || key == "reasoning_content") {

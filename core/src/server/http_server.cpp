@@ -10,15 +10,15 @@
 #include <random>
 
 #include "config/config.hpp"
-#include "specd/serving_engine.hpp"
-#include "server/http_transport.hpp"
 #include "server/chat_template.hpp"
+#include "server/http_transport.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
 #include "server/openai_response.hpp"
 #include "server/spec_exporter.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "specd/serving_engine.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
@@ -56,9 +56,13 @@ http::Response error_response(const ApiError& e) {
   return http::Response{e.status, "application/json", dump(error_body(e)), std::move(headers)};
 }
 
-void send_error(http::Exchange& ex, const ApiError& e) { ex.reply(error_response(e)); }
+void send_error(http::Exchange& ex, const ApiError& e) {
+  ex.reply(error_response(e));
+}
 
-std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+std::string sse(const json& j) {
+  return "data: " + dump(j) + "\n\n";
+}
 
 // Known endpoints by name, so the http metric's label set stays bounded.
 std::string endpoint_label(const std::string& path) {
@@ -132,8 +136,8 @@ struct HttpServer::Impl {
   void check_auth(const http::Request& req) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
   // arm: the serving A/B arm ("" = none), sent as X-Specd-Arm (and in usage, by the builder).
-  void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
-                       const std::string& arm, RequestStream& stream, RequestOutput first);
+  void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder, const std::string& arm,
+                       RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
   void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
@@ -162,21 +166,28 @@ HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(defau
 }
 
 void HttpServer::Impl::register_metrics() {
-  requests_total = &metrics.counter("specd_requests_total", "Finished generation requests by finish reason.",
-                                    {"finish_reason"});
+  requests_total =
+      &metrics.counter("specd_requests_total", "Finished generation requests by finish reason.", {"finish_reason"});
   for (const char* r : {"stop", "length", "error", "abort"}) requests_total->with({r});
   http_requests_total = &metrics.counter("specd_http_requests_total", "HTTP responses by endpoint and status code.",
                                          {"endpoint", "code"});
-  latency = &metrics.histogram("specd_request_latency_seconds", "Time from arrival to the last token.",
-                               latency_buckets_seconds()).with({});
-  queue_time = &metrics.histogram("specd_request_queue_time_seconds",
-                                  "Time a request waited before entering the engine.", latency_buckets_seconds())
+  latency = &metrics
+                 .histogram("specd_request_latency_seconds", "Time from arrival to the last token.",
+                            latency_buckets_seconds())
+                 .with({});
+  queue_time = &metrics
+                    .histogram("specd_request_queue_time_seconds", "Time a request waited before entering the engine.",
+                               latency_buckets_seconds())
                     .with({});
-  ttft = &metrics.histogram("specd_time_to_first_token_seconds", "Time from arrival to the first generated token.",
-                            latency_buckets_seconds()).with({});
-  tpot = &metrics.histogram("specd_time_per_output_token_seconds",
-                            "Mean time between output tokens after the first, per request.",
-                            token_latency_buckets_seconds()).with({});
+  ttft = &metrics
+              .histogram("specd_time_to_first_token_seconds", "Time from arrival to the first generated token.",
+                         latency_buckets_seconds())
+              .with({});
+  tpot =
+      &metrics
+           .histogram("specd_time_per_output_token_seconds",
+                      "Mean time between output tokens after the first, per request.", token_latency_buckets_seconds())
+           .with({});
   prompt_tokens = &metrics.counter("specd_prompt_tokens_total", "Prompt tokens of finished requests.").with({});
   generation_tokens = &metrics.counter("specd_generation_tokens_total", "Generated tokens.").with({});
   engine_steps = &metrics.counter("specd_engine_steps_total", "Engine steps run.").with({});
@@ -210,9 +221,9 @@ void HttpServer::Impl::register_metrics() {
 
 void HttpServer::Impl::set_step_seconds(const StepStats& s) {
   const std::pair<const char*, double> phases[] = {
-      {"wall", s.wall},         {"forward", s.forward},   {"propose", s.propose},     {"verify", s.verify},
-      {"commit", s.commit},     {"schedule", s.schedule}, {"output", s.output},       {"in_flight", s.in_flight},
-      {"overlap", s.overlap},   {"wait", s.wait}};
+      {"wall", s.wall},       {"forward", s.forward},   {"propose", s.propose}, {"verify", s.verify},
+      {"commit", s.commit},   {"schedule", s.schedule}, {"output", s.output},   {"in_flight", s.in_flight},
+      {"overlap", s.overlap}, {"wait", s.wait}};
   for (const auto& [phase, seconds] : phases) step_seconds->with({phase}).set_total(seconds);
 }
 
@@ -267,7 +278,8 @@ void HttpServer::Impl::routes() {
       static_cast<size_t>(cfg.scheduler.max_num_seqs) + static_cast<size_t>(cfg.scheduler.max_queue) + 8, 16, 256);
   opt.max_pending_work = static_cast<size_t>(std::max(1, cfg.scheduler.max_queue));
   opt.error_response = [](int status, const std::string& message, const std::string& code) {
-    return error_response(ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
+    return error_response(
+        ApiError(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", code));
   };
   opt.on_response = [this](const http::Request& req, int status) {
     http_requests_total->with({endpoint_label(req.path), std::to_string(status)}).inc();
@@ -331,8 +343,9 @@ Request to_engine_request(const GenerationRequest& g) {
 
 // The serving A/B arm of a response: header X-Specd-Arm and usage.arm ("" = none).
 std::string arm_name(const Loaded& l, const RequestOutput& out) {
-  return out.arm >= 0 && static_cast<size_t>(out.arm) < l.limits.arms.size() ? l.limits.arms[static_cast<size_t>(out.arm)]
-                                                                                : std::string();
+  return out.arm >= 0 && static_cast<size_t>(out.arm) < l.limits.arms.size()
+             ? l.limits.arms[static_cast<size_t>(out.arm)]
+             : std::string();
 }
 
 // Waits for the next output; nullopt once the client has gone away. The ServingEngine guarantees
@@ -381,8 +394,9 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
 
   Submission sub = l->engine->submit(to_engine_request(g));
   if (sub.status == SubmitStatus::kQueueFull) {
-    throw ApiError(429, "the server is busy: the request queue is full (scheduler.max_queue = " +
-                            std::to_string(cfg.scheduler.max_queue) + "); retry later",
+    throw ApiError(429,
+                   "the server is busy: the request queue is full (scheduler.max_queue = " +
+                       std::to_string(cfg.scheduler.max_queue) + "); retry later",
                    "rate_limit_error", "", "queue_full");
   }
   if (sub.status == SubmitStatus::kStopped) {
@@ -467,7 +481,9 @@ void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationReque
 
 HttpServer::HttpServer(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 
-HttpServer::~HttpServer() { shutdown(std::chrono::milliseconds(0)); }
+HttpServer::~HttpServer() {
+  shutdown(std::chrono::milliseconds(0));
+}
 
 int HttpServer::bind() {
   Impl& m = *impl_;
@@ -495,7 +511,7 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
                                          : context_limit);
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.vocab_size = info.vocab_size;
-  l->limits.defaults = {info.default_temperature, info.default_top_p, info.default_min_p,
+  l->limits.defaults = {info.default_temperature,        info.default_top_p, info.default_min_p,
                         info.default_repetition_penalty, info.default_top_k, info.default_max_tokens};
   m.kv_blocks->set(info.kv_num_blocks);
   for (const ArmInfo& a : info.arms) l->limits.arms.push_back(a.name);
@@ -533,7 +549,11 @@ void HttpServer::shutdown(std::chrono::milliseconds timeout) {
   m.log.info("server stopped");
 }
 
-MetricsRegistry& HttpServer::metrics() { return impl_->metrics; }
-const std::string& HttpServer::model_name() const { return impl_->model_name; }
+MetricsRegistry& HttpServer::metrics() {
+  return impl_->metrics;
+}
+const std::string& HttpServer::model_name() const {
+  return impl_->model_name;
+}
 
 }  // namespace specd::server

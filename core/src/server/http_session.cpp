@@ -1,8 +1,8 @@
+#include "server/http_session.hpp"
+
 #include <sys/socket.h>
 
 #include <cerrno>
-
-#include "server/http_session.hpp"
 
 namespace specd::server::http {
 
@@ -14,7 +14,9 @@ namespace {
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr uint64_t kLingerBytes = 16 << 20;
 
-std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+std::string str(beast::string_view s) {
+  return std::string(s.data(), s.size());
+}
 
 std::string lower(beast::string_view s) {
   std::string out = str(s);
@@ -33,9 +35,8 @@ void Session::read_request() {
   set_phase(Phase::kIdle);
   if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
   stream_.expires_after(t_.opt.limits.idle_timeout);
-  stream_.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](beast::error_code ec, size_t n) {
-    self->on_first_bytes(ec, n);
-  });
+  stream_.async_read_some(buffer_.prepare(kReadChunk),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_first_bytes(ec, n); });
 }
 
 void Session::on_first_bytes(beast::error_code ec, size_t n) {
@@ -47,9 +48,8 @@ void Session::on_first_bytes(beast::error_code ec, size_t n) {
 void Session::read_header() {
   set_phase(Phase::kHeader);
   stream_.expires_after(t_.opt.limits.header_timeout);
-  bhttp::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    self->on_header(ec);
-  });
+  bhttp::async_read_header(stream_, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
 }
 
 void Session::on_header(beast::error_code ec) {
@@ -83,9 +83,8 @@ void Session::read_body() {
   if (parser_->is_done()) return dispatch();
   set_phase(Phase::kBody);
   stream_.expires_after(t_.opt.limits.body_timeout);
-  bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-    self->on_body(ec);
-  });
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
 }
 
 void Session::on_body(beast::error_code ec) {
@@ -323,7 +322,8 @@ bool Exchange::begin_stream(int status, const std::string& content_type, const H
     s.streaming = true;
     ticket = ++s.writes_started;
   }
-  s.session->post([st = state_, status, content_type, headers] { st->session->send_head(st, status, content_type, headers); });
+  s.session->post(
+      [st = state_, status, content_type, headers] { st->session->send_head(st, status, content_type, headers); });
   return s.wait_write(ticket, s.session->write_bound());
 }
 
@@ -349,6 +349,8 @@ void Exchange::end_stream() {
   s.session->post([st = state_] { st->session->send_last(st); });
 }
 
-bool Exchange::client_gone() const { return state_->gone; }
+bool Exchange::client_gone() const {
+  return state_->gone;
+}
 
 }  // namespace specd::server::http

@@ -2,7 +2,9 @@
 // one connection (Session) and the shared state behind an Exchange. Beast and Asio stay here.
 #pragma once
 
+// clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -48,7 +50,7 @@ struct Exchange::State {
   std::condition_variable cv;
   bool responded = false;  // reply() or begin_stream() was called
   bool streaming = false;
-  bool ended = false;      // end_stream() was called
+  bool ended = false;  // end_stream() was called
   uint64_t writes_started = 0;
   uint64_t writes_done = 0;
   bool write_failed = false;
@@ -135,7 +137,10 @@ struct Transport::Impl {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Transport::Impl& t, tcp::socket socket, uint64_t id, bool control_only)
-      : t_(t), stream_(std::move(socket)), buffer_(t.opt.limits.max_header_bytes + 4 * kReadChunk), id_(id),
+      : t_(t),
+        stream_(std::move(socket)),
+        buffer_(t.opt.limits.max_header_bytes + 4 * kReadChunk),
+        id_(id),
         control_only_(control_only) {
     set_phase(Phase::kIdle);
   }
@@ -193,8 +198,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (t_.opt.on_response) t_.opt.on_response(request_, status);
   }
   std::string body_limit_message() const {
-    return "the request body is larger than server.max_body_bytes = " +
-           std::to_string(t_.opt.limits.max_body_bytes) + " bytes";
+    return "the request body is larger than server.max_body_bytes = " + std::to_string(t_.opt.limits.max_body_bytes) +
+           " bytes";
   }
 
   Transport::Impl& t_;

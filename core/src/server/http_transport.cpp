@@ -111,7 +111,8 @@ std::shared_ptr<Session> Transport::Impl::pick_victim_locked(const std::vector<s
     if (!s->counted_) continue;
     const Phase p = s->phase();
     if (p != Phase::kIdle && p != Phase::kHeader && p != Phase::kBody) continue;
-    if (!victim || p < victim->phase() || (p == victim->phase() && s->phase_since() < victim->phase_since())) victim = s;
+    if (!victim || p < victim->phase() || (p == victim->phase() && s->phase_since() < victim->phase_since()))
+      victim = s;
   }
   return victim;
 }
@@ -131,7 +132,9 @@ size_t Transport::Impl::busy_sessions() const {
 
 Transport::Transport(Options options, log::Logger& log) : impl_(std::make_unique<Impl>(std::move(options), log)) {}
 
-Transport::~Transport() { shutdown(Clock::now()); }
+Transport::~Transport() {
+  shutdown(Clock::now());
+}
 
 void Transport::route(const std::string& method, const std::string& path, Dispatch dispatch, Handler handler) {
   impl_->routes[path][method] = Route{dispatch, std::move(handler)};
@@ -173,7 +176,8 @@ void Transport::start() {
   Impl& m = *impl_;
   SPECD_CHECK(m.acceptor.is_open(), ErrorCode::kInvalidArgument, "Transport::start() before bind()");
   m.guard.emplace(m.ioc.get_executor());
-  for (size_t i = 0; i < std::max<size_t>(1, m.opt.worker_threads); ++i) m.workers.emplace_back([&m] { m.worker_loop(); });
+  for (size_t i = 0; i < std::max<size_t>(1, m.opt.worker_threads); ++i)
+    m.workers.emplace_back([&m] { m.worker_loop(); });
   net::post(m.acceptor.get_executor(), [&m] { m.accept(); });
   for (size_t i = 0; i < std::max<size_t>(1, m.opt.io_threads); ++i) m.io_threads.emplace_back([&m] { m.ioc.run(); });
 }

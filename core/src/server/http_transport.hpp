@@ -38,8 +38,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct Limits {
   uint64_t max_body_bytes = 1 << 20;
-  uint32_t max_header_bytes = 16 << 10;          // request line and header fields
-  std::chrono::milliseconds idle_timeout{60000};   // waiting for the first byte of a request
+  uint32_t max_header_bytes = 16 << 10;             // request line and header fields
+  std::chrono::milliseconds idle_timeout{60000};    // waiting for the first byte of a request
   std::chrono::milliseconds header_timeout{10000};  // first byte to the end of the header
   std::chrono::milliseconds body_timeout{30000};    // end of the header to the end of the body
   std::chrono::milliseconds write_timeout{30000};   // each write of a response
@@ -50,7 +50,7 @@ struct Request {
   std::string method;  // "GET", "POST", ...
   std::string path;    // the target without its query
   std::string body;
-  Headers headers;     // names in lower case
+  Headers headers;  // names in lower case
   // The value of header `name` (lower case), "" when absent.
   const std::string& header(std::string_view name) const;
 };

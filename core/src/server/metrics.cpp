@@ -21,8 +21,7 @@ Histogram::Histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper
 }
 
 void Histogram::observe(double v) {
-  const size_t bucket =
-      static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
+  const size_t bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
   std::lock_guard lock(mu_);
   ++counts_[bucket];
   sum_ += v;
@@ -67,16 +66,14 @@ struct MetricsRegistry::Entry {
   std::string help;
   MetricKind kind;
   std::vector<double> bounds;
-  std::variant<std::unique_ptr<Family<Counter>>, std::unique_ptr<Family<Gauge>>,
-               std::unique_ptr<Family<Histogram>>>
+  std::variant<std::unique_ptr<Family<Counter>>, std::unique_ptr<Family<Gauge>>, std::unique_ptr<Family<Histogram>>>
       family;
 };
 
 MetricsRegistry::MetricsRegistry() = default;
 MetricsRegistry::~MetricsRegistry() = default;
 
-MetricsRegistry::Entry& MetricsRegistry::find_or_add(const std::string& name, const std::string& help,
-                                                     MetricKind kind,
+MetricsRegistry::Entry& MetricsRegistry::find_or_add(const std::string& name, const std::string& help, MetricKind kind,
                                                      const std::vector<std::string>& label_names) {
   static const std::regex kName("[a-zA-Z_:][a-zA-Z0-9_:]*");
   static const std::regex kLabel("[a-zA-Z_][a-zA-Z0-9_]*");
@@ -116,8 +113,7 @@ Family<Gauge>& MetricsRegistry::gauge(const std::string& name, const std::string
                                       const std::vector<std::string>& label_names) {
   std::lock_guard lock(mu_);
   Entry& e = find_or_add(name, help, MetricKind::kGauge, label_names);
-  if (!std::get_if<std::unique_ptr<Family<Gauge>>>(&e.family) ||
-      !std::get<std::unique_ptr<Family<Gauge>>>(e.family)) {
+  if (!std::get_if<std::unique_ptr<Family<Gauge>>>(&e.family) || !std::get<std::unique_ptr<Family<Gauge>>>(e.family)) {
     e.family = std::make_unique<Family<Gauge>>(label_names, [] { return std::make_unique<Gauge>(); });
   }
   return *std::get<std::unique_ptr<Family<Gauge>>>(e.family);
@@ -196,7 +192,9 @@ std::string MetricsRegistry::render() const {
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& e : entries_) {
-    const char* type = e->kind == MetricKind::kCounter ? "counter" : e->kind == MetricKind::kGauge ? "gauge" : "histogram";
+    const char* type = e->kind == MetricKind::kCounter ? "counter"
+                       : e->kind == MetricKind::kGauge ? "gauge"
+                                                       : "histogram";
     out += "# HELP " + e->name + " " + escape(e->help, false) + "\n";
     out += "# TYPE " + e->name + " " + type + "\n";
     std::visit(
@@ -212,8 +210,7 @@ std::string MetricsRegistry::render() const {
                        std::to_string(s.cumulative[i]) + "\n";
               }
               out += e->name + "_sum" + labels(family->label_names(), values) + " " + number(s.sum) + "\n";
-              out += e->name + "_count" + labels(family->label_names(), values) + " " +
-                     std::to_string(s.count) + "\n";
+              out += e->name + "_count" + labels(family->label_names(), values) + " " + std::to_string(s.count) + "\n";
             } else {
               out += e->name + labels(family->label_names(), values) + " " + number(metric.value()) + "\n";
             }

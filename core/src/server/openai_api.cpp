@@ -32,7 +32,9 @@ json error_body(const ApiError& e) {
   return json{{"error", std::move(err)}};
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 ordered_json parse_body(const std::string& body) {
   ordered_json j;
@@ -79,9 +81,9 @@ double read_number(const ordered_json& v, const std::string& name, double lo, do
   if (!v.is_number()) throw bad_request(name + " must be a number, got " + json_type_name(v), name);
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
-    throw bad_request(name + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() +
-                          "], got " + v.dump(),
-                      name);
+    throw bad_request(
+        name + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "], got " + v.dump(),
+        name);
   }
   return x;
 }
@@ -138,8 +140,7 @@ void check_unsupported(const ordered_json& body) {
     fail("suffix", "insertion (fill-in-the-middle) is not implemented");
   if (present(body, "functions") && !(body["functions"].is_array() && body["functions"].empty()))
     fail("functions", "use 'tools' (the deprecated functions field is not read)");
-  if (present(body, "function_call") && body["function_call"] != "none")
-    fail("function_call", "use 'tool_choice'");
+  if (present(body, "function_call") && body["function_call"] != "none") fail("function_call", "use 'tool_choice'");
   for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
     if (present(body, key)) fail(key, "guided decoding is not implemented");
   for (const char* key : {"chat_template", "logits_processors", "prediction", "audio"})
@@ -151,21 +152,23 @@ void check_unsupported(const ordered_json& body) {
 SpeculativeOptions read_speculative(const ordered_json& v) {
   SpeculativeOptions s;
   if (v.is_null()) return s;
-  if (!v.is_object()) throw bad_request(std::string("speculative must be an object, got ") + json_type_name(v), "speculative");
+  if (!v.is_object())
+    throw bad_request(std::string("speculative must be an object, got ") + json_type_name(v), "speculative");
   for (const auto& [key, value] : v.items()) {
     if (value.is_null()) continue;
     if (key == "enabled") {
       s.enabled = read_bool(value, "speculative.enabled");
     } else if (key == "num_speculative_tokens") {
-      s.num_speculative_tokens = static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, kMaxSpeculativeTokens));
+      s.num_speculative_tokens =
+          static_cast<int32_t>(read_int(value, "speculative.num_speculative_tokens", 0, kMaxSpeculativeTokens));
     } else if (key == "dynamic") {
       s.dynamic = read_bool(value, "speculative.dynamic");
     } else if (key == "arm") {
       s.arm = read_string(value, "speculative.arm");
     } else {
-      throw bad_request("unknown field speculative." + clip(key) +
-                            " (expected enabled, num_speculative_tokens, dynamic, arm)",
-                        "speculative." + clip(key));
+      throw bad_request(
+          "unknown field speculative." + clip(key) + " (expected enabled, num_speculative_tokens, dynamic, arm)",
+          "speculative." + clip(key));
     }
   }
   return s;
@@ -203,8 +206,7 @@ void read_logit_bias(const ordered_json& v, const ApiLimits& limits, SamplingPar
     if (key.empty() || *end != '\0' || id < 0 || id >= limits.vocab_size)
       throw bad_request("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size - 1) + "]",
                         "logit_bias");
-    sp.logit_bias.emplace_back(static_cast<int32_t>(id),
-                               read_float(value, "logit_bias." + key, -100.0, 100.0));
+    sp.logit_bias.emplace_back(static_cast<int32_t>(id), read_float(value, "logit_bias." + key, -100.0, 100.0));
   }
 }
 
@@ -230,10 +232,13 @@ void read_sampling(const ordered_json& body, const ApiLimits& limits, SamplingPa
     sp.seed = static_cast<uint64_t>(
         read_int(body["seed"], "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
   if (body.contains("stop")) sp.stop = read_stop(body["stop"]);
-  if (present(body, "stop_token_ids")) sp.stop_token_ids = read_token_list(body["stop_token_ids"], "stop_token_ids", limits.vocab_size);
+  if (present(body, "stop_token_ids"))
+    sp.stop_token_ids = read_token_list(body["stop_token_ids"], "stop_token_ids", limits.vocab_size);
   if (present(body, "ignore_eos")) sp.ignore_eos = read_bool(body["ignore_eos"], "ignore_eos");
-  if (present(body, "min_tokens")) sp.min_tokens = static_cast<int32_t>(read_int(body["min_tokens"], "min_tokens", 0, 1 << 24));
-  if (present(body, "skip_special_tokens")) sp.skip_special_tokens = read_bool(body["skip_special_tokens"], "skip_special_tokens");
+  if (present(body, "min_tokens"))
+    sp.min_tokens = static_cast<int32_t>(read_int(body["min_tokens"], "min_tokens", 0, 1 << 24));
+  if (present(body, "skip_special_tokens"))
+    sp.skip_special_tokens = read_bool(body["skip_special_tokens"], "skip_special_tokens");
   if (present(body, "include_stop_str_in_output"))
     sp.include_stop_str_in_output = read_bool(body["include_stop_str_in_output"], "include_stop_str_in_output");
   if (present(body, "logit_bias")) read_logit_bias(body["logit_bias"], limits, sp);
@@ -266,8 +271,7 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
       "stream_options", "n", "best_of", "ignore_eos", "speculative", "presence_penalty", "frequency_penalty",
       "repetition_penalty", "logit_bias", "min_tokens", "skip_special_tokens", "include_stop_str_in_output",
       "response_format", "suffix", "functions", "function_call", "guided_json", "guided_regex", "guided_choice",
-      "guided_grammar", "structured_outputs", "chat_template", "logits_processors", "prediction", "audio",
-      "modalities",
+      "guided_grammar", "structured_outputs", "chat_template", "logits_processors", "prediction", "audio", "modalities",
       // Accepted without effect on the tokens produced.
       "user", "store", "metadata", "service_tier", "parallel_tool_calls", "request_id", "priority"};
   for (const auto& [key, value] : body.items())
@@ -277,7 +281,8 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
   if (!present(body, "model")) throw bad_request("model is required", "model");
   const std::string& model = read_string(body["model"], "model");
   if (model != limits.model_name) {
-    throw ApiError(404, "the model '" + clip(model) + "' does not exist; this server serves '" + limits.model_name + "'",
+    throw ApiError(404,
+                   "the model '" + clip(model) + "' does not exist; this server serves '" + limits.model_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
   read_sampling(body, limits, req.sampling);
@@ -375,8 +380,8 @@ GenerationRequest parse_completion_request(const ordered_json& body, const ApiLi
   return req;
 }
 
-GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& limits,
-                                     const tokenizer::Tokenizer& tok, const ChatPrompter& prompter) {
+GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& limits, const tokenizer::Tokenizer& tok,
+                                     const ChatPrompter& prompter) {
   (void)tok;
   GenerationRequest req;
   req.chat = true;
@@ -385,7 +390,8 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
                "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "echo"},
               req);
   for (const char* key : {"continue_final_message", "echo"})
-    if (present(body, key) && read_bool(body[key], key)) throw bad_request(std::string("'") + key + "' is not supported by specd", key);
+    if (present(body, key) && read_bool(body[key], key))
+      throw bad_request(std::string("'") + key + "' is not supported by specd", key);
   std::optional<int64_t> max_tokens;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!present(body, key)) continue;
@@ -415,9 +421,10 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     if (tc == "none") {
       parse_tools = false;  // the template still sees the tools, as in vLLM
     } else if (tc != "auto") {
-      throw bad_request("tool_choice must be \"auto\" or \"none\": \"required\" and named functions need constrained "
-                        "decoding, which specd does not implement",
-                        "tool_choice");
+      throw bad_request(
+          "tool_choice must be \"auto\" or \"none\": \"required\" and named functions need constrained "
+          "decoding, which specd does not implement",
+          "tool_choice");
     }
   }
   if (parse_tools) req.tool_calls = prompter.tool_call_format();
@@ -457,10 +464,10 @@ void resolve_arm(GenerationRequest& req, const std::string& header, const ApiLim
   if (std::find(limits.arms.begin(), limits.arms.end(), arm) == limits.arms.end()) {
     std::string known;
     for (const std::string& a : limits.arms) known += (known.empty() ? "" : ", ") + a;
-    throw bad_request("unknown A/B arm '" + arm + "'" +
-                          (known.empty() ? std::string(": this server has no speculative decoding")
-                                         : " (arms: " + known + ")"),
-                      param);
+    throw bad_request(
+        "unknown A/B arm '" + arm + "'" +
+            (known.empty() ? std::string(": this server has no speculative decoding") : " (arms: " + known + ")"),
+        param);
   }
 }
 

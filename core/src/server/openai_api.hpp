@@ -25,7 +25,10 @@ class ChatPrompter;
 // {"error": {"message", "type", "param", "code"}} and this HTTP status.
 struct ApiError : std::runtime_error {
   ApiError(int status, std::string message, std::string type, std::string param = "", std::string code = "")
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
         code(std::move(code)) {}
   int status;
   std::string type;   // invalid_request_error, authentication_error, ...
@@ -42,7 +45,7 @@ struct SpeculativeOptions {
   std::optional<bool> enabled;
   std::optional<int32_t> num_speculative_tokens;  // [0, 32]; 0 = decode without drafts
   std::optional<bool> dynamic;                    // the policy picks 0..k drafts per step
-  std::string arm;  // the A/B arm to serve with ("" = assigned); see resolve_arm()
+  std::string arm;                                // the A/B arm to serve with ("" = assigned); see resolve_arm()
 };
 
 // Sampling defaults of the model (generation_config.json) for fields a request omits.
@@ -69,13 +72,13 @@ struct GenerationRequest {
   SamplingParams sampling;
   int32_t n = 1;
   bool stream = false;
-  bool include_usage = false;       // stream_options.include_usage
-  bool continuous_usage = false;    // stream_options.continuous_usage_stats
-  bool echo = false;                // completions: the prompt (and its logprobs) before the text
-  bool want_logprobs = false;       // completions logprobs: N / chat logprobs: true
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats
+  bool echo = false;              // completions: the prompt (and its logprobs) before the text
+  bool want_logprobs = false;     // completions logprobs: N / chat logprobs: true
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
   SpeculativeOptions speculative;
-  std::string user;                 // OpenAI `user`: sticky A/B arm assignment
+  std::string user;  // OpenAI `user`: sticky A/B arm assignment
 };
 
 // Parse and validate a request body. Throw ApiError (400 naming the field, 404 for an unknown

@@ -8,7 +8,9 @@ using nlohmann::json;
 
 namespace {
 
-json reason_json(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
+json reason_json(const std::string& r) {
+  return r.empty() ? json(nullptr) : json(r);
+}
 
 size_t code_points(const std::string& s) {
   size_t n = 0;
@@ -50,9 +52,11 @@ std::string ResponseBuilder::token_text(int32_t id, std::vector<int32_t> before)
 std::vector<int32_t> ResponseBuilder::context(const Choice& c) const {
   constexpr size_t kContext = 4;
   std::vector<int32_t> out;
-  const size_t from_prompt = c.tokens.size() >= kContext ? 0 : std::min(req_.prompt_ids.size(), kContext - c.tokens.size());
+  const size_t from_prompt =
+      c.tokens.size() >= kContext ? 0 : std::min(req_.prompt_ids.size(), kContext - c.tokens.size());
   out.insert(out.end(), req_.prompt_ids.end() - static_cast<std::ptrdiff_t>(from_prompt), req_.prompt_ids.end());
-  out.insert(out.end(), c.tokens.end() - static_cast<std::ptrdiff_t>(std::min(c.tokens.size(), kContext)), c.tokens.end());
+  out.insert(out.end(), c.tokens.end() - static_cast<std::ptrdiff_t>(std::min(c.tokens.size(), kContext)),
+             c.tokens.end());
   return out;
 }
 
@@ -195,7 +199,8 @@ json ResponseBuilder::response() const {
     } else {
       entry["text"] = (req_.echo ? req_.prompt_text : std::string()) + c.text;
       if (req_.want_logprobs)
-        entry["logprobs"] = logprobs_json(c.logprobs, text_offset_, req_.echo, req_.echo ? std::vector<int32_t>{} : req_.prompt_ids);
+        entry["logprobs"] =
+            logprobs_json(c.logprobs, text_offset_, req_.echo, req_.echo ? std::vector<int32_t>{} : req_.prompt_ids);
     }
     choices.push_back(std::move(entry));
   }
@@ -287,12 +292,9 @@ void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks
 }
 
 json ResponseBuilder::usage_chunk() const {
-  return {{"id", meta_.id},
-          {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", meta_.created},
-          {"model", meta_.model},
-          {"choices", json::array()},
-          {"usage", usage()}};
+  return {{"id", meta_.id},           {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta_.created}, {"model", meta_.model},
+          {"choices", json::array()}, {"usage", usage()}};
 }
 
 }  // namespace specd::server

@@ -3,7 +3,9 @@
 namespace specd::server {
 namespace {
 
-double d(uint64_t v) { return static_cast<double>(v); }
+double d(uint64_t v) {
+  return static_cast<double>(v);
+}
 
 }  // namespace
 
@@ -18,7 +20,8 @@ SpecExporter::SpecExporter(MetricsRegistry& r)
       drafted_at_(r.counter("specd_spec_drafted_at_position_total", "Drafts that proposed a token at this position.",
                             {"proposer", "verifier", "position"})),
       accepted_at_(r.counter("specd_spec_accepted_at_position_total",
-                             "Drafts whose token at this position was accepted.", {"proposer", "verifier", "position"})),
+                             "Drafts whose token at this position was accepted.",
+                             {"proposer", "verifier", "position"})),
       seconds_(r.counter("specd_spec_seconds_total", "Time in each phase of speculative steps.",
                          {"proposer", "verifier", "phase"})),
       acceptance_rate_(r.gauge("specd_spec_acceptance_rate", "Accepted / draft tokens.", {"proposer", "verifier"})),
@@ -40,7 +43,8 @@ SpecExporter::SpecExporter(MetricsRegistry& r)
       arm_verify_seconds_(
           r.counter("specd_spec_arm_verify_seconds_total", "Time in the arm's own verifier calls.", {"arm"})),
       shadow_drafts_(r.counter("specd_spec_shadow_drafts_total",
-                               "Drafts of serving_arm's steps that shadow arm `arm` verified.", {"arm", "serving_arm"})),
+                               "Drafts of serving_arm's steps that shadow arm `arm` verified.",
+                               {"arm", "serving_arm"})),
       shadow_draft_tokens_(r.counter("specd_spec_shadow_draft_tokens_total", "Draft tokens the shadow arm verified.",
                                      {"arm", "serving_arm"})),
       shadow_accepted_tokens_(r.counter("specd_spec_shadow_accepted_tokens_total",
@@ -58,8 +62,8 @@ SpecExporter::SpecExporter(MetricsRegistry& r)
                                          {"arm", "serving_arm"})),
       shadow_verify_seconds_(r.counter("specd_spec_shadow_verify_seconds_total",
                                        "Time in the shadow arm's verifier calls.", {"arm", "serving_arm"})),
-      shadow_failures_(r.counter("specd_spec_shadow_failures_total", "Shadow verifier calls that failed.",
-                                 {"arm", "serving_arm"})),
+      shadow_failures_(
+          r.counter("specd_spec_shadow_failures_total", "Shadow verifier calls that failed.", {"arm", "serving_arm"})),
       policy_chosen_k_(r.counter("specd_spec_dynamic_chosen_k_total",
                                  "Rows the dynamic speculation policy gave k drafts (0 = plain decoding).",
                                  {"proposer", "verifier", "k"})),

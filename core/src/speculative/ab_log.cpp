@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "sched/scheduler.hpp"
-#include "speculative/arm_verifiers.hpp"
-#include "speculative/arms.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "speculative/arm_verifiers.hpp"
+#include "speculative/arms.hpp"
 
 namespace specd::speculative {
 

@@ -40,9 +40,9 @@ struct AbShadowTrace {
   std::vector<int32_t> accepted;  // [steps]
   int64_t compared_tokens = 0;    // quality: positions both arms emit, and those that differ
   int64_t differing_tokens = 0;
-  double logprob_sum = 0;         // Σ log p of the tokens it would have emitted
+  double logprob_sum = 0;  // Σ log p of the tokens it would have emitted
   int64_t logprob_tokens = 0;
-  double verify_s = 0;            // its share of the shadow verifier calls
+  double verify_s = 0;  // its share of the shadow verifier calls
 };
 
 struct AbRecord {
@@ -53,7 +53,7 @@ struct AbRecord {
   std::string assigned;  // explicit | user | random
   std::string finish;    // stop | length | error | abort
   double temperature = 0;
-  int32_t k = 0;         // the request's k cap
+  int32_t k = 0;  // the request's k cap
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
   int32_t decode_steps = 0;  // engine steps that emitted tokens for the request

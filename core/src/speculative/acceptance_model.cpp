@@ -16,7 +16,8 @@ constexpr double kOptimism = 1.0;      // pseudo-observations of "accepted" in t
 
 AcceptanceModel::AcceptanceModel(int32_t k_max)
     : k_max_(std::max(k_max, 1)),
-      global_{std::vector<float>(static_cast<size_t>(k_max_), 0.0f), std::vector<float>(static_cast<size_t>(k_max_), 0.0f)},
+      global_{std::vector<float>(static_cast<size_t>(k_max_), 0.0f),
+              std::vector<float>(static_cast<size_t>(k_max_), 0.0f)},
       prior_(static_cast<size_t>(k_max_), kInitial) {
   update_prior();
 }
@@ -24,8 +25,8 @@ AcceptanceModel::AcceptanceModel(int32_t k_max)
 void AcceptanceModel::update_prior() {
   double previous = kInitial;
   for (size_t j = 0; j < prior_.size(); ++j) {
-    prior_[j] = (global_.accepted[j] + kChainWeight * previous + kOptimism) /
-                (global_.seen[j] + kChainWeight + kOptimism);
+    prior_[j] =
+        (global_.accepted[j] + kChainWeight * previous + kOptimism) / (global_.seen[j] + kChainWeight + kOptimism);
     previous = prior_[j];
   }
 }

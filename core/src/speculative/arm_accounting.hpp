@@ -39,7 +39,7 @@ class ArmVerifiers;
 
 // A verified row's outcome as the output processor committed it.
 struct RowOutcome {
-  int32_t k = 0;        // the row's k cap (lookahead)
+  int32_t k = 0;  // the row's k cap (lookahead)
   int32_t drafted = 0;
   int32_t accepted = 0;
   int32_t emitted = 0;  // tokens appended (stop conditions may cut the accepted + 1 verified)

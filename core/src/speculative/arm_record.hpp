@@ -14,13 +14,13 @@ namespace specd::speculative {
 // What one shadow arm (speculative.shadow) would have done with a row's drafts: the same drafts
 // (cut to the arm's k), target probabilities and uniforms as the serving arm's verifier.
 struct ShadowOutcome {
-  int32_t k = 0;           // its k cap for the row: min(row lookahead, the arm's k)
-  int32_t drafted = 0;     // drafts it verified
-  int32_t accepted = -1;   // drafts it would have accepted; -1 = it did not verify this row
-  int32_t compared = 0;    // positions both it and the serving arm emit: min(accepted) + 1
-  bool differs = false;    // its token at the last compared position differs from the serving arm's
-  float logprob = 0;       // Σ log p of the accepted + 1 tokens it would have emitted
-  float seconds = 0;       // this row's share of the shadow verifier call
+  int32_t k = 0;          // its k cap for the row: min(row lookahead, the arm's k)
+  int32_t drafted = 0;    // drafts it verified
+  int32_t accepted = -1;  // drafts it would have accepted; -1 = it did not verify this row
+  int32_t compared = 0;   // positions both it and the serving arm emit: min(accepted) + 1
+  bool differs = false;   // its token at the last compared position differs from the serving arm's
+  float logprob = 0;      // Σ log p of the accepted + 1 tokens it would have emitted
+  float seconds = 0;      // this row's share of the shadow verifier call
 };
 
 // One verifier call of a step: an arm serving its own rows (served == arm), or a shadow arm

@@ -14,9 +14,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-log::Logger& spec_log() { return log::get("spec"); }
+log::Logger& spec_log() {
+  return log::get("spec");
+}
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // log p of an emitted token; the floor keeps a (theoretically impossible) p = 0 finite.
 constexpr float kMinProb = 1e-30f;
@@ -225,8 +229,8 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
   } catch (const Error& e) {
     // Shadows only record: the served requests go on.
     if (!shadow_warned_[s])
-      spec_log().warn("shadow verifier of arm '{}' failed (counted in its shadow metrics; logged once): {}",
-                      arm.name, e.what());
+      spec_log().warn("shadow verifier of arm '{}' failed (counted in its shadow metrics; logged once): {}", arm.name,
+                      e.what());
     shadow_warned_[s] = true;
     call.seconds = seconds_since(t0);
     call.failed = true;

@@ -101,8 +101,8 @@ class ArmVerifiers {
   // Per-step buffers, reused. Row i of the step is rows_[i] (grouped by serving arm).
   std::vector<sched::StepRow*> rows_;
   std::vector<Range> ranges_;
-  int32_t k_ = 0;             // largest draft count of the step: buffer stride
-  bool with_probs_ = false;   // draft probabilities were copied
+  int32_t k_ = 0;            // largest draft count of the step: buffer stride
+  bool with_probs_ = false;  // draft probabilities were copied
   std::vector<float> target_probs_, draft_probs_;
   std::vector<int32_t> drafts_, num_drafted_, out_tokens_, num_accepted_;
   std::vector<uint64_t> seeds_, steps_;

@@ -10,7 +10,9 @@ namespace {
 
 // FNV-1a over the bytes, then mixed: stable across platforms and standard libraries (unlike
 // std::hash), so a user keeps its arm across restarts and builds.
-uint64_t stable_hash(std::string_view s) { return splitmix64(fnv1a64(s)); }
+uint64_t stable_hash(std::string_view s) {
+  return splitmix64(fnv1a64(s));
+}
 
 // Keeps the user hash and the random draw independent of each other.
 constexpr uint64_t kDrawSalt = 0x5DEECE66Dull;
@@ -19,18 +21,21 @@ constexpr uint64_t kDrawSalt = 0x5DEECE66Dull;
 
 std::string_view arm_choice_name(ArmChoice choice) {
   switch (choice) {
-    case ArmChoice::kExplicit: return "explicit";
-    case ArmChoice::kUser: return "user";
-    case ArmChoice::kRandom: return "random";
+    case ArmChoice::kExplicit:
+      return "explicit";
+    case ArmChoice::kUser:
+      return "user";
+    case ArmChoice::kRandom:
+      return "random";
   }
   return "random";
 }
 
 ArmAssigner::ArmAssigner(std::vector<std::string> names, const std::vector<double>& weights, uint64_t seed)
     : names_(std::move(names)), seed_(seed) {
-  SPECD_CHECK(!names_.empty() && names_.size() == weights.size(), ErrorCode::kInternal,
-              "arm assigner: " + std::to_string(names_.size()) + " names for " + std::to_string(weights.size()) +
-                  " weights");
+  SPECD_CHECK(
+      !names_.empty() && names_.size() == weights.size(), ErrorCode::kInternal,
+      "arm assigner: " + std::to_string(names_.size()) + " names for " + std::to_string(weights.size()) + " weights");
   double sum = 0;
   for (double w : weights) {
     SPECD_CHECK(w >= 0, ErrorCode::kInternal, "arm assigner: negative weight");

@@ -200,7 +200,7 @@ void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, doubl
     for (size_t j = 0; j < N; ++j) xtx_[i * N + j] = kDecay * xtx_[i * N + j] + x[i] * x[j];
     xty_[i] = kDecay * xty_[i] + x[i] * seconds;
   }
-  std::array<double, N * N> a = xtx_;
+  std::array<double, N* N> a = xtx_;
   for (size_t i = 0; i < N; ++i) a[i * N + i] += kRidge;
   beta_ = nonnegative_solve<N>(a, xty_);
   propose_seen_ = true;
@@ -214,7 +214,8 @@ std::vector<TargetSample> calibrate_target(model::LlamaModel& model, kv::KvCache
   const kv::SeqId kSeq = scratch.id();
   const int64_t vocab = model.weights().config().vocab_size;
   std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_tokens, 1)));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((7 + 131 * i) % static_cast<size_t>(vocab));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((7 + 131 * i) % static_cast<size_t>(vocab));
   model::ForwardBatch fb;
   model::ForwardOutput out;
   const auto start = Clock::now();

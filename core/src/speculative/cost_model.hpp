@@ -71,9 +71,9 @@ class CostModel {
  private:
   struct Knot {
     int32_t tokens = 0;
-    double prior = 0;       // P(T) at this knot, seconds
-    double log_corr = 0;    // EWMA of log(observed / prior)
-    double weight = 0;      // observations (interpolation weights), capped
+    double prior = 0;     // P(T) at this knot, seconds
+    double log_corr = 0;  // EWMA of log(observed / prior)
+    double weight = 0;    // observations (interpolation weights), capped
   };
   // The knots around T and the weight of the lower one (1 at or below the first knot).
   size_t bracket(double tokens, double& lower_weight) const;

@@ -1,10 +1,9 @@
-#include "specd/spec_metrics.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "specd/error.hpp"
+#include "specd/spec_metrics.hpp"
 
 namespace specd::spec {
 namespace {
@@ -24,11 +23,11 @@ void PolicyMetrics::choose(int32_t k) {
 }
 
 void SpecMetrics::record(int32_t k, int32_t drafted, int32_t accepted, int32_t emitted) {
-  SPECD_CHECK(drafted >= 0 && drafted <= k && accepted >= 0 && accepted <= drafted && emitted >= 0 &&
-                  emitted <= accepted + 1,
-              ErrorCode::kInternal,
-              fmt::format("inconsistent speculative outcome k={} drafted={} accepted={} emitted={}", k, drafted,
-                          accepted, emitted));
+  SPECD_CHECK(
+      drafted >= 0 && drafted <= k && accepted >= 0 && accepted <= drafted && emitted >= 0 && emitted <= accepted + 1,
+      ErrorCode::kInternal,
+      fmt::format("inconsistent speculative outcome k={} drafted={} accepted={} emitted={}", k, drafted, accepted,
+                  emitted));
   if (drafted == 0) return;
   ++num_drafts;
   draft_tokens += static_cast<uint64_t>(drafted);

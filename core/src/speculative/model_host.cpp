@@ -42,17 +42,24 @@ ModelHost::Hosted& hosted(const specd_model* m) {
   return *reinterpret_cast<ModelHost::Hosted*>(const_cast<specd_model*>(m));
 }
 
-specd_model* handle(ModelHost::Hosted& h) { return reinterpret_cast<specd_model*>(&h); }
+specd_model* handle(ModelHost::Hosted& h) {
+  return reinterpret_cast<specd_model*>(&h);
+}
 
 int32_t status_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:
-    case ErrorCode::kConfig: return SPECD_ERR_INVALID_ARGUMENT;
-    case ErrorCode::kNotFound: return SPECD_ERR_NOT_FOUND;
+    case ErrorCode::kConfig:
+      return SPECD_ERR_INVALID_ARGUMENT;
+    case ErrorCode::kNotFound:
+      return SPECD_ERR_NOT_FOUND;
     case ErrorCode::kUnsupported:
-    case ErrorCode::kModelFormat: return SPECD_ERR_UNSUPPORTED;
-    case ErrorCode::kOutOfMemory: return SPECD_ERR_OUT_OF_MEMORY;
-    default: return SPECD_ERR_INTERNAL;
+    case ErrorCode::kModelFormat:
+      return SPECD_ERR_UNSUPPORTED;
+    case ErrorCode::kOutOfMemory:
+      return SPECD_ERR_OUT_OF_MEMORY;
+    default:
+      return SPECD_ERR_INTERNAL;
   }
 }
 
@@ -137,8 +144,8 @@ const specd_model_services ModelHost::table_ = {
     },
 };
 
-ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size,
-                     int64_t max_context, std::string kv_dtype, tp::ModelFactory& models)
+ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
+                     std::string kv_dtype, tp::ModelFactory& models)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
@@ -150,13 +157,20 @@ namespace {
 // The weight dtype a load asks for: a specd_dtype, or -1 for `fallback` (nullopt: auto).
 std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::DType> fallback) {
   switch (dtype) {
-    case -1: return fallback;
-    case SPECD_DTYPE_F32: return model::DType::kF32;
-    case SPECD_DTYPE_F16: return model::DType::kF16;
-    case SPECD_DTYPE_BF16: return model::DType::kBF16;
-    case SPECD_DTYPE_Q8_0: return model::DType::kQ8_0;
-    case SPECD_DTYPE_Q4_0: return model::DType::kQ4_0;
-    default: break;
+    case -1:
+      return fallback;
+    case SPECD_DTYPE_F32:
+      return model::DType::kF32;
+    case SPECD_DTYPE_F16:
+      return model::DType::kF16;
+    case SPECD_DTYPE_BF16:
+      return model::DType::kBF16;
+    case SPECD_DTYPE_Q8_0:
+      return model::DType::kQ8_0;
+    case SPECD_DTYPE_Q4_0:
+      return model::DType::kQ4_0;
+    default:
+      break;
   }
   throw Error(ErrorCode::kInvalidArgument, "model services load: dtype " + std::to_string(dtype) +
                                                " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
@@ -164,11 +178,16 @@ std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::
 
 int32_t specd_dtype_of(model::DType d) {
   switch (d) {
-    case model::DType::kF32: return SPECD_DTYPE_F32;
-    case model::DType::kF16: return SPECD_DTYPE_F16;
-    case model::DType::kBF16: return SPECD_DTYPE_BF16;
-    case model::DType::kQ8_0: return SPECD_DTYPE_Q8_0;
-    case model::DType::kQ4_0: return SPECD_DTYPE_Q4_0;
+    case model::DType::kF32:
+      return SPECD_DTYPE_F32;
+    case model::DType::kF16:
+      return SPECD_DTYPE_F16;
+    case model::DType::kBF16:
+      return SPECD_DTYPE_BF16;
+    case model::DType::kQ8_0:
+      return SPECD_DTYPE_Q8_0;
+    case model::DType::kQ4_0:
+      return SPECD_DTYPE_Q4_0;
   }
   return -1;
 }
@@ -182,7 +201,7 @@ kv::KvCacheShape ModelHost::kv_shape(const Hosted& h) const {
 ModelHost::~ModelHost() = default;
 
 ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedModelSpec& spec, bool all_ranks,
-                                   const std::shared_ptr<const model::LlamaWeights>& mtp_base) {
+                                  const std::shared_ptr<const model::LlamaWeights>& mtp_base) {
   auto build = [&] {
     const model::TensorShard shard = all_ranks ? target_weights_->shard() : model::TensorShard{};
     h->weights = tp::load_hosted_weights(spec, target_weights_, mtp_base, shard);
@@ -240,7 +259,8 @@ ModelHost::Hosted& ModelHost::load_mtp(Hosted* target, int32_t module) {
     throw Error(ErrorCode::kInvalidArgument,
                 "speculative.proposer.tensor_parallel_size = " + std::to_string(factory_.proposer_size()) +
                     ": MTP modules share the target's sharded embeddings and LM head and run at the target's "
-                    "tensor_parallel_size (" + std::to_string(factory_.size()) + "); leave it unset or set it to " +
+                    "tensor_parallel_size (" +
+                    std::to_string(factory_.size()) + "); leave it unset or set it to " +
                     std::to_string(factory_.size()));
   }
   auto h = std::make_unique<Hosted>();
@@ -300,10 +320,11 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
-  if (m.kv == nullptr) throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
-  SPECD_CHECK(b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr &&
-                  b.logits != nullptr,
-              ErrorCode::kInvalidArgument, "forward: incomplete batch");
+  if (m.kv == nullptr)
+    throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
+  SPECD_CHECK(
+      b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr && b.logits != nullptr,
+      ErrorCode::kInvalidArgument, "forward: incomplete batch");
   if ((b.input_hidden != nullptr) != m.weights->is_mtp())
     throw Error(ErrorCode::kInvalidArgument, "forward on " + m.description +
                                                  (m.weights->is_mtp() ? ": an MTP module needs input_hidden"
@@ -317,8 +338,9 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
   for (int32_t i = 0; i < b.num_seqs; ++i) {
     const auto id = static_cast<kv::SeqId>(b.seq_ids[i]);
     const int32_t n = b.num_new[i];
-    if (n < 1) throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(b.seq_ids[i]) +
-                                                            " has num_new " + std::to_string(n) + ", expected >= 1");
+    if (n < 1)
+      throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(b.seq_ids[i]) + " has num_new " +
+                                                   std::to_string(n) + ", expected >= 1");
     // New tokens of this sequence in this call so far, this row included (rows continue each other).
     int32_t fed = n;
     for (int32_t e = 0; e < i; ++e)
@@ -332,10 +354,11 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
       if (!m.kv->has_sequence(id)) m.kv->add_sequence(id);
       if (m.kv->num_tokens(id) + fed > max_context_)
         throw Error(ErrorCode::kInvalidArgument, m.description + ": sequence " + std::to_string(b.seq_ids[i]) +
-                                                     " would exceed the context length " + std::to_string(max_context_));
+                                                     " would exceed the context length " +
+                                                     std::to_string(max_context_));
       if (!m.kv->reserve(id, fed))
-        throw Error(ErrorCode::kOutOfMemory, m.description + ": KV cache out of blocks (" +
-                                                 std::to_string(m.kv->num_free_blocks()) + " free)");
+        throw Error(ErrorCode::kOutOfMemory,
+                    m.description + ": KV cache out of blocks (" + std::to_string(m.kv->num_free_blocks()) + " free)");
     }
     auto& s = m.batch.seqs[static_cast<size_t>(i)];
     s.seq = id;

@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "speculative/scorer.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "speculative/scorer.hpp"
 
 namespace specd::speculative {
 namespace {

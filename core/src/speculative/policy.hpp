@@ -62,9 +62,9 @@
 #include <vector>
 
 #include "sched/step_batch.hpp"
+#include "specd/spec_metrics.hpp"
 #include "speculative/acceptance_model.hpp"
 #include "speculative/cost_model.hpp"
-#include "specd/spec_metrics.hpp"
 
 namespace specd::speculative {
 
@@ -144,8 +144,8 @@ class SpeculationPolicy {
   CostModel cost_;
   AcceptanceModel acceptance_;
   bool variable_k_;
-  bool planned_ = false;     // this step had planned rows
-  int32_t idle_steps_ = 0;   // planned steps in a row without any draft
+  bool planned_ = false;    // this step had planned rows
+  int32_t idle_steps_ = 0;  // planned steps in a row without any draft
   uint32_t next_probe_ = 0;
   // Per-step buffers, reused.
   std::vector<Gain> gains_;

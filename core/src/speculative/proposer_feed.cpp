@@ -20,7 +20,8 @@ int32_t ProposerFeed::begin_prefill(const sched::StepRow& row, std::vector<float
               "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
                   std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
   if (wants_hidden_)
-    hidden.insert(hidden.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * static_cast<size_t>(hidden_size_));
+    hidden.insert(hidden.end(), row.hidden,
+                  row.hidden + static_cast<size_t>(row.n) * static_cast<size_t>(hidden_size_));
   return row.start + row.n - static_cast<int32_t>(st.next_pos);
 }
 

@@ -5,14 +5,16 @@
 #include <algorithm>
 #include <chrono>
 
-#include "speculative/abi_views.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "speculative/abi_views.hpp"
 
 namespace specd::speculative {
 namespace {
 
-log::Logger& spec_log() { return log::get("spec"); }
+log::Logger& spec_log() {
+  return log::get("spec");
+}
 
 // Σ_v min(p[v], q[v]) with independent partial sums, so that the loop vectorizes.
 double overlap(const float* p, const float* q, size_t n) {
@@ -47,8 +49,8 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   dynamic_ = cfg.speculative.dynamic;
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
   host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, models);
-  proposer_ = registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params,
-                                        host_->binding());
+  proposer_ =
+      registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params, host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);
   accounting_ = std::make_unique<ArmAccounting>(arms_.get(), cfg);
   const auto& caps = proposer_->capabilities();
@@ -62,9 +64,10 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
       spec_log().info("verifier '{}' ignores the draft probabilities proposer '{}' produces", arm.verifier->name(),
                       proposer_->name());
     if (vc.lossless == 0)
-      spec_log().info("verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
-                      "distribution exactly",
-                      arm.verifier->name());
+      spec_log().info(
+          "verifier '{}' is lossy: requests that sample (temperature > 0) do not follow the target "
+          "distribution exactly",
+          arm.verifier->name());
     if (arms_->size() > 1 || arm.shadow)
       spec_log().info("A/B arm '{}': verifier {}, k = {}, weight {}{}", arm.name, arm.verifier->name(), arm.k,
                       arm.weight, arm.shadow ? ", shadow" : "");
@@ -80,13 +83,21 @@ Speculator::~Speculator() = default;
 
 // ---- set-up -----------------------------------------------------------------------------------
 
-int32_t Speculator::max_k() const { return on() ? proposer_->capabilities().max_k : 0; }
+int32_t Speculator::max_k() const {
+  return on() ? proposer_->capabilities().max_k : 0;
+}
 
-bool Speculator::wants_hidden() const { return on() && proposer_->capabilities().needs_target_hidden != 0; }
+bool Speculator::wants_hidden() const {
+  return on() && proposer_->capabilities().needs_target_hidden != 0;
+}
 
-sched::HostedKv* Speculator::hosted_kv() { return host_.get(); }
+sched::HostedKv* Speculator::hosted_kv() {
+  return host_.get();
+}
 
-size_t Speculator::hosted_bytes_per_block() const { return host_ ? host_->hosted_bytes_per_block() : 0; }
+size_t Speculator::hosted_bytes_per_block() const {
+  return host_ ? host_->hosted_bytes_per_block() : 0;
+}
 
 void Speculator::allocate_hosted_kv(int32_t num_blocks) {
   if (host_) host_->allocate_kv(num_blocks);
@@ -116,7 +127,8 @@ void Speculator::calibrate(model::LlamaModel& model, kv::KvCache& kv, int32_t ma
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   policy_metrics_.calibration_seconds = s;
   std::string shape;
-  for (const TargetSample& x : samples) shape += fmt::format(" T={}/R={}: {:.2f} ms", x.tokens, x.logit_rows, x.seconds * 1e3);
+  for (const TargetSample& x : samples)
+    shape += fmt::format(" T={}/R={}: {:.2f} ms", x.tokens, x.logit_rows, x.seconds * 1e3);
   spec_log().info("dynamic speculation: target cost calibrated in {:.0f} ms:{}", s * 1e3, shape);
 }
 
@@ -319,8 +331,7 @@ void Speculator::accept(sched::StepRow& row) {
     // Committed and through the target: the chunk's positions and the accepted drafts.
     if (wants_hidden() && row.drafted()) feed_->add_hidden(row, row.n + row.num_accepted);
     if (keeps_state_)
-      proposer_->on_accept(row.seq->id, row.num_accepted,
-                           {row.emitted.data(), static_cast<int64_t>(row.num_appended)});
+      proposer_->on_accept(row.seq->id, row.num_accepted, {row.emitted.data(), static_cast<int64_t>(row.num_appended)});
   } catch (const Error& e) {
     fail(row, "proposer on_accept", e);
   }

@@ -50,27 +50,27 @@ using Body = std::vector<NodePtr>;
 
 struct Node {
   enum class Kind {
-    kText,      // text
-    kOutput,    // {{ expr }}
-    kIf,        // branches: (cond, body)...; else_body
-    kFor,       // targets in expr [if filter]: body [else else_body]
-    kSet,       // targets (or attr target) = expr
-    kSetBlock,  // {% set name %}body{% endset %} (optionally filtered)
-    kMacro,     // name(params = defaults): body
-    kCallBlock, // {% call macro(args) %}body{% endcall %}: body is `caller()`
+    kText,         // text
+    kOutput,       // {{ expr }}
+    kIf,           // branches: (cond, body)...; else_body
+    kFor,          // targets in expr [if filter]: body [else else_body]
+    kSet,          // targets (or attr target) = expr
+    kSetBlock,     // {% set name %}body{% endset %} (optionally filtered)
+    kMacro,        // name(params = defaults): body
+    kCallBlock,    // {% call macro(args) %}body{% endcall %}: body is `caller()`
     kFilterBlock,  // {% filter f %}body{% endfilter %}
-    kWith,      // {% with a = x %}body{% endwith %}
-    kScope,     // body rendered as is ({% generation %} of transformers' AssistantTracker)
+    kWith,         // {% with a = x %}body{% endwith %}
+    kScope,        // body rendered as is ({% generation %} of transformers' AssistantTracker)
     kBreak,
     kContinue,
   };
   Kind kind;
   int line = 0;
   std::string text;
-  ExprPtr expr;                 // output / for iterable / set value / call expression
-  ExprPtr filter;               // for ... if filter; set-block/filter-block filter (a kFilter over null)
+  ExprPtr expr;                      // output / for iterable / set value / call expression
+  ExprPtr filter;                    // for ... if filter; set-block/filter-block filter (a kFilter over null)
   std::vector<std::string> targets;  // for / set names; kSet with attr: {namespace name, attribute}
-  bool attr_target = false;     // {% set ns.attr = ... %}
+  bool attr_target = false;          // {% set ns.attr = ... %}
   std::vector<std::pair<ExprPtr, Body>> branches;  // if / elif
   Body body;
   Body else_body;

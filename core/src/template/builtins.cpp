@@ -20,7 +20,6 @@ Value arg(const CallArgs& a, size_t pos, const char* name, Value def) {
   return def;
 }
 
-
 std::string str_arg(const CallArgs& a, size_t pos, const char* name, const std::string& def) {
   const Value v = arg(a, pos, name);
   return v.is_undefined() || v.is_none() ? def : to_str(v);
@@ -105,14 +104,30 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
   return Value(std::move(out));
 }
 
-Value f_length(Interpreter&, const Value& v, CallArgs&) { return Value(length(v)); }
-Value f_string(Interpreter&, const Value& v, CallArgs&) { return Value(to_str(v)); }
-Value f_safe(Interpreter&, const Value& v, CallArgs&) { return v; }
-Value f_list(Interpreter&, const Value& v, CallArgs&) { return Value(iterate(v)); }
-Value f_upper(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::upper(to_str(v))); }
-Value f_lower(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::lower(to_str(v))); }
-Value f_title(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::title(to_str(v))); }
-Value f_capitalize(Interpreter&, const Value& v, CallArgs&) { return Value(pystr::capitalize(to_str(v))); }
+Value f_length(Interpreter&, const Value& v, CallArgs&) {
+  return Value(length(v));
+}
+Value f_string(Interpreter&, const Value& v, CallArgs&) {
+  return Value(to_str(v));
+}
+Value f_safe(Interpreter&, const Value& v, CallArgs&) {
+  return v;
+}
+Value f_list(Interpreter&, const Value& v, CallArgs&) {
+  return Value(iterate(v));
+}
+Value f_upper(Interpreter&, const Value& v, CallArgs&) {
+  return Value(pystr::upper(to_str(v)));
+}
+Value f_lower(Interpreter&, const Value& v, CallArgs&) {
+  return Value(pystr::lower(to_str(v)));
+}
+Value f_title(Interpreter&, const Value& v, CallArgs&) {
+  return Value(pystr::title(to_str(v)));
+}
+Value f_capitalize(Interpreter&, const Value& v, CallArgs&) {
+  return Value(pystr::capitalize(to_str(v)));
+}
 
 Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
   return Value(pystr::strip(to_str(v), opt_str(a, 0, "chars"), true, true));
@@ -167,8 +182,8 @@ Value f_items(Interpreter&, const Value& v, CallArgs&) {
 }
 
 Value f_replace(Interpreter&, const Value& v, CallArgs& a) {
-  return Value(pystr::replace(to_str(v), str_arg(a, 0, "old", ""), str_arg(a, 1, "new", ""),
-                              int_arg(a, 2, "count", -1)));
+  return Value(
+      pystr::replace(to_str(v), str_arg(a, 0, "old", ""), str_arg(a, 1, "new", ""), int_arg(a, 2, "count", -1)));
 }
 
 Value f_int(Interpreter&, const Value& v, CallArgs& a) {
@@ -235,7 +250,10 @@ Value f_round(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   const Value width = arg(a, 0, "width", Value(int64_t{4}));
-  const std::string ind = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.is_int() ? width.as_int() : 4)), ' ');
+  const std::string ind =
+      width.is_string()
+          ? width.as_string()
+          : std::string(static_cast<size_t>(std::max<int64_t>(0, width.is_int() ? width.as_int() : 4)), ' ');
   const bool first = truthy(arg(a, 1, "first")), blank = truthy(arg(a, 2, "blank"));
   const std::vector<std::string> lines = pystr::splitlines(to_str(v) + "\n", false);
   std::string out;
@@ -270,18 +288,31 @@ Value f_escape(Interpreter&, const Value& v, CallArgs&) {
   std::string out;
   for (char c : to_str(v)) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return Value(std::move(out));
 }
 
-Value f_attr(Interpreter&, const Value& v, CallArgs& a) { return get_attr(v, str_arg(a, 0, "name", "")); }
+Value f_attr(Interpreter&, const Value& v, CallArgs& a) {
+  return get_attr(v, str_arg(a, 0, "name", ""));
+}
 
 // map / select / reject / selectattr / rejectattr.
 Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
@@ -330,10 +361,18 @@ List select_impl(Interpreter& in, const Value& v, CallArgs& a, bool by_attr, boo
   return out;
 }
 
-Value f_select(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, false, true)); }
-Value f_reject(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, false, false)); }
-Value f_selectattr(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, true, true)); }
-Value f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) { return Value(select_impl(in, v, a, true, false)); }
+Value f_select(Interpreter& in, const Value& v, CallArgs& a) {
+  return Value(select_impl(in, v, a, false, true));
+}
+Value f_reject(Interpreter& in, const Value& v, CallArgs& a) {
+  return Value(select_impl(in, v, a, false, false));
+}
+Value f_selectattr(Interpreter& in, const Value& v, CallArgs& a) {
+  return Value(select_impl(in, v, a, true, true));
+}
+Value f_rejectattr(Interpreter& in, const Value& v, CallArgs& a) {
+  return Value(select_impl(in, v, a, true, false));
+}
 
 Value f_sort(Interpreter&, const Value& v, CallArgs& a) {
   const bool reverse = truthy(arg(a, 0, "reverse")), cs = truthy(arg(a, 1, "case_sensitive"));
@@ -383,7 +422,9 @@ Value extreme(const Value& v, CallArgs& a, bool want_max) {
   List items = iterate(v);
   if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
   size_t best = 0;
-  auto key = [&](const Value& x) { return sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs); };
+  auto key = [&](const Value& x) {
+    return sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs);
+  };
   for (size_t i = 1; i < items.size(); ++i) {
     const bool better = want_max ? less(key(items[best]), key(items[i])) : less(key(items[i]), key(items[best]));
     if (better) best = i;
@@ -391,13 +432,18 @@ Value extreme(const Value& v, CallArgs& a, bool want_max) {
   return items[best];
 }
 
-Value f_max(Interpreter&, const Value& v, CallArgs& a) { return extreme(v, a, true); }
-Value f_min(Interpreter&, const Value& v, CallArgs& a) { return extreme(v, a, false); }
+Value f_max(Interpreter&, const Value& v, CallArgs& a) {
+  return extreme(v, a, true);
+}
+Value f_min(Interpreter&, const Value& v, CallArgs& a) {
+  return extreme(v, a, false);
+}
 
 Value f_sum(Interpreter&, const Value& v, CallArgs& a) {
   const Value attribute = arg(a, 0, "attribute");
   Value total = arg(a, 1, "start", Value(int64_t{0}));
-  for (const Value& x : iterate(v)) total = binary_op("+", total, attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
+  for (const Value& x : iterate(v))
+    total = binary_op("+", total, attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
   return total;
 }
 
@@ -434,59 +480,115 @@ Value f_format(Interpreter&, const Value& v, CallArgs& a) {
     }
     if (next >= a.args.size()) throw TemplateError("not enough arguments for format string");
     const Value& x = a.args[next++];
-    if (c == 's') out += to_str(x);
-    else if (c == 'r') out += repr(x);
-    else if (c == 'd' || c == 'i') out += std::to_string(static_cast<int64_t>(x.as_double()));
-    else throw TemplateError(std::string("unsupported format character '") + c + "'");
+    if (c == 's')
+      out += to_str(x);
+    else if (c == 'r')
+      out += repr(x);
+    else if (c == 'd' || c == 'i')
+      out += std::to_string(static_cast<int64_t>(x.as_double()));
+    else
+      throw TemplateError(std::string("unsupported format character '") + c + "'");
   }
   return Value(std::move(out));
 }
 
 // ---- tests -------------------------------------------------------------------------------------
 
-bool t_defined(Interpreter&, const Value& v, CallArgs&) { return !v.is_undefined(); }
-bool t_undefined(Interpreter&, const Value& v, CallArgs&) { return v.is_undefined(); }
-bool t_none(Interpreter&, const Value& v, CallArgs&) { return v.is_none(); }
-bool t_boolean(Interpreter&, const Value& v, CallArgs&) { return v.is_bool(); }
-bool t_true(Interpreter&, const Value& v, CallArgs&) { return v.is_bool() && v.as_bool(); }
-bool t_false(Interpreter&, const Value& v, CallArgs&) { return v.is_bool() && !v.as_bool(); }
-bool t_string(Interpreter&, const Value& v, CallArgs&) { return v.is_string(); }
-bool t_number(Interpreter&, const Value& v, CallArgs&) { return v.is_number() || v.is_bool(); }
-bool t_integer(Interpreter&, const Value& v, CallArgs&) { return v.is_int(); }
-bool t_float(Interpreter&, const Value& v, CallArgs&) { return v.is_float(); }
-bool t_mapping(Interpreter&, const Value& v, CallArgs&) { return v.is_dict() && !v.as_dict().is_namespace; }
+bool t_defined(Interpreter&, const Value& v, CallArgs&) {
+  return !v.is_undefined();
+}
+bool t_undefined(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined();
+}
+bool t_none(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_none();
+}
+bool t_boolean(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_bool();
+}
+bool t_true(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_bool() && v.as_bool();
+}
+bool t_false(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_bool() && !v.as_bool();
+}
+bool t_string(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_string();
+}
+bool t_number(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_number() || v.is_bool();
+}
+bool t_integer(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_int();
+}
+bool t_float(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_float();
+}
+bool t_mapping(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_dict() && !v.as_dict().is_namespace;
+}
 bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.as_dict().is_namespace);
 }
 bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.as_dict().is_namespace);
 }
-bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.is_function(); }
-bool t_odd(Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 != 0; }
-bool t_even(Interpreter&, const Value& v, CallArgs&) { return v.is_int() && v.as_int() % 2 == 0; }
+bool t_callable(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_function();
+}
+bool t_odd(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_int() && v.as_int() % 2 != 0;
+}
+bool t_even(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_int() && v.as_int() % 2 == 0;
+}
 bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
   const int64_t n = int_arg(a, 0, "num", 1);
   if (n == 0) throw TemplateError("integer division or modulo by zero");
   return v.is_int() && v.as_int() % n == 0;
 }
-bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return equals(v, arg(a, 0, "other")); }
-bool t_ne(Interpreter&, const Value& v, CallArgs& a) { return !equals(v, arg(a, 0, "other")); }
-bool t_lt(Interpreter&, const Value& v, CallArgs& a) { return less(v, arg(a, 0, "other")); }
-bool t_gt(Interpreter&, const Value& v, CallArgs& a) { return less(arg(a, 0, "other"), v); }
-bool t_le(Interpreter&, const Value& v, CallArgs& a) { return !less(arg(a, 0, "other"), v); }
-bool t_ge(Interpreter&, const Value& v, CallArgs& a) { return !less(v, arg(a, 0, "other")); }
-bool t_in(Interpreter&, const Value& v, CallArgs& a) { return contains(arg(a, 0, "seq"), v); }
+bool t_eq(Interpreter&, const Value& v, CallArgs& a) {
+  return equals(v, arg(a, 0, "other"));
+}
+bool t_ne(Interpreter&, const Value& v, CallArgs& a) {
+  return !equals(v, arg(a, 0, "other"));
+}
+bool t_lt(Interpreter&, const Value& v, CallArgs& a) {
+  return less(v, arg(a, 0, "other"));
+}
+bool t_gt(Interpreter&, const Value& v, CallArgs& a) {
+  return less(arg(a, 0, "other"), v);
+}
+bool t_le(Interpreter&, const Value& v, CallArgs& a) {
+  return !less(arg(a, 0, "other"), v);
+}
+bool t_ge(Interpreter&, const Value& v, CallArgs& a) {
+  return !less(v, arg(a, 0, "other"));
+}
+bool t_in(Interpreter&, const Value& v, CallArgs& a) {
+  return contains(arg(a, 0, "seq"), v);
+}
 bool t_sameas(Interpreter&, const Value& v, CallArgs& a) {
   const Value o = arg(a, 0, "other");
   if (v.is_dict() && o.is_dict()) return v.dict_ptr() == o.dict_ptr();
   if ((v.is_none() && o.is_none()) || (v.is_bool() && o.is_bool())) return equals(v, o);
   return false;
 }
-bool t_lower(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && pystr::all_of(v.as_string(), "lower"); }
-bool t_upper(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && pystr::all_of(v.as_string(), "upper"); }
-bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.as_string()); }
-bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_test(v.as_string()); }
-bool t_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
+bool t_lower(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_string() && pystr::all_of(v.as_string(), "lower");
+}
+bool t_upper(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_string() && pystr::all_of(v.as_string(), "upper");
+}
+bool t_filter(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_string() && find_filter(v.as_string());
+}
+bool t_test(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_string() && find_test(v.as_string());
+}
+bool t_escaped(Interpreter&, const Value&, CallArgs&) {
+  return false;
+}
 
 // ---- globals --------------------------------------------------------------------------------------
 
@@ -503,7 +605,8 @@ Value g_range(Interpreter& in, CallArgs& a) {
     if (a.args.size() == 3) step = static_cast<int64_t>(a.args[2].as_double());
   }
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
-  const double n = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+  const double n =
+      std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
   if (n > static_cast<double>(in.limits().max_range))
     throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
                         std::to_string(in.limits().max_range) + ").");
@@ -539,17 +642,49 @@ Value g_strftime_now(Interpreter& in, CallArgs& a) {
 
 FilterFn find_filter(const std::string& name) {
   static const std::unordered_map<std::string, FilterFn> kFilters = {
-      {"tojson", f_tojson},       {"length", f_length},       {"count", f_length},     {"string", f_string},
-      {"safe", f_safe},           {"list", f_list},           {"upper", f_upper},      {"lower", f_lower},
-      {"title", f_title},         {"capitalize", f_capitalize}, {"trim", f_trim},      {"default", f_default},
-      {"d", f_default},           {"join", f_join},           {"first", f_first},      {"last", f_last},
-      {"reverse", f_reverse},     {"items", f_items},         {"replace", f_replace},  {"int", f_int},
-      {"float", f_float},         {"abs", f_abs},             {"round", f_round},      {"indent", f_indent},
-      {"center", f_center},       {"wordcount", f_wordcount}, {"escape", f_escape},    {"e", f_escape},
-      {"forceescape", f_escape},  {"attr", f_attr},           {"map", f_map},          {"select", f_select},
-      {"reject", f_reject},       {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr},
-      {"sort", f_sort},           {"dictsort", f_dictsort},   {"unique", f_unique},    {"max", f_max},
-      {"min", f_min},             {"sum", f_sum},             {"batch", f_batch},      {"format", f_format},
+      {"tojson", f_tojson},
+      {"length", f_length},
+      {"count", f_length},
+      {"string", f_string},
+      {"safe", f_safe},
+      {"list", f_list},
+      {"upper", f_upper},
+      {"lower", f_lower},
+      {"title", f_title},
+      {"capitalize", f_capitalize},
+      {"trim", f_trim},
+      {"default", f_default},
+      {"d", f_default},
+      {"join", f_join},
+      {"first", f_first},
+      {"last", f_last},
+      {"reverse", f_reverse},
+      {"items", f_items},
+      {"replace", f_replace},
+      {"int", f_int},
+      {"float", f_float},
+      {"abs", f_abs},
+      {"round", f_round},
+      {"indent", f_indent},
+      {"center", f_center},
+      {"wordcount", f_wordcount},
+      {"escape", f_escape},
+      {"e", f_escape},
+      {"forceescape", f_escape},
+      {"attr", f_attr},
+      {"map", f_map},
+      {"select", f_select},
+      {"reject", f_reject},
+      {"selectattr", f_selectattr},
+      {"rejectattr", f_rejectattr},
+      {"sort", f_sort},
+      {"dictsort", f_dictsort},
+      {"unique", f_unique},
+      {"max", f_max},
+      {"min", f_min},
+      {"sum", f_sum},
+      {"batch", f_batch},
+      {"format", f_format},
   };
   auto it = kFilters.find(name);
   return it == kFilters.end() ? nullptr : it->second;
@@ -557,16 +692,45 @@ FilterFn find_filter(const std::string& name) {
 
 TestFn find_test(const std::string& name) {
   static const std::unordered_map<std::string, TestFn> kTests = {
-      {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},         {"boolean", t_boolean},
-      {"true", t_true},         {"false", t_false},         {"string", t_string},     {"number", t_number},
-      {"integer", t_integer},   {"float", t_float},         {"mapping", t_mapping},   {"iterable", t_iterable},
-      {"sequence", t_sequence}, {"callable", t_callable},   {"odd", t_odd},           {"even", t_even},
-      {"divisibleby", t_divisibleby}, {"eq", t_eq},         {"equalto", t_eq},        {"==", t_eq},
-      {"ne", t_ne},             {"!=", t_ne},               {"lt", t_lt},             {"lessthan", t_lt},
-      {"<", t_lt},              {"gt", t_gt},               {"greaterthan", t_gt},    {">", t_gt},
-      {"le", t_le},             {"<=", t_le},               {"ge", t_ge},             {">=", t_ge},
-      {"in", t_in},             {"sameas", t_sameas},       {"lower", t_lower},       {"upper", t_upper},
-      {"filter", t_filter},     {"test", t_test},           {"escaped", t_escaped},
+      {"defined", t_defined},
+      {"undefined", t_undefined},
+      {"none", t_none},
+      {"boolean", t_boolean},
+      {"true", t_true},
+      {"false", t_false},
+      {"string", t_string},
+      {"number", t_number},
+      {"integer", t_integer},
+      {"float", t_float},
+      {"mapping", t_mapping},
+      {"iterable", t_iterable},
+      {"sequence", t_sequence},
+      {"callable", t_callable},
+      {"odd", t_odd},
+      {"even", t_even},
+      {"divisibleby", t_divisibleby},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"lt", t_lt},
+      {"lessthan", t_lt},
+      {"<", t_lt},
+      {"gt", t_gt},
+      {"greaterthan", t_gt},
+      {">", t_gt},
+      {"le", t_le},
+      {"<=", t_le},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"in", t_in},
+      {"sameas", t_sameas},
+      {"lower", t_lower},
+      {"upper", t_upper},
+      {"filter", t_filter},
+      {"test", t_test},
+      {"escaped", t_escaped},
   };
   auto it = kTests.find(name);
   return it == kTests.end() ? nullptr : it->second;
@@ -577,9 +741,8 @@ std::unordered_map<std::string, Value> make_globals() {
   g["range"] = make_function("range", g_range);
   g["dict"] = make_function("dict", [](Interpreter& in, CallArgs& a) { return g_dict(in, a, false); });
   g["namespace"] = make_function("namespace", [](Interpreter& in, CallArgs& a) { return g_dict(in, a, true); });
-  g["raise_exception"] = make_function("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
-    throw TemplateError(str_arg(a, 0, "message", ""));
-  });
+  g["raise_exception"] = make_function(
+      "raise_exception", [](Interpreter&, CallArgs& a) -> Value { throw TemplateError(str_arg(a, 0, "message", "")); });
   g["strftime_now"] = make_function("strftime_now", g_strftime_now);
   return g;
 }

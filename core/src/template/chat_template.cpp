@@ -114,9 +114,10 @@ ChatTemplates ChatTemplates::load(const tokenizer::ChatTemplateConfig& config, c
   t.fallback_ = true;
   t.origin_ = "built-in " + name;
   t.templates_.push_back(compile(name, builtin_template(name), t.origin_));
-  log::get("server").warn("{} has no chat template: using the built-in '{}' template (set server.chat_template to a "
-                          "Jinja file to choose)",
-                          config.origin.empty() ? tok.source().string() : config.origin, name);
+  log::get("server").warn(
+      "{} has no chat template: using the built-in '{}' template (set server.chat_template to a "
+      "Jinja file to choose)",
+      config.origin.empty() ? tok.source().string() : config.origin, name);
   return t;
 }
 
@@ -127,12 +128,13 @@ const ChatTemplates::Named& ChatTemplates::pick(bool has_tools) const {
     if (has_tools && n.name == "tool_use") return n;
     if (n.name == "default") fallback = &n;
   }
-  if (fallback == nullptr)
-    throw TemplateError("the model has several chat templates and none is named 'default'");
+  if (fallback == nullptr) throw TemplateError("the model has several chat templates and none is named 'default'");
   return *fallback;
 }
 
-const std::string& ChatTemplates::default_source() const { return pick(false).source; }
+const std::string& ChatTemplates::default_source() const {
+  return pick(false).source;
+}
 
 std::string ChatTemplates::render(const ChatInput& input, const RenderLimits& limits) const {
   const Named& t = pick(!input.tools.is_none() && !input.tools.is_undefined());

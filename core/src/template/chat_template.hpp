@@ -26,12 +26,11 @@
 #include "template/value.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-
 namespace specd::jinja {
 
 struct ChatInput {
-  Value messages;                     // a list of dicts (role, content, tool_calls, ...)
-  Value tools = Value::none();        // a list of tool dicts, or none
+  Value messages;               // a list of dicts (role, content, tool_calls, ...)
+  Value tools = Value::none();  // a list of tool dicts, or none
   bool add_generation_prompt = true;
   std::vector<std::pair<std::string, Value>> kwargs;  // chat_template_kwargs (override the rest)
   // What strftime_now formats (tests fix it; unset = the current time).

@@ -15,11 +15,16 @@ std::string short_type(const Value& v) {
 }
 
 [[noreturn]] void unsupported_operands(const std::string& op, const Value& a, const Value& b) {
-  throw TemplateError("unsupported operand type(s) for " + op + ": '" + short_type(a) + "' and '" + short_type(b) + "'");
+  throw TemplateError("unsupported operand type(s) for " + op + ": '" + short_type(a) + "' and '" + short_type(b) +
+                      "'");
 }
 
-bool int_like(const Value& v) { return v.is_int() || v.is_bool(); }
-int64_t as_i(const Value& v) { return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int(); }
+bool int_like(const Value& v) {
+  return v.is_int() || v.is_bool();
+}
+int64_t as_i(const Value& v) {
+  return v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int();
+}
 
 int64_t checked(bool overflow, int64_t v) {
   if (overflow) throw TemplateError("integer overflow (templates compute with 64-bit integers)");
@@ -37,8 +42,8 @@ int64_t checked_op(Op op, int64_t a, int64_t b) {
 
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
-  const int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size())
-                                       : static_cast<int64_t>(seq.as_list().size());
+  const int64_t unit =
+      seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : static_cast<int64_t>(seq.as_list().size());
   if (unit > 0 && n > (int64_t{64} << 20) / unit) throw TemplateError("sequence repetition is too large");
   if (seq.is_string()) {
     std::string out;
@@ -157,19 +162,25 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   const bool nums = (a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool());
   const bool ints = int_like(a) && int_like(b);
   if (op == "+") {
-    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); }, as_i(a), as_i(b)));
+    if (ints)
+      return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); }, as_i(a),
+                              as_i(b)));
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
-      if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return a.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
     }
   } else if (op == "-") {
-    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); }, as_i(a), as_i(b)));
+    if (ints)
+      return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); }, as_i(a),
+                              as_i(b)));
     if (nums) return Value(a.as_double() - b.as_double());
   } else if (op == "*") {
-    if (ints) return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, as_i(a), as_i(b)));
+    if (ints)
+      return Value(checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, as_i(a),
+                              as_i(b)));
     if (nums) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_list()) && int_like(b)) return repeat(a, as_i(b));
     if ((b.is_string() || b.is_list()) && int_like(a)) return repeat(b, as_i(a));
@@ -180,7 +191,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
   } else if (op == "//" || op == "%") {
     if (nums) {
-      if (b.as_double() == 0.0) throw TemplateError(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
+      if (b.as_double() == 0.0)
+        throw TemplateError(op == "//" ? "integer division or modulo by zero" : "modulo by zero");
       if (ints) {
         const int64_t x = as_i(a), y = as_i(b);
         if (x == std::numeric_limits<int64_t>::min() && y == -1) checked(true, 0);
@@ -199,7 +211,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (ints && as_i(b) >= 0) {
       int64_t acc = 1;
       for (int64_t i = 0; i < as_i(b); ++i) {
-        acc = checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, acc, as_i(a));
+        acc =
+            checked_op([](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }, acc, as_i(a));
         if (acc == 0 || acc == 1) break;
       }
       return Value(acc);
@@ -269,21 +282,30 @@ Interpreter::Flow Interpreter::render_body(const Body& body, Frame& frame, std::
 Interpreter::Flow Interpreter::render_node(const Node& n, Frame& frame, std::string& out) {
   DepthGuard guard(*this);
   switch (n.kind) {
-    case Node::Kind::kText: append(out, n.text); return Flow::kNormal;
-    case Node::Kind::kOutput: append(out, to_str(eval(*n.expr, frame))); return Flow::kNormal;
+    case Node::Kind::kText:
+      append(out, n.text);
+      return Flow::kNormal;
+    case Node::Kind::kOutput:
+      append(out, to_str(eval(*n.expr, frame)));
+      return Flow::kNormal;
     case Node::Kind::kIf:
       for (const auto& [cond, body] : n.branches)
         if (truthy(eval(*cond, frame))) return render_body(body, frame, out);
       return render_body(n.else_body, frame, out);
-    case Node::Kind::kFor: return render_for(n, frame, out);
-    case Node::Kind::kSet: render_set(n, frame); return Flow::kNormal;
+    case Node::Kind::kFor:
+      return render_for(n, frame, out);
+    case Node::Kind::kSet:
+      render_set(n, frame);
+      return Flow::kNormal;
     case Node::Kind::kSetBlock: {
       std::string captured;
       render_body(n.body, frame, captured);
       frame.vars[n.targets[0]] = n.filter ? apply_filter(*n.filter, Value(captured), frame) : Value(captured);
       return Flow::kNormal;
     }
-    case Node::Kind::kMacro: frame.vars[n.targets[0]] = make_macro(n, nullptr); return Flow::kNormal;
+    case Node::Kind::kMacro:
+      frame.vars[n.targets[0]] = make_macro(n, nullptr);
+      return Flow::kNormal;
     case Node::Kind::kCallBlock: {
       // The macro gets the block as its `caller` keyword (it runs in its own frame, as in Jinja).
       if (n.expr->kind != Expr::Kind::kCall)
@@ -308,9 +330,12 @@ Interpreter::Flow Interpreter::render_node(const Node& n, Frame& frame, std::str
       render_body(n.body, inner, out);
       return Flow::kNormal;
     }
-    case Node::Kind::kScope: return render_body(n.body, frame, out);
-    case Node::Kind::kBreak: return Flow::kBreak;
-    case Node::Kind::kContinue: return Flow::kContinue;
+    case Node::Kind::kScope:
+      return render_body(n.body, frame, out);
+    case Node::Kind::kBreak:
+      return Flow::kBreak;
+    case Node::Kind::kContinue:
+      return Flow::kContinue;
   }
   return Flow::kNormal;
 }
@@ -359,8 +384,10 @@ Interpreter::Flow Interpreter::render_for(const Node& n, Frame& frame, std::stri
     loop->set(Value("length"), Value(len));
     loop->set(Value("depth"), Value(1));
     loop->set(Value("depth0"), Value(0));
-    loop->set(Value("previtem"), i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
-    loop->set(Value("nextitem"), i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
+    loop->set(Value("previtem"),
+              i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
+    loop->set(Value("nextitem"),
+              i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
     loop->set(Value("cycle"), make_function("cycle", [i](Interpreter&, CallArgs& a) {
                 if (a.args.empty()) throw TemplateError("no items for cycling given");
                 return a.args[static_cast<size_t>(i) % a.args.size()];
@@ -409,9 +436,7 @@ Value Interpreter::make_macro(const Node& n, Frame* caller_body_frame) {
       return Value(std::move(out));
     });
   }
-  return make_function(n.targets[0], [node](Interpreter& in, CallArgs& a) {
-    return in.call_macro(*node, a, Value());
-  });
+  return make_function(n.targets[0], [node](Interpreter& in, CallArgs& a) { return in.call_macro(*node, a, Value()); });
 }
 
 Value Interpreter::call_macro(const Node& n, CallArgs& a, const Value& caller) {
@@ -468,8 +493,10 @@ Value Interpreter::apply_filter(const Expr& e, Value input, Frame& frame) {
 Value Interpreter::eval(const Expr& e, Frame& frame) {
   DepthGuard guard(*this);
   switch (e.kind) {
-    case Expr::Kind::kLiteral: return e.value;
-    case Expr::Kind::kName: return lookup(e.name, frame);
+    case Expr::Kind::kLiteral:
+      return e.value;
+    case Expr::Kind::kName:
+      return lookup(e.name, frame);
     case Expr::Kind::kList:
     case Expr::Kind::kTuple: {
       List out;
@@ -481,15 +508,19 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) d->set(eval(*e.args[i], frame), eval(*e.args[i + 1], frame));
       return Value(std::move(d));
     }
-    case Expr::Kind::kAttr: return get_attr(eval(*e.args[0], frame), e.name);
-    case Expr::Kind::kItem: return get_item(eval(*e.args[0], frame), eval(*e.args[1], frame));
+    case Expr::Kind::kAttr:
+      return get_attr(eval(*e.args[0], frame), e.name);
+    case Expr::Kind::kItem:
+      return get_item(eval(*e.args[0], frame), eval(*e.args[1], frame));
     case Expr::Kind::kSlice: {
       const Value obj = eval(*e.args[0], frame);
       auto part = [&](size_t i) { return e.args[i] ? eval(*e.args[i], frame) : Value(); };
       return slice(obj, part(1), part(2), part(3));
     }
-    case Expr::Kind::kCall: return eval_call(e, frame);
-    case Expr::Kind::kFilter: return apply_filter(e, Value(), frame);
+    case Expr::Kind::kCall:
+      return eval_call(e, frame);
+    case Expr::Kind::kFilter:
+      return apply_filter(e, Value(), frame);
     case Expr::Kind::kTest: {
       const TestFn t = find_test(e.name);
       if (t == nullptr) throw TemplateError("line " + std::to_string(e.line) + ": no test named '" + e.name + "'");
@@ -507,12 +538,16 @@ Value Interpreter::eval(const Expr& e, Frame& frame) {
       if (int_like(v)) return Value(-checked(as_i(v) == std::numeric_limits<int64_t>::min(), as_i(v)));
       throw TemplateError("bad operand type for unary " + e.name + ": '" + short_type(v) + "'");
     }
-    case Expr::Kind::kBinary: return eval_binary(e, frame);
-    case Expr::Kind::kCompare: return eval_compare(e, frame);
+    case Expr::Kind::kBinary:
+      return eval_binary(e, frame);
+    case Expr::Kind::kCompare:
+      return eval_compare(e, frame);
     case Expr::Kind::kCondExpr:
       if (truthy(eval(*e.args[0], frame))) return eval(*e.args[1], frame);
-      return e.args[2] ? eval(*e.args[2], frame) : Value::undefined("the inline if expression evaluated to false and "
-                                                                    "no else section was defined.");
+      return e.args[2] ? eval(*e.args[2], frame)
+                       : Value::undefined(
+                             "the inline if expression evaluated to false and "
+                             "no else section was defined.");
   }
   return Value();
 }
@@ -530,14 +565,22 @@ Value Interpreter::eval_compare(const Expr& e, Frame& frame) {
     Value right = eval(*e.args[i + 1], frame);
     const std::string& op = e.ops[i];
     bool r = false;
-    if (op == "==") r = equals(left, right);
-    else if (op == "!=") r = !equals(left, right);
-    else if (op == "<") r = less(left, right);
-    else if (op == ">") r = less(right, left);
-    else if (op == "<=") r = !less(right, left);
-    else if (op == ">=") r = !less(left, right);
-    else if (op == "in") r = contains(right, left);
-    else r = !contains(right, left);
+    if (op == "==")
+      r = equals(left, right);
+    else if (op == "!=")
+      r = !equals(left, right);
+    else if (op == "<")
+      r = less(left, right);
+    else if (op == ">")
+      r = less(right, left);
+    else if (op == "<=")
+      r = !less(right, left);
+    else if (op == ">=")
+      r = !less(left, right);
+    else if (op == "in")
+      r = contains(right, left);
+    else
+      r = !contains(right, left);
     if (!r) return Value(false);
     left = std::move(right);
   }

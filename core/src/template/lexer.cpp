@@ -1,9 +1,9 @@
 #include "template/lexer.hpp"
 
 #include <cctype>
-#include <cstring>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include "template/pystr.hpp"
 #include "template/value.hpp"
@@ -77,25 +77,53 @@ std::string unescape(std::string_view s, int line) {
       pystr::append_utf8(out, static_cast<char32_t>(v));
     };
     switch (c) {
-      case '\n': break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'v': out += '\v'; break;
-      case 'x': hex(2); break;
-      case 'u': hex(4); break;
-      case 'U': hex(8); break;
+      case '\n':
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case 'x':
+        hex(2);
+        break;
+      case 'u':
+        hex(4);
+        break;
+      case 'U':
+        hex(8);
+        break;
       default:
         if (c >= '0' && c <= '7') {
           uint32_t v = 0;
           size_t n = 0;
-          while (n < 3 && i < s.size() && s[i] >= '0' && s[i] <= '7') v = v * 8 + static_cast<uint32_t>(s[i++] - '0'), ++n;
+          while (n < 3 && i < s.size() && s[i] >= '0' && s[i] <= '7')
+            v = v * 8 + static_cast<uint32_t>(s[i++] - '0'), ++n;
           --i;
           pystr::append_utf8(out, static_cast<char32_t>(v));
         } else {
@@ -244,8 +272,8 @@ class Lexer {
     std::string balance;
     for (;;) {
       pos_ = skip_spaces_counting(pos_);
-      if (pos_ >= src_.size()) fail(line_, std::string("unexpected end of template: missing '") +
-                                               (variable ? "}}" : "%}") + "'");
+      if (pos_ >= src_.size())
+        fail(line_, std::string("unexpected end of template: missing '") + (variable ? "}}" : "%}") + "'");
       if (balance.empty() && tag_end(variable)) return;
       lex_one(balance);
     }
@@ -285,8 +313,8 @@ class Lexer {
       return;
     }
     if (c == '\'' || c == '"') return string_literal(c);
-    static const char* kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]",
-                                 "(",  ")",  "{",  "}",  ">",  "<",  "=", ".", ":", "|", ",", ";"};
+    static const char* kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                                 "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
     for (const char* op : kOps) {
       const size_t n = std::char_traits<char>::length(op);
       if (src_.compare(pos_, n, op) != 0) continue;
@@ -309,7 +337,8 @@ class Lexer {
       while (i < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[i])) || src_[i] == '_')) ++i;
       return i;
     };
-    const bool prefixed = src_[pos_] == '0' && pos_ + 1 < src_.size() && std::strchr("bBoOxX", src_[pos_ + 1]) != nullptr;
+    const bool prefixed =
+        src_[pos_] == '0' && pos_ + 1 < src_.size() && std::strchr("bBoOxX", src_[pos_ + 1]) != nullptr;
     if (prefixed) {
       const int base = std::tolower(src_[pos_ + 1]) == 'b' ? 2 : std::tolower(src_[pos_ + 1]) == 'o' ? 8 : 16;
       e = pos_ + 2;
@@ -384,6 +413,8 @@ class Lexer {
 
 }  // namespace
 
-std::vector<Token> tokenize(std::string_view source) { return Lexer(source).run(); }
+std::vector<Token> tokenize(std::string_view source) {
+  return Lexer(source).run();
+}
 
 }  // namespace specd::jinja

@@ -29,7 +29,8 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const Value& x) {
     if (!x.is_string()) throw TemplateError("startswith/endswith arguments must be str or a tuple of str");
     const std::string& p = x.as_string();
-    return p.size() <= s.size() && (prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+    return p.size() <= s.size() &&
+           (prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
   };
   if (affix.is_list()) return std::any_of(affix.as_list().begin(), affix.as_list().end(), one);
   return one(affix);
@@ -83,7 +84,8 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
     });
   }
   if (name == "splitlines")
-    return method(name, [s](CallArgs& a) { return list_of_strings(pystr::splitlines(s, truthy(arg(a, 0, "keepends")))); });
+    return method(name,
+                  [s](CallArgs& a) { return list_of_strings(pystr::splitlines(s, truthy(arg(a, 0, "keepends")))); });
   if (name == "startswith" || name == "endswith") {
     const bool prefix = name == "startswith";
     return method(name, [s, prefix](CallArgs& a) { return Value(affix_match(s, arg(a, 0, "prefix"), prefix)); });
@@ -126,7 +128,8 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   }
   if (name == "format") return method(name, [s](CallArgs& a) { return Value(str_format(s, a)); });
   for (const char* cls : {"digit", "alpha", "alnum", "space", "lower", "upper"}) {
-    if (name == std::string("is") + cls) return method(name, [s, cls](CallArgs&) { return Value(pystr::all_of(s, cls)); });
+    if (name == std::string("is") + cls)
+      return method(name, [s, cls](CallArgs&) { return Value(pystr::all_of(s, cls)); });
   }
   return std::nullopt;
 }
@@ -137,22 +140,25 @@ std::optional<Value> dict_method(const Value& obj, const std::string& name) {
       const Value* v = obj.as_dict().find(arg(a, 0, "key"));
       return v ? *v : arg(a, 1, "default", Value::none());
     });
-  if (name == "items") return method(name, [obj](CallArgs&) {
-    List out;
-    for (const auto& [k, x] : obj.as_dict().items) out.push_back(Value::tuple(List{k, x}));
-    return Value(std::move(out));
-  });
+  if (name == "items")
+    return method(name, [obj](CallArgs&) {
+      List out;
+      for (const auto& [k, x] : obj.as_dict().items) out.push_back(Value::tuple(List{k, x}));
+      return Value(std::move(out));
+    });
   if (name == "keys") return method(name, [obj](CallArgs&) { return Value(iterate(obj)); });
-  if (name == "values") return method(name, [obj](CallArgs&) {
-    List out;
-    for (const auto& kv : obj.as_dict().items) out.push_back(kv.second);
-    return Value(std::move(out));
-  });
-  if (name == "copy") return method(name, [obj](CallArgs&) {
-    auto d = make_dict();
-    for (const auto& [k, x] : obj.as_dict().items) d->set(k, x);
-    return Value(std::move(d));
-  });
+  if (name == "values")
+    return method(name, [obj](CallArgs&) {
+      List out;
+      for (const auto& kv : obj.as_dict().items) out.push_back(kv.second);
+      return Value(std::move(out));
+    });
+  if (name == "copy")
+    return method(name, [obj](CallArgs&) {
+      auto d = make_dict();
+      for (const auto& [k, x] : obj.as_dict().items) d->set(k, x);
+      return Value(std::move(d));
+    });
   for (const char* m : {"pop", "popitem", "setdefault", "update", "clear", "fromkeys"})
     if (name == m) return unsafe(obj, name);
   return std::nullopt;
@@ -169,8 +175,8 @@ std::optional<Value> list_method(const Value& obj, const std::string& name) {
   if (name == "count")
     return method(name, [obj](CallArgs& a) {
       const Value x = arg(a, 0, "x");
-      return Value(static_cast<int64_t>(std::count_if(obj.as_list().begin(), obj.as_list().end(),
-                                                      [&](const Value& y) { return equals(y, x); })));
+      return Value(static_cast<int64_t>(
+          std::count_if(obj.as_list().begin(), obj.as_list().end(), [&](const Value& y) { return equals(y, x); })));
     });
   if (name == "copy") return method(name, [obj](CallArgs&) { return Value(obj.as_list()); });
   for (const char* m : {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"})
@@ -186,6 +192,5 @@ std::optional<Value> find_method(const Value& obj, const std::string& name) {
   if (obj.is_list()) return list_method(obj, name);
   return std::nullopt;
 }
-
 
 }  // namespace specd::jinja

@@ -227,6 +227,8 @@ NodePtr Parser::parse_with() {
 
 }  // namespace detail
 
-std::shared_ptr<const Program> parse(std::string_view source) { return detail::Parser(tokenize(source)).run(); }
+std::shared_ptr<const Program> parse(std::string_view source) {
+  return detail::Parser(tokenize(source)).run();
+}
 
 }  // namespace specd::jinja

@@ -50,11 +50,17 @@ class Parser {
   }
   std::string got() const {
     switch (cur().type) {
-      case T::kEof: return ", got the end of the template";
-      case T::kBlockEnd: return ", got '%}'";
-      case T::kVarEnd: return ", got '}}'";
-      case T::kName: case T::kOp: return ", got '" + cur().text + "'";
-      default: return "";
+      case T::kEof:
+        return ", got the end of the template";
+      case T::kBlockEnd:
+        return ", got '%}'";
+      case T::kVarEnd:
+        return ", got '}}'";
+      case T::kName:
+      case T::kOp:
+        return ", got '" + cur().text + "'";
+      default:
+        return "";
     }
   }
 

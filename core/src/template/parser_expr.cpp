@@ -82,9 +82,8 @@ ExprPtr Parser::parse_compare() {
   ExprPtr cmp;
   for (;;) {
     std::string op;
-    if (cur().type == T::kOp &&
-        (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" || cur().text == ">" ||
-         cur().text == ">=")) {
+    if (cur().type == T::kOp && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                 cur().text == ">" || cur().text == ">=")) {
       op = next().text;
     } else if (is_name("in")) {
       next();
@@ -352,8 +351,8 @@ ExprPtr Parser::parse_test(ExprPtr e) {
   t->args.push_back(std::move(e));
   if (is_op("(")) {
     parse_call_args(*t);
-  } else if ((cur().type == T::kName || cur().type == T::kString || cur().type == T::kInt ||
-              cur().type == T::kFloat || is_op("(") || is_op("[") || is_op("{")) &&
+  } else if ((cur().type == T::kName || cur().type == T::kString || cur().type == T::kInt || cur().type == T::kFloat ||
+              is_op("(") || is_op("[") || is_op("{")) &&
              !is_name("else") && !is_name("or") && !is_name("and")) {
     if (is_name("is")) fail("you cannot chain multiple tests with is");
     t->args.push_back(parse_postfix(parse_primary()));

@@ -1,7 +1,7 @@
 #include "template/pystr.hpp"
 
-#include <unicode/uchar.h>
 #include <unicode/locid.h>
+#include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
 #include <algorithm>
@@ -40,7 +40,9 @@ std::u32string decode(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, char32_t c) { tokenizer::detail::append_utf8(out, c); }
+void append_utf8(std::string& out, char32_t c) {
+  tokenizer::detail::append_utf8(out, c);
+}
 
 std::string encode(std::u32string_view s) {
   std::string out;
@@ -52,8 +54,23 @@ std::string encode(std::u32string_view s) {
 bool is_space(char32_t c) {
   // Python's str.isspace(): bidirectional class WS, B or S, or category Zs.
   switch (c) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x1F:
-    case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
       return true;
     default:

@@ -1,11 +1,11 @@
 #include "template/value.hpp"
 
+#include <nlohmann/json.hpp>
 #include <unicode/uchar.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "template/pystr.hpp"
 
@@ -62,7 +62,9 @@ void Dict::set(Value key, Value value) {
   items.emplace_back(std::move(key), std::move(value));
 }
 
-std::shared_ptr<Dict> make_dict() { return std::make_shared<Dict>(); }
+std::shared_ptr<Dict> make_dict() {
+  return std::make_shared<Dict>();
+}
 
 Value make_function(std::string name, std::function<Value(Interpreter&, CallArgs&)> call) {
   return Value(std::make_shared<Function>(Function{std::move(name), std::move(call)}));
@@ -211,13 +213,27 @@ void json_string(std::string& out, const std::string& s) {
   out += '"';
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -271,7 +287,8 @@ void json_impl(std::string& out, const Value& v, const JsonStyle& st, int depth)
     std::vector<std::string> keys;
     if (!list) {
       for (const auto& kv : v.as_dict().items) keys.push_back(json_key(kv.first));
-      if (st.sort_keys) std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+      if (st.sort_keys)
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
     }
     for (size_t i = 0; i < n; ++i) {
       out += i == 0 ? newline : st.item_separator + newline;
@@ -295,15 +312,20 @@ template <class J>
 Value from_json_impl(const J& j, int depth) {
   check_depth(depth);
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.template get<int64_t>());
+    case nlohmann::json::value_t::null:
+      return Value::none();
+    case nlohmann::json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value(j.template get<int64_t>());
     case nlohmann::json::value_t::number_unsigned: {
       const auto u = j.template get<uint64_t>();
       return u <= static_cast<uint64_t>(INT64_MAX) ? Value(static_cast<int64_t>(u)) : Value(static_cast<double>(u));
     }
-    case nlohmann::json::value_t::number_float: return Value(j.template get<double>());
-    case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
+    case nlohmann::json::value_t::number_float:
+      return Value(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       List l;
       l.reserve(j.size());
@@ -315,7 +337,8 @@ Value from_json_impl(const J& j, int depth) {
       for (auto it = j.begin(); it != j.end(); ++it) d->set(Value(it.key()), from_json_impl(it.value(), depth + 1));
       return Value(std::move(d));
     }
-    default: throw TemplateError("unsupported JSON value");
+    default:
+      throw TemplateError("unsupported JSON value");
   }
 }
 
@@ -332,8 +355,12 @@ bool truthy(const Value& v) {
   return true;
 }
 
-std::string to_str(const Value& v) { return str_impl(v, false, 0); }
-std::string repr(const Value& v) { return str_impl(v, true, 0); }
+std::string to_str(const Value& v) {
+  return str_impl(v, false, 0);
+}
+std::string repr(const Value& v) {
+  return str_impl(v, true, 0);
+}
 
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
@@ -366,8 +393,12 @@ std::string float_repr(double d) {
   return out + ebuf;
 }
 
-bool equals(const Value& a, const Value& b) { return equals_impl(a, b, 0); }
-bool less(const Value& a, const Value& b) { return less_impl(a, b, 0); }
+bool equals(const Value& a, const Value& b) {
+  return equals_impl(a, b, 0);
+}
+bool less(const Value& a, const Value& b) {
+  return less_impl(a, b, 0);
+}
 
 int64_t length(const Value& v) {
   if (v.is_undefined()) return 0;
@@ -403,8 +434,12 @@ List iterate(const Value& v) {
   throw TemplateError("'" + t.substr(0, t.find(' ')) + "' object is not iterable");
 }
 
-Value from_json(const nlohmann::ordered_json& j, int depth) { return from_json_impl(j, depth); }
-Value from_json(const nlohmann::json& j, int depth) { return from_json_impl(j, depth); }
+Value from_json(const nlohmann::ordered_json& j, int depth) {
+  return from_json_impl(j, depth);
+}
+Value from_json(const nlohmann::json& j, int depth) {
+  return from_json_impl(j, depth);
+}
 
 std::string to_json(const Value& v, const JsonStyle& style) {
   std::string out;

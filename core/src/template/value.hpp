@@ -9,6 +9,8 @@
 // holds itself) can never recurse without limit.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,8 +22,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace specd::jinja {
 
@@ -64,14 +64,14 @@ class Value {
     v.tuple_ = true;
     return v;
   }
-  Value(bool b) : v_(b) {}                       // NOLINT(google-explicit-constructor)
-  Value(int64_t i) : v_(i) {}                    // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double d) : v_(d) {}                     // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}     // NOLINT
-  Value(std::string_view s) : v_(std::string(s)) {}  // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}   // NOLINT
-  Value(List l);                                 // NOLINT
+  Value(bool b) : v_(b) {}                                  // NOLINT(google-explicit-constructor)
+  Value(int64_t i) : v_(i) {}                               // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}             // NOLINT
+  Value(double d) : v_(d) {}                                // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}                // NOLINT
+  Value(std::string_view s) : v_(std::string(s)) {}         // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}              // NOLINT
+  Value(List l);                                            // NOLINT
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}      // NOLINT
   Value(std::shared_ptr<Function> f) : v_(std::move(f)) {}  // NOLINT
 

@@ -115,13 +115,16 @@ void BpeModel::read_options(const nlohmann::json& config, const std::string& whe
   if (!optional_string("continuing_subword_suffix").empty())
     throw Error(ErrorCode::kUnsupported, where + ": 'continuing_subword_suffix' is not supported");
   if (const auto it = config.find("dropout"); it != config.end() && !it->is_null() && it->get<double>() > 0.0)
-    throw Error(ErrorCode::kUnsupported, where + ": BPE dropout is not supported (inference tokenizers set it to null)");
+    throw Error(ErrorCode::kUnsupported,
+                where + ": BPE dropout is not supported (inference tokenizers set it to null)");
   fuse_unk_ = config.value("fuse_unk", false);
   byte_fallback_ = config.value("byte_fallback", false);
   ignore_merges_ = config.value("ignore_merges", false);
   if (const std::string unk = optional_string("unk_token"); !unk.empty()) {
-    if (const auto it = vocab_.find(unk); it != vocab_.end()) unk_id_ = it->second;
-    else unk_token_ = unk;
+    if (const auto it = vocab_.find(unk); it != vocab_.end())
+      unk_id_ = it->second;
+    else
+      unk_token_ = unk;
   }
 }
 
@@ -162,22 +165,26 @@ void BpeModel::read_merges(const nlohmann::json& config, const std::string& wher
       const auto& text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ');
       if (space == std::string::npos)
-        throw Error(ErrorCode::kModelFormat, where + ": merge '" + clip(text) + "' is not two tokens separated by a space");
+        throw Error(ErrorCode::kModelFormat,
+                    where + ": merge '" + clip(text) + "' is not two tokens separated by a space");
       left = text.substr(0, space);
       right = text.substr(space + 1, text.find(' ', space + 1) - space - 1);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
       left = merge[0].get<std::string>();
       right = merge[1].get<std::string>();
     } else {
-      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+      throw Error(ErrorCode::kModelFormat,
+                  where + ": merge #" + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
     std::string joined = left;
-    joined += std::string_view(right).substr(
-        !continuing_subword_prefix_.empty() && right.starts_with(continuing_subword_prefix_) ? continuing_subword_prefix_.size() : 0);
+    joined += std::string_view(right).substr(!continuing_subword_prefix_.empty() &&
+                                                     right.starts_with(continuing_subword_prefix_)
+                                                 ? continuing_subword_prefix_.size()
+                                                 : 0);
     const auto l = vocab_.find(left), r = vocab_.find(right), j = vocab_.find(joined);
     if (l == vocab_.end() || r == vocab_.end() || j == vocab_.end())
-      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " ('" + clip(left) + "', '" + clip(right) +
-                                               "') uses a token that is not in the vocab");
+      throw Error(ErrorCode::kModelFormat, where + ": merge #" + std::to_string(rank) + " ('" + clip(left) + "', '" +
+                                               clip(right) + "') uses a token that is not in the vocab");
     // A pair listed twice keeps its last rank, as the official implementations do.
     add_merge(l->second, r->second, rank, j->second);
     rank_pairs_.push_back(pair_key(l->second, r->second));
@@ -245,7 +252,8 @@ void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols
       id = symbol_id(scratch);
     }
     const auto index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin), true});
+    symbols.push_back(
+        {id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin), true});
   }
   symbols.back().next = -1;
 }
@@ -301,7 +309,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
 }
 
 // The merged symbols' ids; a symbol with no id falls back to its bytes (byte_fallback) or unk.
-void BpeModel::emit_symbols(std::string_view word, const std::vector<Symbol>& symbols, std::vector<int32_t>& out) const {
+void BpeModel::emit_symbols(std::string_view word, const std::vector<Symbol>& symbols,
+                            std::vector<int32_t>& out) const {
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& sym = symbols[i];
     if (sym.id >= 0) {
@@ -311,9 +320,11 @@ void BpeModel::emit_symbols(std::string_view word, const std::vector<Symbol>& sy
     bool fell_back = false;
     if (byte_fallback_) {
       bool all = true;
-      for (uint32_t k = 0; k < sym.length; ++k) all = all && byte_ids_[static_cast<unsigned char>(word[sym.begin + k])] >= 0;
+      for (uint32_t k = 0; k < sym.length; ++k)
+        all = all && byte_ids_[static_cast<unsigned char>(word[sym.begin + k])] >= 0;
       if (all) {
-        for (uint32_t k = 0; k < sym.length; ++k) out.push_back(byte_ids_[static_cast<unsigned char>(word[sym.begin + k])]);
+        for (uint32_t k = 0; k < sym.length; ++k)
+          out.push_back(byte_ids_[static_cast<unsigned char>(word[sym.begin + k])]);
         fell_back = true;
       }
     }

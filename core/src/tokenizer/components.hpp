@@ -34,7 +34,7 @@ std::string_view js_trim_start(std::string_view text);
 std::string_view js_trim_end(std::string_view text);
 // The GPT-2 byte <-> printable character tables used by ByteLevel.
 const std::string& byte_to_unicode(unsigned char byte);  // UTF-8 of the mapped character
-int unicode_to_byte(char32_t cp);                         // -1 when cp is not in the table
+int unicode_to_byte(char32_t cp);                        // -1 when cp is not in the table
 // \w as the official tokenizers define it for Oniguruma patterns.
 bool is_word_char(char32_t cp);
 
@@ -152,9 +152,9 @@ class BpeModel {
   void read_merges(const nlohmann::json& config, const std::string& where);
 
   Vocab vocab_;
-  std::vector<Merge> merges_;  // size is a power of two
-  std::vector<uint64_t> rank_pairs_;   // by rank: (left << 32 | right)
-  std::vector<int32_t> rank_results_;  // by rank: id of the merged token
+  std::vector<Merge> merges_;            // size is a power of two
+  std::vector<uint64_t> rank_pairs_;     // by rank: (left << 32 | right)
+  std::vector<int32_t> rank_results_;    // by rank: id of the merged token
   std::vector<int32_t> small_char_ids_;  // id of each single code point < kSmallChars, or -1
   std::optional<int32_t> unk_id_;
   std::string unk_token_;  // set while unresolved

@@ -54,7 +54,8 @@ class ByteLevel final : public Decoder {
 
 class Metaspace final : public Decoder {
  public:
-  Metaspace(std::string replacement, bool strip_first) : replacement_(std::move(replacement)), strip_first_(strip_first) {}
+  Metaspace(std::string replacement, bool strip_first)
+      : replacement_(std::move(replacement)), strip_first_(strip_first) {}
   void decode_chain(std::vector<std::string>& tokens, const std::vector<char>*) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& token = tokens[i];
@@ -155,7 +156,8 @@ class Strip final : public Decoder {
 
 class Replace final : public Decoder {
  public:
-  Replace(std::unique_ptr<Regex> pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  Replace(std::unique_ptr<Regex> pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens, const std::vector<char>*) const override {
     for (auto& token : tokens) token = pattern_->replace_all(token, content_);
   }
@@ -209,7 +211,8 @@ std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& f
     pos = 0;
     const auto start = config.value("start", 0), stop = config.value("stop", 0);
     if (start < 0 || stop < 0) throw Error(ErrorCode::kModelFormat, where + ": 'start'/'stop' must be >= 0");
-    return std::make_unique<Strip>(next_code_point(content, pos), static_cast<size_t>(start), static_cast<size_t>(stop));
+    return std::make_unique<Strip>(next_code_point(content, pos), static_cast<size_t>(start),
+                                   static_cast<size_t>(stop));
   }
   if (type == "Replace") {
     if (!config.contains("pattern")) throw Error(ErrorCode::kModelFormat, where + ": missing 'pattern'");
@@ -223,21 +226,24 @@ std::unique_ptr<Decoder> make(const nlohmann::json& config, const std::string& f
         return !s.empty() && is_valid_utf8(s) && (next_code_point(s, p), p == s.size());
       }();
       if (!one_char)
-        throw Error(ErrorCode::kUnsupported, where + ": a Replace after Fuse whose pattern can match more than one "
-                                                     "character is not supported");
+        throw Error(ErrorCode::kUnsupported, where +
+                                                 ": a Replace after Fuse whose pattern can match more than one "
+                                                 "character is not supported");
     }
     return std::make_unique<Replace>(make_pattern(pattern, where), config.value("content", std::string()));
   }
   if (type == "Sequence") {
     const auto it = config.find("decoders");
-    if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'decoders' array");
+    if (it == config.end() || !it->is_array())
+      throw Error(ErrorCode::kModelFormat, where + ": missing 'decoders' array");
     check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<Decoder>> parts;
     for (const auto& part : *it) parts.push_back(make(part, file, fused, depth + 1));
     return std::make_unique<Sequence>(std::move(parts));
   }
-  throw Error(ErrorCode::kUnsupported, file + ": unsupported decoder type '" + type +
-                                           "' (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence)");
+  throw Error(ErrorCode::kUnsupported,
+              file + ": unsupported decoder type '" + type +
+                  "' (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence)");
 }
 
 }  // namespace
@@ -257,7 +263,7 @@ std::string clean_up_tokenization(std::string_view text, std::vector<char>* keep
     std::string_view from;
     bool drop_trailing_space;  // " ' " -> "'" drops both spaces
   };
-  static constexpr Rule kRules[] = {{" .", false}, {" ?", false}, {" !", false},  {" ,", false},  {" ' ", true},
+  static constexpr Rule kRules[] = {{" .", false},   {" ?", false},  {" !", false},  {" ,", false},   {" ' ", true},
                                     {" n't", false}, {" 'm", false}, {" 's", false}, {" 've", false}, {" 're", false}};
   std::string cur(text);
   std::vector<uint32_t> origin;  // input offset of each byte of cur, only when keep is wanted
@@ -274,13 +280,15 @@ std::string clean_up_tokenization(std::string_view text, std::vector<char>* keep
     size_t i = 0;
     for (size_t at = cur.find(rule.from); at != std::string::npos; at = cur.find(rule.from, i)) {
       next.append(cur, i, at - i);
-      if (keep) next_origin.insert(next_origin.end(), origin.begin() + static_cast<std::ptrdiff_t>(i),
-                                   origin.begin() + static_cast<std::ptrdiff_t>(at));
+      if (keep)
+        next_origin.insert(next_origin.end(), origin.begin() + static_cast<std::ptrdiff_t>(i),
+                           origin.begin() + static_cast<std::ptrdiff_t>(at));
       // Keep all but the leading space (and, for " ' ", the trailing one).
       const size_t keep_len = rule.from.size() - 1 - (rule.drop_trailing_space ? 1 : 0);
       next.append(cur, at + 1, keep_len);
-      if (keep) next_origin.insert(next_origin.end(), origin.begin() + static_cast<std::ptrdiff_t>(at + 1),
-                                   origin.begin() + static_cast<std::ptrdiff_t>(at + 1 + keep_len));
+      if (keep)
+        next_origin.insert(next_origin.end(), origin.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                           origin.begin() + static_cast<std::ptrdiff_t>(at + 1 + keep_len));
       i = at + rule.from.size();
     }
     next.append(cur, i, std::string::npos);

@@ -27,7 +27,8 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 size_t trailing_replacement_bytes(std::string_view text) {
   size_t n = 0;
-  while (text.size() - n >= kReplacement.size() && text.substr(text.size() - n - kReplacement.size(), kReplacement.size()) == kReplacement)
+  while (text.size() - n >= kReplacement.size() &&
+         text.substr(text.size() - n - kReplacement.size(), kReplacement.size()) == kReplacement)
     n += kReplacement.size();
   return n;
 }

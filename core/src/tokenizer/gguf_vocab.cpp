@@ -13,8 +13,9 @@
 //   Control and unknown tokens are special added tokens, user-defined tokens non-special added
 //   tokens (both matched on the raw text); BOS/EOS from the ids, add-BOS/EOS from the flags
 //   (defaults as llama.cpp: SPM adds BOS, llama3 adds BOS, others add nothing).
-#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,10 +28,10 @@ namespace specd::tokenizer {
 
 namespace {
 
-using nlohmann::json;
 using model::gguf::File;
 using model::gguf::Value;
 using model::gguf::ValueType;
+using nlohmann::json;
 
 // llama_token_type.
 enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
@@ -59,7 +60,11 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
   static const std::vector<PreTokenizer> kPre = {
       {{"default"},
        {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Words, R"(\p{N}+)", "[0-9][0-9][0-9]"},
-       false, false, false, true, false},
+       false,
+       false,
+       false,
+       true,
+       false},
       {{"llama3", "llama-v3", "llama-bpe"}, {kLlama3Split}, false, false, true, true, true},
       {{"qwen2", "deepseek-r1-qwen"}, {kQwen2Split}, false, true, false, false, false},
       {{"deepseek-llm"},
@@ -70,21 +75,36 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
         "\xE1\x8E\xA0-\xE1\x8F\xB5\xE1\x8F\xB8-\xE1\x8F\xBD\xE1\xB2\x90-\xE1\xB2\xBA\xE1\xB2\xBD-\xE1\xB2\xBF"
         "\xE1\xB4\x80-\xE1\xB4\xAB\xE1\xB5\xAB-\xE1\xB5\xB7\xE1\xB5\xB9-\xE1\xB6\x9A\xE1\xB8\x80-\xE1\xBC\x95"
         "\xE1\xBC\x98-\xE1\xBC\x9D\xE1\xBC\xA0-\xE1\xBD\x85\xE1\xBD\x88-\xE1\xBD\x8D\xE1\xBD\x90-\xE1\xBD\x97"
-        "\xE1\xBD\x99\xE1\xBD\x9B\xE1\xBD\x9D\xE1\xBD\x9F-\xE1\xBD\xBD\xE1\xBE\x80-\xE1\xBE\xB4\xE1\xBE\xB6-\xE1\xBE\xBC"
-        "\xE1\xBE\xBE\xE1\xBF\x82-\xE1\xBF\x84\xE1\xBF\x86-\xE1\xBF\x8C\xE1\xBF\x90-\xE1\xBF\x93\xE1\xBF\x96-\xE1\xBF\x9B"
+        "\xE1\xBD\x99\xE1\xBD\x9B\xE1\xBD\x9D\xE1\xBD\x9F-\xE1\xBD\xBD\xE1\xBE\x80-\xE1\xBE\xB4\xE1\xBE\xB6-"
+        "\xE1\xBE\xBC"
+        "\xE1\xBE\xBE\xE1\xBF\x82-\xE1\xBF\x84\xE1\xBF\x86-\xE1\xBF\x8C\xE1\xBF\x90-\xE1\xBF\x93\xE1\xBF\x96-"
+        "\xE1\xBF\x9B"
         "\xE1\xBF\xA0-\xE1\xBF\xAC\xE1\xBF\xB2-\xE1\xBF\xB4\xE1\xBF\xB6-\xE1\xBF\xBC\xE2\x84\x82\xE2\x84\x87"
         "\xE2\x84\x8A-\xE2\x84\x93\xE2\x84\x95\xE2\x84\x99-\xE2\x84\x9D\xE2\x84\xA4\xE2\x84\xA6\xE2\x84\xA8"
-        "\xE2\x84\xAA-\xE2\x84\xAD\xE2\x84\xAF-\xE2\x84\xB4\xE2\x84\xB9\xE2\x84\xBC-\xE2\x84\xBF\xE2\x85\x85-\xE2\x85\x89"
-        "\xE2\x85\x8E\xE2\x86\x83\xE2\x86\x84\xE2\xB0\x80-\xE2\xB1\xBB\xE2\xB1\xBE-\xE2\xB3\xA4\xE2\xB3\xAB-\xE2\xB3\xAE"
+        "\xE2\x84\xAA-\xE2\x84\xAD\xE2\x84\xAF-\xE2\x84\xB4\xE2\x84\xB9\xE2\x84\xBC-\xE2\x84\xBF\xE2\x85\x85-"
+        "\xE2\x85\x89"
+        "\xE2\x85\x8E\xE2\x86\x83\xE2\x86\x84\xE2\xB0\x80-\xE2\xB1\xBB\xE2\xB1\xBE-\xE2\xB3\xA4\xE2\xB3\xAB-"
+        "\xE2\xB3\xAE"
         "\xE2\xB3\xB2\xE2\xB3\xB3\xEA\x99\x80-\xEA\x99\xAD\xEA\x9A\x80-\xEA\x9A\x9B\xEA\x9C\xA2-\xEA\x9D\xAF"
         "\xEA\x9D\xB1-\xEA\x9E\x87\xEA\x9E\x8B-\xEA\x9E\x8E\xEA\xAD\xB0-\xEA\xAE\xBF\xEF\xAC\x80-\xEF\xAC\x86"
         "\xEF\xAC\x93-\xEF\xAC\x97\xEF\xBC\xA1-\xEF\xBC\xBA\xEF\xBD\x81-\xEF\xBD\x9A\xF0\x90\x90\x80-\xF0\x90\x91\x8F"
         "\xF0\x90\x92\xB0-\xF0\x90\x93\x93\xF0\x90\x93\x98-\xF0\x90\x93\xBB\xF0\x90\xB2\x80-\xF0\x90\xB2\xB2"
         "\xF0\x90\xB3\x80-\xF0\x90\xB3\xB2\xF0\x91\xA2\xA0-\xF0\x91\xA3\x9F\xF0\x9E\xA4\x80-\xF0\x9E\xA5\x83]+",
-        "\\s?[!-/:-~\xEF\xBC\x81-\xEF\xBC\x8F\xEF\xBC\x9A-\xEF\xBD\x9E\xE2\x80\x98-\xE2\x80\x9F\xE3\x80\x80-\xE3\x80\x82]+",
+        "\\s?[!-/"
+        ":-~\xEF\xBC\x81-\xEF\xBC\x8F\xEF\xBC\x9A-\xEF\xBD\x9E\xE2\x80\x98-\xE2\x80\x9F\xE3\x80\x80-\xE3\x80\x82]+",
         "\\s+$", kCjk, "\\p{N}+"},
-       false, false, false, false, false},
-      {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}, false, false, false, false, false},
+       false,
+       false,
+       false,
+       false,
+       false},
+      {{"deepseek-coder"},
+       {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"},
+       false,
+       false,
+       false,
+       false,
+       false},
       {{"gpt-2"}, {}, true, false, false, true, false},
   };
   return kPre;
@@ -131,7 +151,9 @@ std::optional<int64_t> special_id(const File& f, const char* key, const TokenLis
   return id;
 }
 
-bool is_added(int64_t type) { return type == kControl || type == kUnknown || type == kUserDefined; }
+bool is_added(int64_t type) {
+  return type == kControl || type == kUnknown || type == kUserDefined;
+}
 
 json added_tokens(const TokenList& t) {
   json added = json::array();
@@ -169,7 +191,8 @@ json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std:
     for (size_t cut = 1; cut < text.size(); ++cut) {
       if ((static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) continue;  // inside a code point
       const auto l = vocab.find(text.substr(0, cut)), r = vocab.find(text.substr(cut));
-      if (l != vocab.end() && r != vocab.end()) merges.push_back({score, static_cast<int64_t>(id), l->second, r->second, cut});
+      if (l != vocab.end() && r != vocab.end())
+        merges.push_back({score, static_cast<int64_t>(id), l->second, r->second, cut});
     }
   }
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
@@ -213,8 +236,11 @@ void spm(const File& f, const TokenList& t, json& root, json& config, bool& add_
     vocab[t.text[id]] = static_cast<int64_t>(id);
     vocab_json[std::string(t.text[id])] = id;
   }
-  json model = {{"type", "BPE"}, {"vocab", std::move(vocab_json)}, {"merges", spm_merges(f, t, vocab)},
-                {"fuse_unk", true}, {"byte_fallback", true}};
+  json model = {{"type", "BPE"},
+                {"vocab", std::move(vocab_json)},
+                {"merges", spm_merges(f, t, vocab)},
+                {"fuse_unk", true},
+                {"byte_fallback", true}};
   if (const auto unk = special_id(f, "tokenizer.ggml.unknown_token_id", t)) model["unk_token"] = t.text[*unk];
   root["model"] = std::move(model);
   const bool prefix = f.boolean("tokenizer.ggml.add_space_prefix").value_or(true);
@@ -248,12 +274,16 @@ void byte_level_bpe(const File& f, const TokenList& t, json& root, json& config,
   if (const Value* m = f.array("tokenizer.ggml.merges", ValueType::kString)) {
     for (uint64_t i = 0; i < m->count; ++i) merges.push_back(f.string_at(*m, i, "tokenizer.ggml.merges"));
   }
-  root["model"] = {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)},
+  root["model"] = {{"type", "BPE"},
+                   {"vocab", std::move(vocab)},
+                   {"merges", std::move(merges)},
                    {"ignore_merges", it->ignore_merges}};
   json parts = json::array();
   for (const char* split : it->splits)
     parts.push_back({{"type", "Split"}, {"pattern", {{"Regex", split}}}, {"behavior", "Isolated"}, {"invert", false}});
-  parts.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+  parts.push_back({{"type", "ByteLevel"},
+                   {"add_prefix_space", false},
+                   {"trim_offsets", false},
                    {"use_regex", it->byte_level_regex}});
   root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", parts}};
   if (it->nfc) root["normalizer"] = {{"type", "NFC"}};
@@ -289,7 +319,8 @@ TokenizerDocuments gguf_tokenizer_documents(const File& f) {
   docs.tokenizer["post_processor"] = template_processing(t, bos, eos, add_bos, add_eos);
   if (bos) docs.config["bos_token"] = t.text[static_cast<size_t>(*bos)];
   if (eos) docs.config["eos_token"] = t.text[static_cast<size_t>(*eos)];
-  if (const std::optional<std::string_view> tmpl = f.string("tokenizer.chat_template")) docs.config["chat_template"] = *tmpl;
+  if (const std::optional<std::string_view> tmpl = f.string("tokenizer.chat_template"))
+    docs.config["chat_template"] = *tmpl;
   return docs;
 }
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/untrusted.hpp"
+#include "model/gguf.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
-#include "model/gguf.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 
 namespace specd::tokenizer {
@@ -56,8 +56,9 @@ ChatTemplateConfig chat_template_config(const json& config, const std::filesyste
       for (const json& t : *it) {
         if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || !t.contains("template") ||
             !t["template"].is_string())
-          throw Error(ErrorCode::kModelFormat, name + ": chat_template list entries must be {\"name\": string, "
-                                                      "\"template\": string}");
+          throw Error(ErrorCode::kModelFormat, name +
+                                                   ": chat_template list entries must be {\"name\": string, "
+                                                   "\"template\": string}");
         c.templates.emplace_back(t["name"].get<std::string>(), t["template"].get<std::string>());
       }
     } else {
@@ -115,7 +116,8 @@ class Loader {
     if (type == "ByteLevel") return std::make_unique<ByteLevelPost>();
     if (type == "Sequence") {
       const auto it = config.find("processors");
-      if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'processors' array");
+      if (it == config.end() || !it->is_array())
+        throw Error(ErrorCode::kModelFormat, where + ": missing 'processors' array");
       detail::check_sequence_depth(depth, where);
       std::vector<std::unique_ptr<detail::PostProcessor>> parts;
       for (const auto& part : *it)
@@ -143,13 +145,15 @@ class Loader {
           throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has no 'ids'");
         std::vector<int32_t> out;
         for (const auto& id : *ids) {
-          if (!id.is_number_integer()) throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has a non-integer id");
+          if (!id.is_number_integer())
+            throw Error(ErrorCode::kModelFormat, where + ": special token '" + clip(name) + "' has a non-integer id");
           out.push_back(id.get<int32_t>());
         }
         return out;
       }
     }
-    throw Error(ErrorCode::kModelFormat, where + ": template uses special token '" + clip(name) + "' missing from 'special_tokens'");
+    throw Error(ErrorCode::kModelFormat,
+                where + ": template uses special token '" + clip(name) + "' missing from 'special_tokens'");
   }
 
   std::vector<detail::TemplateItem> template_items(const json& config, const std::string& where) {
@@ -157,7 +161,8 @@ class Loader {
     if (single == config.end()) throw Error(ErrorCode::kModelFormat, where + ": missing 'single' template");
     std::vector<detail::TemplateItem> items;
     auto add_piece = [&](const std::string& piece) {  // "$A", "$A:0", "$", "<s>", "<s>:1"
-      const std::string name = piece.substr(0, piece.rfind(':') == std::string::npos || piece.rfind(':') == 0 ? piece.size() : piece.rfind(':'));
+      const std::string name = piece.substr(
+          0, piece.rfind(':') == std::string::npos || piece.rfind(':') == 0 ? piece.size() : piece.rfind(':'));
       if (name == "$" || name == "$A" || name == "$0") {
         items.push_back({true, {}});
       } else if (name == "$B" || name == "$1") {
@@ -184,7 +189,8 @@ class Loader {
         items.push_back({true, {}});
       } else if (item.contains("SpecialToken")) {
         const auto& st = item["SpecialToken"];
-        if (!st.contains("id") || !st["id"].is_string()) throw Error(ErrorCode::kModelFormat, where + ": SpecialToken without an id");
+        if (!st.contains("id") || !st["id"].is_string())
+          throw Error(ErrorCode::kModelFormat, where + ": SpecialToken without an id");
         items.push_back({false, special_ids(config, st["id"].get<std::string>(), where)});
       } else {
         throw Error(ErrorCode::kModelFormat, where + ": template item is neither Sequence nor SpecialToken");
@@ -283,7 +289,8 @@ void read_components(Tokenizer::Impl& impl, Loader& loader, const json& root, co
 
 // added_tokens: the list, the content -> id map and the tries that match them in text.
 void read_added_tokens(Tokenizer::Impl& impl, const json& added, const std::string& file) {
-  if (!added.is_null() && !added.is_array()) throw Error(ErrorCode::kModelFormat, file + ": 'added_tokens' must be an array");
+  if (!added.is_null() && !added.is_array())
+    throw Error(ErrorCode::kModelFormat, file + ": 'added_tokens' must be an array");
   if (added.is_array()) {
     for (const auto& entry : added) {
       if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string() || !entry.contains("id") ||
@@ -297,7 +304,8 @@ void read_added_tokens(Tokenizer::Impl& impl, const json& added, const std::stri
       t.rstrip = entry.value("rstrip", false);
       t.single_word = entry.value("single_word", false);
       t.normalized = entry.value("normalized", !t.special);
-      if (!detail::is_valid_utf8(t.content)) throw Error(ErrorCode::kModelFormat, file + ": added token content is not UTF-8");
+      if (!detail::is_valid_utf8(t.content))
+        throw Error(ErrorCode::kModelFormat, file + ": added token content is not UTF-8");
       impl.added.push_back(std::move(t));
     }
   }
@@ -365,7 +373,9 @@ void resolve_bos_eos(Tokenizer::Impl& impl, const detail::TemplateProcessing* tp
     const auto content = token_content(*it);
     if (!content) return std::nullopt;
     const auto id = lookup(impl, *content);
-    if (!id) throw Error(ErrorCode::kModelFormat, config_name + ": " + key + " '" + clip(*content) + "' is not a token of " + file);
+    if (!id)
+      throw Error(ErrorCode::kModelFormat,
+                  config_name + ": " + key + " '" + clip(*content) + "' is not a token of " + file);
     return id;
   };
   impl.bos = resolve("bos_token");
@@ -389,13 +399,17 @@ void apply_add_bos_eos(Tokenizer::Impl& impl, detail::TemplateProcessing* tp, co
   if (!has_add_bos && !has_add_eos) return;
   const std::vector<detail::TemplateItem> none;
   const auto& items = tp ? tp->single() : none;
-  const bool cur_bos = !items.empty() && !items.front().is_sequence && impl.bos && items.front().special_ids == std::vector<int32_t>{*impl.bos};
-  const bool cur_eos = !items.empty() && !items.back().is_sequence && impl.eos && items.back().special_ids == std::vector<int32_t>{*impl.eos};
+  const bool cur_bos = !items.empty() && !items.front().is_sequence && impl.bos &&
+                       items.front().special_ids == std::vector<int32_t>{*impl.bos};
+  const bool cur_eos = !items.empty() && !items.back().is_sequence && impl.eos &&
+                       items.back().special_ids == std::vector<int32_t>{*impl.eos};
   const bool want_bos = has_add_bos ? config["add_bos_token"].get<bool>() : cur_bos;
   const bool want_eos = has_add_eos ? config["add_eos_token"].get<bool>() : cur_eos;
   if (want_bos == cur_bos && want_eos == cur_eos) return;
-  if (want_bos && !impl.bos) throw Error(ErrorCode::kModelFormat, config_name + ": add_bos_token is true but there is no bos_token");
-  if (want_eos && !impl.eos) throw Error(ErrorCode::kModelFormat, config_name + ": add_eos_token is true but there is no eos_token");
+  if (want_bos && !impl.bos)
+    throw Error(ErrorCode::kModelFormat, config_name + ": add_bos_token is true but there is no bos_token");
+  if (want_eos && !impl.eos)
+    throw Error(ErrorCode::kModelFormat, config_name + ": add_eos_token is true but there is no eos_token");
   std::vector<detail::TemplateItem> single;
   if (want_bos) single.push_back({false, {*impl.bos}});
   single.push_back({true, {}});
@@ -413,8 +427,9 @@ void apply_add_bos_eos(Tokenizer::Impl& impl, detail::TemplateProcessing* tp, co
       impl.post_processor = std::make_unique<SequencePost>(std::move(parts));
     }
   }
-  log::get("tokenizer").debug("{}: add_bos_token={} add_eos_token={} override the post-processor template",
-                              config_name, want_bos, want_eos);
+  log::get("tokenizer")
+      .debug("{}: add_bos_token={} add_eos_token={} override the post-processor template", config_name, want_bos,
+             want_eos);
 }
 
 std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
@@ -430,9 +445,9 @@ std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& co
   impl->chat = chat_template_config(config, config_name);
   resolve_bos_eos(*impl, loader.found_template(), config, file, config_name);
   apply_add_bos_eos(*impl, loader.found_template(), config, config_name);
-  log::get("tokenizer").debug("loaded {}: {} tokens ({} added), bos={}, eos={}", file, impl->tokens.size(),
-                              impl->added.size(), impl->bos ? std::to_string(*impl->bos) : "none",
-                              impl->eos ? std::to_string(*impl->eos) : "none");
+  log::get("tokenizer")
+      .debug("loaded {}: {} tokens ({} added), bos={}, eos={}", file, impl->tokens.size(), impl->added.size(),
+             impl->bos ? std::to_string(*impl->bos) : "none", impl->eos ? std::to_string(*impl->eos) : "none");
   return impl;
 }
 

@@ -1,10 +1,9 @@
 // Normalizers: Unicode forms via ICU, and the string edits tokenizer.json can declare.
+#include <nlohmann/json.hpp>
+#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
-#include <unicode/locid.h>
-
-#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
@@ -35,12 +34,17 @@ class UnicodeForm final : public Normalizer {
  public:
   UnicodeForm(const std::string& form, const std::string& file) {
     UErrorCode status = U_ZERO_ERROR;
-    if (form == "NFC") norm_ = icu::Normalizer2::getNFCInstance(status);
-    else if (form == "NFD") norm_ = icu::Normalizer2::getNFDInstance(status);
-    else if (form == "NFKC") norm_ = icu::Normalizer2::getNFKCInstance(status);
-    else norm_ = icu::Normalizer2::getNFKDInstance(status);
+    if (form == "NFC")
+      norm_ = icu::Normalizer2::getNFCInstance(status);
+    else if (form == "NFD")
+      norm_ = icu::Normalizer2::getNFDInstance(status);
+    else if (form == "NFKC")
+      norm_ = icu::Normalizer2::getNFKCInstance(status);
+    else
+      norm_ = icu::Normalizer2::getNFKDInstance(status);
     if (U_FAILURE(status) || norm_ == nullptr)
-      throw Error(ErrorCode::kInternal, file + ": ICU cannot provide the " + form + " normalizer: " + u_errorName(status));
+      throw Error(ErrorCode::kInternal,
+                  file + ": ICU cannot provide the " + form + " normalizer: " + u_errorName(status));
   }
   std::string normalize(std::string_view text) const override {
     if (is_ascii(text)) return std::string(text);  // every form leaves ASCII unchanged
@@ -49,7 +53,8 @@ class UnicodeForm final : public Normalizer {
     if (norm_->isNormalized(src, status) && U_SUCCESS(status)) return std::string(text);
     status = U_ZERO_ERROR;
     const icu::UnicodeString out = norm_->normalize(src, status);
-    if (U_FAILURE(status)) throw Error(ErrorCode::kInternal, std::string("tokenizer: ICU normalization failed: ") + u_errorName(status));
+    if (U_FAILURE(status))
+      throw Error(ErrorCode::kInternal, std::string("tokenizer: ICU normalization failed: ") + u_errorName(status));
     return to_utf8(out);
   }
 
@@ -101,7 +106,8 @@ class StripAccents final : public Normalizer {
 
 class Replace final : public Normalizer {
  public:
-  Replace(std::unique_ptr<Regex> pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  Replace(std::unique_ptr<Regex> pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   std::string normalize(std::string_view text) const override { return pattern_->replace_all(text, content_); }
 
  private:
@@ -167,7 +173,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const 
     throw Error(ErrorCode::kModelFormat, file + ": normalizer must be an object with a \"type\"");
   const std::string type = clip(config["type"].get<std::string>());  // names it in errors
   const std::string where = file + ": normalizer " + type;
-  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") return std::make_unique<UnicodeForm>(type, file);
+  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD")
+    return std::make_unique<UnicodeForm>(type, file);
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "Strip")
     return std::make_unique<Strip>(config.value("strip_left", false), config.value("strip_right", false));
@@ -179,7 +186,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config, const 
   if (type == "Prepend") return std::make_unique<Prepend>(string_field(config, "prepend", where));
   if (type == "Sequence") {
     const auto it = config.find("normalizers");
-    if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'normalizers' array");
+    if (it == config.end() || !it->is_array())
+      throw Error(ErrorCode::kModelFormat, where + ": missing 'normalizers' array");
     check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<Normalizer>> parts;
     for (const auto& part : *it)

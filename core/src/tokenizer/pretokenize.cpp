@@ -38,8 +38,10 @@ void apply_behavior(const PreToken& piece, std::vector<Span>& spans, Behavior be
     case Behavior::kMergedWithPrevious: {
       bool previous_delim = false;
       for (const auto& s : spans) {
-        if (s.delim && !previous_delim && !merged.empty()) merged.back().end = s.end;
-        else merged.push_back(s);
+        if (s.delim && !previous_delim && !merged.empty())
+          merged.back().end = s.end;
+        else
+          merged.push_back(s);
         previous_delim = s.delim;
       }
       break;
@@ -47,8 +49,10 @@ void apply_behavior(const PreToken& piece, std::vector<Span>& spans, Behavior be
     case Behavior::kMergedWithNext: {
       bool previous_delim = false;
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->delim && !previous_delim && !merged.empty()) merged.back().begin = it->begin;
-        else merged.push_back(*it);
+        if (it->delim && !previous_delim && !merged.empty())
+          merged.back().begin = it->begin;
+        else
+          merged.push_back(*it);
         previous_delim = it->delim;
       }
       std::reverse(merged.begin(), merged.end());
@@ -57,8 +61,10 @@ void apply_behavior(const PreToken& piece, std::vector<Span>& spans, Behavior be
     case Behavior::kContiguous: {
       bool previous_delim = false;
       for (const auto& s : spans) {
-        if (s.delim == previous_delim && !merged.empty()) merged.back().end = s.end;
-        else merged.push_back(s);
+        if (s.delim == previous_delim && !merged.empty())
+          merged.back().end = s.end;
+        else
+          merged.push_back(s);
         previous_delim = s.delim;
       }
       break;
@@ -119,7 +125,8 @@ class Split final : public PreTokenizer {
 
 // GPT-2's pattern as the official implementation compiles it (a JavaScript /u regex, where \s
 // also covers U+FEFF and not U+0085).
-constexpr const char* kJsSpace = "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
+constexpr const char* kJsSpace =
+    "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
 
 class ByteLevel final : public PreTokenizer {
  public:
@@ -177,8 +184,10 @@ class Metaspace final : public PreTokenizer {
       PreToken replaced{{}, piece.at_origin};
       replaced.text.reserve(piece.text.size() + replacement_.size());
       for (const char c : piece.text) {
-        if (c == ' ') replaced.text += replacement_;
-        else replaced.text += c;
+        if (c == ' ')
+          replaced.text += replacement_;
+        else
+          replaced.text += c;
       }
       const bool prepend = prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && piece.at_origin);
       if (prepend && !replaced.text.starts_with(replacement_)) replaced.text.insert(0, replacement_);
@@ -217,8 +226,10 @@ class Digits final : public PreTokenizer {
       for (size_t i = 0; i < piece.text.size(); ++i) {
         const bool digit = piece.text[i] >= '0' && piece.text[i] <= '9';
         if (!digit) {
-          if (!spans.empty() && !spans.back().delim) spans.back().end = i + 1;
-          else spans.push_back({i, i + 1, false});
+          if (!spans.empty() && !spans.back().delim)
+            spans.back().end = i + 1;
+          else
+            spans.push_back({i, i + 1, false});
         } else {
           spans.push_back({i, i + 1, true});
         }
@@ -260,18 +271,24 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, c
     return std::make_unique<ByteLevel>(config.value("add_prefix_space", true), config.value("use_regex", true), where);
   if (type == "Metaspace") {
     std::string replacement = config.value("replacement", std::string("\u2581"));
-    if (const auto it = config.find("str_rep"); it != config.end() && it->is_string() && !it->get<std::string>().empty())
+    if (const auto it = config.find("str_rep");
+        it != config.end() && it->is_string() && !it->get<std::string>().empty())
       replacement = it->get<std::string>();
     size_t pos = 0;
-    if (replacement.empty() || !is_valid_utf8(replacement) || (next_code_point(replacement, pos), pos != replacement.size()))
+    if (replacement.empty() || !is_valid_utf8(replacement) ||
+        (next_code_point(replacement, pos), pos != replacement.size()))
       throw Error(ErrorCode::kModelFormat, where + ": 'replacement' must be one character");
     auto prepend = Metaspace::Prepend::kAlways;
     if (const auto it = config.find("prepend_scheme"); it != config.end() && it->is_string()) {
       const std::string scheme = it->get<std::string>();
-      if (scheme == "always") prepend = Metaspace::Prepend::kAlways;
-      else if (scheme == "first") prepend = Metaspace::Prepend::kFirst;
-      else if (scheme == "never") prepend = Metaspace::Prepend::kNever;
-      else throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + clip(scheme) + "'");
+      if (scheme == "always")
+        prepend = Metaspace::Prepend::kAlways;
+      else if (scheme == "first")
+        prepend = Metaspace::Prepend::kFirst;
+      else if (scheme == "never")
+        prepend = Metaspace::Prepend::kNever;
+      else
+        throw Error(ErrorCode::kUnsupported, where + ": unsupported prepend_scheme '" + clip(scheme) + "'");
     } else if (const auto legacy = config.find("add_prefix_space"); legacy != config.end() && legacy->is_boolean()) {
       prepend = legacy->get<bool>() ? Metaspace::Prepend::kAlways : Metaspace::Prepend::kNever;
     }
@@ -280,7 +297,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, c
   if (type == "Digits") return std::make_unique<Digits>(config.value("individual_digits", false));
   if (type == "Sequence") {
     const auto it = config.find("pretokenizers");
-    if (it == config.end() || !it->is_array()) throw Error(ErrorCode::kModelFormat, where + ": missing 'pretokenizers' array");
+    if (it == config.end() || !it->is_array())
+      throw Error(ErrorCode::kModelFormat, where + ": missing 'pretokenizers' array");
     check_sequence_depth(depth, where);
     std::vector<std::unique_ptr<PreTokenizer>> parts;
     for (const auto& part : *it)

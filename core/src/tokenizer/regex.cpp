@@ -26,10 +26,10 @@ namespace {
 constexpr std::string_view kWordProps = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 const std::string kWordClass = "[" + std::string(kWordProps) + "]";
 const std::string kNonWordClass = "[^" + std::string(kWordProps) + "]";
-const std::string kWordBoundary = "(?:(?<!" + kWordClass + ")(?=" + kWordClass + ")|(?<=" + kWordClass + ")(?!" +
-                                  kWordClass + "))";
-const std::string kNonWordBoundary = "(?:(?<!" + kWordClass + ")(?!" + kWordClass + ")|(?<=" + kWordClass +
-                                     ")(?=" + kWordClass + "))";
+const std::string kWordBoundary =
+    "(?:(?<!" + kWordClass + ")(?=" + kWordClass + ")|(?<=" + kWordClass + ")(?!" + kWordClass + "))";
+const std::string kNonWordBoundary =
+    "(?:(?<!" + kWordClass + ")(?!" + kWordClass + ")|(?<=" + kWordClass + ")(?=" + kWordClass + "))";
 
 std::string hex_escape(char32_t cp) {
   char buf[16];
@@ -37,8 +37,12 @@ std::string hex_escape(char32_t cp) {
   return buf;
 }
 
-bool is_ascii_letter(char32_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
-char32_t swap_ascii_case(char32_t c) { return c >= 'a' ? c - 32 : c + 32; }
+bool is_ascii_letter(char32_t c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+char32_t swap_ascii_case(char32_t c) {
+  return c >= 'a' ? c - 32 : c + 32;
+}
 
 class OnigTranslator {
  public:
@@ -100,19 +104,46 @@ class OnigTranslator {
   bool single_char_escape(size_t at, char32_t& cp, size_t& end) {
     const char c = src_[at + 1];
     switch (c) {
-      case 't': cp = '\t'; end = at + 2; return true;
-      case 'n': cp = '\n'; end = at + 2; return true;
-      case 'r': cp = '\r'; end = at + 2; return true;
-      case 'f': cp = '\f'; end = at + 2; return true;
-      case 'v': cp = 0x0B; end = at + 2; return true;
-      case 'a': cp = 0x07; end = at + 2; return true;
-      case 'e': cp = 0x1B; end = at + 2; return true;
-      case '0': cp = 0; end = at + 2; return true;
+      case 't':
+        cp = '\t';
+        end = at + 2;
+        return true;
+      case 'n':
+        cp = '\n';
+        end = at + 2;
+        return true;
+      case 'r':
+        cp = '\r';
+        end = at + 2;
+        return true;
+      case 'f':
+        cp = '\f';
+        end = at + 2;
+        return true;
+      case 'v':
+        cp = 0x0B;
+        end = at + 2;
+        return true;
+      case 'a':
+        cp = 0x07;
+        end = at + 2;
+        return true;
+      case 'e':
+        cp = 0x1B;
+        end = at + 2;
+        return true;
+      case '0':
+        cp = 0;
+        end = at + 2;
+        return true;
       case 'x':
         cp = at + 2 < src_.size() && src_[at + 2] == '{' ? read_hex(at + 3, 0, end) : read_hex(at + 2, 2, end);
         return true;
-      case 'u': cp = read_hex(at + 2, 4, end); return true;
-      default: break;
+      case 'u':
+        cp = read_hex(at + 2, 4, end);
+        return true;
+      default:
+        break;
     }
     const auto uc = static_cast<unsigned char>(c);
     if (uc >= 0x80 || !std::isalnum(uc)) {
@@ -168,21 +199,49 @@ class OnigTranslator {
     }
     pos_ += 2;
     switch (c) {
-      case 'G': return;  // start of the search: every search here starts where the last ended
-      case 'A': emit_atom("\\A"); return;
-      case 'z': emit_atom("\\z"); return;
-      case 'Z': emit_atom("(?=\\n?\\z)"); return;
-      case 'h': emit_atom("[0-9A-Fa-f]"); return;
-      case 'H': emit_atom("[^0-9A-Fa-f]"); return;
-      case 'w': emit_atom(kWordClass); return;
-      case 'W': emit_atom(kNonWordClass); return;
-      case 'd': emit_atom("\\p{Nd}"); return;
-      case 'D': emit_atom("\\P{Nd}"); return;
-      case 's': emit_atom("\\p{White_Space}"); return;
-      case 'S': emit_atom("\\P{White_Space}"); return;
-      case 'b': emit_atom(kWordBoundary); return;
-      case 'B': emit_atom(kNonWordBoundary); return;
-      default: break;
+      case 'G':
+        return;  // start of the search: every search here starts where the last ended
+      case 'A':
+        emit_atom("\\A");
+        return;
+      case 'z':
+        emit_atom("\\z");
+        return;
+      case 'Z':
+        emit_atom("(?=\\n?\\z)");
+        return;
+      case 'h':
+        emit_atom("[0-9A-Fa-f]");
+        return;
+      case 'H':
+        emit_atom("[^0-9A-Fa-f]");
+        return;
+      case 'w':
+        emit_atom(kWordClass);
+        return;
+      case 'W':
+        emit_atom(kNonWordClass);
+        return;
+      case 'd':
+        emit_atom("\\p{Nd}");
+        return;
+      case 'D':
+        emit_atom("\\P{Nd}");
+        return;
+      case 's':
+        emit_atom("\\p{White_Space}");
+        return;
+      case 'S':
+        emit_atom("\\P{White_Space}");
+        return;
+      case 'b':
+        emit_atom(kWordBoundary);
+        return;
+      case 'B':
+        emit_atom(kNonWordBoundary);
+        return;
+      default:
+        break;
     }
     if (c >= '1' && c <= '9') {
       emit_atom(std::string("\\g{") + c + "}");
@@ -230,11 +289,21 @@ class OnigTranslator {
     }
     pos_ += 2;
     switch (e) {
-      case 's': body += "\\p{White_Space}"; break;
-      case 'S': body += "\\P{White_Space}"; break;
-      case 'd': body += "\\p{Nd}"; break;
-      case 'D': body += "\\P{Nd}"; break;
-      case 'w': body += kWordProps; break;
+      case 's':
+        body += "\\p{White_Space}";
+        break;
+      case 'S':
+        body += "\\P{White_Space}";
+        break;
+      case 'd':
+        body += "\\p{Nd}";
+        break;
+      case 'D':
+        body += "\\P{Nd}";
+        break;
+      case 'w':
+        body += kWordProps;
+        break;
       case 'h':
         body += "0-9A-Fa-f";
         ranges.push_back({'A', 'F'});
@@ -406,22 +475,47 @@ class OnigTranslator {
   void step() {
     const char c = src_[pos_];
     switch (c) {
-      case '\\': escape_outside_class(); return;
-      case '[': character_class(); return;
-      case ']': emit_atom("\\]"); ++pos_; return;
-      case '.': emit_atom("[^\\n]"); ++pos_; return;
-      case '^': emit_atom("(?:\\A|(?<=\\n))"); ++pos_; return;
-      case '$': emit_atom("(?:(?=\\n)|\\z)"); ++pos_; return;
-      case '(': open_group(); return;
-      case ')': close_group(); return;
+      case '\\':
+        escape_outside_class();
+        return;
+      case '[':
+        character_class();
+        return;
+      case ']':
+        emit_atom("\\]");
+        ++pos_;
+        return;
+      case '.':
+        emit_atom("[^\\n]");
+        ++pos_;
+        return;
+      case '^':
+        emit_atom("(?:\\A|(?<=\\n))");
+        ++pos_;
+        return;
+      case '$':
+        emit_atom("(?:(?=\\n)|\\z)");
+        ++pos_;
+        return;
+      case '(':
+        open_group();
+        return;
+      case ')':
+        close_group();
+        return;
       case '|':
         out_ += '|';
         atom_start_ = -1;
         last_was_quantifier_ = false;
         ++pos_;
         return;
-      case '{': brace(); return;
-      case '}': emit_atom("\\}"); ++pos_; return;
+      case '{':
+        brace();
+        return;
+      case '}':
+        emit_atom("\\}");
+        ++pos_;
+        return;
       case '+':
       case '*':
       case '?':
@@ -494,13 +588,13 @@ Regex::~Regex() {
 std::unique_ptr<Regex> Regex::from_pcre2(const std::string& pattern, const std::string& where) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF,
-                                   &error, &offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
-    throw Error(ErrorCode::kUnsupported, where + ": cannot compile regex '" + clip(pattern, 200) + "': " +
-                                             reinterpret_cast<const char*>(message) + " at offset " +
+    throw Error(ErrorCode::kUnsupported, where + ": cannot compile regex '" + clip(pattern, 200) +
+                                             "': " + reinterpret_cast<const char*>(message) + " at offset " +
                                              std::to_string(offset));
   }
   // JIT is an optimisation: without it (unsupported CPU, no executable memory) the

@@ -91,8 +91,10 @@ void TemplateProcessing::process(std::vector<int32_t>& ids, bool add_special_tok
   std::vector<int32_t> out;
   out.reserve(ids.size() + 4);
   for (const auto& item : single_) {
-    if (item.is_sequence) out.insert(out.end(), ids.begin(), ids.end());
-    else out.insert(out.end(), item.special_ids.begin(), item.special_ids.end());
+    if (item.is_sequence)
+      out.insert(out.end(), ids.begin(), ids.end());
+    else
+      out.insert(out.end(), item.special_ids.begin(), item.special_ids.end());
   }
   ids = std::move(out);
 }
@@ -164,8 +166,11 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
     tokenizer::detail::apply_strip_flags(normalized, subsections, added);
     for (const auto& sub : subsections) {
       if (sub.end <= sub.begin) continue;
-      if (sub.token >= 0) out.push_back(added[sub.token].id);
-      else encode_normalized(std::string_view(normalized).substr(sub.begin, sub.end - sub.begin), origin && sub.begin == 0, out);
+      if (sub.token >= 0)
+        out.push_back(added[sub.token].id);
+      else
+        encode_normalized(std::string_view(normalized).substr(sub.begin, sub.end - sub.begin), origin && sub.begin == 0,
+                          out);
     }
   }
 }
@@ -245,9 +250,15 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return impl_->decode(ids, skip_special_tokens);
 }
 
-int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->tokens.size()); }
-std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
-std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
+int32_t Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->tokens.size());
+}
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos;
+}
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
   if (const auto it = impl_->added_ids.find(token); it != impl_->added_ids.end()) return it->second;
@@ -258,7 +269,8 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 std::string Tokenizer::id_to_token(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= impl_->tokens.size() || !impl_->has_token[id])
     throw Error(ErrorCode::kInvalidArgument, "tokenizer " + impl_->source.string() + ": no token has id " +
-                                                 std::to_string(id) + " (vocab size " + std::to_string(vocab_size()) + ")");
+                                                 std::to_string(id) + " (vocab size " + std::to_string(vocab_size()) +
+                                                 ")");
   return impl_->tokens[id];
 }
 
@@ -266,8 +278,12 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->tokens.size() && impl_->has_token[id] && impl_->special[id];
 }
 
-const std::filesystem::path& Tokenizer::source() const { return impl_->source; }
+const std::filesystem::path& Tokenizer::source() const {
+  return impl_->source;
+}
 
-const ChatTemplateConfig& Tokenizer::chat_template_config() const { return impl_->chat; }
+const ChatTemplateConfig& Tokenizer::chat_template_config() const {
+  return impl_->chat;
+}
 
 }  // namespace specd

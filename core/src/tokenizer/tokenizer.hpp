@@ -46,8 +46,8 @@ class IncrementalDetokenizer {
   // settled inside it.
   std::vector<int32_t> ids_;
   size_t window_ = 0;
-  size_t emitted_ = 0;         // bytes of decode(ids_) (before clean-up) already passed on
-  std::string emitted_text_;   // those bytes, to check the decode only ever grows
+  size_t emitted_ = 0;        // bytes of decode(ids_) (before clean-up) already passed on
+  std::string emitted_text_;  // those bytes, to check the decode only ever grows
   // clean_up_tokenization_spaces runs over the raw stream; text a later character could
   // still change waits here.
   std::string pending_clean_;

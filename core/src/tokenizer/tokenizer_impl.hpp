@@ -2,6 +2,8 @@
 // detokenizer.cpp).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -10,8 +12,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/components.hpp"
 #include "tokenizer/tokenizer.hpp"

@@ -14,10 +14,18 @@ char32_t next_code_point(std::string_view text, size_t& pos) {
   const size_t n = utf8_length(b0);
   char32_t cp = 0;
   switch (n) {
-    case 1: cp = b0; break;
-    case 2: cp = b0 & 0x1Fu; break;
-    case 3: cp = b0 & 0x0Fu; break;
-    default: cp = b0 & 0x07u; break;
+    case 1:
+      cp = b0;
+      break;
+    case 2:
+      cp = b0 & 0x1Fu;
+      break;
+    case 3:
+      cp = b0 & 0x0Fu;
+      break;
+    default:
+      cp = b0 & 0x07u;
+      break;
   }
   for (size_t i = 1; i < n && pos + i < text.size(); ++i)
     cp = (cp << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3Fu);
@@ -158,8 +166,20 @@ std::string utf8_lossy(std::string_view bytes) {
 
 bool is_js_whitespace(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
+    case 0xFEFF:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;
@@ -213,7 +233,9 @@ const ByteTables& byte_tables() {
 
 }  // namespace
 
-const std::string& byte_to_unicode(unsigned char byte) { return byte_tables().to_unicode[byte]; }
+const std::string& byte_to_unicode(unsigned char byte) {
+  return byte_tables().to_unicode[byte];
+}
 
 int unicode_to_byte(char32_t cp) {
   // The table maps bytes to U+0021..U+00FF (identity) or U+0100..U+0143 (in byte order).

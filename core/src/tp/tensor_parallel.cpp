@@ -1,8 +1,7 @@
 #include "tp/tensor_parallel.hpp"
 
-#include <csignal>
-
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <type_traits>
@@ -21,7 +20,9 @@ using dist::Session;
 
 // Every field starts on an 8-byte boundary, so spans of a message's ints and floats are read in
 // place (the buffer comes from operator new, 16-byte aligned).
-constexpr size_t padded(size_t n) { return (n + 7) & ~size_t{7}; }
+constexpr size_t padded(size_t n) {
+  return (n + 7) & ~size_t{7};
+}
 
 class MessageWriter {
  public:
@@ -235,9 +236,8 @@ void Leader::allocate_kv(int32_t model, const kv::KvCacheShape& shape, int32_t n
 void Leader::attach(model::LlamaModel& llama, int32_t id) {
   if (id == kLocal) return;
   const int64_t hidden = llama.config().hidden_size;
-  llama.set_announce([this, id, hidden](const model::ForwardBatch& b, kv::KvCache& kv) {
-    announce_forward(id, hidden, b, kv);
-  });
+  llama.set_announce(
+      [this, id, hidden](const model::ForwardBatch& b, kv::KvCache& kv) { announce_forward(id, hidden, b, kv); });
 }
 
 void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBatch& batch, kv::KvCache& kv) {
@@ -287,10 +287,18 @@ int Follower::run() {
 void Follower::handle(const std::vector<std::byte>& message) {
   MessageReader in(message);
   switch (in.get<Op>()) {
-    case Op::kOpen: open(in); return;
-    case Op::kLoad: load(in); return;
-    case Op::kKv: allocate_kv(in); return;
-    case Op::kForward: forward(in); return;
+    case Op::kOpen:
+      open(in);
+      return;
+    case Op::kLoad:
+      load(in);
+      return;
+    case Op::kKv:
+      allocate_kv(in);
+      return;
+    case Op::kForward:
+      forward(in);
+      return;
     case Op::kRelease: {
       const auto id = static_cast<size_t>(in.get<int32_t>());
       if (id < models_.size()) models_[id].reset();
@@ -338,8 +346,8 @@ void Follower::load(MessageReader& in) {
     auto m = std::make_unique<Model>();
     m->weights = load_hosted_weights(spec, models_[0]->weights, spec.mtp_module >= 0 ? models_[base]->weights : nullptr,
                                      {session_.rank(), session_.size()});
-    m->llama = std::make_unique<model::LlamaModel>(m->weights, spec.mtp_module >= 0 ? -1 : spec.layers,
-                                                   &session_.world());
+    m->llama =
+        std::make_unique<model::LlamaModel>(m->weights, spec.mtp_module >= 0 ? -1 : spec.layers, &session_.world());
     models_[id] = std::move(m);
   });
   if (!ok) models_[id].reset();

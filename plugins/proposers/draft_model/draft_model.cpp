@@ -18,11 +18,12 @@
 //    d_{k-1} when all k were accepted).
 // Every step is ONE batched forward over all sequences still drafting, so a propose costs
 // max_i k_i forward calls.
+#include <specd/sdk/model_client.hpp>
+#include <specd/sdk/plugin.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-#include <specd/sdk/model_client.hpp>
-#include <specd/sdk/plugin.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>

@@ -3,12 +3,13 @@
 // Header-only, built into each plugin; SDK headers only (model services: sdk/model_client.hpp).
 #pragma once
 
+#include <specd/sdk/philox.hpp>
+#include <specd/sdk/plugin.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
-#include <specd/sdk/philox.hpp>
-#include <specd/sdk/plugin.hpp>
 
 namespace specd::proposers {
 

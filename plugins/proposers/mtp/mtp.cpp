@@ -35,12 +35,13 @@
 // stays valid iff p <= L+n-2-i. Module i keeps min(M_i, L-1-max(0, i-n)) entries (recursive
 // entries, at positions >= L-1, always go) and inputs[i+1] drops outputs of dropped entries.
 // The next propose brings the hidden states of the n+1 newly committed positions.
+#include <specd/sdk/model_client.hpp>
+#include <specd/sdk/plugin.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <specd/sdk/model_client.hpp>
-#include <specd/sdk/plugin.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>

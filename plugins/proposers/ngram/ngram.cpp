@@ -31,8 +31,8 @@ uint64_t ngram_hash(const int32_t* tokens, int64_t end, int64_t n) {
 }
 
 struct SequenceIndex {
-  int64_t indexed = 0;    // n-grams ending at every e <= indexed have been inserted
-  int32_t first = -1;     // first token, to notice a reused id with a different history
+  int64_t indexed = 0;                             // n-grams ending at every e <= indexed have been inserted
+  int32_t first = -1;                              // first token, to notice a reused id with a different history
   std::unordered_map<uint64_t, int64_t> last_end;  // hash(n-gram) → most recent end (exclusive)
 };
 
@@ -89,8 +89,8 @@ class NgramProposer : public specd::sdk::Proposer {
     *lo = params.get_int("prompt_lookup_min", 1, 1, kMaxN);
     *hi = params.get_int("prompt_lookup_max", 4, 1, kMaxN);
     if (*lo > *hi) {
-      params.error("prompt_lookup_min", "must be <= prompt_lookup_max (" + std::to_string(*hi) + "), got " +
-                                            std::to_string(*lo));
+      params.error("prompt_lookup_min",
+                   "must be <= prompt_lookup_max (" + std::to_string(*hi) + "), got " + std::to_string(*lo));
       *lo = *hi;
     }
   }

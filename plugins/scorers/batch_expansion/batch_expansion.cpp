@@ -91,7 +91,8 @@ class BatchExpansionScorer : public sdk::Scorer {
 
 }  // namespace
 
-SPECD_PLUGIN("batch_expansion", "1.0.0",
-             specd::sdk::scorer<BatchExpansionScorer>(
-                 "batch_expansion", "Batch expansion: each draft scored as its own one-token sequence (vLLM's "
-                                    "first SpecDecodeWorker scorer), for comparison with the built-in mqa"))
+SPECD_PLUGIN(
+    "batch_expansion", "1.0.0",
+    specd::sdk::scorer<BatchExpansionScorer>("batch_expansion",
+                                             "Batch expansion: each draft scored as its own one-token sequence (vLLM's "
+                                             "first SpecDecodeWorker scorer), for comparison with the built-in mqa"))

@@ -37,15 +37,17 @@ class RuleVerifier final : public sdk::Verifier {
   static void validate(sdk::Params& params) { Traits::rule(params); }
 
   sdk::VerifierCaps capabilities() const override {
-    return {.needs_draft_probs = Traits::kUses.draft_probs, .lossless = Traits::kLossless,
-            .supports_cuda = kBuiltWithCuda};
+    return {
+        .needs_draft_probs = Traits::kUses.draft_probs, .lossless = Traits::kLossless, .supports_cuda = kBuiltWithCuda};
   }
 
   void verify(const sdk::VerifyBatch& batch) override {
     const specd_verify_batch& b = batch.raw();
     Status status;
     switch (b.device.type) {
-      case SPECD_DEVICE_CPU: status = verify_on_cpu(b, Traits::kUses, rule_, scratch_); break;
+      case SPECD_DEVICE_CPU:
+        status = verify_on_cpu(b, Traits::kUses, rule_, scratch_);
+        break;
       case SPECD_DEVICE_CUDA:
 #ifdef SPECD_PLUGIN_WITH_CUDA
         status = verify_cuda(b, rule_, flags_);
@@ -55,8 +57,8 @@ class RuleVerifier final : public sdk::Verifier {
 #endif
         break;
       default:
-        status = {SPECD_ERR_INVALID_ARGUMENT,
-                  std::string("verifier '") + Traits::kName + "': unknown device type " + std::to_string(b.device.type)};
+        status = {SPECD_ERR_INVALID_ARGUMENT, std::string("verifier '") + Traits::kName + "': unknown device type " +
+                                                  std::to_string(b.device.type)};
     }
     if (!status.ok()) throw sdk::Error(std::move(status.message), status.code);
   }

@@ -150,7 +150,9 @@ struct EntropyTerms {
 // ---------------------------------------------------------------------------------------------
 // Fixed-order inverse CDF. Shared verbatim by the CPU path and the CUDA block's thread 0.
 
-SPECD_HOST_DEVICE int64_t num_chunks(int64_t vocab) { return (vocab + kChunk - 1) / kChunk; }
+SPECD_HOST_DEVICE int64_t num_chunks(int64_t vocab) {
+  return (vocab + kChunk - 1) / kChunk;
+}
 
 // The sum of chunk c, in index order from 0.0f.
 template <class W>
@@ -205,8 +207,8 @@ SPECD_HOST_DEVICE int64_t last_positive(const W& w, int64_t begin, int64_t end) 
 //   row's last index with positive weight.
 // Zero-weight entries are never drawn. Returns -1 when the total is not positive.
 template <class W>
-SPECD_HOST_DEVICE int64_t select_from_prefix(const W& w, int64_t vocab, const float* prefix,
-                                             int64_t n, float total, float u) {
+SPECD_HOST_DEVICE int64_t select_from_prefix(const W& w, int64_t vocab, const float* prefix, int64_t n, float total,
+                                             float u) {
   if (!(total > 0.0f)) return -1;
   const float target = mul_rn(u, total);
   const int64_t c = first_greater(prefix, n, target);
@@ -233,8 +235,7 @@ SPECD_HOST_DEVICE bool rejection_accepts(float p, float q, float u) {
 // Typical acceptance: accept iff p > min(threshold, alpha·exp(−H)), i.e. p > threshold or
 // p > alpha·exp(−H). The second test is done in log space, log p + H > log alpha, so that only
 // portable_log is needed; log_alpha = portable_log(alpha) when alpha > 0.
-SPECD_HOST_DEVICE bool typical_accepts(float p, float entropy, float threshold, float alpha,
-                                       float log_alpha) {
+SPECD_HOST_DEVICE bool typical_accepts(float p, float entropy, float threshold, float alpha, float log_alpha) {
   if (p > threshold) return true;
   if (!(p > 0.0f)) return false;
   if (alpha == 0.0f) return true;  // min(threshold, 0) = 0 < p
@@ -253,9 +254,9 @@ struct Uses {
 struct SequenceView {
   int32_t num_drafted;
   int64_t vocab;
-  const float* target;     // [k_max + 1, vocab]
-  const float* draft;      // [k_max, vocab] or nullptr
-  const int32_t* drafts;   // [k_max]
+  const float* target;    // [k_max + 1, vocab]
+  const float* draft;     // [k_max, vocab] or nullptr
+  const int32_t* drafts;  // [k_max]
   uint64_t seed;
   uint64_t step;
 
@@ -278,8 +279,8 @@ SPECD_HOST_DEVICE SequenceView sequence_view(const specd_verify_batch& b, int32_
   s.num_drafted = b.num_drafted[i];
   s.vocab = vocab;
   s.target = b.target_probs + static_cast<int64_t>(i) * (k + 1) * vocab;
-  s.draft = uses.draft_probs && b.draft_probs != nullptr ? b.draft_probs + static_cast<int64_t>(i) * k * vocab
-                                                         : nullptr;
+  s.draft =
+      uses.draft_probs && b.draft_probs != nullptr ? b.draft_probs + static_cast<int64_t>(i) * k * vocab : nullptr;
   s.drafts = b.draft_tokens != nullptr ? b.draft_tokens + static_cast<int64_t>(i) * k : nullptr;
   s.seed = uses.rng ? b.seeds[i] : 0;
   s.step = uses.rng ? b.steps[i] : 0;

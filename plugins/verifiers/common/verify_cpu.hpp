@@ -44,9 +44,10 @@ inline Status check_batch(const specd_verify_batch& b, const Uses& uses) {
   if (b.k_max < 0) return invalid("verify batch: k_max must be >= 0, got ", b.k_max);
   if (b.vocab_size <= 0) return invalid("verify batch: vocab_size must be > 0, got ", b.vocab_size);
   if (b.num_seqs == 0) return {};
-  const std::pair<const void*, const char*> required[] = {
-      {b.num_drafted, "num_drafted"}, {b.target_probs, "target_probs"}, {b.out_tokens, "out_tokens"},
-      {b.num_accepted, "num_accepted"}};
+  const std::pair<const void*, const char*> required[] = {{b.num_drafted, "num_drafted"},
+                                                          {b.target_probs, "target_probs"},
+                                                          {b.out_tokens, "out_tokens"},
+                                                          {b.num_accepted, "num_accepted"}};
   for (const auto& [ptr, name] : required)
     if (ptr == nullptr) return invalid("verify batch: ", name, " is null");
   if (b.k_max > 0 && b.draft_tokens == nullptr) return invalid("verify batch: draft_tokens is null");

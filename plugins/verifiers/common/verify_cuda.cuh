@@ -63,7 +63,9 @@ __device__ __forceinline__ float block_sum(float v, BlockShared& sh) {
   return total;
 }
 
-__device__ __forceinline__ bool block_any(bool flag) { return __syncthreads_or(flag ? 1 : 0) != 0; }
+__device__ __forceinline__ bool block_any(bool flag) {
+  return __syncthreads_or(flag ? 1 : 0) != 0;
+}
 
 // Broadcasts thread 0's value to the block.
 __device__ __forceinline__ int32_t block_broadcast(int32_t v, BlockShared& sh) {
@@ -150,7 +152,9 @@ struct BlockOps {
   __device__ __forceinline__ int32_t sample(const W& w, int64_t vocab, float u) {
     return block_sample(w, vocab, u, blk);
   }
-  __device__ __forceinline__ int32_t argmax(const float* row, int64_t vocab) { return block_argmax(row, vocab, *blk.sh); }
+  __device__ __forceinline__ int32_t argmax(const float* row, int64_t vocab) {
+    return block_argmax(row, vocab, *blk.sh);
+  }
   __device__ __forceinline__ float entropy(const float* p, int64_t vocab) {
     return block_fixed_sum(EntropyTerms{p}, vocab, blk);
   }
@@ -240,8 +244,7 @@ class DeviceScope {
     if (err != cudaSuccess) return cuda_failure("cannot query the current CUDA device", err);
     if (previous_ != index) {
       err = cudaSetDevice(index);
-      if (err != cudaSuccess)
-        return cuda_failure(("cannot use CUDA device " + std::to_string(index)).c_str(), err);
+      if (err != cudaSuccess) return cuda_failure(("cannot use CUDA device " + std::to_string(index)).c_str(), err);
       switched_ = true;
     }
     return {};
@@ -282,8 +285,8 @@ inline Status describe_invalid_sequence(const specd_verify_batch& b, int32_t i, 
                      cudaMemcpyDeviceToHost);
     if (err == cudaSuccess && uses.draft_probs && b.draft_probs != nullptr && n > 0) {
       draft.resize(static_cast<size_t>(n * vocab));
-      err = cudaMemcpy(draft.data(), b.draft_probs + i * k * vocab, draft.size() * sizeof(float),
-                       cudaMemcpyDeviceToHost);
+      err =
+          cudaMemcpy(draft.data(), b.draft_probs + i * k * vocab, draft.size() * sizeof(float), cudaMemcpyDeviceToHost);
     }
   }
   if (err != cudaSuccess) return cuda_failure("cannot copy an invalid sequence back for its error message", err);
@@ -318,11 +321,14 @@ Status launch_verify(const specd_verify_batch& b, const Uses& uses, const Rule& 
                                        " exceeds the CUDA verifier's limit of " + std::to_string(kMaxVocab)};
   DeviceScope scope;
   if (Status st = scope.enter(b.device.index); !st.ok()) return st;
-  const std::pair<const void*, const char*> pointers[] = {
-      {b.num_drafted, "num_drafted"}, {b.draft_tokens, "draft_tokens"}, {b.target_probs, "target_probs"},
-      {uses.draft_probs ? b.draft_probs : nullptr, "draft_probs"},  {uses.rng ? b.seeds : nullptr, "seeds"},
-      {uses.rng ? b.steps : nullptr, "steps"},    {b.out_tokens, "out_tokens"},
-      {b.num_accepted, "num_accepted"}};
+  const std::pair<const void*, const char*> pointers[] = {{b.num_drafted, "num_drafted"},
+                                                          {b.draft_tokens, "draft_tokens"},
+                                                          {b.target_probs, "target_probs"},
+                                                          {uses.draft_probs ? b.draft_probs : nullptr, "draft_probs"},
+                                                          {uses.rng ? b.seeds : nullptr, "seeds"},
+                                                          {uses.rng ? b.steps : nullptr, "steps"},
+                                                          {b.out_tokens, "out_tokens"},
+                                                          {b.num_accepted, "num_accepted"}};
   for (const auto& [ptr, name] : pointers)
     if (Status st = check_device_pointer(ptr, name); !st.ok()) return st;
 

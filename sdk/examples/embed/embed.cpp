@@ -44,10 +44,10 @@ int main(int argc, char** argv) {
           std::cerr << "\nrequest failed: " << out.error << "\n";
           return 1;
         }
-        std::cerr << "\n" << out.num_generated_tokens << " tokens (" << specd::finish_reason_name(out.finish_reason)
-                  << "), " << out.num_accepted_tokens << " of " << out.num_draft_tokens
-                  << " drafts accepted; specd " << specd::library_version() << ", proposer "
-                  << engine.info().proposer << "\n";
+        std::cerr << "\n"
+                  << out.num_generated_tokens << " tokens (" << specd::finish_reason_name(out.finish_reason) << "), "
+                  << out.num_accepted_tokens << " of " << out.num_draft_tokens << " drafts accepted; specd "
+                  << specd::library_version() << ", proposer " << engine.info().proposer << "\n";
       }
     }
   } catch (const specd::Error& e) {

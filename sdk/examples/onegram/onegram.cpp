@@ -59,5 +59,5 @@ class OneGramProposer : public specd::sdk::Proposer {
 }  // namespace
 
 SPECD_PLUGIN("onegram", "1.0.0",
-             specd::sdk::proposer<OneGramProposer>("onegram",
-                                                   "Proposes what followed the last earlier occurrence of the last token"))
+             specd::sdk::proposer<OneGramProposer>(
+                 "onegram", "Proposes what followed the last earlier occurrence of the last token"))

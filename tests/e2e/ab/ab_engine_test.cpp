@@ -21,10 +21,10 @@ TEST(AbEngine, ExplicitArmStickyUserAndUnknownArm) {
   const auto cfg = ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection, weight: 3}]", "",
                              work_dir() / "assign.jsonl");
   std::vector<Request> reqs = sampled_requests(24, 0.0f, 4, 1);
-  for (size_t i = 0; i < 8; ++i) reqs[i].speculative.arm = "a";      // explicit, against the 1:3 split
-  for (size_t i = 8; i < 16; ++i) reqs[i].speculative.user = "alice";             // sticky
-  reqs[16].speculative.arm = "nope";                                  // unknown
-  reqs[17].speculative.arm = "bad name!";                             // malformed
+  for (size_t i = 0; i < 8; ++i) reqs[i].speculative.arm = "a";        // explicit, against the 1:3 split
+  for (size_t i = 8; i < 16; ++i) reqs[i].speculative.user = "alice";  // sticky
+  reqs[16].speculative.arm = "nope";                                   // unknown
+  reqs[17].speculative.arm = "bad name!";                              // malformed
   const auto run = run_ab(cfg, reqs);
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(run.finals[i].arm, 0) << i;
   std::set<int32_t> alice;
@@ -43,9 +43,10 @@ TEST(AbEngine, ExplicitArmStickyUserAndUnknownArm) {
 }
 
 TEST(AbEngine, ArmOwnKAndPerArmMetrics) {
-  const auto cfg = ab_config("[{name: short, verifier: rejection, num_speculative_tokens: 1}, "
-                             "{name: long, verifier: rejection, num_speculative_tokens: 4}]",
-                             "", work_dir() / "k.jsonl");
+  const auto cfg = ab_config(
+      "[{name: short, verifier: rejection, num_speculative_tokens: 1}, "
+      "{name: long, verifier: rejection, num_speculative_tokens: 4}]",
+      "", work_dir() / "k.jsonl");
   std::vector<Request> reqs = sampled_requests(6, 0.0f, 12, 5);
   for (size_t i = 0; i < reqs.size(); ++i) reqs[i].speculative.arm = i % 2 ? "long" : "short";
   auto engine = std::make_unique<specd::Engine>(cfg);
@@ -155,8 +156,8 @@ TEST(AbEngine, ArmsAndShadowsInEverySchedulingMode) {
 // Aborted requests end their A/B log line too, also when the step that reports the abort has
 // nothing else to run.
 TEST(AbEngine, AbortedRequestsAreLogged) {
-  const auto cfg = ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection}]", "all",
-                             work_dir() / "abort.jsonl");
+  const auto cfg =
+      ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection}]", "all", work_dir() / "abort.jsonl");
   std::filesystem::remove(cfg.speculative.ab_log);
   {
     specd::Engine engine(cfg);
@@ -194,8 +195,9 @@ TEST(AbEngine, ConfigErrorsNameTheField) {
   EXPECT_NE(error_of("  arms: [{name: a, verifier: rejection}, {name: a, verifier: greedy}]\n")
                 .find("speculative.arms[1].name: duplicate arm \"a\""),
             std::string::npos);
-  EXPECT_NE(error_of("  arms: [{name: \"a b\", verifier: rejection}]\n").find("speculative.arms[0].name: expected 1 to 64"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("  arms: [{name: \"a b\", verifier: rejection}]\n").find("speculative.arms[0].name: expected 1 to 64"),
+      std::string::npos);
   EXPECT_NE(error_of("  arms: [{name: a}]\n").find("speculative.arms[0].verifier: required key is missing"),
             std::string::npos);
   EXPECT_NE(error_of("  arms: [{name: a, verifier: rejection, weight: 0}]\n").find("at least one arm needs a weight"),
@@ -204,11 +206,13 @@ TEST(AbEngine, ConfigErrorsNameTheField) {
                 .find("speculative.shadow[0]: no arm is named \"b\""),
             std::string::npos);
   EXPECT_NE(error_of("  shadow: all\n").find("speculative.shadow: needs speculative.arms"), std::string::npos);
-  EXPECT_NE(error_of("  arms: [{name: a, verifier: rejection, colour: red}]\n").find("speculative.arms[0].colour: unknown key"),
+  EXPECT_NE(error_of("  arms: [{name: a, verifier: rejection, colour: red}]\n")
+                .find("speculative.arms[0].colour: unknown key"),
             std::string::npos);
   const auto ok = specd::config::load_string(
       "model: {path: x}\nspeculative:\n  proposer: ngram\n  arms:\n    - {name: a, verifier: rejection}\n"
-      "    - {name: b, verifier: {name: typical_acceptance, posterior_alpha: 0.2}, num_speculative_tokens: 2, weight: 0.5}\n"
+      "    - {name: b, verifier: {name: typical_acceptance, posterior_alpha: 0.2}, num_speculative_tokens: 2, weight: "
+      "0.5}\n"
       "  shadow: all\n  ab_log: ab.jsonl\n",
       "ab.yaml");
   ASSERT_EQ(ok.speculative.arms.size(), 2u);

@@ -23,15 +23,14 @@ const std::string kArms = "[{name: rejection, verifier: rejection}, {name: typic
 // One verifier, no arms, no shadows, no A/B log: what the engine did before A/B testing (static
 // k, as ab_config).
 specd::config::EngineConfig single_verifier(const std::string& verifier) {
-  return specd::config::for_model_dir(
-      specd::spec_test::target_fixture(false, 0.02).string(),
-      {{"speculative.num_speculative_tokens", "3"},
-       {"speculative.dynamic", "false"},
-       {"speculative.proposer.name", "draft_model"},
-       {"speculative.proposer.layers", "1"},
-       {"speculative.verifier.name", verifier},
-       {"kv_cache.memory_mib", "64"},
-       {"model.num_threads", "1"}});
+  return specd::config::for_model_dir(specd::spec_test::target_fixture(false, 0.02).string(),
+                                      {{"speculative.num_speculative_tokens", "3"},
+                                       {"speculative.dynamic", "false"},
+                                       {"speculative.proposer.name", "draft_model"},
+                                       {"speculative.proposer.layers", "1"},
+                                       {"speculative.verifier.name", verifier},
+                                       {"kv_cache.memory_mib", "64"},
+                                       {"model.num_threads", "1"}});
 }
 
 std::vector<std::vector<int32_t>> tokens_of(const specd::config::EngineConfig& cfg, const std::vector<Request>& reqs) {
@@ -90,9 +89,9 @@ std::vector<Request> top6_requests(int n, uint64_t seed0) {
 TEST(AbLossless, LosslessArmFollowsTheTargetDistribution) {
   const int n = 4000;
   // The draft samples at temperature 1 and returns its q, so rejections take the residual path.
-  const auto ab = run_ab(ab_config(kArms, "all", work_dir() / "lossless-dist.jsonl", 3,
-                                   {{"speculative.proposer.temperature", "1.0"}}),
-                         top6_requests(n, 1));
+  const auto ab = run_ab(
+      ab_config(kArms, "all", work_dir() / "lossless-dist.jsonl", 3, {{"speculative.proposer.temperature", "1.0"}}),
+      top6_requests(n, 1));
   std::vector<std::vector<int32_t>> by_rejection;
   uint64_t drafted = 0, accepted = 0;
   for (size_t i = 0; i < ab.tokens.size(); ++i) {

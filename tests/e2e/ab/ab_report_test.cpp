@@ -34,9 +34,9 @@ int run_cli(const std::string& args, const fs::path& out, const fs::path& err = 
 // Two arms with the same verifier, traffic split by the seeded draw, shadowing each other:
 // every difference the report gives (paired and unpaired) has an interval containing 0.
 TEST(AbReportE2E, AATestFindsNoDifference) {
-  const auto run = run_ab(ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection}]", "all",
-                                    work_dir() / "aa.jsonl"),
-                          sampled_requests(48, 1.0f, 24, 100));
+  const auto run = run_ab(
+      ab_config("[{name: a, verifier: rejection}, {name: b, verifier: rejection}]", "all", work_dir() / "aa.jsonl"),
+      sampled_requests(48, 1.0f, 24, 100));
   ASSERT_EQ(run.records.size(), 48u);
   const specd::ab::Report rep = specd::ab::build_report(run.records, {7, 2000});
   ASSERT_EQ(rep.arms.size(), 2u);
@@ -95,8 +95,9 @@ TEST(AbReportE2E, AbRunAndHtmlReportRenderInChromium) {
                         << "  arms:\n    - {name: rejection, verifier: rejection}\n"
                         << "    - {name: typical, verifier: typical_acceptance}\n  shadow: all\n";
   const fs::path prompts = dir / "prompts.jsonl";
-  std::ofstream(prompts) << "{\"prompt\": \"Once upon a time\"}\n{\"prompt_ids\": [1, 910, 338, 263], \"max_tokens\": 12}\n"
-                         << "\n{\"prompt\": \"The quick brown fox\", \"temperature\": 0.8}\n";
+  std::ofstream(prompts)
+      << "{\"prompt\": \"Once upon a time\"}\n{\"prompt_ids\": [1, 910, 338, 263], \"max_tokens\": 12}\n"
+      << "\n{\"prompt\": \"The quick brown fox\", \"temperature\": 0.8}\n";
   const fs::path log = dir / "ab.jsonl";
   ASSERT_EQ(run_cli("ab run --config " + config.string() + " --prompts " + prompts.string() + " --repeat 2 --log " +
                         log.string() + " --max-tokens 16 --temperature 1",
@@ -143,8 +144,9 @@ TEST(AbReportE2E, AbRunAndHtmlReportRenderInChromium) {
   const std::string cmd = std::string(chromium) +
                           " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
                           " --disable-background-networking --disable-component-update --disable-sync"
-                          " --user-data-dir=" + profile.string() + " --virtual-time-budget=30000 --dump-dom file://" +
-                          html.string() + " > " + (dir / "dom.html").string() + " 2> " + (dir / "chromium.log").string();
+                          " --user-data-dir=" +
+                          profile.string() + " --virtual-time-budget=30000 --dump-dom file://" + html.string() + " > " +
+                          (dir / "dom.html").string() + " 2> " + (dir / "chromium.log").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(dir / "chromium.log");
   const std::string dom = read_file(dir / "dom.html");
   EXPECT_EQ(dom.find("data-errors"), std::string::npos) << "script errors: " << dom.substr(0, 2000);

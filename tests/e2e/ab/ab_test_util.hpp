@@ -60,13 +60,13 @@ inline std::vector<Request> sampled_requests(int n, float temperature, int max_t
 }
 
 struct AbRun {
-  std::vector<RequestOutput> finals;              // the finished output of each request, in order
-  std::vector<std::vector<int32_t>> tokens;       // every token each request received, in order
-  std::vector<speculative::AbRecord> records;     // the A/B log, in finishing order
-  std::map<uint64_t, size_t> record_of;           // request index -> records index
+  std::vector<RequestOutput> finals;           // the finished output of each request, in order
+  std::vector<std::vector<int32_t>> tokens;    // every token each request received, in order
+  std::vector<speculative::AbRecord> records;  // the A/B log, in finishing order
+  std::map<uint64_t, size_t> record_of;        // request index -> records index
   EngineInfo info;
-  std::vector<spec::ArmMetrics> arms;             // Engine::arm_metrics() at the end
-  spec::SpecMetrics spec;                         // Engine::spec_metrics() at the end
+  std::vector<spec::ArmMetrics> arms;  // Engine::arm_metrics() at the end
+  spec::SpecMetrics spec;              // Engine::spec_metrics() at the end
 };
 
 // Adds every request at once (ids 1..n), runs the engine to the end, destroys it (the log's

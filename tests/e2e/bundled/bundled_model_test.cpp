@@ -24,9 +24,15 @@ using specd::spec_test::run_engine;
 
 namespace {
 
-fs::path models_dir() { return fs::path(SPECD_SOURCE_DIR) / "models"; }
-fs::path target_dir() { return models_dir() / "specd-py"; }
-fs::path draft_dir() { return models_dir() / "specd-py-draft"; }
+fs::path models_dir() {
+  return fs::path(SPECD_SOURCE_DIR) / "models";
+}
+fs::path target_dir() {
+  return models_dir() / "specd-py";
+}
+fs::path draft_dir() {
+  return models_dir() / "specd-py-draft";
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -141,7 +147,9 @@ struct SpecCase {
   double min_acceptance;
 };
 
-void PrintTo(const SpecCase& c, std::ostream* os) { *os << c.proposer << "/" << c.verifier; }
+void PrintTo(const SpecCase& c, std::ostream* os) {
+  *os << c.proposer << "/" << c.verifier;
+}
 
 class GreedySpeculation : public testing::TestWithParam<SpecCase> {};
 
@@ -166,9 +174,10 @@ TEST_P(GreedySpeculation, EqualsTargetAloneAndAcceptsDrafts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledModels, GreedySpeculation,
-                         testing::Values(SpecCase{"draft_model", "greedy", 0.2}, SpecCase{"draft_model", "rejection", 0.2},
-                                         SpecCase{"mtp", "greedy", 0.25}, SpecCase{"mtp", "rejection", 0.25},
-                                         SpecCase{"ngram", "greedy", 0.25}, SpecCase{"ngram", "rejection", 0.25}),
+                         testing::Values(SpecCase{"draft_model", "greedy", 0.2},
+                                         SpecCase{"draft_model", "rejection", 0.2}, SpecCase{"mtp", "greedy", 0.25},
+                                         SpecCase{"mtp", "rejection", 0.25}, SpecCase{"ngram", "greedy", 0.25},
+                                         SpecCase{"ngram", "rejection", 0.25}),
                          [](const auto& info) { return std::string(info.param.proposer) + "_" + info.param.verifier; });
 
 }  // namespace

@@ -1,12 +1,12 @@
 // `specd generate --json` and `specd bench --json` with a `speculative` section (set through
 // --set) on the tiny fixture: the speculative fields are present and consistent.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -347,9 +347,11 @@ TEST(CliBench, CompareKInterleavedByStepsDoesEachArmsOwnWork) {
       const nlohmann::json& a = steps.at("arms").at(arm);
       for (const nlohmann::json& rate : a.at("rates")) EXPECT_GT(rate.get<double>(), 0.0) << a;
       if (a.at("arm") == "dynamic") continue;  // its choices depend on the step times it measures
-      EXPECT_DOUBLE_EQ(a.at("tokens_per_step").get<double>(), runs.at("arms").at(arm).at("tokens_per_step").get<double>())
+      EXPECT_DOUBLE_EQ(a.at("tokens_per_step").get<double>(),
+                       runs.at("arms").at(arm).at("tokens_per_step").get<double>())
           << a;
-      EXPECT_DOUBLE_EQ(a.at("acceptance_rate").get<double>(), runs.at("arms").at(arm).at("acceptance_rate").get<double>())
+      EXPECT_DOUBLE_EQ(a.at("acceptance_rate").get<double>(),
+                       runs.at("arms").at(arm).at("acceptance_rate").get<double>())
           << a;
     }
     EXPECT_GT(steps.at("arms")[1].at("acceptance_rate").get<double>(), 0.0) << "k=2 drafts on the tiny fixture";
@@ -362,13 +364,15 @@ TEST(CliBench, CompareKInterleavedByStepsRefusesAsyncScheduling) {
                        " --set scheduler.async_scheduling=true --compare-k plain,dynamic --interleave steps");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("--interleave steps times each engine step"), std::string::npos) << r.out;
-  const CliRun bad = run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --interleave rows");
+  const CliRun bad =
+      run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --interleave rows");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--interleave"), std::string::npos) << bad.out;
 }
 
 TEST(CliBench, CompareKDropBelowOutOfRangeIsAClearError) {
-  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --drop-below 1.5");
+  const CliRun r =
+      run("bench --model '" + tiny().string() + "'" + kSpec + " --compare-k plain,dynamic --drop-below 1.5");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("--drop-below"), std::string::npos) << r.out;
 }

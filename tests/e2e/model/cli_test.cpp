@@ -1,11 +1,11 @@
 // `specd generate / score` through the real executable (SPECD_CLI_PATH).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
-#include <map>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 
 #include "config/config.hpp"
@@ -56,7 +56,7 @@ TEST(Cli, GenerateJson) {
   if (!registered("generate")) GTEST_SKIP() << "`specd generate` is not registered in main.cpp in this build";
   const auto dir = fixture("tiny");
   const CliRun r = run("generate --model '" + dir.string() +
-                    "' --prompt 'Once upon a time' --json --max-tokens 8 --temperature 0 --ignore-eos");
+                       "' --prompt 'Once upon a time' --json --max-tokens 8 --temperature 0 --ignore-eos");
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = last_json(r.out);
   ASSERT_TRUE(j.is_object()) << r.out;
@@ -131,7 +131,8 @@ TEST(Cli, GgufFileGeneratesTokenizesAndInspects) {
   EXPECT_EQ(j.at("config").at("layers"), 2);
   EXPECT_EQ(j.at("config").at("head_dim"), 16);
   std::map<std::string, int> by_type;
-  for (const auto& t : j.at("tensors").at("by_type")) by_type[t.at("type").get<std::string>()] = t.at("count").get<int>();
+  for (const auto& t : j.at("tensors").at("by_type"))
+    by_type[t.at("type").get<std::string>()] = t.at("count").get<int>();
   EXPECT_EQ(by_type, (std::map<std::string, int>{{"F16", 2}, {"F32", 5}, {"Q8_0", 14}}));
   EXPECT_EQ(j.at("tokenizer").at("kind"), "llama");
   EXPECT_EQ(j.at("tokenizer").at("bos").at("id"), 1);
@@ -147,7 +148,6 @@ TEST(Cli, GgufFileGeneratesTokenizesAndInspects) {
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.out.find("/nonexistent/model does not exist"), std::string::npos) << missing.out;
 }
-
 
 // `specd template render` prints the prompt exactly: the model's own template (Qwen 3's) from a
 // directory and from its GGUF file alike, with the generation prompt, tools and kwargs; a
@@ -166,17 +166,24 @@ TEST(Cli, TemplateRenderPrintsThePromptFromADirectoryAndAGgufFile) {
   const CliRun from_dir = run("template render --model '" + dir.string() + "'" + args);
   const CliRun from_file = run("template render --model '" + file.string() + "'" + args);
   ASSERT_EQ(from_dir.status, 0) << from_dir.out;
-  EXPECT_EQ(from_dir.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(from_dir.out,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(from_file.out, from_dir.out);
-  const CliRun no_think = run("template render --model '" + dir.string() + "'" + args + " --kwargs '{\"enable_thinking\": false}'");
+  const CliRun no_think =
+      run("template render --model '" + dir.string() + "'" + args + " --kwargs '{\"enable_thinking\": false}'");
   EXPECT_EQ(no_think.out, from_dir.out + "<think>\n\n</think>\n\n");
-  const CliRun with_tools = run("template render --model '" + dir.string() + "'" + args + " --tools '" + tools.string() + "'");
-  EXPECT_NE(with_tools.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}\n</tools>"),
-            std::string::npos) << with_tools.out;
+  const CliRun with_tools =
+      run("template render --model '" + dir.string() + "'" + args + " --tools '" + tools.string() + "'");
+  EXPECT_NE(with_tools.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+                                "{\"type\": \"object\"}}}\n</tools>"),
+            std::string::npos)
+      << with_tools.out;
 
   const auto raising = work / "raising.jinja";
-  std::ofstream(raising) << "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}";
-  const CliRun raised = run("template render --model '" + dir.string() + "' --template '" + raising.string() + "'" + args);
+  std::ofstream(raising)
+      << "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}";
+  const CliRun raised =
+      run("template render --model '" + dir.string() + "' --template '" + raising.string() + "'" + args);
   EXPECT_NE(raised.status, 0);
   EXPECT_NE(raised.out.find("System role not supported"), std::string::npos) << raised.out;
 }

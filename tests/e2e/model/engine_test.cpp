@@ -1,6 +1,8 @@
 // The engine end to end on fixture checkpoints: greedy output equals a hand-written greedy loop
 // over the model, continuous batching and preemption do not change outputs, per-request errors
 // stay per request, and the scheduler reports KV exhaustion as a result.
+#include "specd/engine.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -8,7 +10,6 @@
 #include "config/config.hpp"
 #include "runtime_test_util.hpp"
 #include "sched/scheduler.hpp"
-#include "specd/engine.hpp"
 #include "specd/error.hpp"
 
 namespace specd::model::test {
@@ -74,7 +75,8 @@ TEST(Engine, SeededSamplingIsReproducibleAndSeedsDiffer) {
     Engine e(config::for_model_dir(dir.string()));
     sp.seed = seed;
     std::vector<RequestId> ids;
-    for (int i = 0; i < copies; ++i) ids.push_back(add_request(e, {.prompt = "Hello world", .prompt_ids = {}, .sampling = sp, .speculative = {}}));
+    for (int i = 0; i < copies; ++i)
+      ids.push_back(add_request(e, {.prompt = "Hello world", .prompt_ids = {}, .sampling = sp, .speculative = {}}));
     std::map<RequestId, std::vector<int32_t>> toks;
     run_all(e, &toks);
     return toks[ids.back()];
@@ -94,7 +96,8 @@ TEST(Engine, PerRequestErrorsDoNotStopOthers) {
   ok.max_tokens = 4;
   ok.ignore_eos = true;
   const RequestId r_bad = add_request(e, {.prompt = "hi", .prompt_ids = {}, .sampling = bad, .speculative = {}});
-  const RequestId r_long = add_request(e, {.prompt = "", .prompt_ids = some_tokens(64, 32000, 23), .sampling = ok, .speculative = {}});
+  const RequestId r_long =
+      add_request(e, {.prompt = "", .prompt_ids = some_tokens(64, 32000, 23), .sampling = ok, .speculative = {}});
   const RequestId r_vocab = add_request(e, {.prompt = "", .prompt_ids = {1, 32000}, .sampling = ok, .speculative = {}});
   const RequestId r_ok = add_request(e, {.prompt = "The cat", .prompt_ids = {}, .sampling = ok, .speculative = {}});
   const auto last = run_all(e);
@@ -115,8 +118,10 @@ TEST(Engine, LengthCapAtContextAndAbort) {
   sp.temperature = 0;
   sp.max_tokens = 100;
   sp.ignore_eos = true;
-  const RequestId a = add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 24), .sampling = sp, .speculative = {}});
-  const RequestId b = add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 25), .sampling = sp, .speculative = {}});
+  const RequestId a =
+      add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 24), .sampling = sp, .speculative = {}});
+  const RequestId b =
+      add_request(e, {.prompt = "", .prompt_ids = some_tokens(6, 32000, 25), .sampling = sp, .speculative = {}});
   e.step();
   e.abort(b);
   const auto last = run_all(e);
@@ -137,7 +142,8 @@ TEST(Engine, KvPressureQueuesAndPreemptsWithoutChangingOutputs) {
   Engine e(config::for_model_dir(dir.string(), {{"kv_cache.memory_mib", "1"}}));
   EXPECT_EQ(e.info().kv_num_blocks * e.info().kv_block_size, 2048);
   std::vector<RequestId> ids;
-  for (const auto& p : prompts) ids.push_back(add_request(e, {.prompt = "", .prompt_ids = p, .sampling = sp, .speculative = {}}));
+  for (const auto& p : prompts)
+    ids.push_back(add_request(e, {.prompt = "", .prompt_ids = p, .sampling = sp, .speculative = {}}));
   std::map<RequestId, std::vector<int32_t>> toks;
   const auto last = run_all(e, &toks);
   for (size_t i = 0; i < 3; ++i) {

@@ -28,11 +28,16 @@ fs::path gguf_of(const fs::path& dir, TensorType type) {
 
 DType dtype_of(TensorType t) {
   switch (t) {
-    case TensorType::kF16: return DType::kF16;
-    case TensorType::kBF16: return DType::kBF16;
-    case TensorType::kQ8_0: return DType::kQ8_0;
-    case TensorType::kQ4_0: return DType::kQ4_0;
-    default: return DType::kF32;
+    case TensorType::kF16:
+      return DType::kF16;
+    case TensorType::kBF16:
+      return DType::kBF16;
+    case TensorType::kQ8_0:
+      return DType::kQ8_0;
+    case TensorType::kQ4_0:
+      return DType::kQ4_0;
+    default:
+      return DType::kF32;
   }
 }
 

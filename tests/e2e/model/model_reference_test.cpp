@@ -2,10 +2,10 @@
 // (tools/reference/llama_ref.py), for every Llama-family flavour of the fixtures.
 // Error measure, per position: max |specd - ref| / max |ref| over the row; bound 1e-4.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "runtime_test_util.hpp"
 

@@ -31,8 +31,8 @@ inline std::filesystem::path fixture(const std::string& preset, uint64_t seed = 
   fixture::Options o;
   o.preset = preset;
   o.seed = seed;
-  return fixture::write(o, std::filesystem::path(SPECD_TEST_WORK_DIR) / "runtime" /
-                               (preset + "-" + std::to_string(seed)));
+  return fixture::write(o,
+                        std::filesystem::path(SPECD_TEST_WORK_DIR) / "runtime" / (preset + "-" + std::to_string(seed)));
 }
 
 inline std::shared_ptr<const LlamaWeights> load_weights(const std::filesystem::path& dir, int64_t layers = -1,
@@ -47,8 +47,8 @@ struct Runner {
   ForwardOutput out;
 
   // comm: the tensor-parallel group of sharded weights (null for a whole model).
-  Runner(std::shared_ptr<const LlamaWeights> w, int32_t block_size = 16, int32_t blocks = 256,
-         int64_t layers = -1, DType kv_dtype = DType::kF32, dist::Communicator* comm = nullptr)
+  Runner(std::shared_ptr<const LlamaWeights> w, int32_t block_size = 16, int32_t blocks = 256, int64_t layers = -1,
+         DType kv_dtype = DType::kF32, dist::Communicator* comm = nullptr)
       : model(std::make_unique<LlamaModel>(std::move(w), layers, comm)),
         kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size, kv_dtype), blocks)) {}
 
@@ -83,8 +83,7 @@ inline double row_rel_error(const std::vector<float>& a, const std::vector<float
   return den == 0.0 ? num : num / den;
 }
 
-inline double max_row_rel_error(const std::vector<std::vector<float>>& a,
-                                const std::vector<std::vector<float>>& b) {
+inline double max_row_rel_error(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
   EXPECT_EQ(a.size(), b.size());
   double e = 0.0;
   for (size_t r = 0; r < a.size() && r < b.size(); ++r) {

@@ -15,7 +15,8 @@ inline double chi2_sf(double x, double df) {
 }
 
 // Chi-square test of homogeneity between two equally sized samples of (t1, t2) pairs.
-inline double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a, const std::map<std::pair<int, int>, int>& b) {
+inline double homogeneity_p_value(const std::map<std::pair<int, int>, int>& a,
+                                  const std::map<std::pair<int, int>, int>& b) {
   std::map<std::pair<int, int>, std::pair<int, int>> joint;
   for (const auto& [k, n] : a) joint[k].first += n;
   for (const auto& [k, n] : b) joint[k].second += n;

@@ -16,8 +16,8 @@
 namespace fs = std::filesystem;
 using specd::FinishReason;
 using specd::Request;
-using specd::spec_test::Generation;
 using specd::spec_test::add_request;
+using specd::spec_test::Generation;
 using specd::spec_test::homogeneity_p_value;
 using specd::spec_test::run_engine;
 
@@ -145,7 +145,8 @@ TEST(SpecSampling, RejectionWithPenaltiesAndLogitBiasIsLossless) {
   const auto plain_cfg = specd::config::for_model_dir(target.string());
   std::map<int, int> second;
   for (const auto& [pair, count] : tokens_2_and_3(plain_cfg, 200, 300001)) second[pair.first] += count;
-  const int a = std::max_element(second.begin(), second.end(), [](auto& x, auto& y) { return x.second < y.second; })->first;
+  const int a =
+      std::max_element(second.begin(), second.end(), [](auto& x, auto& y) { return x.second < y.second; })->first;
   auto controls = [a](specd::SamplingParams& s) {
     s.logit_bias = {{a, 4.0f}};
     s.presence_penalty = 2.0f;
@@ -245,12 +246,12 @@ TEST(SpecControls, DisableByBatchSize) {
   auto reqs = specd::spec_test::mixed_requests(4, 21);
   for (auto& r : reqs) r.sampling.max_tokens = 12;
   specd::spec::SpecMetrics off, on;
-  const auto a = run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3,
-                                                          {{"speculative.disable_by_batch_size", "2"}}),
-                            reqs, &off);
-  const auto b = run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3,
-                                                          {{"speculative.disable_by_batch_size", "4"}}),
-                            reqs, &on);
+  const auto a = run_engine(
+      specd::spec_test::spec_config(target, "draft_model", "greedy", 3, {{"speculative.disable_by_batch_size", "2"}}),
+      reqs, &off);
+  const auto b = run_engine(
+      specd::spec_test::spec_config(target, "draft_model", "greedy", 3, {{"speculative.disable_by_batch_size", "4"}}),
+      reqs, &on);
   EXPECT_EQ(off.draft_tokens, 0u) << "4 running sequences > 2: no speculation";
   EXPECT_GT(on.draft_tokens, 0u);
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens);
@@ -395,7 +396,7 @@ TEST(SpecControls, EngineInfoReportsTheComponents) {
   EXPECT_TRUE(lossless.info().verifier_lossless);
   EXPECT_EQ(lossless.info().scorer, "mqa");
   const specd::Engine lossy(specd::spec_test::spec_config(target, "ngram", "typical_acceptance", 2,
-                                                           {{"speculative.scorer", "batch_expansion"}}));
+                                                          {{"speculative.scorer", "batch_expansion"}}));
   EXPECT_FALSE(lossy.info().verifier_lossless);
   EXPECT_EQ(lossy.info().scorer, "batch_expansion");
 }

@@ -44,9 +44,10 @@ TEST_P(SpecGgufGreedyEquality, GgufTargetAndDraftGiveTheTargetsTokens) {
 
   const std::vector<Generation> plain = run_engine(specd::config::for_model_dir(target.string()), requests);
   specd::spec::SpecMetrics metrics;
-  const std::vector<Generation> spec = run_engine(
-      specd::spec_test::spec_config(target, "draft_model", c.verifier, 3, {{"speculative.proposer.model", draft.string()}}),
-      requests, &metrics);
+  const std::vector<Generation> spec =
+      run_engine(specd::spec_test::spec_config(target, "draft_model", c.verifier, 3,
+                                               {{"speculative.proposer.model", draft.string()}}),
+                 requests, &metrics);
   EXPECT_GT(metrics.draft_tokens, 0u);
   EXPECT_GT(metrics.accepted_tokens, 0u);
   if (c.batch > 1) {  // rejected drafts too
@@ -70,7 +71,8 @@ INSTANTIATE_TEST_SUITE_P(GgufFiles, SpecGgufGreedyEquality,
                                          Case{"q8_0", "q4_0", "rejection", 6}),
                          [](const testing::TestParamInfo<Case>& i) {
                            const Case& c = i.param;
-                           return c.target_type + "_" + c.draft_type + "_" + c.verifier + "_b" + std::to_string(c.batch);
+                           return c.target_type + "_" + c.draft_type + "_" + c.verifier + "_b" +
+                                  std::to_string(c.batch);
                          });
 
 }  // namespace

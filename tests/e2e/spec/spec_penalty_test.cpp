@@ -33,7 +33,7 @@ struct Outcome {
 };
 
 std::vector<Outcome> run(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
-                     specd::spec::SpecMetrics* metrics = nullptr) {
+                         specd::spec::SpecMetrics* metrics = nullptr) {
   Engine engine(cfg);
   std::map<RequestId, size_t> index;
   for (size_t i = 0; i < requests.size(); ++i) index[specd::spec_test::add_request(engine, requests[i])] = i;
@@ -70,8 +70,13 @@ std::vector<Request> controlled(const std::vector<Request>& base, const std::vec
     // stops winning, counting the drafts before each position.
     s.logit_bias = {{first[i], 10.0f}};
     switch (i % 4) {
-      case 0: s.frequency_penalty = 1.5f; s.presence_penalty = 0.5f; break;
-      case 1: s.repetition_penalty = 1.8f; break;
+      case 0:
+        s.frequency_penalty = 1.5f;
+        s.presence_penalty = 0.5f;
+        break;
+      case 1:
+        s.repetition_penalty = 1.8f;
+        break;
       case 2:
         s.presence_penalty = 2.0f;
         s.logit_bias.push_back({base[i].prompt_ids.back(), 5.0f});
@@ -144,6 +149,8 @@ TEST_P(SpecPenalties, SameTokensAndLogprobsAsTargetAlone) {
 INSTANTIATE_TEST_SUITE_P(Proposers, SpecPenalties,
                          testing::Values(Case{"draft_model", "greedy"}, Case{"draft_model", "rejection"},
                                          Case{"ngram", "greedy"}, Case{"ngram", "rejection"}),
-                         [](const testing::TestParamInfo<Case>& i) { return i.param.proposer + "_" + i.param.verifier; });
+                         [](const testing::TestParamInfo<Case>& i) {
+                           return i.param.proposer + "_" + i.param.verifier;
+                         });
 
 }  // namespace

@@ -28,7 +28,6 @@ using specd::spec_test::scheduling;
 
 namespace {
 
-
 struct Choice {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;
@@ -134,9 +133,7 @@ TEST_P(RequestFeaturesInEveryMode, SameChoicesLogprobsAndPromptLogprobs) {
   const bool ngram = c.proposer == "ngram";
   const fs::path target = specd::spec_test::target_fixture(false, ngram ? 0.004 : 0.02);
   const std::vector<Request> requests = feature_requests(c.verifier == "rejection");
-  auto config = [&](Mode m) {
-    return specd::spec_test::spec_config(target, c.proposer, c.verifier, 3, scheduling(m));
-  };
+  auto config = [&](Mode m) { return specd::spec_test::spec_config(target, c.proposer, c.verifier, 3, scheduling(m)); };
   const Outcome base = run(config(kModes[0]), requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const Result& r = base.results[i];
@@ -184,6 +181,8 @@ TEST_P(RequestFeaturesInEveryMode, SameChoicesLogprobsAndPromptLogprobs) {
 
 INSTANTIATE_TEST_SUITE_P(Proposers, RequestFeaturesInEveryMode,
                          testing::Values(Case{"draft_model", "rejection"}, Case{"ngram", "greedy"}),
-                         [](const testing::TestParamInfo<Case>& i) { return i.param.proposer + "_" + i.param.verifier; });
+                         [](const testing::TestParamInfo<Case>& i) {
+                           return i.param.proposer + "_" + i.param.verifier;
+                         });
 
 }  // namespace

@@ -30,7 +30,6 @@ using specd::spec_test::scheduling;
 
 namespace {
 
-
 // What a client sees of one request, plus the engine's counters.
 struct Stream {
   std::vector<int32_t> tokens;
@@ -53,7 +52,7 @@ struct Outcome {
 
 // Runs the requests to completion; `abort_at` (step index → request index) aborts mid-run.
 Outcome run_requests(const specd::config::EngineConfig& cfg, const std::vector<Request>& requests,
-        const std::map<int, size_t>& abort_at = {}) {
+                     const std::map<int, size_t>& abort_at = {}) {
   Engine engine(cfg);
   std::vector<RequestId> ids;
   std::map<RequestId, size_t> index;

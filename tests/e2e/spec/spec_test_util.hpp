@@ -23,7 +23,9 @@ struct Mode {
 };
 inline constexpr Mode kModes[] = {{false, 1}, {true, 1}, {false, 4}, {true, 4}};
 
-inline std::string mode_name(Mode m) { return std::string(m.async ? "async" : "sync") + " n=" + std::to_string(m.steps); }
+inline std::string mode_name(Mode m) {
+  return std::string(m.async ? "async" : "sync") + " n=" + std::to_string(m.steps);
+}
 
 inline specd::config::Overrides scheduling(Mode m, specd::config::Overrides extra = {}) {
   extra.push_back({"scheduler.async_scheduling", m.async ? "true" : "false"});
@@ -41,7 +43,9 @@ inline RequestId add_request(Engine& engine, const Request& request) {
   return id;
 }
 
-inline fs::path work_dir() { return fs::path(SPECD_TEST_WORK_DIR) / "spec"; }
+inline fs::path work_dir() {
+  return fs::path(SPECD_TEST_WORK_DIR) / "spec";
+}
 
 // The tiny target (2 layers, hidden 64, Llama-2 tokenizer); with_mtp adds 2 MTP modules.
 // layer_std 0.02: a 1-layer self-draft agrees with the target often but not always, so full,
@@ -102,8 +106,7 @@ inline void plant_continuations(std::vector<Request>& requests, const fs::path& 
 // Target + speculative section for one proposer/verifier/k: static k (exactly k drafts every
 // step, what the proposer finds) unless `extra` sets speculative.dynamic.
 inline config::EngineConfig spec_config(const fs::path& target, const std::string& proposer,
-                                        const std::string& verifier, int k,
-                                        const config::Overrides& extra = {}) {
+                                        const std::string& verifier, int k, const config::Overrides& extra = {}) {
   config::Overrides o{{"speculative.num_speculative_tokens", std::to_string(k)},
                       {"speculative.proposer.name", proposer},
                       {"speculative.verifier.name", verifier},

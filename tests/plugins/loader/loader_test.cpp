@@ -24,7 +24,9 @@ namespace {
 
 const fs::path kPlugins = SPECD_TEST_PLUGIN_DIR;
 
-fs::path plugin_file(const std::string& dir, const std::string& name) { return kPlugins / dir / (name + ".so"); }
+fs::path plugin_file(const std::string& dir, const std::string& name) {
+  return kPlugins / dir / (name + ".so");
+}
 
 std::string load_error(const fs::path& file) {
   Registry reg;
@@ -97,7 +99,8 @@ TEST(PluginLoader, PluginLogsGoToHostSinkUnderPluginName) {
   reg.create_proposer("test_repeat", yaml_params("{window: 3}"));
   specd::log::set_observer(nullptr);
   bool found = false;
-  for (const auto& [logger, msg] : seen) found = found || (logger == "plugin.test_good" && msg == "repeat proposer ready, window=3");
+  for (const auto& [logger, msg] : seen)
+    found = found || (logger == "plugin.test_good" && msg == "repeat proposer ready, window=3");
   EXPECT_TRUE(found) << "no record from logger plugin.test_good";
 }
 
@@ -122,8 +125,8 @@ TEST(PluginLoader, RefusesDescriptorDeclaringOtherMajor) {
 TEST(PluginLoader, RefusesNewerMinor) {
   const std::string msg = load_error(plugin_file("newer_minor", "test_newer_minor"));
   EXPECT_NE(msg.find("test_newer_minor.so"), std::string::npos) << msg;
-  const std::string expect = "built for plugin ABI 1." + std::to_string(SPECD_ABI_MINOR + 1) + ", newer than this host's 1." +
-                             std::to_string(SPECD_ABI_MINOR);
+  const std::string expect = "built for plugin ABI 1." + std::to_string(SPECD_ABI_MINOR + 1) +
+                             ", newer than this host's 1." + std::to_string(SPECD_ABI_MINOR);
   EXPECT_NE(msg.find(expect), std::string::npos) << msg;
 }
 
@@ -212,10 +215,12 @@ TEST(PluginLoader, ParameterErrorsAreAllReportedWithLines) {
   } catch (const specd::Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("test.yaml:2: speculative.proposer.window: expected integer in [1, 64], got \"500\""),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("test.yaml:3: speculative.proposer.bogus: unknown key"), std::string::npos) << msg;
     EXPECT_NE(msg.find("test.yaml:4: speculative.proposer.fail_on_propose: expected boolean, got \"maybe\""),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
   }
   // validate() reports the same errors without a validate entry point (create + destroy).
   EXPECT_THROW(reg.validate(ComponentKind::kProposer, "test_repeat", yaml_params(yaml)), specd::Error);
@@ -280,10 +285,10 @@ std::string run_command(const std::string& cmd, int* status) {
 
 TEST(PluginsListCli, JsonListsPluginsComponentsAndRefusals) {
   int status = 0;
-  const std::string out = run_command(std::string(SPECD_CLI_PATH) + " plugins list --json --plugin-path " +
-                                          (kPlugins / "good").string() + " --plugin-path " +
-                                          (kPlugins / "newer_minor").string() + " 2>/dev/null",
-                                      &status);
+  const std::string out =
+      run_command(std::string(SPECD_CLI_PATH) + " plugins list --json --plugin-path " + (kPlugins / "good").string() +
+                      " --plugin-path " + (kPlugins / "newer_minor").string() + " 2>/dev/null",
+                  &status);
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
   bool found = false;
@@ -304,9 +309,9 @@ TEST(PluginsListCli, JsonListsPluginsComponentsAndRefusals) {
 
 TEST(PluginsListCli, HumanOutputShowsNameVersionAbiAndPath) {
   int status = 0;
-  const std::string out = run_command(std::string(SPECD_CLI_PATH) + " plugins list --plugin-path " +
-                                          (kPlugins / "good").string() + " 2>/dev/null",
-                                      &status);
+  const std::string out = run_command(
+      std::string(SPECD_CLI_PATH) + " plugins list --plugin-path " + (kPlugins / "good").string() + " 2>/dev/null",
+      &status);
   ASSERT_EQ(status, 0) << out;
   const std::string abi = "(ABI " + std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR) + ")";
   EXPECT_NE(out.find("test_good 2.3.4  " + abi), std::string::npos) << out;
@@ -319,8 +324,8 @@ TEST(PluginsListCli, HumanOutputShowsNameVersionAbiAndPath) {
 namespace {
 TEST(PluginBuild, PluginsExportOnlyTheEntrySymbol) {
   int status = 0;
-  const std::string out = run_command("nm -D --defined-only " + plugin_file("good", "test_good").string() +
-                                          " | awk '{print $3}'", &status);
+  const std::string out =
+      run_command("nm -D --defined-only " + plugin_file("good", "test_good").string() + " | awk '{print $3}'", &status);
   ASSERT_EQ(status, 0);
   EXPECT_EQ(out, "specd_plugin_entry_v1\n");
 }

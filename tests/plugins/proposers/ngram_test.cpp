@@ -157,7 +157,8 @@ TEST(NgramProposer, ParameterErrors) {
   } catch (const specd::Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("ng.yaml:2: speculative.proposer.prompt_lookup_min: must be <= prompt_lookup_max (3), got 5"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("ng.yaml:4: speculative.proposer.window: unknown key"), std::string::npos) << msg;
   }
   EXPECT_THROW(reg.validate(specd::plugin::ComponentKind::kProposer, "ngram", params("prompt_lookup_max: 0")),

@@ -68,15 +68,16 @@ TEST(SdkExample, LoadsAndProposesTheOneGramContinuation) {
 TEST(SdkExample, ParamsAreValidatedWithTheSdkHelpers) {
   Registry reg;
   reg.load(SPECD_EXAMPLE_PLUGIN);
-  const Params bad = Params::from_yaml(YAML::Load("name: onegram\nmax_lookback: -1\ncolor: 1\n"), "ab.yaml",
-                                       "speculative.proposer");
+  const Params bad =
+      Params::from_yaml(YAML::Load("name: onegram\nmax_lookback: -1\ncolor: 1\n"), "ab.yaml", "speculative.proposer");
   try {
     reg.validate(ComponentKind::kProposer, "onegram", bad);
     FAIL();
   } catch (const specd::Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("ab.yaml:2: speculative.proposer.max_lookback: expected integer in [0, 1073741824], got \"-1\""),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("ab.yaml:3: speculative.proposer.color: unknown key"), std::string::npos) << msg;
   }
   // max_lookback bounds the search: 5 at distance 4 is out of a lookback of 2.

@@ -2,8 +2,10 @@
 // emit exactly the same tokens on both devices (the fixed summation order and portable
 // arithmetic in plugins/verifiers/common make this hold bit for bit). Built only in CUDA builds;
 // skipped, with the reason, when no CUDA device is present.
-#include <gtest/gtest.h>
+#include <cuda_runtime.h>
+
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,22 +17,22 @@
 
 #include "plugins/verifiers/verifier_test_util.hpp"
 
-#include <cuda_runtime.h>
-
 namespace specd::test {
 namespace {
 
 // Skips the test unless a CUDA device can be used.
-#define SPECD_REQUIRE_CUDA_DEVICE()                                                               \
-  do {                                                                                            \
-    int count_ = 0;                                                                               \
-    const cudaError_t err_ = cudaGetDeviceCount(&count_);                                         \
-    if (err_ != cudaSuccess || count_ == 0)                                                       \
-      GTEST_SKIP() << "no CUDA device available (" << cudaGetErrorString(err_) << "); the CUDA "  \
-                   << "verifier kernels are compiled but not run";                                \
+#define SPECD_REQUIRE_CUDA_DEVICE()                                                              \
+  do {                                                                                           \
+    int count_ = 0;                                                                              \
+    const cudaError_t err_ = cudaGetDeviceCount(&count_);                                        \
+    if (err_ != cudaSuccess || count_ == 0)                                                      \
+      GTEST_SKIP() << "no CUDA device available (" << cudaGetErrorString(err_) << "); the CUDA " \
+                   << "verifier kernels are compiled but not run";                               \
   } while (0)
 
-void check(cudaError_t err, const char* what) { ASSERT_EQ(err, cudaSuccess) << what << ": " << cudaGetErrorString(err); }
+void check(cudaError_t err, const char* what) {
+  ASSERT_EQ(err, cudaSuccess) << what << ": " << cudaGetErrorString(err);
+}
 
 template <class T>
 struct DeviceBuffer {
@@ -111,16 +113,15 @@ TEST_P(CudaMatchesCpu, SameTokensForTheSameUniforms) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllVerifiers, CudaMatchesCpu,
-    ::testing::Combine(::testing::Values("rejection", "typical_acceptance", "greedy"),
-                       ::testing::Values(7, 1000, 32000, 152064), ::testing::Bool()),
-    [](const auto& info) {
-      std::ostringstream name;
-      name << std::get<0>(info.param) << "_V" << std::get<1>(info.param)
-           << (std::get<2>(info.param) ? "_draft_probs" : "_one_hot");
-      return name.str();
-    });
+INSTANTIATE_TEST_SUITE_P(AllVerifiers, CudaMatchesCpu,
+                         ::testing::Combine(::testing::Values("rejection", "typical_acceptance", "greedy"),
+                                            ::testing::Values(7, 1000, 32000, 152064), ::testing::Bool()),
+                         [](const auto& info) {
+                           std::ostringstream name;
+                           name << std::get<0>(info.param) << "_V" << std::get<1>(info.param)
+                                << (std::get<2>(info.param) ? "_draft_probs" : "_one_hot");
+                           return name.str();
+                         });
 
 TEST(CudaErrors, SameMessagesAsTheCpu) {
   SPECD_REQUIRE_CUDA_DEVICE();
@@ -139,7 +140,6 @@ TEST(CudaErrors, SameMessagesAsTheCpu) {
     EXPECT_THAT(cuda_error, ::testing::HasSubstr("sequence 4, position 2: target probability of token 9 is nan"));
   }
 }
-
 
 }  // namespace
 }  // namespace specd::test

@@ -1,7 +1,7 @@
 // Error texts for bad batches (naming the sequence, position and what is wrong), parameter
 // validation with YAML paths, and capabilities.
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -26,8 +26,9 @@ class BatchErrors : public ::testing::TestWithParam<std::string> {
 TEST_P(BatchErrors, DraftTokenAboveTheVocabulary) {
   HostBatch hb = batch();
   hb.draft_token(2, 1) = 321;
-  EXPECT_THAT(error(hb), AllOf(HasSubstr("invalid argument"),
-                               HasSubstr("sequence 2, position 1: draft token 321 is outside the vocabulary [0, 320)")));
+  EXPECT_THAT(error(hb),
+              AllOf(HasSubstr("invalid argument"),
+                    HasSubstr("sequence 2, position 1: draft token 321 is outside the vocabulary [0, 320)")));
 }
 
 TEST_P(BatchErrors, DraftTokenBelowZero) {

@@ -72,7 +72,7 @@ TEST(Greedy, TiesGoToTheLowestTokenId) {
   HostBatch hb(1, 1, 10, false);
   float* p0 = hb.target_row(0, 0);
   for (int i = 0; i < 10; ++i) p0[i] = 0.05f;
-  p0[3] = p0[8] = 0.3f;  // tie between 3 and 8
+  p0[3] = p0[8] = 0.3f;              // tie between 3 and 8
   uniform(hb.target_row(0, 1), 10);  // all tied: argmax 0
   hb.draft_token(0, 0) = 8;
   hb.run(*make_verifier("greedy"));
@@ -161,8 +161,8 @@ TEST(TypicalAcceptance, EntropyRuleMatchesTheFormula) {
       uniform(hb.target_row(i, 1), V);
       hb.draft_token(i, 0) = i;
     }
-    hb.run(*make_verifier("typical_acceptance",
-                          {{"posterior_threshold", std::to_string(threshold)}, {"posterior_alpha", std::to_string(alpha)}}));
+    hb.run(*make_verifier("typical_acceptance", {{"posterior_threshold", std::to_string(threshold)},
+                                                 {"posterior_alpha", std::to_string(alpha)}}));
     // std::to_string rounds to 6 decimals: use the values the plugin parsed.
     const double t = std::stod(std::to_string(threshold)), a = std::stod(std::to_string(alpha));
     const double crit = std::min(t, a * std::exp(-entropy));
@@ -228,8 +228,8 @@ TEST(Rejection, OneHotDraftUsesTheAcceptLaneUniform) {
   hb.run(*make_verifier("rejection"));
   for (int32_t i = 0; i < B; ++i) {
     const float px = p[i % V];
-    const float u = sdk::philox_uniform(hb.seeds[static_cast<size_t>(i)], hb.steps[static_cast<size_t>(i)], 0,
-                                        sdk::kLaneAccept);
+    const float u =
+        sdk::philox_uniform(hb.seeds[static_cast<size_t>(i)], hb.steps[static_cast<size_t>(i)], 0, sdk::kLaneAccept);
     const bool expect = px > 0.0f && px >= u;
     ASSERT_EQ(hb.accepted[static_cast<size_t>(i)] == 1, expect) << "sequence " << i << " p=" << px << " u=" << u;
     if (!expect) {
@@ -293,9 +293,10 @@ TEST(Rejection, RecoveredTokenFollowsTheDocumentedResidual) {
   for (int32_t i = 0; i < 64; ++i) {
     ASSERT_EQ(hb.accepted[static_cast<size_t>(i)], 0);
     std::vector<float> residual(V);
-    for (int32_t t = 0; t < V; ++t) residual[static_cast<size_t>(t)] = std::max(0.0f, hb.target_row(i, 0)[t] - hb.draft_row(i, 0)[t]);
-    const float u = sdk::philox_uniform(hb.seeds[static_cast<size_t>(i)], hb.steps[static_cast<size_t>(i)], 0,
-                                        sdk::kLaneSample);
+    for (int32_t t = 0; t < V; ++t)
+      residual[static_cast<size_t>(t)] = std::max(0.0f, hb.target_row(i, 0)[t] - hb.draft_row(i, 0)[t]);
+    const float u =
+        sdk::philox_uniform(hb.seeds[static_cast<size_t>(i)], hb.steps[static_cast<size_t>(i)], 0, sdk::kLaneSample);
     EXPECT_EQ(hb.out_row(i)[0], documented_inverse_cdf(residual.data(), V, u)) << "sequence " << i;
   }
 }

@@ -35,9 +35,12 @@ enum class Draft { kEqualToTarget, kDifferent, kOneHot };
 
 std::string draft_name(Draft d) {
   switch (d) {
-    case Draft::kEqualToTarget: return "QEqualsP";
-    case Draft::kDifferent: return "QDiffers";
-    default: return "OneHotQ";
+    case Draft::kEqualToTarget:
+      return "QEqualsP";
+    case Draft::kDifferent:
+      return "QDiffers";
+    default:
+      return "OneHotQ";
   }
 }
 
@@ -46,7 +49,7 @@ std::string draft_name(Draft d) {
 // (kOneHot: drawn from q, but the verifier gets no draft probabilities). Seeds are distinct per
 // sequence and per N.
 struct Emitted {
-  std::vector<int64_t> pooled;                 // [V] over all positions
+  std::vector<int64_t> pooled;                    // [V] over all positions
   std::vector<std::vector<int64_t>> by_position;  // [k+1][V]
 };
 
@@ -66,8 +69,9 @@ Emitted run_rejection(int32_t n, int32_t k, const std::vector<float>& p, const s
     hb.steps[static_cast<size_t>(i)] = rng() % 1000;
   }
   hb.run(*make_verifier("rejection"));
-  Emitted e{std::vector<int64_t>(static_cast<size_t>(V)),
-            std::vector<std::vector<int64_t>>(static_cast<size_t>(k + 1), std::vector<int64_t>(static_cast<size_t>(V)))};
+  Emitted e{
+      std::vector<int64_t>(static_cast<size_t>(V)),
+      std::vector<std::vector<int64_t>>(static_cast<size_t>(k + 1), std::vector<int64_t>(static_cast<size_t>(V)))};
   for (int32_t i = 0; i < n; ++i) {
     const auto row = hb.out_row(i);
     for (int32_t pos = 0; pos <= hb.accepted[static_cast<size_t>(i)]; ++pos) {
@@ -114,8 +118,8 @@ TEST_P(Lossless, EmittedTokensConvergeToTheTarget) {
   RecordProperty("target_ratio", std::to_string(target_ratio));
   RecordProperty("reference_ratio", std::to_string(reference_ratio));
   EXPECT_GT(target_ratio, 20.0 * reference_ratio)
-      << "distance to p: " << to_target.front() << " (N=10) → " << to_target.back() << " (N=100000); to references: "
-      << to_reference.front() << " → " << to_reference.back();
+      << "distance to p: " << to_target.front() << " (N=10) → " << to_target.back()
+      << " (N=100000); to references: " << to_reference.front() << " → " << to_reference.back();
 
   // Every position on its own, at N = 100000: within 4× the expected sampling error
   // sqrt((1 - Σp²)/n) of p.
@@ -132,16 +136,16 @@ TEST_P(Lossless, EmittedTokensConvergeToTheTarget) {
   EXPECT_EQ(std::accumulate(last.by_position[0].begin(), last.by_position[0].end(), int64_t{0}), 100000);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rejection, Lossless,
-    ::testing::Combine(::testing::Values(1, 3), ::testing::Values(Draft::kEqualToTarget, Draft::kDifferent, Draft::kOneHot),
-                       ::testing::Range(0, 3)),
-    [](const auto& info) {
-      std::ostringstream name;  // (not operator+: GCC 12 -Wrestrict false positive at -O3)
-      name << "k" << std::get<0>(info.param) << "_" << draft_name(std::get<1>(info.param)) << "_trial"
-           << std::get<2>(info.param);
-      return name.str();
-    });
+INSTANTIATE_TEST_SUITE_P(Rejection, Lossless,
+                         ::testing::Combine(::testing::Values(1, 3),
+                                            ::testing::Values(Draft::kEqualToTarget, Draft::kDifferent, Draft::kOneHot),
+                                            ::testing::Range(0, 3)),
+                         [](const auto& info) {
+                           std::ostringstream name;  // (not operator+: GCC 12 -Wrestrict false positive at -O3)
+                           name << "k" << std::get<0>(info.param) << "_" << draft_name(std::get<1>(info.param))
+                                << "_trial" << std::get<2>(info.param);
+                           return name.str();
+                         });
 
 // ------------------------------------------------------------------------------------------
 // Determinism
@@ -176,7 +180,8 @@ HostBatch plausible_batch(int32_t b, int32_t k, int32_t v, uint64_t seed) {
       const float* p = hb.target_row(i, pos);
       std::vector<int32_t> order(static_cast<size_t>(v));
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + 4, order.end(), [&](int32_t a, int32_t c) { return p[a] > p[c]; });
+      std::partial_sort(order.begin(), order.begin() + 4, order.end(),
+                        [&](int32_t a, int32_t c) { return p[a] > p[c]; });
       hb.draft_token(i, pos) = order[rng() % 4];
       float* q = hb.draft_row(i, pos);
       double total = 0.0;

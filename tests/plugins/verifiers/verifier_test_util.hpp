@@ -52,14 +52,14 @@ struct HostBatch {
   int32_t num_seqs = 0;
   int32_t k_max = 0;
   int32_t vocab = 0;
-  std::vector<float> target;       // [B, k+1, V]
-  std::vector<float> draft;        // [B, k, V], or empty (one-hot q)
-  std::vector<int32_t> drafts;     // [B, k]
+  std::vector<float> target;    // [B, k+1, V]
+  std::vector<float> draft;     // [B, k, V], or empty (one-hot q)
+  std::vector<int32_t> drafts;  // [B, k]
   std::vector<int32_t> num_drafted;
   std::vector<uint64_t> seeds;
   std::vector<uint64_t> steps;
-  std::vector<int32_t> out;        // [B, k+1]
-  std::vector<int32_t> accepted;   // [B]
+  std::vector<int32_t> out;       // [B, k+1]
+  std::vector<int32_t> accepted;  // [B]
 
   HostBatch() = default;
   HostBatch(int32_t b, int32_t k, int32_t v, bool with_draft_probs)

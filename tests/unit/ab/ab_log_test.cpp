@@ -1,5 +1,7 @@
 // The A/B log line format and its writer (speculative/ab_log.hpp): lines round-trip, malformed
 // lines are refused naming file:line and the field, and the file rotates by size.
+#include "speculative/ab_log.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "speculative/ab_log.hpp"
 #include "specd/error.hpp"
 
 using specd::speculative::AbLogWriter;
@@ -110,7 +111,8 @@ TEST(AbLog, MalformedLinesNameTheLineAndTheField) {
   };
   EXPECT_NE(error_of(replace("\"arm\":\"typical\"", "\"arm\":7")).find("log.jsonl:7: field 'arm' must be a string"),
             std::string::npos);
-  EXPECT_NE(error_of(replace("\"accepted\":[4,1,0]", "\"accepted\":[4,1]")).find("field 'accepted'"), std::string::npos);
+  EXPECT_NE(error_of(replace("\"accepted\":[4,1,0]", "\"accepted\":[4,1]")).find("field 'accepted'"),
+            std::string::npos);
   EXPECT_NE(error_of(replace("\"accepted\":[4,1,0]", "\"accepted\":[4,5,0]")).find("accepted more than it drafted"),
             std::string::npos);
   EXPECT_NE(error_of(replace("\"accepted\":[3,1,-1]", "\"accepted\":[3,1]")).find("shadow.rejection"),

@@ -1,12 +1,12 @@
 // A/B arm assignment (speculative/arms.hpp): the traffic split follows the weights within a
 // binomial bound, a user keeps its arm, an explicit name wins, unknown names are refused.
+#include "speculative/arms.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include "speculative/arms.hpp"
 
 using specd::speculative::ArmAssigner;
 using specd::speculative::ArmChoice;

@@ -1,6 +1,7 @@
 // A/B report statistics (ab/report.hpp) on synthetic logs whose answer is known.
-#include <gtest/gtest.h>
+#include "ab/report.hpp"
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -8,7 +9,6 @@
 #include <vector>
 
 #include "ab/bootstrap.hpp"
-#include "ab/report.hpp"
 
 using specd::ab::Bootstrap;
 using specd::ab::Estimate;

@@ -1,5 +1,7 @@
 // Config: YAML → typed structs, strict validation with file:line: path messages, every error
 // reported at once, --set overrides, plugin subtrees, and `specd validate`.
+#include "config/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include <fstream>
 #include <string>
 
-#include "config/config.hpp"
 #include "specd/error.hpp"
 
 namespace fs = std::filesystem;
@@ -65,7 +66,8 @@ kv_cache: {block_size: 32, memory_mib: 256}
 server: {host: 0.0.0.0, port: 9000, api_keys: [k1, k2], chat_template: llama3}
 plugins: {paths: [/opt/plugins]}
 logging: {level: debug}
-)", "x.yaml");
+)",
+                                                    "x.yaml");
   EXPECT_EQ(c.model.path, "/models/llama");
   EXPECT_EQ(c.model.dtype, "bf16");
   EXPECT_EQ(c.model.device, "cuda:1");
@@ -74,7 +76,8 @@ logging: {level: debug}
   EXPECT_EQ(c.speculative.num_speculative_tokens, 5);
   EXPECT_EQ(c.speculative.disable_by_batch_size, 16);
   EXPECT_FALSE(c.speculative.dynamic);
-  EXPECT_TRUE(specd::config::load_string("model: {path: /m}\nspeculative: {proposer: ngram}\n", "y.yaml").speculative.dynamic)
+  EXPECT_TRUE(
+      specd::config::load_string("model: {path: /m}\nspeculative: {proposer: ngram}\n", "y.yaml").speculative.dynamic)
       << "dynamic speculation is the default: it won the benchmark grid (docs/speculative.md)";
   EXPECT_EQ(c.speculative.proposer.name, "ngram");
   EXPECT_EQ(c.speculative.verifier.name, "typical_acceptance");
@@ -117,12 +120,14 @@ TEST(Config, ProposerShorthandAndDefaultVerifier) {
 }
 
 TEST(Config, ScorerDefaultsToMqaAndTakesAPluginName) {
-  EXPECT_EQ(specd::config::load_string("model: {path: m}\nspeculative: {proposer: ngram}\n", "x.yaml").speculative.scorer.name,
+  EXPECT_EQ(specd::config::load_string("model: {path: m}\nspeculative: {proposer: ngram}\n", "x.yaml")
+                .speculative.scorer.name,
             "mqa");
   const EngineConfig c = specd::config::load_string(
       "model: {path: m}\nspeculative:\n  proposer: ngram\n  scorer: batch_expansion\n", "x.yaml");
   EXPECT_EQ(c.speculative.scorer.name, "batch_expansion");
-  const std::string e = config_error("model: {path: m}\nspeculative:\n  proposer: ngram\n  scorer: {name: mqa, rows: 2}\n");
+  const std::string e =
+      config_error("model: {path: m}\nspeculative:\n  proposer: ngram\n  scorer: {name: mqa, rows: 2}\n");
   EXPECT_NE(e.find("x.yaml:4: speculative.scorer.rows: unknown key (the built-in mqa scorer takes no parameters)"),
             std::string::npos)
       << e;
@@ -256,7 +261,8 @@ TEST(ValidateCli, ValidConfigPrintsSummary) {
 TEST(ValidateCli, ReportsSchemaAndPluginErrorsWithLines) {
   const fs::path file = write_file("bad.yaml",
                                    "model: {path: /m}\n"
-                                   "plugins: {paths: [" SPECD_TEST_PLUGIN_DIR "/good]}\n"
+                                   "plugins: {paths: [" SPECD_TEST_PLUGIN_DIR
+                                   "/good]}\n"
                                    "speculative:\n"
                                    "  proposer:\n"
                                    "    name: test_repeat\n"
@@ -267,14 +273,15 @@ TEST(ValidateCli, ReportsSchemaAndPluginErrorsWithLines) {
   const std::string out = run(std::string(SPECD_CLI_PATH) + " validate --config " + file.string(), &status);
   EXPECT_NE(status, 0) << out;
   EXPECT_NE(out.find(file.string() + ":6: speculative.proposer.window: expected integer in [1, 64], got \"100\""),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find(file.string() + ":7: speculative.proposer.colour: unknown key"), std::string::npos) << out;
   EXPECT_NE(out.find(file.string() + ":8: speculative.verifier.name: no verifier named 'no_such_verifier'"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
 
-  const std::string out2 = run(std::string(SPECD_CLI_PATH) + " validate --config " + file.string() +
-                                   " --set scheduler.max_num_seqs=0",
-                               &status);
+  const std::string out2 = run(
+      std::string(SPECD_CLI_PATH) + " validate --config " + file.string() + " --set scheduler.max_num_seqs=0", &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out2.find("--set scheduler.max_num_seqs"), std::string::npos) << out2;
 }

@@ -34,16 +34,20 @@ struct TinyGguf {
   std::map<std::string, uint32_t> types;
   std::map<std::string, std::string> strings;  // metadata overrides / additions
   std::map<std::string, uint32_t> u32s;
-  std::vector<std::string> drop;  // tensors to leave out
+  std::vector<std::string> drop;                                     // tensors to leave out
   std::vector<std::pair<std::string, std::vector<uint64_t>>> extra;  // extra F32 tensors
   uint64_t seed = 3;
 
   fs::path write(const fs::path& file) const {
     Writer w;
-    w.set_string("general.architecture", strings.count("general.architecture") ? strings.at("general.architecture") : "llama");
-    std::map<std::string, uint32_t> hp = {{"llama.embedding_length", kHidden},   {"llama.feed_forward_length", kFfn},
-                                          {"llama.block_count", 1},             {"llama.attention.head_count", kHeads},
-                                          {"llama.attention.head_count_kv", kHeads}, {"llama.context_length", 256}};
+    w.set_string("general.architecture",
+                 strings.count("general.architecture") ? strings.at("general.architecture") : "llama");
+    std::map<std::string, uint32_t> hp = {{"llama.embedding_length", kHidden},
+                                          {"llama.feed_forward_length", kFfn},
+                                          {"llama.block_count", 1},
+                                          {"llama.attention.head_count", kHeads},
+                                          {"llama.attention.head_count_kv", kHeads},
+                                          {"llama.context_length", 256}};
     for (const auto& [k, v] : u32s) hp[k] = v;
     for (const auto& [k, v] : hp)
       if (!strings.count(k)) w.set_u32(k, v);
@@ -51,12 +55,12 @@ struct TinyGguf {
       if (k != "general.architecture") w.set_string(k, v);
     w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     const std::vector<std::pair<std::string, std::vector<uint64_t>>> shapes = {
-        {"token_embd.weight", {kHidden, kVocab}},      {"output_norm.weight", {kHidden}},
-        {"output.weight", {kHidden, kVocab}},          {"blk.0.attn_norm.weight", {kHidden}},
-        {"blk.0.attn_q.weight", {kHidden, kHidden}},   {"blk.0.attn_k.weight", {kHidden, kHidden}},
-        {"blk.0.attn_v.weight", {kHidden, kHidden}},   {"blk.0.attn_output.weight", {kHidden, kHidden}},
-        {"blk.0.ffn_norm.weight", {kHidden}},          {"blk.0.ffn_gate.weight", {kHidden, kFfn}},
-        {"blk.0.ffn_up.weight", {kHidden, kFfn}},      {"blk.0.ffn_down.weight", {kFfn, kHidden}}};
+        {"token_embd.weight", {kHidden, kVocab}},    {"output_norm.weight", {kHidden}},
+        {"output.weight", {kHidden, kVocab}},        {"blk.0.attn_norm.weight", {kHidden}},
+        {"blk.0.attn_q.weight", {kHidden, kHidden}}, {"blk.0.attn_k.weight", {kHidden, kHidden}},
+        {"blk.0.attn_v.weight", {kHidden, kHidden}}, {"blk.0.attn_output.weight", {kHidden, kHidden}},
+        {"blk.0.ffn_norm.weight", {kHidden}},        {"blk.0.ffn_gate.weight", {kHidden, kFfn}},
+        {"blk.0.ffn_up.weight", {kHidden, kFfn}},    {"blk.0.ffn_down.weight", {kFfn, kHidden}}};
     auto all = shapes;
     all.insert(all.end(), extra.begin(), extra.end());
     uint64_t salt = seed;
@@ -102,10 +106,10 @@ struct TinyGguf {
 
 TEST(GgufCheckpoint, MapsMetadataAndConvertsBlockTypesToQ8_0) {
   TinyGguf g;
-  g.types = {{"output.weight", model::gguf::kTypeQ6_K},        {"blk.0.ffn_down.weight", model::gguf::kTypeQ4_K},
-             {"blk.0.attn_v.weight", model::gguf::kTypeQ5_0},  {"blk.0.attn_output.weight", model::gguf::kTypeQ5_K},
+  g.types = {{"output.weight", model::gguf::kTypeQ6_K},         {"blk.0.ffn_down.weight", model::gguf::kTypeQ4_K},
+             {"blk.0.attn_v.weight", model::gguf::kTypeQ5_0},   {"blk.0.attn_output.weight", model::gguf::kTypeQ5_K},
              {"blk.0.ffn_gate.weight", model::gguf::kTypeQ4_1}, {"blk.0.ffn_up.weight", model::gguf::kTypeQ5_1},
-             {"blk.0.attn_k.weight", model::gguf::kTypeQ4_0},  {"blk.0.attn_q.weight", model::gguf::kTypeQ8_0}};
+             {"blk.0.attn_k.weight", model::gguf::kTypeQ4_0},   {"blk.0.attn_q.weight", model::gguf::kTypeQ8_0}};
   const fs::path file = g.write(scratch_dir() / "model.weights");  // no .gguf: the magic decides
   std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(file);
   EXPECT_TRUE(ckpt->is_gguf());
@@ -174,7 +178,8 @@ TEST(GgufCheckpoint, RefusalsNameTheFileKeyOrTensorAndValue) {
   };
   TinyGguf g;
   g.strings["general.architecture"] = "gptneox";
-  refused(g, ErrorCode::kUnsupported, {"general.architecture 'gptneox' is not supported (specd runs llama, qwen2 and qwen3)"});
+  refused(g, ErrorCode::kUnsupported,
+          {"general.architecture 'gptneox' is not supported (specd runs llama, qwen2 and qwen3)"});
   g = {};
   g.types["blk.0.ffn_up.weight"] = 16;  // IQ2_XXS
   refused(g, ErrorCode::kUnsupported, {"tensor 'blk.0.ffn_up.weight' has type IQ2_XXS, which specd does not read"});
@@ -201,7 +206,8 @@ TEST(GgufCheckpoint, RefusalsNameTheFileKeyOrTensorAndValue) {
   refused(g, ErrorCode::kModelFormat, {"'llama.block_count' = 0 is out of range"});
   g = {};
   g.u32s["llama.block_count"] = uint32_t{1} << 31;  // the loader would size its layer table from it
-  refused(g, ErrorCode::kModelFormat, {"'llama.block_count' = 2147483648 but the file holds no tensor blk.2147483647.*"});
+  refused(g, ErrorCode::kModelFormat,
+          {"'llama.block_count' = 2147483648 but the file holds no tensor blk.2147483647.*"});
   g = {};
   g.strings["llama.embedding_length"] = "256";
   refused(g, ErrorCode::kModelFormat, {"'llama.embedding_length' must be an integer, got string"});

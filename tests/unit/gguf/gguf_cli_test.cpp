@@ -1,6 +1,7 @@
 // The specd-to-gguf command line: converts a checkpoint, refuses bad input with a message.
-#include <gtest/gtest.h>
 #include <sys/wait.h>
+
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 

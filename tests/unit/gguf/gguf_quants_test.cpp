@@ -1,6 +1,8 @@
 // The dequantizers of the GGUF block types converted at load (core/src/model/gguf_quants.hpp),
 // on blocks built here from the layout description with known values, and the error the
 // conversion to Q8_0 adds.
+#include "model/gguf_quants.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "model/gguf.hpp"
-#include "model/gguf_quants.hpp"
 #include "specd/kernels/convert.hpp"
 #include "specd/kernels/dtype.hpp"
 
@@ -97,7 +98,8 @@ KBlock k_block(bool five_bit) {
   }
   const size_t qs = five_bit ? 48 : 16;
   for (int pair = 0; pair < 4; ++pair)
-    for (int l = 0; l < 32; ++l) put<uint8_t>(k.bytes, qs + 32 * pair + l, static_cast<uint8_t>((l & 15) | ((l + 3) & 15) << 4));
+    for (int l = 0; l < 32; ++l)
+      put<uint8_t>(k.bytes, qs + 32 * pair + l, static_cast<uint8_t>((l & 15) | ((l + 3) & 15) << 4));
   if (five_bit)
     for (int l = 0; l < 32; ++l) put<uint8_t>(k.bytes, 16 + l, static_cast<uint8_t>(l % 3 == 0 ? 0xFF : 0x00));
   return k;
@@ -111,7 +113,8 @@ TEST(GgufQuants, Q4_KAndQ5_K) {
       for (int l = 0; l < 32; ++l) {
         int q = s % 2 == 0 ? (l & 15) : ((l + 3) & 15);
         if (five && l % 3 == 0) q += 16;
-        const float want = 1.0f * static_cast<float>(k.sc[s]) * static_cast<float>(q) - 0.5f * static_cast<float>(k.mn[s]);
+        const float want =
+            1.0f * static_cast<float>(k.sc[s]) * static_cast<float>(q) - 0.5f * static_cast<float>(k.mn[s]);
         ASSERT_EQ(y[32 * s + l], want) << (five ? "Q5_K" : "Q4_K") << " sub-block " << s << " element " << l;
       }
     }
@@ -128,7 +131,8 @@ TEST(GgufQuants, Q6_K) {
       const int q0 = q_of(half, l), q1 = q_of(half, l + 32), q2 = q_of(half, l + 64), q3 = q_of(half, l + 96);
       put<uint8_t>(b, 64 * half + l, static_cast<uint8_t>((q0 & 15) | (q2 & 15) << 4));
       put<uint8_t>(b, 64 * half + l + 32, static_cast<uint8_t>((q1 & 15) | (q3 & 15) << 4));
-      put<uint8_t>(b, 128 + 32 * half + l, static_cast<uint8_t>(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6));
+      put<uint8_t>(b, 128 + 32 * half + l,
+                   static_cast<uint8_t>(q0 >> 4 | (q1 >> 4) << 2 | (q2 >> 4) << 4 | (q3 >> 4) << 6));
     }
   }
   for (int i = 0; i < 16; ++i) put<int8_t>(b, 192 + i, static_cast<int8_t>(i - 8));
@@ -147,8 +151,8 @@ TEST(GgufQuants, Q6_K) {
 // block: max|block| / 254 plus the fp16 rounding of the scale.
 TEST(GgufQuants, ConversionToQ8_0StaysWithinHalfAStep) {
   std::mt19937 rng(7);
-  for (uint32_t type : {mg::kTypeQ4_1, mg::kTypeQ5_0, mg::kTypeQ5_1, mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K,
-                        mg::kTypeQ8_K}) {
+  for (uint32_t type :
+       {mg::kTypeQ4_1, mg::kTypeQ5_0, mg::kTypeQ5_1, mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K, mg::kTypeQ8_K}) {
     ASSERT_TRUE(mg::is_converted_type(type));
     EXPECT_EQ(mg::converted_dtype(type), kernels::DType::kQ8_0);
     const mg::TypeInfo& info = mg::type_info(type);

@@ -49,7 +49,9 @@ constexpr uint64_t kValidKeys = 16;
 
 const std::vector<TensorSpec> kValidTensors = {{"a", {4, 2}, kGgmlF32, 0}, {"b", {32}, kGgmlQ8_0, 64}};
 
-std::string valid_file() { return assemble(3, 2, kValidKeys, valid_metadata(), kValidTensors, 64, 64 + 34); }
+std::string valid_file() {
+  return assemble(3, 2, kValidKeys, valid_metadata(), kValidTensors, 64, 64 + 34);
+}
 
 std::shared_ptr<const File> parse(const std::string& bytes, std::vector<std::byte>& storage) {
   storage.resize(bytes.size());
@@ -67,7 +69,8 @@ void expect_refused(const std::string& bytes, std::initializer_list<std::string>
     ADD_FAILURE() << "accepted a malformed file; expected " << *substrings.begin();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& s : all) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what() << " lacks " << s;
+    for (const std::string& s : all)
+      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what() << " lacks " << s;
   }
 }
 
@@ -148,7 +151,8 @@ TEST(GgufReader, MalformedHeadersAreRefusedNamingFieldAndValue) {
   expect_refused(assemble(0x03000000u, 2, kValidKeys, meta, tensors, 64, 98), {"big-endian GGUF"});
   expect_refused(assemble(3, uint64_t{1} << 40, kValidKeys, meta, tensors, 64, 98),
                  {"tensor count 1099511627776 cannot fit"});
-  expect_refused(assemble(3, 2, ~uint64_t{0}, meta, tensors, 64, 98), {"metadata count 18446744073709551615 cannot fit"});
+  expect_refused(assemble(3, 2, ~uint64_t{0}, meta, tensors, 64, 98),
+                 {"metadata count 18446744073709551615 cannot fit"});
   expect_refused(assemble(3, 0, kValidKeys + 1, meta, {}, 1, 0), {"metadata entry 16 key length", "needs 8 bytes"});
 
   // One entry and 32 bytes after it, so the count check passes and the entry itself is read.
@@ -156,12 +160,16 @@ TEST(GgufReader, MalformedHeadersAreRefusedNamingFieldAndValue) {
   expect_refused(one_key(Bytes().u64(uint64_t{1} << 62)), {"metadata entry 0 key length 4611686018427387904 exceeds"});
   expect_refused(one_key(Bytes().u64(1000)), {"metadata entry 0 key length 1000", "runs past the end"});
   expect_refused(one_key(Bytes().key("k", 13).u32(0)), {"metadata key 'k' has unknown value type 13"});
-  expect_refused(one_key(Bytes().key("k", kStr).u64(uint64_t{1} << 50)), {"metadata key 'k' string length 1125899906842624"});
+  expect_refused(one_key(Bytes().key("k", kStr).u64(uint64_t{1} << 50)),
+                 {"metadata key 'k' string length 1125899906842624"});
   expect_refused(one_key(Bytes().key("k", kArr).u32(kU32).u64(uint64_t{1} << 61)),
                  {"metadata key 'k' array length 2305843009213693952 (u32) cannot fit"});
-  expect_refused(one_key(Bytes().key("k", kArr).u32(kStr).u64(uint64_t{1} << 40)), {"array length 1099511627776 (string)"});
-  expect_refused(one_key(Bytes().key("k", kArr).u32(kArr).u64(uint64_t{1} << 40)), {"array length 1099511627776 (array)"});
-  expect_refused(one_key(Bytes().key("k", kArr).u32(77).u64(1)), {"metadata key 'k' is an array of unknown value type 77"});
+  expect_refused(one_key(Bytes().key("k", kArr).u32(kStr).u64(uint64_t{1} << 40)),
+                 {"array length 1099511627776 (string)"});
+  expect_refused(one_key(Bytes().key("k", kArr).u32(kArr).u64(uint64_t{1} << 40)),
+                 {"array length 1099511627776 (array)"});
+  expect_refused(one_key(Bytes().key("k", kArr).u32(77).u64(1)),
+                 {"metadata key 'k' is an array of unknown value type 77"});
   expect_refused(one_key(Bytes().key("k\x01", kU8).raw<uint8_t>(0).key("k\x01", kU8).raw<uint8_t>(1), 2),
                  {"metadata key 'k\\x01' appears twice"});
   {
@@ -191,13 +199,16 @@ TEST(GgufReader, MalformedHeadersAreRefusedNamingFieldAndValue) {
   auto one_tensor = [&](const TensorSpec& t, size_t data = 64) { return assemble(3, 1, 0, "", {t}, 32, data); };
   expect_refused(one_tensor({"t", {}, kGgmlF32, 0}), {"tensor 't' has 0 dimensions (1 to 4 allowed)"});
   expect_refused(one_tensor({"t", {1, 1, 1, 1, 1}, kGgmlF32, 0}), {"tensor 't' has 5 dimensions"});
-  expect_refused(one_tensor({"t", {uint64_t{1} << 62, 4}, kGgmlF32, 0}), {"tensor 't' ne[1] = 4: the element count overflows"});
+  expect_refused(one_tensor({"t", {uint64_t{1} << 62, 4}, kGgmlF32, 0}),
+                 {"tensor 't' ne[1] = 4: the element count overflows"});
   expect_refused(one_tensor({"t", {uint64_t{1} << 62}, 28, 0}), {"its byte size overflows"});
   expect_refused(one_tensor({"t", {4}, 99, 0}), {"tensor 't' has unknown ggml type type 99 (id 99)"});
   expect_refused(one_tensor({"t", {32}, 4, 0}), {"tensor 't' has unknown ggml type Q4_2 (id 4)"});
-  expect_refused(one_tensor({"t", {33}, kGgmlQ8_0, 0}), {"tensor 't' has ne[0] = 33, not a multiple of the Q8_0 block of 32"});
+  expect_refused(one_tensor({"t", {33}, kGgmlQ8_0, 0}),
+                 {"tensor 't' has ne[0] = 33, not a multiple of the Q8_0 block of 32"});
   expect_refused(one_tensor({"t", {4}, kGgmlF32, 8}), {"tensor 't' offset 8 is not a multiple of the alignment 32"});
-  expect_refused(one_tensor({"t", {64}, kGgmlF32, 0}), {"tensor 't' (F32, 256 bytes at data offset 0) runs past the end"});
+  expect_refused(one_tensor({"t", {64}, kGgmlF32, 0}),
+                 {"tensor 't' (F32, 256 bytes at data offset 0) runs past the end"});
   expect_refused(one_tensor({"t", {4}, kGgmlF32, uint64_t{1} << 63}), {"at data offset 9223372036854775808"});
   expect_refused(assemble(3, 1, 0, "", {{"", {4}, kGgmlF32, 0}}, 32, 64), {"tensor info 0 has an empty name"});
   expect_refused(assemble(3, 2, 0, "", {{"t", {4}, kGgmlF32, 0}, {"t", {4}, kGgmlF32, 32}}, 32, 64),

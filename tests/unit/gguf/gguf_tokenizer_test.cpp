@@ -137,10 +137,10 @@ TEST(GgufTokenizerVariants, PreTokenizersSplitAsTheirModelsDo) {
     bool nfc;
     bool adds_bos;
   };
-  const Case cases[] = {{"default", k123, false, false},    {"llama3", k123, false, true},
-                        {"llama-bpe", k123, false, true},    {"qwen2", -1, true, false},
+  const Case cases[] = {{"default", k123, false, false},        {"llama3", k123, false, true},
+                        {"llama-bpe", k123, false, true},       {"qwen2", -1, true, false},
                         {"deepseek-llm", k12345, false, false}, {"deepseek-coder", -1, false, false},
-                        {"gpt-2", k12345, false, false},     {"", k123, false, false}};
+                        {"gpt-2", k12345, false, false},        {"", k123, false, false}};
   for (const Case& c : cases) {
     const auto tok = Tokenizer::load(byte_level_gguf(dir / (c.pre + ".gguf"), c.pre));
     const std::vector<int32_t> ids = tok->encode(text);
@@ -148,9 +148,11 @@ TEST(GgufTokenizerVariants, PreTokenizersSplitAsTheirModelsDo) {
     EXPECT_EQ(!ids.empty() && ids.front() == 260, c.adds_bos) << c.pre;
     const bool has12 = std::find(ids.begin(), ids.end(), k12) != ids.end();
     if (c.digits_token < 0) {
-      EXPECT_FALSE(has12 || std::find(ids.begin(), ids.end(), k123) != ids.end()) << c.pre << ": digits must stay single";
+      EXPECT_FALSE(has12 || std::find(ids.begin(), ids.end(), k123) != ids.end())
+          << c.pre << ": digits must stay single";
     } else {
-      EXPECT_NE(std::find(ids.begin(), ids.end(), c.digits_token), ids.end()) << c.pre << " " << testing::PrintToString(ids);
+      EXPECT_NE(std::find(ids.begin(), ids.end(), c.digits_token), ids.end())
+          << c.pre << " " << testing::PrintToString(ids);
     }
     EXPECT_TRUE(tok->is_special(260));
     ASSERT_EQ(tok->chat_template_config().templates.size(), 1u);

@@ -2,10 +2,10 @@
 // independent parser in gguf_reader.hpp: header, metadata keys and types, tensor infos,
 // alignment, and tensor bytes equal to the checkpoint's (converted and, for Q/K, permuted).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "convert.hpp"
 #include "fixture.hpp"

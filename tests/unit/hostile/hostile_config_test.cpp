@@ -3,10 +3,10 @@
 // plugin directories holding truncated or foreign ELF files, symlink loops, FIFOs and
 // directories named *.so. Each is refused with a clear error (file:line for YAML, the file and
 // the reason for plugins) and the rest keeps working.
-#include <gtest/gtest.h>
+#include <elf.h>
 #include <sys/stat.h>
 
-#include <elf.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "plugin/registry.hpp"
 #include "hostile_util.hpp"
+#include "plugin/registry.hpp"
 #include "specd/error.hpp"
 #include "specd/sdk/plugin.hpp"
 
@@ -40,7 +40,8 @@ const std::string kModel = "model:\n  path: /m\n";
 
 TEST(HostileYaml, AliasBombInAPluginSubtreeIsRefusedWithoutExpanding) {
   // Nine levels of ten aliases each: 10^9 scalars if expanded.
-  std::string yaml = kModel + "speculative:\n  proposer:\n    name: ngram\n    l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  std::string yaml =
+      kModel + "speculative:\n  proposer:\n    name: ngram\n    l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i <= 9; ++i) {
     const std::string prev = "*l" + std::to_string(i - 1);
     yaml += "    l" + std::to_string(i) + ": &l" + std::to_string(i) + " [" + prev;
@@ -119,7 +120,9 @@ std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
-void write_bytes(const fs::path& p, const std::string& b) { std::ofstream(p, std::ios::binary) << b; }
+void write_bytes(const fs::path& p, const std::string& b) {
+  std::ofstream(p, std::ios::binary) << b;
+}
 
 const plugin::Refusal* refusal(const plugin::Registry& r, const std::string& file) {
   for (const auto& x : r.refusals())

@@ -2,9 +2,9 @@
 // indexes, tokenizer.json and FIFOs standing in for model files. Each is refused with a clear
 // error that names the file (and the field) and stays short whatever the input holds; the test
 // process surviving is the "no crash" half of every case.
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -14,9 +14,9 @@
 
 #include "common/untrusted.hpp"
 #include "fixture.hpp"
+#include "hostile_util.hpp"
 #include "model/checkpoint.hpp"
 #include "model/safetensors.hpp"
-#include "hostile_util.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -26,9 +26,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
 
-std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string nested(size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
 
 // A working tiny checkpoint to corrupt one file of.
 fs::path tiny_copy(const fs::path& dir) {
@@ -126,8 +130,7 @@ TEST(HostileModelFiles, DeepGenerationConfigAndIndexAreRefused) {
 TEST(HostileModelFiles, FifoShardAndConfigAreRefusedWithoutBlocking) {
   const fs::path dir = tiny_copy(scratch());
   fs::rename(dir / "model.safetensors", dir / "model-00001-of-00001.safetensors");
-  write(dir / "model.safetensors.index.json",
-        "{\"weight_map\": {\"model.norm.weight\": \"fifo.safetensors\"}}");
+  write(dir / "model.safetensors.index.json", "{\"weight_map\": {\"model.norm.weight\": \"fifo.safetensors\"}}");
   ASSERT_EQ(::mkfifo((dir / "fifo.safetensors").c_str(), 0600), 0);
   expect_has(error_of([&] { model::Checkpoint::open(dir); }), {"fifo.safetensors", "not a regular file"});
   fs::remove(dir / "generation_config.json");
@@ -144,9 +147,8 @@ std::string safetensors(const std::string& header, size_t data = 0) {
 }
 
 std::string parse_error(const std::string& file) {
-  return error_of([&] {
-    model::parse_safetensors(reinterpret_cast<const std::byte*>(file.data()), file.size(), "x.safetensors");
-  });
+  return error_of(
+      [&] { model::parse_safetensors(reinterpret_cast<const std::byte*>(file.data()), file.size(), "x.safetensors"); });
 }
 
 TEST(HostileSafetensors, CraftedHeadersAreRefusedWithClearErrors) {
@@ -154,18 +156,21 @@ TEST(HostileSafetensors, CraftedHeadersAreRefusedWithClearErrors) {
   expect_has(parse_error(safetensors("{\"__metadata__\": {\"x\": " + nested(100000) + "}, " + ok + "}", 8)),
              {"x.safetensors", "nests deeper than 64", "__metadata__"});
   expect_has(parse_error(safetensors("{\"t\": {\"dtype\": \"F32\", \"junk\": " + nested(1000) +
-                                     ", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8)),
+                                         ", \"shape\": [2], \"data_offsets\": [0, 8]}}",
+                                     8)),
              {"x.safetensors", "nests deeper than 64", "tensor 't'"});
-  expect_has(parse_error(safetensors("{\"t\": {\"dtype\": \"F32\", \"shape\": " + nested(1000) +
-                                     ", \"data_offsets\": [0, 8]}}", 8)),
+  expect_has(parse_error(safetensors(
+                 "{\"t\": {\"dtype\": \"F32\", \"shape\": " + nested(1000) + ", \"data_offsets\": [0, 8]}}", 8)),
              {"x.safetensors", "tensor 't'", "unexpected array"});
   std::string dims = "[";
   for (int i = 0; i < 100000; ++i) dims += "1,";
   dims += "1]";
-  expect_has(parse_error(safetensors("{\"t\": {\"dtype\": \"F32\", \"shape\": " + dims + ", \"data_offsets\": [0, 4]}}", 4)),
-             {"tensor 't'", "more than 16 dimensions"});
+  expect_has(
+      parse_error(safetensors("{\"t\": {\"dtype\": \"F32\", \"shape\": " + dims + ", \"data_offsets\": [0, 4]}}", 4)),
+      {"tensor 't'", "more than 16 dimensions"});
   expect_has(parse_error(safetensors("{\"t\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4294967296], "
-                                     "\"data_offsets\": [0, 4]}}", 4)),
+                                     "\"data_offsets\": [0, 4]}}",
+                                     4)),
              {"tensor 't'", "too many elements"});
   expect_has(parse_error(safetensors("{" + ok + ", " + ok + "}", 8)), {"tensor 't' appears twice"});
   expect_has(parse_error(safetensors("[" + nested(10) + "]")), {"not a JSON object"});
@@ -179,9 +184,11 @@ TEST(HostileSafetensors, CraftedHeadersAreRefusedWithClearErrors) {
   huge[7] = '\x7f';
   expect_has(parse_error(huge), {"x.safetensors", "runs past the end of the file"});
   // The same header read whole still works (the SAX reader keeps file order and names).
-  const std::string good = safetensors("{\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, "
-                                       "\"__metadata__\": {\"format\": \"pt\", \"nested\": {\"x\": [1, 2]}}, "
-                                       "\"a\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 8);
+  const std::string good = safetensors(
+      "{\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, "
+      "\"__metadata__\": {\"format\": \"pt\", \"nested\": {\"x\": [1, 2]}}, "
+      "\"a\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}",
+      8);
   const auto views = model::parse_safetensors(reinterpret_cast<const std::byte*>(good.data()), good.size(), "g");
   ASSERT_EQ(views.size(), 2u);
   EXPECT_EQ(views[0].name, "a");

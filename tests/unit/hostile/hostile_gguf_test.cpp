@@ -2,8 +2,9 @@
 // tensor table announce, loading refuses with an error naming the file and the key or field,
 // allocates no more than the file's size justifies, and never blocks on a FIFO. The byte-level
 // corpus of malformed headers is in tests/unit/gguf/gguf_reader_test.cpp.
-#include <gtest/gtest.h>
 #include <sys/stat.h>
+
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>

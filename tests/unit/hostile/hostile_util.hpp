@@ -35,9 +35,9 @@ std::string error_of(Fn&& fn) {
 
 // The message holds every part and is short: a refusal names what was wrong, it does not echo
 // the input (a list of up to 20 errors gets a larger bound).
-inline void expect_has(const std::string& message, std::initializer_list<std::string> parts,
-                       size_t max_size = 1000) {
-  for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "\"" << message << "\" lacks \"" << p << "\"";
+inline void expect_has(const std::string& message, std::initializer_list<std::string> parts, size_t max_size = 1000) {
+  for (const auto& p : parts)
+    EXPECT_NE(message.find(p), std::string::npos) << "\"" << message << "\" lacks \"" << p << "\"";
   EXPECT_LT(message.size(), max_size) << "the message echoes the input";
 }
 

@@ -1,3 +1,5 @@
+#include "kv/kv_cache.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 #include <vector>
 
 #include "kv/block_allocator.hpp"
-#include "kv/kv_cache.hpp"
 #include "specd/error.hpp"
 
 namespace specd::kv {
@@ -37,7 +38,9 @@ TEST(BlockAllocator, RejectsDoubleFreeAndForeignIds) {
   EXPECT_THROW(a.free(-1), Error);
 }
 
-KvCacheShape small_shape(int32_t block_size = 4) { return {2, 2, 8, block_size}; }
+KvCacheShape small_shape(int32_t block_size = 4) {
+  return {2, 2, 8, block_size};
+}
 
 TEST(KvCache, BudgetSizing) {
   const KvCacheShape s = small_shape();

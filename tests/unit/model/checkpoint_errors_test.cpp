@@ -1,6 +1,5 @@
 // Broken checkpoints: every refusal is a specd::Error that names the file and the problem.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "model/checkpoint.hpp"
@@ -119,10 +118,10 @@ TEST(CheckpointErrors, MissingTensorAndWrongShape) {
   const fs::path tiny = fixture::write(fixture::Options{}, fixture_dir("tiny-f32"));
   fs::copy_file(tiny / "config.json", dir / "config.json");
   // The last layer the config declares is present (open() checks the layer count); the rest is not.
-  fixture::write_safetensors(dir / "model.safetensors",
-                             {fixture::tensor_from_f32("model.norm.weight", DType::kF32, {32}, std::vector<float>(32, 1.0f)),
-                              fixture::tensor_from_f32("model.layers.1.input_layernorm.weight", DType::kF32, {2},
-                                                       {1.0f, 1.0f})});
+  fixture::write_safetensors(
+      dir / "model.safetensors",
+      {fixture::tensor_from_f32("model.norm.weight", DType::kF32, {32}, std::vector<float>(32, 1.0f)),
+       fixture::tensor_from_f32("model.layers.1.input_layernorm.weight", DType::kF32, {2}, {1.0f, 1.0f})});
   const auto ckpt = Checkpoint::open(dir);
   expect_error(
       [&] {

@@ -3,11 +3,11 @@
 #include "model/checkpoint.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 

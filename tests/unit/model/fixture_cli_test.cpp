@@ -1,6 +1,7 @@
 // The specd-fixture command line: writes loadable checkpoints and fails clearly on bad input.
-#include <gtest/gtest.h>
 #include <sys/wait.h>
+
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 

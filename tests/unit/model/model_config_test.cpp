@@ -1,6 +1,5 @@
 // config.json parsing: defaults, architecture flavours, rope scaling, EOS ids, and refusals.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "model/checkpoint.hpp"

@@ -1,10 +1,10 @@
 // tools/reference/llama_ref.py, the independent numpy forward that runtime tests compare
 // against: it runs on fixture checkpoints and returns finite logits of the right shape.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "model/checkpoint.hpp"
 #include "model_test_util.hpp"

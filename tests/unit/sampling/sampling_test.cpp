@@ -1,10 +1,11 @@
+#include "sampling/sampling.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <vector>
 
-#include "sampling/sampling.hpp"
 #include "specd/request.hpp"
 #include "specd/sdk/philox.hpp"
 
@@ -12,7 +13,9 @@ namespace specd::sampling {
 namespace {
 
 // logits chosen so that softmax(logits) = {0.4, 0.3, 0.2, 0.1} at temperature 1.
-std::vector<float> four() { return {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)}; }
+std::vector<float> four() {
+  return {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
+}
 
 std::vector<float> probs_of(const std::vector<float>& logits, const SamplingParams& p) {
   std::vector<float> out(logits.size());
@@ -25,12 +28,14 @@ void expect_probs(const std::vector<float>& got, const std::vector<double>& want
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "token " << i;
 }
 
-TEST(Transform, TemperatureOneIsSoftmax) { expect_probs(probs_of(four(), {}), {0.4, 0.3, 0.2, 0.1}); }
+TEST(Transform, TemperatureOneIsSoftmax) {
+  expect_probs(probs_of(four(), {}), {0.4, 0.3, 0.2, 0.1});
+}
 
 TEST(Transform, TemperatureZeroIsOneHotArgmax) {
   SamplingParams p;
   p.temperature = 0;
-  p.top_k = 3;  // ignored
+  p.top_k = 3;                                            // ignored
   expect_probs(probs_of({1, 5, 5, 2}, p), {0, 1, 0, 0});  // tie: lowest id
 }
 
@@ -71,9 +76,9 @@ TEST(Transform, MinP) {
 
 TEST(Transform, Combined) {
   SamplingParams p;
-  p.min_p = 0.3f;   // drops 0.1
-  p.top_k = 3;      // no further effect
-  p.top_p = 0.6f;   // 0.4, then 0.3 (0.4 < 0.6 of the kept 0.9 mass -> 0.54)... keeps 2
+  p.min_p = 0.3f;  // drops 0.1
+  p.top_k = 3;     // no further effect
+  p.top_p = 0.6f;  // 0.4, then 0.3 (0.4 < 0.6 of the kept 0.9 mass -> 0.54)... keeps 2
   expect_probs(probs_of(four(), p), {0.4 / 0.7, 0.3 / 0.7, 0, 0});
 }
 
@@ -106,7 +111,8 @@ TEST(Sample, SeededReproducibleAndDistributionCorrect) {
   // Frequencies over many steps follow the distribution (4-sigma bounds).
   std::map<int32_t, int> count;
   const int n = 20000;
-  for (uint64_t step = 0; step < static_cast<uint64_t>(n); ++step) ++count[sample_token(four(), p, {}, 5, step, scratch)];
+  for (uint64_t step = 0; step < static_cast<uint64_t>(n); ++step)
+    ++count[sample_token(four(), p, {}, 5, step, scratch)];
   const double want[] = {0.4, 0.3, 0.2, 0.1};
   for (int t = 0; t < 4; ++t) {
     const double sd = std::sqrt(want[t] * (1 - want[t]) / n);
@@ -198,9 +204,9 @@ TEST(Controls, MinTokensMasksStopIdsUntilEnoughAreGenerated) {
   p.temperature = 0;
   p.min_tokens = 3;
   const std::vector<int32_t> stop = {0}, two = {2, 2}, three = {2, 2, 2}, one = {2};
-  expect_probs(probs_with(four(), p, {{}, two, {}, stop}), {0, 1, 0, 0});       // 2 generated: 0 masked
-  expect_probs(probs_with(four(), p, {{}, one, one, stop}), {0, 1, 0, 0});      // 1 + 1 draft: still masked
-  expect_probs(probs_with(four(), p, {{}, three, {}, stop}), {1, 0, 0, 0});     // 3 generated: allowed
+  expect_probs(probs_with(four(), p, {{}, two, {}, stop}), {0, 1, 0, 0});    // 2 generated: 0 masked
+  expect_probs(probs_with(four(), p, {{}, one, one, stop}), {0, 1, 0, 0});   // 1 + 1 draft: still masked
+  expect_probs(probs_with(four(), p, {{}, three, {}, stop}), {1, 0, 0, 0});  // 3 generated: allowed
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "sampling/stop.hpp"
+
+#include <gtest/gtest.h>
 
 namespace specd::sampling {
 namespace {

@@ -3,6 +3,8 @@
 // chunked prefill, preemption and resume, cancellation, FCFS fairness, lookahead slots, and
 // Scheduler::commit (appending a verified run, stop conditions, KV rollback in the target and
 // the hosted models).
+#include "sched/scheduler.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,14 +13,15 @@
 #include <vector>
 
 #include "kv/kv_cache.hpp"
-#include "sched/scheduler.hpp"
 
 namespace specd::sched {
 namespace {
 
 constexpr int32_t kBlock = 4;
 
-kv::KvCacheShape shape() { return {1, 1, 4, kBlock}; }
+kv::KvCacheShape shape() {
+  return {1, 1, 4, kBlock};
+}
 
 std::unique_ptr<Sequence> seq(RequestId id, int32_t prompt_len, int32_t max_tokens = 100) {
   auto s = std::make_unique<Sequence>();

@@ -1,6 +1,8 @@
 // ServingEngine on the tiny fixture: concurrent submits from several threads produce what
 // each request produces alone, cancel ends a running or queued request with kAbort, a full
 // queue refuses, stop() drains or aborts.
+#include "specd/serving_engine.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,7 +15,6 @@
 
 #include "config/config.hpp"
 #include "fixture.hpp"
-#include "specd/serving_engine.hpp"
 #include "specd/engine.hpp"
 
 namespace specd {
@@ -30,10 +31,10 @@ std::filesystem::path tiny_dir() {
 }
 
 std::unique_ptr<Engine> make_engine(int max_num_seqs = 8) {
-  config::EngineConfig cfg = config::for_model_dir(
-      tiny_dir().string(), {{"kv_cache.memory_mib", "16"},
-                            {"model.num_threads", "1"},
-                            {"scheduler.max_num_seqs", std::to_string(max_num_seqs)}});
+  config::EngineConfig cfg =
+      config::for_model_dir(tiny_dir().string(), {{"kv_cache.memory_mib", "16"},
+                                                  {"model.num_threads", "1"},
+                                                  {"scheduler.max_num_seqs", std::to_string(max_num_seqs)}});
   return std::make_unique<Engine>(cfg);
 }
 
@@ -81,7 +82,9 @@ ServingEngineOptions options(size_t max_queue, size_t max_running) {
   return o;
 }
 
-std::string prompt_for(int i) { return "Request number " + std::to_string(i) + " says hello to"; }
+std::string prompt_for(int i) {
+  return "Request number " + std::to_string(i) + " says hello to";
+}
 
 TEST(ServingEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
   constexpr int kThreads = 4;
@@ -110,7 +113,8 @@ TEST(ServingEngine, ConcurrentSubmitsMatchRequestsRunAlone) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::vector<Submission> subs;
-      for (int k = 0; k < kPerThread; ++k) subs.push_back(engine.submit(greedy(prompt_for(t * kPerThread + k), kTokens)));
+      for (int k = 0; k < kPerThread; ++k)
+        subs.push_back(engine.submit(greedy(prompt_for(t * kPerThread + k), kTokens)));
       for (int k = 0; k < kPerThread; ++k) {
         ASSERT_EQ(subs[static_cast<size_t>(k)].status, SubmitStatus::kOk);
         together[static_cast<size_t>(t * kPerThread + k)] = collect(*subs[static_cast<size_t>(k)].stream);

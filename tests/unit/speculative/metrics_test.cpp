@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "specd/spec_metrics.hpp"
 #include "specd/error.hpp"
+#include "specd/spec_metrics.hpp"
 
 using specd::spec::SpecMetrics;
 

@@ -2,6 +2,8 @@
 // k_max, never-accepted ones 0, a compute-bound batch a smaller k than a memory-bound one, and the
 // chosen k is the best under the objective (brute force over every choice). Plus the cost and
 // acceptance models it is built from, and plan() on a real StepBatch.
+#include "speculative/policy.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "sched/scheduler.hpp"
 #include "speculative/acceptance_model.hpp"
 #include "speculative/cost_model.hpp"
-#include "speculative/policy.hpp"
 
 namespace specd::speculative {
 namespace {
@@ -301,8 +302,8 @@ TEST(CostModel, PriorInterpolatesAndExtrapolates) {
   EXPECT_NEAR(c.logit_row_seconds(), 0.003 / 15, 1e-12);
   EXPECT_NEAR(c.target_seconds(1, 1), 0.010, 1e-12);
   EXPECT_NEAR(c.target_seconds(16, 16), 0.022, 1e-12);
-  EXPECT_NEAR(c.target_seconds(10, 10), 0.016, 1e-12);                  // halfway between 4 and 16
-  EXPECT_NEAR(c.target_seconds(64, 64), 0.022 + 48 * 0.001, 1e-12);     // the last slope goes on
+  EXPECT_NEAR(c.target_seconds(10, 10), 0.016, 1e-12);                     // halfway between 4 and 16
+  EXPECT_NEAR(c.target_seconds(64, 64), 0.022 + 48 * 0.001, 1e-12);        // the last slope goes on
   EXPECT_NEAR(c.target_seconds(16, 1), 0.022 - 15 * (0.003 / 15), 1e-12);  // fewer logit rows
 }
 

@@ -1,13 +1,14 @@
 // Chat templates as models ship them: tokenizer_config.json's string and named-list forms,
 // chat_template.jinja, the built-in fallback for tokenizers without a template, an override file,
 // and errors that name the file and line.
+#include "template/chat_template.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "specd/error.hpp"
-#include "template/chat_template.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::jinja {

@@ -2,7 +2,6 @@
 // templates, the sandbox, and the limits that keep hostile templates and data from exhausting
 // the process.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -45,7 +44,9 @@ TEST(Jinja, SyntaxErrorsNameTheLine) {
 // not see such bytes at all; we must not throw std::out_of_range, found by fuzz_chat_template).
 TEST(Jinja, InvalidUtf8BeforeAStrippingTagRendersByteForByte) {
   const std::string junk = "a\xff\xfe \n";
-  EXPECT_EQ(render(junk + "{%- if true %}b{% endif %}"), "a\xff\xfe" "b");
+  EXPECT_EQ(render(junk + "{%- if true %}b{% endif %}"),
+            "a\xff\xfe"
+            "b");
   EXPECT_EQ(render("x\xff\xff\xff {%- set y = 1 %}z"), "x\xff\xff\xffz");
   EXPECT_EQ(render("\xc3\xa9 \xe3\x80\x80{{- 'k' }}"), "\xc3\xa9k");  // U+3000 is a space, é is not
 }
@@ -64,8 +65,7 @@ TEST(Jinja, TheSandboxRefusesToModifyListsAndDicts) {
   EXPECT_EQ(error_of("{% set d = {} %}{{ d.update({'a': 1}) }}"),
             "access to attribute 'update' of 'dict' object is unsafe.");
   EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.a = ns.a + 1 %}{{ ns.a }}"), "2");
-  EXPECT_EQ(error_of("{% set d = {} %}{% set d.a = 1 %}"),
-            "line 1: cannot assign attribute on non-namespace object");
+  EXPECT_EQ(error_of("{% set d = {} %}{% set d.a = 1 %}"), "line 1: cannot assign attribute on non-namespace object");
 }
 
 TEST(Jinja, LimitsStopHostileTemplates) {

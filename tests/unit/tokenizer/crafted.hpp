@@ -23,7 +23,8 @@ inline nlohmann::json byte_level_tokenizer_json() {
       {"version", "1.0"},
       {"added_tokens", nlohmann::json::array()},
       {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}}},
       {"post_processor", nullptr},
       {"decoder", {{"type", "ByteLevel"}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a a", "aa aa"}}}},
@@ -43,8 +44,10 @@ inline std::filesystem::path write_tokenizer(const std::string& name, const std:
     std::filesystem::rename(tmp, dir / file);
   };
   write("tokenizer.json", text);
-  if (config.empty()) std::filesystem::remove(dir / "tokenizer_config.json");
-  else write("tokenizer_config.json", config);
+  if (config.empty())
+    std::filesystem::remove(dir / "tokenizer_config.json");
+  else
+    write("tokenizer_config.json", config);
   return dir;
 }
 

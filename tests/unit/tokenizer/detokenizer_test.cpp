@@ -35,7 +35,9 @@ std::string concat(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::unique_ptr<Tokenizer> real(const std::string& name) { return Tokenizer::load(testing::real_tokenizer_dir(name)); }
+std::unique_ptr<Tokenizer> real(const std::string& name) {
+  return Tokenizer::load(testing::real_tokenizer_dir(name));
+}
 
 class DetokenizerCorpus : public ::testing::TestWithParam<std::string> {};
 
@@ -91,7 +93,8 @@ TEST(Detokenizer, ByteFallbackRunSplitAcrossPushes) {
 TEST(Detokenizer, SeveralTokensPerPush) {
   if (const auto missing = testing::real_tokenizers_missing(); !missing.empty()) GTEST_SKIP() << missing;
   const auto tok = real("qwen3");
-  const std::string text = "Speculative steps accept up to k+1 tokens: \u4f60\u597d\U0001F468\u200d\U0001F469\u200d\U0001F467!";
+  const std::string text =
+      "Speculative steps accept up to k+1 tokens: \u4f60\u597d\U0001F468\u200d\U0001F469\u200d\U0001F467!";
   const Ids ids = tok->encode(text);
   for (const size_t chunk : {1, 4, 5, 100}) EXPECT_EQ(concat(stream(*tok, ids, chunk, false)), text) << chunk;
 }
@@ -123,7 +126,9 @@ TEST(Detokenizer, InvalidByteSequenceIsReplacedOnce) {
   const int32_t e4 = *tok->token_to_id("<0xE4>"), bd = *tok->token_to_id("<0xBD>");
   const Ids ids = {e4, *tok->token_to_id("A"), bd, *tok->token_to_id("\u2581B"), e4};
   const std::string want = tok->decode(ids);
-  EXPECT_EQ(want, "\xEF\xBF\xBD" "A\xEF\xBF\xBD B\xEF\xBF\xBD");
+  EXPECT_EQ(want,
+            "\xEF\xBF\xBD"
+            "A\xEF\xBF\xBD B\xEF\xBF\xBD");
   EXPECT_EQ(concat(stream(*tok, ids, 1, false)), want);
 }
 
@@ -150,8 +155,8 @@ TEST(Detokenizer, CraftedByteLevel) {
   EXPECT_EQ(concat(deltas), text);
   // Byte tokens of one character produce nothing until the character is complete; the space
   // before it waits for clean-up (" ." would delete it).
-  EXPECT_EQ(deltas, (std::vector<std::string>{"aaaa", "", "", "", " \xE4\xBD\xA0", "", "", "", "",
-                                              " \xF0\x9F\x98\x80", "!", ""}));
+  EXPECT_EQ(deltas, (std::vector<std::string>{"aaaa", "", "", "", " \xE4\xBD\xA0", "", "", "", "", " \xF0\x9F\x98\x80",
+                                              "!", ""}));
 }
 
 }  // namespace

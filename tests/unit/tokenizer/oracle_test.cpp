@@ -51,7 +51,8 @@ TEST_P(OracleTest, MatchesOfficialImplementation) {
   for (const auto& c : cases) {
     compare_ids(ids, c, tok->encode(c.text, {.add_special_tokens = true, .parse_special = true}), c.ids);
     compare_ids(ids_plain, c, tok->encode(c.text, {.add_special_tokens = false, .parse_special = true}), c.ids_plain);
-    compare_ids(ids_noparse, c, tok->encode(c.text, {.add_special_tokens = true, .parse_special = false}), c.ids_noparse);
+    compare_ids(ids_noparse, c, tok->encode(c.text, {.add_special_tokens = true, .parse_special = false}),
+                c.ids_noparse);
     compare_ids(ids_noparse_plain, c, tok->encode(c.text, {.add_special_tokens = false, .parse_special = false}),
                 c.ids_noparse_plain);
     compare_text(dec, c, tok->decode(c.ids), c.decode);

@@ -10,7 +10,9 @@
 
 namespace specd::tokenizer::testing {
 
-std::filesystem::path tools_dir() { return std::filesystem::path(SPECD_SOURCE_DIR) / "tools"; }
+std::filesystem::path tools_dir() {
+  return std::filesystem::path(SPECD_SOURCE_DIR) / "tools";
+}
 
 std::filesystem::path real_tokenizer_dir(const std::string& name) {
   if (name == kBundledTokenizer) return std::filesystem::path(SPECD_SOURCE_DIR) / "models" / name;
@@ -90,10 +92,14 @@ std::string escaped(const std::string& s, size_t max_len) {
       out += "...";
       break;
     }
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (c == '"') out += "\\\"";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '"')
+      out += "\\\"";
     else if (c < 0x20 || c == 0x7F) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02X", c);

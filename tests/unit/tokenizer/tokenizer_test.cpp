@@ -1,6 +1,8 @@
 // Tokenizer behaviour on crafted tokenizer.json files: added-token flags, special-token
 // parsing, load errors for unsupported features, long inputs, regex translation, and the API
 // facts of the real tokenizers.
+#include "tokenizer/tokenizer.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 
 #include "specd/error.hpp"
 #include "tokenizer/components.hpp"
-#include "tokenizer/tokenizer.hpp"
 #include "unit/tokenizer/crafted.hpp"
 #include "unit/tokenizer/oracle_util.hpp"
 
@@ -29,8 +30,8 @@ std::unique_ptr<Tokenizer> flags_tokenizer() {
   auto json = testing::byte_level_tokenizer_json();
   json["normalizer"] = {{"type", "Lowercase"}};
   auto added = [](int id, const char* content, bool special, bool normalized) {
-    return nlohmann::json{{"id", id},          {"content", content}, {"special", special}, {"normalized", normalized},
-                          {"lstrip", false},   {"rstrip", false},    {"single_word", false}};
+    return nlohmann::json{{"id", id},        {"content", content}, {"special", special},  {"normalized", normalized},
+                          {"lstrip", false}, {"rstrip", false},    {"single_word", false}};
   };
   json["added_tokens"] = nlohmann::json::array({added(300, "<special>", true, false), added(301, "[L]", false, false),
                                                 added(302, "[R]", false, false), added(303, "word", false, false),
@@ -114,7 +115,8 @@ TEST(Tokenizer, TemplateAddsBosAndEos) {
                           {{"id", 301}, {"content", "<eos>"}, {"special", true}}};
   json["post_processor"] = {
       {"type", "TemplateProcessing"},
-      {"single", {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"single",
+       {{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
       {"special_tokens", {{"<bos>", {{"id", "<bos>"}, {"ids", {300}}, {"tokens", {"<bos>"}}}}}}};
   const auto tok = Tokenizer::load(testing::write_tokenizer("template", json));
   EXPECT_EQ(tok->encode("ab"), (Ids{300, 'a', 'b'}));
@@ -125,7 +127,8 @@ TEST(Tokenizer, TemplateAddsBosAndEos) {
   // tokenizer_config.json's add_bos_token / add_eos_token override the template.
   const auto over = Tokenizer::load(testing::write_tokenizer(
       "template_override", json,
-      nlohmann::json{{"add_bos_token", false}, {"add_eos_token", true}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}}));
+      nlohmann::json{
+          {"add_bos_token", false}, {"add_eos_token", true}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}}));
   EXPECT_EQ(over->encode("ab"), (Ids{'a', 'b', 301}));
   EXPECT_EQ(over->eos_id(), 301);
 }
@@ -157,7 +160,10 @@ TEST(Tokenizer, HundredKilobyteSingleWordOnRealTokenizers) {
 
 TEST(Tokenizer, InvalidUtf8InputIsReplaced) {
   const auto tok = Tokenizer::load(testing::write_tokenizer("utf8", testing::byte_level_tokenizer_json()));
-  EXPECT_EQ(tok->decode(tok->encode("a\xff" "b")), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(tok->decode(tok->encode("a\xff"
+                                    "b")),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Tokenizer, RealTokenizerFacts) {
@@ -219,7 +225,8 @@ void expect_load_error(const std::string& name, const nlohmann::json& json, Erro
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
     const std::string what = e.what();
-    EXPECT_NE(what.find((dir / "tokenizer.json").string()), std::string::npos) << "message does not name the file: " << what;
+    EXPECT_NE(what.find((dir / "tokenizer.json").string()), std::string::npos)
+        << "message does not name the file: " << what;
     for (const auto& w : words) EXPECT_NE(what.find(w), std::string::npos) << "message lacks '" << w << "': " << what;
   }
 }
@@ -254,8 +261,9 @@ TEST(LoadErrors, UnsupportedComponentsNameFileAndFeature) {
   behavior["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Sideways"}};
   expect_load_error("err_behavior", behavior, ErrorCode::kUnsupported, {"behavior", "Sideways"});
   auto fused_replace = json;
-  fused_replace["decoder"] = {{"type", "Sequence"},
-                              {"decoders", {{{"type", "Fuse"}}, {{"type", "Replace"}, {"pattern", {{"String", "ab"}}}, {"content", "c"}}}}};
+  fused_replace["decoder"] = {
+      {"type", "Sequence"},
+      {"decoders", {{{"type", "Fuse"}}, {{"type", "Replace"}, {"pattern", {{"String", "ab"}}}, {"content", "c"}}}}};
   expect_load_error("err_fused_replace", fused_replace, ErrorCode::kUnsupported, {"Replace after Fuse"});
 }
 
@@ -300,7 +308,8 @@ using Strings = std::vector<std::string>;
 
 TEST(PreTokenizer, SplitBehaviors) {
   auto split = [](const char* behavior, bool invert = false) {
-    return nlohmann::json{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", behavior}, {"invert", invert}};
+    return nlohmann::json{
+        {"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", behavior}, {"invert", invert}};
   };
   EXPECT_EQ(pre_tokenize(split("Removed"), "a b  c"), (Strings{"a", "b", "c"}));
   EXPECT_EQ(pre_tokenize(split("Isolated"), "a b  c"), (Strings{"a", " ", "b", " ", " ", "c"}));
@@ -312,9 +321,12 @@ TEST(PreTokenizer, SplitBehaviors) {
 }
 
 TEST(PreTokenizer, DigitsAndMetaspace) {
-  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "ab123c"), (Strings{"ab", "1", "2", "3", "c"}));
-  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "ab123c4"), (Strings{"ab", "123", "c", "4"}));
-  const nlohmann::json first = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", true}};
+  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "ab123c"),
+            (Strings{"ab", "1", "2", "3", "c"}));
+  EXPECT_EQ(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "ab123c4"),
+            (Strings{"ab", "123", "c", "4"}));
+  const nlohmann::json first = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", true}};
   EXPECT_EQ(pre_tokenize(first, "Hello  world"), (Strings{"\u2581Hello", "\u2581", "\u2581world"}));
   EXPECT_EQ(pre_tokenize(first, "Hello", false), (Strings{"Hello"}));
   const nlohmann::json never = {{"type", "Metaspace"}, {"prepend_scheme", "never"}, {"split", false}};
@@ -374,19 +386,23 @@ TEST(Regex, RealWorldSplitPatternsCompile) {
   // Split patterns of widely used tokenizers (GPT-4o / o200k style, DeepSeek, Qwen 2.5,
   // Llama 3, GPT-2) must translate and compile.
   const char* patterns[] = {
-      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'"
+      "ll|'d)?|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'"
+      "ll|'d)?|"
       "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
       "\\p{N}{1,3}",
       "[\\p{Han}\\p{Hiragana}\\p{Katakana}]+",
-      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+      "?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
       "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
       " ?[^(\\s|[.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c])]+",
   };
   for (const char* p : patterns) EXPECT_NO_THROW(detail::Regex::from_oniguruma(p, "test")) << p;
   // A nested class is a union member: BLOOM's [^(\s|[.,])] excludes ( ) | space . ,
   EXPECT_EQ(matches("[^(\\s|[.,])]+", "a,b (c)|d"), (std::vector<std::string>{"a", "b", "c", "d"}));
-  EXPECT_EQ(matches(patterns[2], "abc\u6f22\u5b57\u3072\u3089"), (std::vector<std::string>{"\u6f22\u5b57\u3072\u3089"}));
+  EXPECT_EQ(matches(patterns[2], "abc\u6f22\u5b57\u3072\u3089"),
+            (std::vector<std::string>{"\u6f22\u5b57\u3072\u3089"}));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ struct PagedAttentionParams {
   const void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim] of kv_dtype
   const void* v_cache = nullptr;  // same layout as k_cache
   DType kv_dtype = DType::kF32;   // f32, f16 or bf16
-  float* out = nullptr;            // [num_tokens, num_heads, head_dim]
+  float* out = nullptr;           // [num_tokens, num_heads, head_dim]
   int32_t num_seqs = 0;
   const int32_t* query_start = nullptr;   // [num_seqs + 1], query_start[0] == 0
   const int32_t* context_lens = nullptr;  // [num_seqs]
@@ -44,8 +44,7 @@ void paged_attention(Device device, const PagedAttentionParams& p);
 // cache's dtype: k rotated by RoPE on the way (cos/sin [n, head_dim / 2] from rope_cos_sin, or
 // both null for no rotation), v as is. k, v [n, num_kv_heads, head_dim] (F32).
 void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,
-              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache,
-              void* v_cache);
+              const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache);
 
 namespace reference {
 // Single-threaded, straightforward, double accumulation: the ground truth for tests.

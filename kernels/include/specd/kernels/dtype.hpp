@@ -34,18 +34,24 @@ std::string_view dtype_name(DType dtype) noexcept;
 // specd::Error(kInvalidArgument) naming the text otherwise.
 DType parse_dtype(std::string_view text);
 
-constexpr bool is_quantized(DType d) { return d == DType::kQ8_0 || d == DType::kQ4_0; }
+constexpr bool is_quantized(DType d) {
+  return d == DType::kQ8_0 || d == DType::kQ4_0;
+}
 
 // Bytes of one row of `cols` elements. Quantized types need cols % 32 == 0 (checked by
 // row_bytes_checked, which throws specd::Error(kInvalidArgument) naming `what`).
 constexpr size_t row_bytes(DType d, int64_t cols) {
   const auto n = static_cast<size_t>(cols);
   switch (d) {
-    case DType::kF32: return n * 4;
+    case DType::kF32:
+      return n * 4;
     case DType::kF16:
-    case DType::kBF16: return n * 2;
-    case DType::kQ8_0: return n / kQuantBlock * sizeof(BlockQ8_0);
-    case DType::kQ4_0: return n / kQuantBlock * sizeof(BlockQ4_0);
+    case DType::kBF16:
+      return n * 2;
+    case DType::kQ8_0:
+      return n / kQuantBlock * sizeof(BlockQ8_0);
+    case DType::kQ4_0:
+      return n / kQuantBlock * sizeof(BlockQ4_0);
   }
   return 0;
 }

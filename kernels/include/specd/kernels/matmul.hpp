@@ -53,8 +53,7 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
 
 // The SwiGLU MLP's first half in one pass: out [m, n] = silu(a · gateᵀ) * (a · upᵀ), with
 // gate and up [n, k] of the same dtype.
-void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out,
-                   int64_t m);
+void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out, int64_t m);
 
 namespace reference {
 // Naive triple loop with double accumulation over F32 activations and the exactly widened

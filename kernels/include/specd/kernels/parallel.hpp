@@ -37,9 +37,9 @@ void parallel_for(int64_t n, int64_t grain, RangeBody body);
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& body) {
   using Body = std::remove_reference_t<F>;
-  detail::parallel_for(n, grain, {const_cast<void*>(static_cast<const void*>(&body)), [](void* c, int64_t b, int64_t e) {
-                                    (*static_cast<Body*>(c))(b, e);
-                                  }});
+  detail::parallel_for(n, grain,
+                       {const_cast<void*>(static_cast<const void*>(&body)),
+                        [](void* c, int64_t b, int64_t e) { (*static_cast<Body*>(c))(b, e); }});
 }
 
 }  // namespace specd::kernels

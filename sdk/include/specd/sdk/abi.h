@@ -199,35 +199,31 @@ typedef struct specd_model_load_options {
 typedef struct specd_forward_batch {
   uint32_t struct_size;
   int32_t num_seqs;
-  const uint64_t* seq_ids;      /* [num_seqs] */
-  const int32_t* num_new;       /* [num_seqs] new tokens per sequence, >= 1 */
-  const int32_t* tokens;        /* [sum(num_new)] concatenated */
-  int32_t all_logits;           /* 0: logits of each sequence's last new token; 1: of every new token */
-  float* logits;                /* out: [rows, vocab] where rows = num_seqs or sum(num_new) */
-  float* hidden;                /* out, optional (NULL): final hidden states, same rows, [rows, hidden] */
-  const float* input_hidden;    /* MTP only: [rows, hidden] previous hidden states, else NULL */
+  const uint64_t* seq_ids;   /* [num_seqs] */
+  const int32_t* num_new;    /* [num_seqs] new tokens per sequence, >= 1 */
+  const int32_t* tokens;     /* [sum(num_new)] concatenated */
+  int32_t all_logits;        /* 0: logits of each sequence's last new token; 1: of every new token */
+  float* logits;             /* out: [rows, vocab] where rows = num_seqs or sum(num_new) */
+  float* hidden;             /* out, optional (NULL): final hidden states, same rows, [rows, hidden] */
+  const float* input_hidden; /* MTP only: [rows, hidden] previous hidden states, else NULL */
 } specd_forward_batch;
 
 typedef struct specd_model_services {
   uint32_t struct_size;
-  int32_t (*load)(void* host_ctx, const specd_model_load_options* options, specd_model** out,
-                  specd_error* err);
+  int32_t (*load)(void* host_ctx, const specd_model_load_options* options, specd_model** out, specd_error* err);
   /* Loads MTP module `module` (0-based) of `target` (NULL = the engine's target model) as a
    * model whose forward takes input_hidden. */
-  int32_t (*load_mtp)(void* host_ctx, specd_model* target, int32_t module, specd_model** out,
-                      specd_error* err);
+  int32_t (*load_mtp)(void* host_ctx, specd_model* target, int32_t module, specd_model** out, specd_error* err);
   void (*release)(void* host_ctx, specd_model* model);
   /* model == NULL describes the engine's target model (as does the handle in
    * specd_score_batch.target). */
   int32_t (*info)(void* host_ctx, const specd_model* model, specd_model_info* out);
-  int32_t (*forward)(void* host_ctx, specd_model* model, const specd_forward_batch* batch,
-                     specd_error* err);
+  int32_t (*forward)(void* host_ctx, specd_model* model, const specd_forward_batch* batch, specd_error* err);
   /* Cached length of a sequence (0 if unknown). */
   int64_t (*seq_length)(void* host_ctx, const specd_model* model, uint64_t seq_id);
   /* Keep only the first new_length cached tokens (rollback). Refused on the engine's target,
    * whose KV the host's scheduler owns. */
-  int32_t (*truncate)(void* host_ctx, specd_model* model, uint64_t seq_id, int64_t new_length,
-                      specd_error* err);
+  int32_t (*truncate)(void* host_ctx, specd_model* model, uint64_t seq_id, int64_t new_length, specd_error* err);
   /* Frees a sequence's KV blocks in this model (no-op on the engine's target). The host also
    * caps every hosted model's KV of a sequence at the target's committed length after each
    * verification and frees it when the sequence ends or is preempted. */
@@ -239,12 +235,12 @@ typedef struct specd_model_services {
 
 typedef struct specd_sequence {
   uint32_t struct_size;
-  uint64_t seq_id;        /* unique for the life of the engine */
+  uint64_t seq_id;         /* unique for the life of the engine */
   specd_token_view tokens; /* prompt + every emitted token so far */
-  int64_t num_prompt;     /* tokens[0:num_prompt] is the prompt */
-  uint64_t seed;          /* the request's seed */
-  uint64_t step;          /* decode steps taken by this sequence so far */
-  float temperature;      /* the request's sampling temperature (0 = greedy) */
+  int64_t num_prompt;      /* tokens[0:num_prompt] is the prompt */
+  uint64_t seed;           /* the request's seed */
+  uint64_t step;           /* decode steps taken by this sequence so far */
+  float temperature;       /* the request's sampling temperature (0 = greedy) */
 } specd_sequence;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -252,8 +248,8 @@ typedef struct specd_sequence {
 
 typedef struct specd_proposer_caps {
   uint32_t struct_size;
-  int32_t produces_draft_probs;       /* fills draft_probs in propose (else treated as one-hot) */
-  int32_t needs_target_hidden;        /* wants the target's last hidden states */
+  int32_t produces_draft_probs; /* fills draft_probs in propose (else treated as one-hot) */
+  int32_t needs_target_hidden;  /* wants the target's last hidden states */
   /* Keeps per-sequence state (an index, KV in a hosted model, ...): the host then calls
    * on_prefill, on_accept and on_release for its sequences. 0: the proposer reads what it needs
    * from each propose batch and the host skips those calls (ABI 1.0 plugins get on_accept and
@@ -262,7 +258,7 @@ typedef struct specd_proposer_caps {
   /* Accepts a different k per sequence in one propose. 0: every sequence that proposes gets
    * the same max_draft (the step's smallest k_i), as in vLLM's "k or nothing". */
   int32_t supports_variable_k;
-  int32_t max_k;                      /* largest k it can propose; 0 = no limit */
+  int32_t max_k; /* largest k it can propose; 0 = no limit */
 } specd_proposer_caps;
 
 /* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the
@@ -270,8 +266,8 @@ typedef struct specd_proposer_caps {
 typedef struct specd_prefill_batch {
   uint32_t struct_size;
   int32_t num_seqs;
-  const specd_sequence* seqs;      /* [num_seqs] */
-  const int32_t* num_new;          /* [num_seqs] tokens in this chunk */
+  const specd_sequence* seqs; /* [num_seqs] */
+  const int32_t* num_new;     /* [num_seqs] tokens in this chunk */
   /* Target final hidden states (after the final norm) of every chunk position, rows of each
    * sequence contiguous: [sum(num_new), hidden]. Only when needs_target_hidden; else absent. */
   specd_tensor_view target_hidden;
@@ -280,8 +276,8 @@ typedef struct specd_prefill_batch {
 typedef struct specd_propose_batch {
   uint32_t struct_size;
   int32_t num_seqs;
-  const specd_sequence* seqs;      /* [num_seqs] */
-  const int32_t* max_draft;        /* [num_seqs] k_i in 0..k_max; 0 means "do not propose" */
+  const specd_sequence* seqs; /* [num_seqs] */
+  const int32_t* max_draft;   /* [num_seqs] k_i in 0..k_max; 0 means "do not propose" */
   int32_t k_max;
   int32_t vocab_size;
   /* When needs_target_hidden: the target's final hidden states of the positions committed
@@ -311,8 +307,7 @@ typedef struct specd_proposer_vtable {
    * built from rejected drafts must be rolled back. Called for every sequence that was given
    * max_draft > 0 and goes on, before the next propose (see keeps_state). A failure fails
    * that sequence only. */
-  int32_t (*on_accept)(void* self, uint64_t seq_id, int32_t num_accepted,
-                       specd_token_view emitted, specd_error* err);
+  int32_t (*on_accept)(void* self, uint64_t seq_id, int32_t num_accepted, specd_token_view emitted, specd_error* err);
   /* Optional: the sequence ended (finished, cancelled, failed or preempted); free its state.
    * Always called once per sequence the component has seen. Never fails. */
   void (*on_release)(void* self, uint64_t seq_id);
@@ -368,7 +363,7 @@ typedef struct specd_verifier_caps {
 typedef struct specd_verify_batch {
   uint32_t struct_size;
   specd_device device;
-  void* stream;           /* cudaStream_t on CUDA, NULL on CPU */
+  void* stream; /* cudaStream_t on CUDA, NULL on CPU */
   int32_t num_seqs;
   int32_t k_max;
   int32_t vocab_size;
@@ -415,8 +410,8 @@ typedef struct specd_component_desc {
    * creating and destroying an instance. */
   int32_t (*validate)(const specd_params* params, specd_error* err);
   /* Creates an instance. host outlives the instance. */
-  int32_t (*create)(const specd_host_services* host, const specd_params* params,
-                    specd_component* out, specd_error* err);
+  int32_t (*create)(const specd_host_services* host, const specd_params* params, specd_component* out,
+                    specd_error* err);
 } specd_component_desc;
 
 typedef struct specd_plugin_descriptor {

@@ -73,8 +73,10 @@ class ProposeBatch {
   void set_draft(int32_t i, std::span<const int32_t> tokens) {
     if (static_cast<int64_t>(tokens.size()) > raw_->max_draft[i])
       throw Error(detail::concat("draft of sequence ", i, " has ", tokens.size(), " tokens, at most ",
-                                 raw_->max_draft[i], " allowed"), SPECD_ERR_INTERNAL);
-    for (size_t j = 0; j < tokens.size(); ++j) raw_->draft_tokens[static_cast<int64_t>(i) * raw_->k_max + j] = tokens[j];
+                                 raw_->max_draft[i], " allowed"),
+                  SPECD_ERR_INTERNAL);
+    for (size_t j = 0; j < tokens.size(); ++j)
+      raw_->draft_tokens[static_cast<int64_t>(i) * raw_->k_max + j] = tokens[j];
     raw_->num_drafted[i] = static_cast<int32_t>(tokens.size());
   }
   // Row of draft probabilities for sequence i, draft position j ([vocab]); only when the

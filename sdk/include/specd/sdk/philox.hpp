@@ -50,12 +50,9 @@ SPECD_HOST_DEVICE float philox_to_unit_float(uint32_t x) {
 // Four independent uniforms in [0, 1) for (seed, step, position). Lane use by convention:
 // [0] acceptance test of draft `position`, [1] sampling the token emitted at `position`,
 // [2], [3] free for plugins.
-SPECD_HOST_DEVICE void philox_uniforms(uint64_t seed, uint64_t step, uint32_t position,
-                                       float out[4]) {
-  const Philox4x32 ctr{{static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), position,
-                        0x5eedu}};
-  const Philox4x32 r =
-      philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+SPECD_HOST_DEVICE void philox_uniforms(uint64_t seed, uint64_t step, uint32_t position, float out[4]) {
+  const Philox4x32 ctr{{static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), position, 0x5eedu}};
+  const Philox4x32 r = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   for (int i = 0; i < 4; ++i) out[i] = philox_to_unit_float(r.v[i]);
 }
 

@@ -150,8 +150,8 @@ class Params {
       while (i + 1 < entries_.size() && is_child(entries_[i + 1].key, key)) ++i;
     }
     if (unknown > kMaxReportedUnknown)
-      errors_.push_back(detail::concat(file_, ":", line_, ": ", path_, ": ", unknown - kMaxReportedUnknown,
-                                       " more unknown keys"));
+      errors_.push_back(
+          detail::concat(file_, ":", line_, ": ", path_, ": ", unknown - kMaxReportedUnknown, " more unknown keys"));
     if (errors_.empty()) return;
     std::string all;
     for (const auto& e : errors_) all += (all.empty() ? "" : "\n") + e;
@@ -183,13 +183,19 @@ class Params {
     return k.size() > key.size() && k.substr(0, key.size()) == key && (k[key.size()] == '.' || k[key.size()] == '[');
   }
   static constexpr size_t kMaxReportedUnknown = 20;
-  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+  std::string full(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
   static std::string kind_name(int32_t kind) {
     switch (kind) {
-      case SPECD_PARAM_SEQUENCE: return "sequence";
-      case SPECD_PARAM_MAP: return "map";
-      case SPECD_PARAM_NULL: return "null";
-      default: return "scalar";
+      case SPECD_PARAM_SEQUENCE:
+        return "sequence";
+      case SPECD_PARAM_MAP:
+        return "map";
+      case SPECD_PARAM_NULL:
+        return "null";
+      default:
+        return "scalar";
     }
   }
   static std::string quoted(const specd_param* p) {
@@ -239,11 +245,26 @@ class Logger {
     return host_ != nullptr && host_->log != nullptr &&
            (host_->log_enabled == nullptr || host_->log_enabled(host_->host_ctx, level) != 0);
   }
-  template <class... Args> void trace(Args&&... a) const { write(SPECD_LOG_TRACE, std::forward<Args>(a)...); }
-  template <class... Args> void debug(Args&&... a) const { write(SPECD_LOG_DEBUG, std::forward<Args>(a)...); }
-  template <class... Args> void info(Args&&... a) const { write(SPECD_LOG_INFO, std::forward<Args>(a)...); }
-  template <class... Args> void warn(Args&&... a) const { write(SPECD_LOG_WARN, std::forward<Args>(a)...); }
-  template <class... Args> void error(Args&&... a) const { write(SPECD_LOG_ERROR, std::forward<Args>(a)...); }
+  template <class... Args>
+  void trace(Args&&... a) const {
+    write(SPECD_LOG_TRACE, std::forward<Args>(a)...);
+  }
+  template <class... Args>
+  void debug(Args&&... a) const {
+    write(SPECD_LOG_DEBUG, std::forward<Args>(a)...);
+  }
+  template <class... Args>
+  void info(Args&&... a) const {
+    write(SPECD_LOG_INFO, std::forward<Args>(a)...);
+  }
+  template <class... Args>
+  void warn(Args&&... a) const {
+    write(SPECD_LOG_WARN, std::forward<Args>(a)...);
+  }
+  template <class... Args>
+  void error(Args&&... a) const {
+    write(SPECD_LOG_ERROR, std::forward<Args>(a)...);
+  }
 
  private:
   template <class... Args>
@@ -388,7 +409,9 @@ inline const specd_scorer_vtable kScorerVtable = {
 };
 
 template <class T>
-concept HasStaticValidate = requires(Params& p) { T::validate(p); };
+concept HasStaticValidate = requires(Params& p) {
+  T::validate(p);
+};
 
 template <class T, class Base>
 int32_t create(const specd_host_services* host, const specd_params* raw, specd_component* out, specd_error* err) {
@@ -473,12 +496,11 @@ specd_component_desc scorer(const char* name, const char* description) {
 
 // Declares the plugin and exports its single entry symbol, specd_plugin_entry_v<major>.
 // Use once per plugin library, at namespace scope.
-#define SPECD_PLUGIN(plugin_name, plugin_version, ...)                                        \
-  namespace {                                                                                 \
-  const specd_plugin_descriptor* specd_plugin_entry_impl() {                                  \
-    static const ::specd::sdk::detail::PluginHolder holder((plugin_name), (plugin_version),   \
-                                                           {__VA_ARGS__});                    \
-    return &holder.desc;                                                                      \
-  }                                                                                           \
-  }                                                                                           \
+#define SPECD_PLUGIN(plugin_name, plugin_version, ...)                                                      \
+  namespace {                                                                                               \
+  const specd_plugin_descriptor* specd_plugin_entry_impl() {                                                \
+    static const ::specd::sdk::detail::PluginHolder holder((plugin_name), (plugin_version), {__VA_ARGS__}); \
+    return &holder.desc;                                                                                    \
+  }                                                                                                         \
+  }                                                                                                         \
   BOOST_DLL_ALIAS(specd_plugin_entry_impl, specd_plugin_entry_v1)

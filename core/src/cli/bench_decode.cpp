@@ -44,7 +44,7 @@ DecodeRun::DecodeRun(Engine& engine, int32_t batch, int32_t prompt_tokens, int32
                        : prompt;
     r.sampling = sp;
     r.speculative = speculative;
-    engine.add_request(static_cast<RequestId>(b + 1), r);
+    engine.add_request(static_cast<RequestId>(b) + 1, r);
   }
 }
 

@@ -33,7 +33,7 @@ ScorerRun decode(Engine& engine, int32_t batch, const ScorerBenchOptions& o, uin
     r.sampling.temperature = 0;
     r.sampling.max_tokens = o.gen_tokens;
     r.sampling.ignore_eos = true;
-    engine.add_request(static_cast<RequestId>(b + 1), r);
+    engine.add_request(static_cast<RequestId>(b) + 1, r);
   }
   ScorerRun run;
   run.tokens.resize(static_cast<size_t>(batch));

@@ -44,7 +44,9 @@ std::string version_text() {
 
 }  // namespace specd::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace specd;
   // Under mpirun (docs/distributed.md) rank 0 runs the command and ranks 1..N-1 hold the other
   // shards of the models it loads; without a launcher this is a one-rank session and MPI is
@@ -93,4 +95,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // set-up before the command runs, or a follower rank's loop
+    std::fprintf(stderr, "specd: error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -324,7 +324,7 @@ std::vector<float> Engine::prompt_logprobs(std::span<const int32_t> ids) {
     m.model->forward(batch, *m.kv, fwd);
     for (int32_t r = 0; r < len; ++r) {
       kernels::log_softmax(kernels::Device::kCpu, fwd.logits_row(r).data(), m.probs.data(), 1, m.info.vocab_size);
-      out.push_back(m.probs[static_cast<size_t>(ids[static_cast<size_t>(start + r + 1)])]);
+      out.push_back(m.probs[static_cast<size_t>(ids[static_cast<size_t>(start) + static_cast<size_t>(r) + 1])]);
     }
   }
   return out;

@@ -66,7 +66,7 @@ void dequantize_k45(const std::byte* b, float* y, bool five_bit) {
       scale_min_k4(s, scales, &sc, &mn);
       const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(mn);
       for (int l = 0; l < 32; ++l) {
-        const uint8_t byte = u8(qs + 32 * pair + l);
+        const uint8_t byte = u8(qs + static_cast<ptrdiff_t>(32 * pair + l));
         int q = half == 0 ? byte & 15 : byte >> 4;
         if (five_bit && ((u8(qh + l) >> s) & 1)) q += 16;
         y[32 * s + l] = scale * static_cast<float>(q) - min;
@@ -78,16 +78,16 @@ void dequantize_k45(const std::byte* b, float* y, bool five_bit) {
 void dequantize_q6_k(const std::byte* b, float* y) {
   const float d = f16_to_f32(u16(b + 208));
   for (int half = 0; half < 2; ++half) {
-    const std::byte* ql = b + 64 * half;
-    const std::byte* qh = b + 128 + 32 * half;
-    const std::byte* sc = b + 192 + 8 * half;
-    float* out = y + 128 * half;
+    const std::byte* ql = b + static_cast<ptrdiff_t>(64 * half);
+    const std::byte* qh = b + static_cast<ptrdiff_t>(128 + 32 * half);
+    const std::byte* sc = b + static_cast<ptrdiff_t>(192 + 8 * half);
+    float* out = y + static_cast<ptrdiff_t>(128 * half);
     for (int l = 0; l < 32; ++l) {
       const int h = u8(qh + l);
       const int q[4] = {(u8(ql + l) & 15) | ((h >> 0) & 3) << 4, (u8(ql + l + 32) & 15) | ((h >> 2) & 3) << 4,
                         (u8(ql + l) >> 4) | ((h >> 4) & 3) << 4, (u8(ql + l + 32) >> 4) | ((h >> 6) & 3) << 4};
       for (int k = 0; k < 4; ++k) {
-        const auto scale = static_cast<int8_t>(u8(sc + l / 16 + 2 * k));
+        const auto scale = static_cast<int8_t>(u8(sc + static_cast<ptrdiff_t>(l / 16 + 2 * k)));
         out[l + 32 * k] = d * static_cast<float>(scale) * static_cast<float>(q[k] - 32);
       }
     }

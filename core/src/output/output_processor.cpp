@@ -63,7 +63,7 @@ void OutputProcessor::fill_counters(const Request& r, RequestOutput& out) const 
 }
 
 // Final text through the tool-call parser; `end` flushes what the parser holds.
-void OutputProcessor::emit(Request& r, std::string text, bool end, RequestOutput& out) const {
+void OutputProcessor::emit(Request& r, const std::string& text, bool end, RequestOutput& out) const {
   ToolCallParser::Result res = r.tools->push(text);
   if (end) {
     ToolCallParser::Result tail = r.tools->finish();
@@ -87,7 +87,7 @@ void OutputProcessor::finish_text(Request& r, FinishReason& finish, bool stop_st
       text += r.stops.flush();
     }
   }
-  emit(r, std::move(text), true, out);
+  emit(r, text, true, out);
 }
 
 RequestOutput OutputProcessor::process(sched::SeqId seq, const Committed& c) {
@@ -111,7 +111,7 @@ RequestOutput OutputProcessor::process(sched::SeqId seq, const Committed& c) {
       auto pushed = r.stops.push(r.detok->push({&token, 1}));
       stop_string = pushed.stopped;
       if (stop_string) finish = FinishReason::kStop;
-      emit(r, std::move(pushed.text), false, out);
+      emit(r, pushed.text, false, out);
     }
     if (finish == FinishReason::kNone && last) finish = c.token_finish;
     if (finish != FinishReason::kNone) finish_text(r, finish, stop_string, out);

@@ -91,7 +91,7 @@ class OutputProcessor {
     spec::SpecMetrics spec;  // this sequence's speculative counters
   };
   void fill_counters(const Request& r, RequestOutput& out) const;
-  void emit(Request& r, std::string text, bool end, RequestOutput& out) const;
+  void emit(Request& r, const std::string& text, bool end, RequestOutput& out) const;
   void finish_text(Request& r, FinishReason& finish, bool stop_string, RequestOutput& out) const;
   TokenLogprobs token_logprobs(const float* logits, int32_t token, int32_t top_n);
   RequestOutput ended(sched::SeqId seq, FinishReason reason);

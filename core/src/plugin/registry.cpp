@@ -194,7 +194,7 @@ const specd_plugin_descriptor* entry_descriptor(const boost::dll::shared_library
 
 // The ABI version, name, CUDA runtime and component list of a descriptor.
 void check_descriptor(const specd_plugin_descriptor& desc, const fs::path& name) {
-  if (desc.struct_size < offsetof(specd_plugin_descriptor, components) + sizeof(desc.components))
+  if (desc.struct_size < offsetof(specd_plugin_descriptor, components) + sizeof(const specd_component_desc*))
     throw refusal(name, "descriptor struct_size " + std::to_string(desc.struct_size) + " is too small");
   if (desc.abi_major != SPECD_ABI_MAJOR)
     throw refusal(name, "declares plugin ABI major " + std::to_string(desc.abi_major) + ", this host supports " +

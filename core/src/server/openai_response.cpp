@@ -28,7 +28,7 @@ json bytes_of(const std::string& s) {
 
 ResponseBuilder::ResponseBuilder(const GenerationRequest& request, ResponseMeta meta, const tokenizer::Tokenizer& tok,
                                  ResponseOptions options)
-    : req_(request), meta_(std::move(meta)), tok_(tok), opts_(options) {
+    : req_(request), meta_(std::move(meta)), tok_(tok), opts_(std::move(options)) {
   req_.sampling = {};
   choices_.resize(static_cast<size_t>(std::max(1, req_.n)));
   prompt_tokens_ = static_cast<int32_t>(req_.prompt_ids.size());
@@ -224,8 +224,9 @@ json ResponseBuilder::chunk(int32_t index, json delta_or_text, const json& logpr
   return out;
 }
 
-void ResponseBuilder::stream_piece(Choice& c, int32_t index, const std::string& text, std::vector<TokenLogprobs> lps,
-                                   const std::vector<ToolCall>& calls, bool last, std::vector<json>& chunks) {
+void ResponseBuilder::stream_piece(Choice& c, int32_t index, const std::string& text,
+                                   const std::vector<TokenLogprobs>& lps, const std::vector<ToolCall>& calls, bool last,
+                                   std::vector<json>& chunks) {
   c.tool_calls.insert(c.tool_calls.end(), calls.begin(), calls.end());
   const std::string finish = last ? finish_reason(c) : "";
   const bool has_lps = req_.want_logprobs && !lps.empty();
@@ -275,7 +276,7 @@ void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks
   std::vector<TokenLogprobs> lps = out.logprobs;
   if (!opts_.token_by_token || n <= 1 || out.token_text_ends.size() != n) {
     c.finish = finish;
-    stream_piece(c, index, out.text_delta, std::move(lps), out.tool_calls, true, chunks);
+    stream_piece(c, index, out.text_delta, lps, out.tool_calls, true, chunks);
     return;
   }
   size_t from = 0;
@@ -285,8 +286,8 @@ void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks
     std::vector<TokenLogprobs> one;
     if (i < lps.size()) one.push_back(lps[i]);
     if (last) c.finish = finish;
-    stream_piece(c, index, out.text_delta.substr(from, to - from), std::move(one),
-                 last ? out.tool_calls : std::vector<ToolCall>{}, last, chunks);
+    stream_piece(c, index, out.text_delta.substr(from, to - from), one, last ? out.tool_calls : std::vector<ToolCall>{},
+                 last, chunks);
     from = to;
   }
 }

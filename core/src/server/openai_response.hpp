@@ -71,7 +71,7 @@ class ResponseBuilder {
                                std::vector<int32_t> before) const;
   nlohmann::json chunk(int32_t index, nlohmann::json delta_or_text, const nlohmann::json& logprobs,
                        const std::string& finish) const;
-  void stream_piece(Choice& c, int32_t index, const std::string& text, std::vector<TokenLogprobs> lps,
+  void stream_piece(Choice& c, int32_t index, const std::string& text, const std::vector<TokenLogprobs>& lps,
                     const std::vector<ToolCall>& calls, bool last, std::vector<nlohmann::json>& chunks);
 
   GenerationRequest req_;  // prompt and options (not the sampling details)

@@ -187,7 +187,7 @@ Value f_replace(Interpreter&, const Value& v, CallArgs& a) {
 }
 
 Value f_int(Interpreter&, const Value& v, CallArgs& a) {
-  const Value def = arg(a, 0, "default", Value(int64_t{0}));
+  Value def = arg(a, 0, "default", Value(int64_t{0}));
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
   if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(v.as_double())) : def;
@@ -206,7 +206,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
 }
 
 Value f_float(Interpreter&, const Value& v, CallArgs& a) {
-  const Value def = arg(a, 0, "default", Value(0.0));
+  Value def = arg(a, 0, "default", Value(0.0));
   if (v.is_number() || v.is_bool()) return Value(v.as_double());
   if (v.is_string()) {
     try {

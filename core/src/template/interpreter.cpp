@@ -358,7 +358,8 @@ Interpreter::Flow Interpreter::render_for(const Node& n, Frame& frame, std::stri
   }
   if (items.empty()) {
     Frame inner{&frame, {}};
-    return render_body(n.else_body, inner, out) == Flow::kBreak ? Flow::kNormal : Flow::kNormal;
+    render_body(n.else_body, inner, out);  // a break or continue in it ends only the loop
+    return Flow::kNormal;
   }
   const auto len = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < len; ++i) {

@@ -32,7 +32,7 @@ std::string Parser::parse_body(Body& body, const std::set<std::string>& ends) {
     } else if (t.type == T::kBlockBegin) {
       next();
       if (cur().type != T::kName) fail("expected a statement name" + got());
-      const std::string kw = cur().text;
+      std::string kw = cur().text;
       if (ends.count(kw)) {
         next();
         return kw;

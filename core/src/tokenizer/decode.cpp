@@ -122,7 +122,8 @@ class Fuse final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens, const std::vector<char>*) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
-    tokens.assign(1, std::move(all));
+    tokens.resize(1);
+    tokens[0] = std::move(all);
   }
 };
 

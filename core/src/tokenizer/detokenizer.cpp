@@ -99,7 +99,7 @@ std::string IncrementalDetokenizer::push(std::span<const int32_t> ids) {
     emitted_text_ = raw.substr(0, emitted_);
   }
   if (!impl.clean_up_spaces) return delta;
-  return clean_up_stream(std::move(delta), false);
+  return clean_up_stream(delta, false);
 }
 
 std::string IncrementalDetokenizer::flush() {
@@ -109,10 +109,10 @@ std::string IncrementalDetokenizer::flush() {
   emitted_ = raw.size();
   emitted_text_ = raw;
   if (!impl.clean_up_spaces) return delta;
-  return clean_up_stream(std::move(delta), true);
+  return clean_up_stream(delta, true);
 }
 
-std::string IncrementalDetokenizer::clean_up_stream(std::string raw, bool final_flush) {
+std::string IncrementalDetokenizer::clean_up_stream(const std::string& raw, bool final_flush) {
   pending_clean_ += raw;
   size_t cut = 0;
   if (final_flush) {

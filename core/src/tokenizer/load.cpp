@@ -105,7 +105,7 @@ class SequencePost final : public detail::PostProcessor {
 
 class Loader {
  public:
-  Loader(Tokenizer::Impl& impl, std::string file) : impl_(impl), file_(std::move(file)) {}
+  explicit Loader(std::string file) : file_(std::move(file)) {}
 
   std::unique_ptr<detail::PostProcessor> post_processor(const json& config, int depth = 0) {
     if (config.is_null()) return nullptr;
@@ -199,7 +199,6 @@ class Loader {
     return items;
   }
 
-  Tokenizer::Impl& impl_;
   std::string file_;
   detail::TemplateProcessing* template_ = nullptr;
 };
@@ -435,7 +434,7 @@ void apply_add_bos_eos(Tokenizer::Impl& impl, detail::TemplateProcessing* tp, co
 std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
                                                 const std::string& config_name) {
   auto impl = std::make_unique<Tokenizer::Impl>();
-  Loader loader(*impl, file);
+  Loader loader(file);
   read_components(*impl, loader, root, config, file, config_name);
   const auto added = root.find("added_tokens");
   read_added_tokens(*impl, added == root.end() ? json() : *added, file);

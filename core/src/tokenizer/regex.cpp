@@ -558,7 +558,7 @@ struct MatchResources {
   pcre2_jit_stack* jit_stack = nullptr;
   MatchResources() {
     context = pcre2_match_context_create(nullptr);
-    jit_stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    jit_stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{8} << 20, nullptr);
     if (context && jit_stack) pcre2_jit_stack_assign(context, nullptr, jit_stack);
   }
   ~MatchResources() {

@@ -37,7 +37,7 @@ class IncrementalDetokenizer {
   std::string flush();                             // anything held back, at end of stream
 
  private:
-  std::string clean_up_stream(std::string raw, bool final_flush);
+  std::string clean_up_stream(const std::string& raw, bool final_flush);
 
   const Tokenizer& tok_;
   bool skip_special_;

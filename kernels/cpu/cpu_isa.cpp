@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -14,11 +15,20 @@ namespace {
 const cpu::IsaKernels& table_of(CpuIsa isa) {
   switch (isa) {
 #if SPECD_X86_ISA_LEVELS
+    case CpuIsa::kAvx512Bf16:
+      return cpu::kAvx512Bf16Kernels;
+    case CpuIsa::kAvx512Vbmi:
+      return cpu::kAvx512VbmiKernels;
+    case CpuIsa::kAvx512Vnni:
+      return cpu::kAvx512VnniKernels;
     case CpuIsa::kAvx512:
       return cpu::kAvx512Kernels;
     case CpuIsa::kAvx2:
       return cpu::kAvx2Kernels;
 #else
+    case CpuIsa::kAvx512Bf16:
+    case CpuIsa::kAvx512Vbmi:
+    case CpuIsa::kAvx512Vnni:
     case CpuIsa::kAvx512:
     case CpuIsa::kAvx2:
       break;
@@ -29,26 +39,49 @@ const cpu::IsaKernels& table_of(CpuIsa isa) {
   return cpu::kScalarKernels;
 }
 
-CpuIsa detect() noexcept {
+// Whether this CPU (and the OS, which must save the vector state) can run `isa`.
+bool cpu_runs(CpuIsa isa) noexcept {
 #if SPECD_X86_ISA_LEVELS
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the vector state (XGETBV).
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
-                      __builtin_cpu_supports("avx512bf16");
-  if (avx512) return CpuIsa::kAvx512;
-  if (avx2) return CpuIsa::kAvx2;
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+  const bool vbmi = vnni && __builtin_cpu_supports("avx512vbmi");
+  const bool bf16 = vbmi && __builtin_cpu_supports("avx512bf16");
+  switch (isa) {
+    case CpuIsa::kAvx512Bf16:
+      return bf16;
+    case CpuIsa::kAvx512Vbmi:
+      return vbmi;
+    case CpuIsa::kAvx512Vnni:
+      return vnni;
+    case CpuIsa::kAvx512:
+      return avx512;
+    case CpuIsa::kAvx2:
+      return avx2;
+    case CpuIsa::kScalar:
+      return true;
+  }
+  return false;
+#else
+  return isa == CpuIsa::kScalar;
 #endif
-  return CpuIsa::kScalar;
+}
+
+CpuIsa detect() noexcept {
+  CpuIsa best = CpuIsa::kScalar;
+  for (CpuIsa isa : kAllCpuIsas)
+    if (cpu_runs(isa)) best = isa;
+  return best;
 }
 
 std::atomic<const cpu::IsaKernels*> g_active{nullptr};
 std::once_flag g_init;
 
 void check_supported(CpuIsa isa, const std::string& source) {
-  if (static_cast<int>(isa) > static_cast<int>(detected_cpu_isa())) {
+  if (!cpu_runs(isa)) {
     throw Error(ErrorCode::kUnsupported, source + " asks for the " + std::string(cpu_isa_name(isa)) +
                                              " kernels, but this CPU supports at most " +
                                              std::string(cpu_isa_name(detected_cpu_isa())));
@@ -74,16 +107,24 @@ std::string_view cpu_isa_name(CpuIsa isa) noexcept {
       return "avx2";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512_vnni";
+    case CpuIsa::kAvx512Vbmi:
+      return "avx512_vbmi";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512_bf16";
   }
   return "unknown";
 }
 
 CpuIsa parse_cpu_isa(std::string_view text) {
-  if (text == "scalar") return CpuIsa::kScalar;
-  if (text == "avx2") return CpuIsa::kAvx2;
-  if (text == "avx512") return CpuIsa::kAvx512;
+  std::string names;
+  for (CpuIsa isa : kAllCpuIsas) {
+    if (text == cpu_isa_name(isa)) return isa;
+    names += (names.empty() ? "" : ", ") + std::string(cpu_isa_name(isa));
+  }
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown CPU instruction-set level '" + std::string(text) + "' (expected scalar, avx2 or avx512)");
+              "unknown CPU instruction-set level '" + std::string(text) + "' (expected one of " + names + ")");
 }
 
 CpuIsa detected_cpu_isa() noexcept {
@@ -91,10 +132,23 @@ CpuIsa detected_cpu_isa() noexcept {
   return isa;
 }
 
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
+  }
+  return "unknown";
+}
+
 std::vector<CpuIsa> supported_cpu_isas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
-    if (static_cast<int>(isa) <= static_cast<int>(detected_cpu_isa())) out.push_back(isa);
+  for (CpuIsa isa : kAllCpuIsas)
+    if (cpu_runs(isa)) out.push_back(isa);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // The per-ISA kernel table (private to kernels/cpu). Each instruction-set level provides one
 // table in its own file, compiled with that level's flags:
 //   isa_scalar.cpp  (no extra flags)      isa_avx2.cpp  (-mavx2 -mfma -mf16c)
-//   isa_avx512.cpp  (AVX-512 F/BW/VL/DQ/VNNI/BF16)
+//   isa_avx512*.cpp (AVX-512 F/BW/VL/DQ, each level adding VNNI, VBMI, BF16: isa_avx512_level.hpp)
 // The front ends (matmul.cpp, attention.cpp, ...) validate shapes, split work over the thread
 // pool and call through active_kernels().
 //
@@ -98,8 +98,12 @@ namespace scalar {
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded, kept as F32
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 }  // namespace scalar
-extern const IsaKernels kAvx2Kernels;    // defined only where the compiler targets x86-64
-extern const IsaKernels kAvx512Kernels;  // likewise
+// Defined only where the compiler targets x86-64.
+extern const IsaKernels kAvx2Kernels;
+extern const IsaKernels kAvx512Kernels;
+extern const IsaKernels kAvx512VnniKernels;
+extern const IsaKernels kAvx512VbmiKernels;
+extern const IsaKernels kAvx512Bf16Kernels;
 
 // The table of the active level (cpu_isa.hpp).
 const IsaKernels& active_kernels();

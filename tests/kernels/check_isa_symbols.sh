@@ -6,8 +6,8 @@
 set -euo pipefail
 status=0
 for obj in "$@"; do
-  case "$obj" in *isa_avx2.cpp.o|*isa_avx512.cpp.o) ;; *) continue ;; esac
-  extra=$(nm -C --defined-only --extern-only "$obj" | grep -v -E ' specd::kernels::cpu::kAvx(2|512)Kernels$' || true)
+  case "$obj" in *isa_avx2.cpp.o|*isa_avx512*.cpp.o) ;; *) continue ;; esac
+  extra=$(nm -C --defined-only --extern-only "$obj" | grep -v -E ' specd::kernels::cpu::kAvx(2|512|512Vnni|512Vbmi|512Bf16)Kernels$' || true)
   if [ -n "$extra" ]; then
     echo "FAIL: $obj defines symbols other than its kernel table:" >&2
     echo "$extra" >&2

@@ -52,8 +52,8 @@ inline std::string device_param_name(const ::testing::TestParamInfo<Device>& inf
 }
 
 inline std::vector<Backend> all_backends() {
-  std::vector<Backend> out = {
-      {Device::kCpu, CpuIsa::kScalar}, {Device::kCpu, CpuIsa::kAvx2}, {Device::kCpu, CpuIsa::kAvx512}};
+  std::vector<Backend> out;
+  for (CpuIsa isa : kAllCpuIsas) out.push_back({Device::kCpu, isa});  // each skips where the CPU lacks it
 #ifdef SPECD_WITH_CUDA
   out.push_back({Device::kCuda, CpuIsa::kScalar});  // CUDA instances only in CUDA builds
 #endif

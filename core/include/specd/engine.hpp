@@ -60,13 +60,14 @@ struct EngineInfo {
   int64_t max_model_len = 0;
   int32_t kv_block_size = 0;
   int32_t kv_num_blocks = 0;
-  size_t kv_bytes = 0;               // KV storage reserved (touched as used); rank 0's share under TP
-  size_t decode_weight_bytes = 0;    // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
-  std::string weight_dtype;          // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
-  std::string kv_dtype;              // f32 | f16 | bf16
-  std::string cpu_isa;               // CPU kernel level: scalar | avx2 | avx512
-  int32_t num_threads = 0;           // CPU kernel threads (per rank)
-  int32_t tensor_parallel_size = 1;  // ranks the target is split over (MPI job size)
+  size_t kv_bytes = 0;             // KV storage reserved (touched as used); rank 0's share under TP
+  size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
+  std::string weight_dtype;        // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
+  std::string kv_dtype;            // f32 | f16 | bf16
+  std::string cpu_isa;             // CPU kernel level: scalar | avx2 | avx512 | avx512_vnni | avx512_vbmi | avx512_bf16
+  std::string cpu_model;           // the CPU's model name (/proc/cpuinfo)
+  int32_t num_threads = 0;         // CPU kernel threads (per rank)
+  int32_t tensor_parallel_size = 1;           // ranks the target is split over (MPI job size)
   int32_t proposer_tensor_parallel_size = 0;  // ranks the proposer's draft models run on (0: no proposer)
   // Speculative decoding; empty proposer = off.
   std::string proposer;

@@ -335,6 +335,7 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
                       {"dtype", info.weight_dtype},
                       {"kv_dtype", info.kv_dtype},
                       {"cpu_isa", info.cpu_isa},
+                      {"cpu_model", info.cpu_model},
                       {"threads", info.num_threads},
                       {"tensor_parallel_size", info.tensor_parallel_size},
                       {"proposer_tensor_parallel_size", info.proposer_tensor_parallel_size},
@@ -504,9 +505,9 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   const EngineInfo& info = runs[0].info;
-  std::printf("model       %s (%s, %lld layers), %d threads, %s kernels\n", info.model_dir.c_str(),
+  std::printf("model       %s (%s, %lld layers), %d threads, %s kernels on %s\n", info.model_dir.c_str(),
               info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads,
-              info.cpu_isa.c_str());
+              info.cpu_isa.c_str(), info.cpu_model.c_str());
   std::printf(
       "memory      read bandwidth %.1f GB/s: median of %d passes over %zu MiB %.1f before the runs (range %.1f-%.1f, "
       "one long read %.1f), %.1f after (range %.1f-%.1f)\n",

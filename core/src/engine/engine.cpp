@@ -187,6 +187,7 @@ void Engine::Impl::describe() {
   info.weight_dtype = std::string(kernels::dtype_name(model->weights().dtype()));
   info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
+  info.cpu_model = kernels::cpu_model_name();
   info.default_temperature = mc.default_temperature;
   info.default_top_p = mc.default_top_p;
   info.default_min_p = mc.default_min_p;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "convert.hpp"
 #include "runtime_test_util.hpp"
 #include "specd/engine.hpp"
+#include "specd/kernels/cpu_isa.hpp"
 
 namespace specd::model::test {
 namespace {
@@ -21,9 +23,10 @@ struct CliRun {
   std::string out;  // stdout + stderr
 };
 
-CliRun run(const std::string& args) {
+// `env`: assignments put before the command ("NAME=value").
+CliRun run_env(const std::string& env, const std::string& args) {
   CliRun r;
-  const std::string cmd = std::string(SPECD_CLI_PATH) + " " + args + " 2>&1";
+  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(SPECD_CLI_PATH) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf{};
@@ -31,6 +34,10 @@ CliRun run(const std::string& args) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
   r.status = pclose(p);
   return r;
+}
+
+CliRun run(const std::string& args) {
+  return run_env("", args);
 }
 
 bool registered(const std::string& command) {
@@ -84,6 +91,34 @@ TEST(Cli, GenerateJson) {
     for (const auto& o : e.step()) want.insert(want.end(), o.new_token_ids.begin(), o.new_token_ids.end());
   }
   EXPECT_EQ(ids, want);
+}
+
+// SPECD_CPU_ISA forces each level the CPU can run (the same tokens on every one, greedy), and a
+// level it lacks, or a misspelt one, fails the command with the reason.
+TEST(Cli, CpuIsaEnvironmentForcesEachLevel) {
+  const auto dir = fixture("tiny");
+  const std::string args =
+      "generate --model '" + dir.string() + "' --prompt 'Once upon a time' --json --max-tokens 6 --temperature 0";
+  std::string first;
+  for (kernels::CpuIsa isa : kernels::kAllCpuIsas) {
+    const std::string name(kernels::cpu_isa_name(isa));
+    const CliRun r = run_env("SPECD_CPU_ISA=" + name, args);
+    const auto supported = kernels::supported_cpu_isas();
+    if (std::find(supported.begin(), supported.end(), isa) == supported.end()) {
+      EXPECT_NE(r.status, 0) << name;
+      EXPECT_NE(r.out.find("asks for the " + name + " kernels, but this CPU supports at most"), std::string::npos)
+          << r.out;
+      continue;
+    }
+    ASSERT_EQ(r.status, 0) << name << ": " << r.out;
+    EXPECT_NE(r.out.find("CPU kernels: " + name + " ("), std::string::npos) << r.out;
+    const std::string ids = last_json(r.out).at("token_ids").dump();
+    if (first.empty()) first = ids;
+    EXPECT_EQ(ids, first) << name;
+  }
+  const CliRun bad = run_env("SPECD_CPU_ISA=avx9000", args);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("unknown CPU instruction-set level 'avx9000'"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, GenerateRejectsBadSamplingAndScoreReportsPerplexity) {

@@ -1,27 +1,38 @@
-// Instruction-set levels of the CPU kernels, picked at run time.
+// Instruction-set levels of the CPU kernels, picked at run time by CPU feature, not by
+// generation. Each level is the one before it plus features:
 //
-//   avx512: AVX-512 F/BW/VL/DQ with VBMI, VNNI and BF16 (Zen 4 and later, Sapphire Rapids and later)
-//   avx2:   AVX2 + FMA + F16C (Haswell and later, Zen 1-3)
-//   scalar: portable C++ (any x86-64 or other CPU); also the reference of the others
+//   avx512_bf16  + BF16 (vdpbf16ps)          Zen 4 and later, Sapphire Rapids and later
+//   avx512_vbmi  + VBMI (byte permutes)      Ice Lake, Tiger Lake, Rocket Lake
+//   avx512_vnni  + VNNI (vpdpbusd)           Cascade Lake, Cooper Lake
+//   avx512       AVX-512 F/BW/VL/DQ          Skylake-SP (Xeon Scalable 1st gen)
+//   avx2         AVX2 + FMA + F16C           Haswell and later, Zen 1-3
+//   scalar       portable C++ (any CPU); also the reference of the others
 //
-// The best level the CPU supports is used unless SPECD_CPU_ISA=scalar|avx2|avx512 (read once,
-// at first use) or set_cpu_isa() asks for a lower one. Asking for a level the CPU lacks is an
-// error, never an illegal instruction.
+// The best level the CPU supports is used unless SPECD_CPU_ISA=<level> (read once, at first use)
+// or set_cpu_isa() asks for another one it supports. Asking for a level the CPU lacks is an
+// error naming the level and the CPU's best one, never an illegal instruction.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace specd::kernels {
 
-enum class CpuIsa { kScalar, kAvx2, kAvx512 };
+enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAvx512Vbmi, kAvx512Bf16 };
+
+// Every level, lowest first.
+inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kScalar,     CpuIsa::kAvx2,       CpuIsa::kAvx512,
+                                         CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi, CpuIsa::kAvx512Bf16};
 
 std::string_view cpu_isa_name(CpuIsa isa) noexcept;
-// "scalar" / "avx2" / "avx512"; throws specd::Error(kInvalidArgument) naming the text.
+// A level's name ("avx512_vnni"); throws specd::Error(kInvalidArgument) naming the text.
 CpuIsa parse_cpu_isa(std::string_view text);
 
 // The best level this CPU supports.
 CpuIsa detected_cpu_isa() noexcept;
+// The CPU's model name as the OS reports it ("AMD EPYC 9R14"; /proc/cpuinfo), or "unknown".
+std::string cpu_model_name();
 // Every level this CPU can run, lowest first (always includes kScalar).
 std::vector<CpuIsa> supported_cpu_isas();
 // The level the kernels use now.

@@ -6,15 +6,17 @@
 #include <string>
 
 #include "isa_kernels.hpp"
+#include "k_quants.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
 namespace {
 
-// Work is split in units of 32 elements (one block for quantized types), at least kGrain
-// units per range.
-constexpr int64_t kGrain = 2048;
+// Work is split in units of 256 elements (one K-quant block, eight Q8_0/Q4_0 blocks, or the
+// remainder of a shorter conversion), at least kGrain units per range.
+constexpr int64_t kUnit = 256;
+constexpr int64_t kGrain = 256;
 
 void quantize_q8_0(const float* x, BlockQ8_0* out, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -51,10 +53,10 @@ void quantize_q4_0(const float* x, BlockQ4_0* out, int64_t nb) {
 }
 
 void check_n(DType dt, int64_t n, const char* op) {
-  if (n < 0 || (is_quantized(dt) && n % kQuantBlock != 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(op) + ": " + std::to_string(n) + " elements of " + std::string(dtype_name(dt)) +
-                    " (quantized types need whole blocks of " + std::to_string(kQuantBlock) + ")");
+  if (n < 0 || n % block_elems(dt) != 0) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": " + std::to_string(n) + " elements of " +
+                                                 std::string(dtype_name(dt)) + " (its data is whole blocks of " +
+                                                 std::to_string(block_elems(dt)) + ")");
   }
 }
 
@@ -65,8 +67,8 @@ void to_f32(Device device, DType src_dtype, const void* src, float* dst, int64_t
   check_n(src_dtype, n, "to_f32");
   const cpu::ToF32Fn fn = cpu::active_kernels().to_f32[static_cast<int>(src_dtype)];
   const auto* s = static_cast<const uint8_t*>(src);
-  parallel_for((n + kQuantBlock - 1) / kQuantBlock, kGrain, [&](int64_t ub, int64_t ue) {
-    const int64_t b = ub * kQuantBlock, e = std::min(n, ue * kQuantBlock);
+  parallel_for((n + kUnit - 1) / kUnit, kGrain, [&](int64_t ub, int64_t ue) {
+    const int64_t b = ub * kUnit, e = std::min(n, ue * kUnit);
     fn(s + row_bytes(src_dtype, b), dst + b, e - b);
   });
 }
@@ -75,8 +77,8 @@ void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64
   detail::require_cpu(device, "from_f32");
   check_n(dst_dtype, n, "from_f32");
   auto* d = static_cast<uint8_t*>(dst);
-  parallel_for((n + kQuantBlock - 1) / kQuantBlock, kGrain, [&](int64_t ub, int64_t ue) {
-    const int64_t b = ub * kQuantBlock, e = std::min(n, ue * kQuantBlock);
+  parallel_for((n + kUnit - 1) / kUnit, kGrain, [&](int64_t ub, int64_t ue) {
+    const int64_t b = ub * kUnit, e = std::min(n, ue * kUnit);
     uint8_t* out = d + row_bytes(dst_dtype, b);
     switch (dst_dtype) {
       case DType::kF32:
@@ -93,6 +95,15 @@ void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64
         break;
       case DType::kQ4_0:
         quantize_q4_0(src + b, reinterpret_cast<BlockQ4_0*>(out), (e - b) / kQuantBlock);
+        break;
+      case DType::kQ4_K:
+        cpu::quantize_q4_k(src + b, reinterpret_cast<BlockQ4_K*>(out), (e - b) / kSuperBlock);
+        break;
+      case DType::kQ5_K:
+        cpu::quantize_q5_k(src + b, reinterpret_cast<BlockQ5_K*>(out), (e - b) / kSuperBlock);
+        break;
+      case DType::kQ6_K:
+        cpu::quantize_q6_k(src + b, reinterpret_cast<BlockQ6_K*>(out), (e - b) / kSuperBlock);
         break;
     }
   });

@@ -177,6 +177,10 @@ int64_t act_row_bytes(DType w, int64_t k) {
     case DType::kQ8_0:
     case DType::kQ4_0:
       return q8_act_bytes(k);
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return q8k_act_bytes(k);
   }
   return 0;
 }

@@ -21,6 +21,12 @@ std::string_view dtype_name(DType dtype) noexcept {
       return "q8_0";
     case DType::kQ4_0:
       return "q4_0";
+    case DType::kQ4_K:
+      return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
   }
   return "unknown";
 }
@@ -34,16 +40,19 @@ DType parse_dtype(std::string_view text) {
   if (lower == "bf16" || lower == "bfloat16") return DType::kBF16;
   if (lower == "q8_0") return DType::kQ8_0;
   if (lower == "q4_0") return DType::kQ4_0;
+  if (lower == "q4_k") return DType::kQ4_K;
+  if (lower == "q5_k") return DType::kQ5_K;
+  if (lower == "q6_k") return DType::kQ6_K;
   throw Error(ErrorCode::kInvalidArgument,
-              "unknown dtype '" + std::string(text) + "' (expected f32, f16, bf16, q8_0 or q4_0)");
+              "unknown dtype '" + std::string(text) + "' (expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
 }
 
 size_t row_bytes_checked(DType d, int64_t cols, std::string_view what) {
-  if (cols < 0 || (is_quantized(d) && cols % kQuantBlock != 0)) {
+  if (cols < 0 || cols % block_elems(d) != 0) {
     throw Error(ErrorCode::kInvalidArgument, std::string(what) + ": a row of " + std::to_string(cols) +
                                                  " elements cannot be stored as " + std::string(dtype_name(d)) +
-                                                 " (rows of quantized types hold whole blocks of " +
-                                                 std::to_string(kQuantBlock) + ")");
+                                                 " (its rows hold whole blocks of " + std::to_string(block_elems(d)) +
+                                                 ")");
   }
   return row_bytes(d, cols);
 }

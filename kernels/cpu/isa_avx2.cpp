@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "isa_kernels.hpp"
+#include "k_quants.hpp"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -452,14 +453,22 @@ void f32_to_f32(const void* src, float* dst, int64_t n) {
 }
 
 }  // namespace
+}  // namespace specd::kernels::cpu
+
+// The K-quant GEMV uses walk, hsum and half_to_f32 above.
+#include "isa_avx2_kquant.hpp"
+
+namespace specd::kernels::cpu {
 
 const IsaKernels kAvx2Kernels = {
     CpuIsa::kAvx2,
     {gemv_float<Wt::kF32>, gemv_float<Wt::kF16>, gemv_float<Wt::kBF16>, gemv_quant<DType::kQ8_0>,
-     gemv_quant<DType::kQ4_0>},
-    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
-    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
-    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
+     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>},
+    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8, scalar::prep_q8k, scalar::prep_q8k,
+     scalar::prep_q8k},
+    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,
+     q6_k_row_to_f32},
+    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<Wt::kF32>, attn_scores<Wt::kF16>, attn_scores<Wt::kBF16>},
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,

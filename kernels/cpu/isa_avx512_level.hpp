@@ -8,6 +8,8 @@
 
 #include "isa_avx512_common.hpp"
 #include "isa_avx512_gemv.hpp"
+#include "isa_avx512_kquant.hpp"
+#include "k_quants.hpp"
 
 namespace specd::kernels::cpu {
 namespace {
@@ -251,10 +253,12 @@ float read_sum(const float* p, int64_t n) {
 const IsaKernels SPECD_AVX512_TABLE = {
     SPECD_AVX512_ISA,
     {gemv_tiles<FloatKind<Wt::kF32>>, gemv_tiles<FloatKind<Wt::kF16>>, gemv_tiles<Bf16Kind>, gemv_quant<DType::kQ8_0>,
-     gemv_quant<DType::kQ4_0>},
-    {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0},
-    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
-    {nullptr, narrow_f16, narrow_bf16, nullptr, nullptr},
+     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>},
+    {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0, scalar::prep_q8k, scalar::prep_q8k,
+     scalar::prep_q8k},
+    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,
+     q6_k_row_to_f32},
+    {nullptr, narrow_f16, narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<Kv::kF32>, attn_scores<Kv::kF16>, attn_scores<Kv::kBF16>},
     {attn_values<Kv::kF32>, attn_values<Kv::kF16>, attn_values<Kv::kBF16>},
     sum_squares,

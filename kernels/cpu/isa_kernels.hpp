@@ -33,6 +33,26 @@ inline int64_t q8_act_bytes(int64_t k) {
   return q8_blocks_padded(k) * (4 + 32 + 64);
 }
 
+// Prepared activations for K-quant weights ("Q8_K activations"), the same on every level: each
+// row of k elements (k a multiple of 256) is quantized per super-block of 256 to int8 with one
+// float scale, d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row:
+//   float   d[ns]          (ns = k / 256)
+//   int8    q[ns * 256]    natural order
+//   int16   bsums[ns * 16] the sum of each 16 consecutive q (for the K-quants' mins and offsets)
+inline int64_t q8k_act_bytes(int64_t k) {
+  return k / 256 * (4 + 256 + 32);
+}
+struct ActQ8K {
+  const float* d;
+  const int8_t* q;
+  const int16_t* bsums;
+};
+inline ActQ8K act_q8k(const uint8_t* row, int64_t k) {
+  const int64_t ns = k / 256;
+  return {reinterpret_cast<const float*>(row), reinterpret_cast<const int8_t*>(row + ns * 4),
+          reinterpret_cast<const int16_t*>(row + ns * 260)};
+}
+
 // One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
 //   c[r * ldc + j] = Σ_i act_r[i] · w_j[i]
 // The instructions and summation order for one (r, j) do not depend on m, j0 or j1.
@@ -97,6 +117,10 @@ extern const IsaKernels kScalarKernels;
 namespace scalar {
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded, kept as F32
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
+void prep_q8k(const float* x, uint8_t* out, int64_t k);  // Q8_K activations (every level)
+void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
+void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
+void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);
 }  // namespace scalar
 // Defined only where the compiler targets x86-64.
 extern const IsaKernels kAvx2Kernels;

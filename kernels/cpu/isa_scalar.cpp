@@ -2,8 +2,10 @@
 // is the reference the vector levels are tested against (after the F32 reference ops).
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "isa_kernels.hpp"
+#include "k_quants.hpp"
 
 namespace specd::kernels::cpu {
 namespace {
@@ -99,6 +101,65 @@ void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
         s += (f16_to_f32(dbits) * dx[b]) * static_cast<float>(dot);
       }
       acc[r] = s;
+    }
+    store_results(a, j, acc);
+  }
+}
+
+// One super-block of a K-quant weight row against Q8_K activations (the row's s-th): the dot
+// product, integer sums per block scaled once by the activation's d. Q4_K / Q5_K: value =
+// d·sc·q - dmin·m; Q6_K: value = d·sc·(q - 32), the -32 applied through the activation's sums.
+template <DType kW>
+float k_block_dot(const uint8_t* w, const ActQ8K& x, int64_t s) {
+  const int8_t* q8 = x.q + s * 256;
+  const int16_t* bs = x.bsums + s * 16;
+  if constexpr (kW == DType::kQ6_K) {
+    const auto& b = reinterpret_cast<const BlockQ6_K*>(w)[s];
+    int32_t isum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const uint8_t* qh = b.qh + 32 * h;
+      int32_t sub[8] = {};  // Σ q·x per sub-block of 16 in this half
+      for (int l = 0; l < 32; ++l) {
+        const int q[4] = {(ql[l] & 15) | ((qh[l] & 3) << 4), (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4),
+                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+        for (int k = 0; k < 4; ++k) sub[l / 16 + 2 * k] += q[k] * q8[128 * h + l + 32 * k];
+      }
+      for (int j = 0; j < 8; ++j) isum += b.scales[8 * h + j] * (sub[j] - 32 * bs[8 * h + j]);
+    }
+    return f16_to_f32(b.d) * x.d[s] * static_cast<float>(isum);
+  } else {
+    using Block = std::conditional_t<kW == DType::kQ4_K, BlockQ4_K, BlockQ5_K>;
+    const auto& b = reinterpret_cast<const Block*>(w)[s];
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, m = 0;
+      k_scale_min(j, b.scales, &sc, &m);
+      const uint8_t* qs = b.qs + 32 * (j / 2);
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        int q = j % 2 == 0 ? qs[l] & 15 : qs[l] >> 4;
+        if constexpr (kW == DType::kQ5_K) q |= ((b.qh[l] >> j) & 1) << 4;
+        dot += q * q8[32 * j + l];
+      }
+      isum += sc * dot;
+      msum += m * (bs[2 * j] + bs[2 * j + 1]);
+    }
+    return x.d[s] * (f16_to_f32(b.d) * static_cast<float>(isum) - f16_to_f32(b.dmin) * static_cast<float>(msum));
+  }
+}
+
+template <DType kW>
+void gemv_k(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const int64_t ns = a.k / 256;
+  float acc[64];
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
+    for (int64_t r = 0; r < a.m; ++r) {
+      const ActQ8K x = act_q8k(a.act + static_cast<size_t>(r) * a.act_stride, a.k);
+      float sum = 0.0f;
+      for (int64_t s = 0; s < ns; ++s) sum += k_block_dot<kW>(w, x, s);
+      acc[r] = sum;
     }
     store_results(a, j, acc);
   }
@@ -201,14 +262,48 @@ void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k) {
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
+void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1) {
+  gemv_k<DType::kQ4_K>(a, j0, j1);
+}
+void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1) {
+  gemv_k<DType::kQ5_K>(a, j0, j1);
+}
+void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1) {
+  gemv_k<DType::kQ6_K>(a, j0, j1);
+}
+void prep_q8k(const float* x, uint8_t* out, int64_t k) {
+  const int64_t ns = k / 256;
+  auto* d = reinterpret_cast<float*>(out);
+  auto* q = reinterpret_cast<int8_t*>(out + ns * 4);
+  auto* bsums = reinterpret_cast<int16_t*>(out + ns * 260);
+  for (int64_t s = 0; s < ns; ++s, x += 256) {
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+    const float ds = amax / 127.0f;
+    const float id = ds != 0.0f ? 1.0f / ds : 0.0f;
+    d[s] = ds;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 16 * g; i < 16 * g + 16; ++i) {
+        const auto v = static_cast<int8_t>(std::nearbyint(x[i] * id));
+        q[s * 256 + i] = v;
+        sum += v;
+      }
+      bsums[s * 16 + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
 }  // namespace scalar
 
 const IsaKernels kScalarKernels = {
     CpuIsa::kScalar,
-    {gemv_f32, gemv_half<false>, gemv_half<true>, gemv_quant<DType::kQ8_0>, gemv_quant<DType::kQ4_0>},
-    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8},
-    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32},
-    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr},
+    {gemv_f32, gemv_half<false>, gemv_half<true>, gemv_quant<DType::kQ8_0>, gemv_quant<DType::kQ4_0>, scalar::gemv_q4_k,
+     scalar::gemv_q5_k, scalar::gemv_q6_k},
+    {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8, scalar::prep_q8k, scalar::prep_q8k,
+     scalar::prep_q8k},
+    {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,
+     q6_k_row_to_f32},
+    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<0>, attn_scores<1>, attn_scores<2>},
     {attn_values<0>, attn_values<1>, attn_values<2>},
     sum_squares,

@@ -71,20 +71,24 @@ TEST(Quantize, RefusesPartialBlocks) {
 class ConvertTest : public ::testing::TestWithParam<Backend> {};
 
 // Round trip error per element, relative to the block's (or the element's) magnitude:
-// f16 2^-11, bf16 2^-8 of the value; q8_0 half a step of max|x|/127; q4_0 one step of max|x|/8.
+// f16 2^-11, bf16 2^-8 of the value; q8_0 half a step of max|x|/127; q4_0 one step of max|x|/8;
+// the K-quants (blocks of 256 with sub-block scales quantized to 6 or 8 bits) one step of their
+// levels over the block's range: q4_k 2·max|x|/15, q5_k 2·max|x|/31, q6_k max|x|/32.
 TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
   SPECD_USE_BACKEND(GetParam());
-  const int64_t n = 32 * 200 + 0;
+  const int64_t n = 256 * 25;
   const auto x = random_vector(static_cast<size_t>(n), 7, -3.0f, 3.0f);
-  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+  for (DType dt :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const auto bytes = store(dt, x);
     std::vector<float> back(static_cast<size_t>(n));
     to_f32(GetParam().device, dt, bytes.data(), back.data(), n);
-    for (int64_t b = 0; b < n / 32; ++b) {
+    const int64_t blk = is_k_quant(dt) ? 256 : 32;
+    for (int64_t b = 0; b < n / blk; ++b) {
       float amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[static_cast<size_t>(b * 32 + i)]));
-      for (int i = 0; i < 32; ++i) {
-        const auto idx = static_cast<size_t>(b * 32 + i);
+      for (int64_t i = 0; i < blk; ++i) amax = std::max(amax, std::abs(x[static_cast<size_t>(b * blk + i)]));
+      for (int64_t i = 0; i < blk; ++i) {
+        const auto idx = static_cast<size_t>(b * blk + i);
         const double err = std::abs(static_cast<double>(back[idx]) - x[idx]);
         double bound = 0;
         switch (dt) {
@@ -103,6 +107,15 @@ TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
           case DType::kQ4_0:
             bound = amax / 8.0 * 1.002 + amax * 1e-3;
             break;
+          case DType::kQ4_K:
+            bound = 2.0 * amax / 15.0;
+            break;
+          case DType::kQ5_K:
+            bound = 2.0 * amax / 31.0;
+            break;
+          case DType::kQ6_K:
+            bound = amax / 32.0;
+            break;
         }
         ASSERT_LE(err, bound) << dtype_name(dt) << " element " << idx;
       }
@@ -112,9 +125,9 @@ TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
 
 TEST_P(ConvertTest, WideningIsExactAndEqualOnEveryLevel) {
   SPECD_USE_BACKEND(GetParam());
-  const int64_t n = 32 * 37;
+  const int64_t n = 256 * 37;
   const auto x = random_vector(static_cast<size_t>(n), 9, -5.0f, 5.0f);
-  for (DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+  for (DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const auto bytes = store(dt, x);
     std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
     to_f32(GetParam().device, dt, bytes.data(), got.data(), n);

@@ -5,6 +5,7 @@
 //   f32, f16: nothing (F32 activations, weights widened exactly)       1e-5
 //   bf16:     activations rounded to bf16 (relative 2^-9 per element)  1e-2
 //   q8_0, q4_0: activations quantized to Q8 per block of 32            2e-2
+//   q4_k, q5_k, q6_k: activations quantized to Q8 per block of 256    3e-2
 // f32 weights with m > 16 take OpenBLAS sgemm: 1e-5 as well.
 #include <gtest/gtest.h>
 
@@ -29,6 +30,10 @@ double gemv_tolerance(DType d) {
       return 1e-5;
     case DType::kBF16:
       return 1e-2;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 3e-2;
     default:
       return 2e-2;
   }
@@ -53,6 +58,8 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
   Backend backend() const { return std::get<0>(GetParam()); }
   DType dtype() const { return std::get<1>(GetParam()); }
   bool quantized() const { return is_quantized(dtype()); }
+  // Row lengths a test may use: K-quant rows hold whole blocks of 256.
+  int64_t cols(int64_t k) const { return is_k_quant(dtype()) ? (k + 255) / 256 * 256 : k; }
 };
 
 TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
@@ -60,7 +67,8 @@ TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
-  for (auto [m, n, k] : shapes) {
+  for (auto [m, n, k0] : shapes) {
+    const int64_t k = cols(k0);
     const Weights w(dtype(), n, k, 12);
     const auto a = random_vector(static_cast<size_t>(m * k), 11), b = random_vector(static_cast<size_t>(n), 13);
     for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
@@ -86,6 +94,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   const int64_t rows = dtype() == DType::kF32 ? kGemvMaxRows : 150;  // 150: three row chunks
   std::vector<int64_t> ks = {192, 224};                              // 224: a 32-element tail
   if (!quantized()) ks.push_back(200);                               // 200: a partial vector
+  if (is_k_quant(dtype())) ks = {256, 768};                          // one and three blocks
   for (int64_t k : ks) {
     const Weights w(dtype(), n, k, 21);
     const auto a = random_vector(static_cast<size_t>(rows * k), 22);
@@ -105,7 +114,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
 
 TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  const int64_t k = 64;
+  const int64_t k = cols(64);
   const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
   const auto bias = random_vector(48, 34);
   for (int64_t m : {1, 4, 20}) {
@@ -127,7 +136,7 @@ TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, SwigluMatchesReference) {
   SPECD_USE_BACKEND(backend());
-  const int64_t n = 45, k = 96;
+  const int64_t n = 45, k = cols(96);
   const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
   for (int64_t m : {1, 5, 19}) {
     const auto a = random_vector(static_cast<size_t>(m * k), 43);
@@ -142,14 +151,15 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
 
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
-  const Weights w(dtype(), 4, 64, 51);
-  const auto a = random_vector(64, 52);
+  const int64_t k = cols(64);
+  const Weights w(dtype(), 4, k, 51);
+  const auto a = random_vector(static_cast<size_t>(k), 52);
   std::vector<float> c(4);
   const MatmulOutput out{w.view, nullptr, c.data()};
   EXPECT_THROW(matmul_multi(backend().device, a.data(), 1, 32, {&out, 1}), Error);  // k 32 vs 64 columns
   if (quantized()) {
     WeightView partial = w.view;
-    partial.cols = 48;  // not a whole number of blocks
+    partial.cols = is_k_quant(dtype()) ? 224 : 48;  // not a whole number of blocks
     EXPECT_THROW(matmul(backend().device, a.data(), partial, nullptr, c.data(), 1), Error);
   }
 }
@@ -157,7 +167,7 @@ TEST_P(MatmulTest, RefusesMismatchedShapes) {
 INSTANTIATE_TEST_SUITE_P(All, MatmulTest,
                          ::testing::Combine(::testing::ValuesIn(testing::all_backends()),
                                             ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                                                              DType::kQ4_0)),
+                                                              DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K)),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            std::string name = testing::backend_name(std::get<0>(info.param));
                            name += '_';

@@ -33,12 +33,18 @@ uint32_t file_type(TensorType type) {
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case TensorType::kQ4_0:
       return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case TensorType::kQ4_K:
+      return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S (every 2-D tensor Q4_K)
+    case TensorType::kQ5_K:
+      return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
+    case TensorType::kQ6_K:
+      return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
   }
   return 0;
 }
 
 bool quantized(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+  return type != TensorType::kF32 && type != TensorType::kF16 && type != TensorType::kBF16;
 }
 
 model::DType kernel_dtype(TensorType type) {
@@ -53,8 +59,15 @@ model::DType kernel_dtype(TensorType type) {
       return model::DType::kQ8_0;
     case TensorType::kQ4_0:
       return model::DType::kQ4_0;
+    case TensorType::kQ4_K:
+      return model::DType::kQ4_K;
+    case TensorType::kQ5_K:
+      return model::DType::kQ5_K;
+    case TensorType::kQ6_K:
+      return model::DType::kQ6_K;
   }
-  throw Error(ErrorCode::kInvalidArgument, "specd-to-gguf writes f32, f16, bf16, q8_0 or q4_0 tensors");
+  throw Error(ErrorCode::kInvalidArgument,
+              "specd-to-gguf writes f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k tensors");
 }
 
 // Writes `t` row by row as `type`. permute_head_dim > 0 reorders the rows within each head

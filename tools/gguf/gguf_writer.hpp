@@ -30,11 +30,20 @@ using ValueType = model::gguf::ValueType;
 // Tensor element types this writer's converter produces (ggml_type values). add_tensor()
 // accepts any ggml type id (cast to TensorType) whose block size model::gguf::type_info knows,
 // for tests that write pre-encoded blocks.
-enum class TensorType : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kBF16 = 30 };
-std::string_view tensor_type_name(TensorType type);  // "f32", "f16", "bf16", "q8_0", "q4_0"
+enum class TensorType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30
+};
+std::string_view tensor_type_name(TensorType type);  // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", ...
 // Bytes of a tensor of `numel` elements (numel a multiple of the type's block).
 uint64_t tensor_bytes(TensorType type, uint64_t numel);
-// "f32", "f16", "bf16", "q8_0", "q4_0"; throws specd::Error(kInvalidArgument) otherwise.
+// A tensor_type_name; throws specd::Error(kInvalidArgument) otherwise.
 TensorType parse_tensor_type(std::string_view text);
 
 // Collects metadata and tensors, then writes the file in one pass. Keys and tensor names must

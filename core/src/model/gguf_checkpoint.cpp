@@ -2,6 +2,7 @@
 // the Hugging Face names the weights loader looks up (docs/model-formats.md "GGUF files").
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -9,6 +10,7 @@
 #include "model/gguf.hpp"
 #include "model/gguf_quants.hpp"
 #include "specd/error.hpp"
+#include "specd/log.hpp"
 
 namespace specd::model {
 
@@ -63,6 +65,12 @@ std::optional<DType> in_place_dtype(uint32_t ggml_type) {
       return DType::kQ8_0;
     case gguf::kTypeQ4_0:
       return DType::kQ4_0;
+    case gguf::kTypeQ4_K:
+      return DType::kQ4_K;
+    case gguf::kTypeQ5_K:
+      return DType::kQ5_K;
+    case gguf::kTypeQ6_K:
+      return DType::kQ6_K;
     default:
       return std::nullopt;
   }
@@ -82,8 +90,8 @@ TensorView tensor_view(const File& f, const gguf::TensorInfo& t, std::string hf)
     v.converted_from = t.type;
   } else {
     f.fail("tensor '" + std::string(t.name) + "' has type " + gguf::type_name(t.type) +
-               ", which specd does not read (F32, F16, BF16, Q8_0, Q4_0 in place; Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
-               "Q6_K, Q8_K converted)",
+               ", which specd does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K in place; Q4_1, Q5_0, "
+               "Q5_1, Q8_K converted to Q8_0)",
            true);
   }
   return v;
@@ -229,6 +237,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
   const File& f = *ckpt->gguf_;
   ckpt->config_ = model_config(f);
   const ModelConfig& c = ckpt->config_;
+  std::set<uint32_t> converted;  // GGUF types read by conversion, for one warning each
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name == kRopeFreqs) {
       ckpt->config_.rope_freq_factors = rope_freq_factors(f, t, c.head_dim);
@@ -242,8 +251,14 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
              true);
     }
     TensorView view = tensor_view(f, t, hf);
+    if (view.converted_from) converted.insert(*view.converted_from);
     ckpt->tensors_.emplace(std::move(hf), std::move(view));
   }
+  for (uint32_t type : converted)
+    log::get("model").warn(
+        "{}: {} tensors are converted to Q8_0 at load (specd computes F32, F16, BF16, Q8_0, "
+        "Q4_0, Q4_K, Q5_K and Q6_K in place)",
+        f.path().string(), gguf::type_name(type));
   if (!ckpt->holds_last_layer()) {
     f.fail("metadata key '" + std::string(f.require_string("general.architecture")) +
            ".block_count' = " + std::to_string(c.num_layers) + " but the file holds no tensor blk." +

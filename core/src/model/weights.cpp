@@ -23,7 +23,7 @@ struct StoredBlock {
 
 StoredBlock stored_block(const TensorView& t) {
   if (t.converted_from) return {gguf::type_info(*t.converted_from).block, gguf::type_name(*t.converted_from)};
-  return {kernels::is_quantized(t.dtype) ? kernels::kQuantBlock : 1, std::string(kernels::dtype_name(t.dtype))};
+  return {kernels::block_elems(t.dtype), std::string(kernels::dtype_name(t.dtype))};
 }
 
 // Bytes of the first `elems` elements of a row of `t` (elems on a block boundary).
@@ -76,8 +76,8 @@ std::optional<DType> resolve_weight_dtype(const std::string& requested, const st
   try {
     return kernels::parse_dtype(requested);
   } catch (const Error&) {
-    throw Error(ErrorCode::kInvalidArgument,
-                what + ": unknown dtype \"" + requested + "\" (expected auto, f32, f16, bf16, q8_0 or q4_0)");
+    throw Error(ErrorCode::kInvalidArgument, what + ": unknown dtype \"" + requested +
+                                                 "\" (expected auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
   }
 }
 
@@ -96,7 +96,7 @@ WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t c
   const std::string what = checkpoint_->dir().string() + ": " + name;
   if (nc != cols) {  // row-parallel: this rank's input columns, whole blocks of both types
     const StoredBlock stored = stored_block(t);
-    const int64_t compute_block = kernels::is_quantized(dtype) ? kernels::kQuantBlock : 1;
+    const int64_t compute_block = kernels::block_elems(dtype);
     for (const auto& [block, type] :
          {std::pair{stored.elems, stored.type}, std::pair{compute_block, std::string(kernels::dtype_name(dtype))}}) {
       if (c0 % block != 0 || nc % block != 0) {

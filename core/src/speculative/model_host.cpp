@@ -169,11 +169,18 @@ std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::
       return model::DType::kQ8_0;
     case SPECD_DTYPE_Q4_0:
       return model::DType::kQ4_0;
+    case SPECD_DTYPE_Q4_K:
+      return model::DType::kQ4_K;
+    case SPECD_DTYPE_Q5_K:
+      return model::DType::kQ5_K;
+    case SPECD_DTYPE_Q6_K:
+      return model::DType::kQ6_K;
     default:
       break;
   }
-  throw Error(ErrorCode::kInvalidArgument, "model services load: dtype " + std::to_string(dtype) +
-                                               " is not a weight dtype (f32, f16, bf16, q8_0, q4_0 or -1)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "model services load: dtype " + std::to_string(dtype) +
+                  " is not a weight dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k or -1)");
 }
 
 int32_t specd_dtype_of(model::DType d) {
@@ -188,6 +195,12 @@ int32_t specd_dtype_of(model::DType d) {
       return SPECD_DTYPE_Q8_0;
     case model::DType::kQ4_0:
       return SPECD_DTYPE_Q4_0;
+    case model::DType::kQ4_K:
+      return SPECD_DTYPE_Q4_K;
+    case model::DType::kQ5_K:
+      return SPECD_DTYPE_Q5_K;
+    case model::DType::kQ6_K:
+      return SPECD_DTYPE_Q6_K;
   }
   return -1;
 }

@@ -60,12 +60,16 @@ Settings read_settings(sdk::Params& params) {
   }
   s.temperature = specd::proposers::read_temperature(params);
   s.draft_p_min = specd::proposers::read_draft_p_min(params);
-  const std::string dtype = params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"});
+  const std::string dtype =
+      params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"});
   if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
   if (dtype == "f16") s.dtype = SPECD_DTYPE_F16;
   if (dtype == "bf16") s.dtype = SPECD_DTYPE_BF16;
   if (dtype == "q8_0") s.dtype = SPECD_DTYPE_Q8_0;
   if (dtype == "q4_0") s.dtype = SPECD_DTYPE_Q4_0;
+  if (dtype == "q4_k") s.dtype = SPECD_DTYPE_Q4_K;
+  if (dtype == "q5_k") s.dtype = SPECD_DTYPE_Q5_K;
+  if (dtype == "q6_k") s.dtype = SPECD_DTYPE_Q6_K;
   return s;
 }
 

@@ -8,6 +8,8 @@
 //   q8_0: mean |Δ log p(next token)| over a fixed text <= 0.01 nats;  q4_0: <= 0.05 nats
 //     (measured: q8_0 0.0006-0.006, q4_0 0.009-0.022 on these fixtures; quantized models keep
 //     the embeddings and LM head in f16, see model/weights.hpp).
+//   q6_k <= 0.01, q5_k <= 0.03, q4_k <= 0.05 nats on llama-68m (K-quant rows hold whole blocks
+//     of 256: the tiny fixtures' 64-wide rows cannot be stored so).
 //   Every ISA level computes the same model: logits within 1e-4 of the best level's per row
 //     (f32), within the dtype's own rounding for the others (quantized activations of
 //     different levels agree exactly; only summation order differs).
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "convert.hpp"
 #include "runtime_test_util.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/cpu_isa.hpp"
@@ -110,6 +113,44 @@ TEST_P(DtypeAccuracy, QuantizedLogProbsStayCloseToF32) {
   EXPECT_GT(mean_abs_logprob_diff(next_token_logprobs(logits(other, DType::kF32, DType::kF32, ids), ids), ref), 0.05);
 }
 
+// The K-quants at load: each within its bound, finer types closer (the test can fail both ways).
+TEST(DtypeAccuracyK, KQuantLogProbsStayCloseToF32) {
+  const auto dir = fixture_with("llama-68m", 0.5, 0.004);
+  const auto ids = text_ids(dir);
+  const auto ref = next_token_logprobs(logits(dir, DType::kF32, DType::kF32, ids), ids);
+  double d[3] = {};
+  const DType types[3] = {DType::kQ6_K, DType::kQ5_K, DType::kQ4_K};
+  for (int i = 0; i < 3; ++i) {
+    d[i] = mean_abs_logprob_diff(next_token_logprobs(logits(dir, types[i], DType::kF16, ids), ids), ref);
+    RecordProperty(std::string(kernels::dtype_name(types[i])) + "_mean_abs_dlogp", std::to_string(d[i]));
+  }
+  EXPECT_LE(d[0], 0.01);
+  EXPECT_LE(d[1], 0.03);
+  EXPECT_LE(d[2], 0.05);
+  EXPECT_LT(d[0], d[2]) << "q6_k must be closer than q4_k";
+}
+
+// A K-quant GGUF file (specd-to-gguf's Q4_K / Q6_K: layers in the type, embeddings and LM head
+// f16, as at load) is used in place and computes exactly what model.dtype computes on the
+// checkpoint it was written from.
+TEST(DtypeAccuracyK, KQuantGgufIsUsedInPlaceAndEqualsQuantizingAtLoad) {
+  const auto dir = fixture_with("llama-68m", 0.5, 0.004);
+  const auto ids = text_ids(dir);
+  for (const auto& [type, dt] : {std::pair{specd::gguf::TensorType::kQ4_K, DType::kQ4_K},
+                                 std::pair{specd::gguf::TensorType::kQ6_K, DType::kQ6_K}}) {
+    const auto file = dir.parent_path() / ("llama-68m-" + std::string(kernels::dtype_name(dt)) + ".gguf");
+    specd::gguf::ConvertOptions o;
+    o.type = type;
+    specd::gguf::convert_checkpoint(dir, file, o);
+    const auto mapped = LlamaWeights::load(std::shared_ptr<const Checkpoint>(Checkpoint::open(file)), -1, std::nullopt,
+                                           WeightPlacement::kMap);
+    EXPECT_EQ(mapped->layer(0).w_up.dtype, dt);
+    EXPECT_LT(mapped->owned_bytes(), mapped->decode_bytes(mapped->num_layers()) / 4) << "layers used in place";
+    Runner from_file(mapped, 16, 64, -1, DType::kF16);
+    EXPECT_EQ(from_file.append(1, ids), logits(dir, dt, DType::kF16, ids)) << kernels::dtype_name(dt);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, DtypeAccuracy,
                          ::testing::Values(Fixture{"tiny", 0.5, 0.02}, Fixture{"tiny-qwen2", 0.5, 0.02},
                                            Fixture{"llama-68m", 0.5, 0.004}),
@@ -132,6 +173,19 @@ TEST(DtypeIsaLevels, EveryLevelComputesTheSameModel) {
       kernels::set_cpu_isa(isa);
       const double err = max_row_rel_error(logits(dir, w, DType::kF16, ids), want);
       EXPECT_LT(err, w == DType::kF32 ? 1e-4 : 2e-2) << kernels::dtype_name(w) << " on " << kernels::cpu_isa_name(isa);
+    }
+  }
+  kernels::set_cpu_isa(best);
+  // The K-quants on a fixture whose rows hold whole blocks of 256.
+  const auto wide = fixture_with("llama-68m", 0.5, 0.004);
+  const auto wide_ids = text_ids(wide);
+  for (DType w : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    kernels::set_cpu_isa(best);
+    const auto want = logits(wide, w, DType::kF16, wide_ids);
+    for (kernels::CpuIsa isa : kernels::supported_cpu_isas()) {
+      kernels::set_cpu_isa(isa);
+      EXPECT_LT(max_row_rel_error(logits(wide, w, DType::kF16, wide_ids), want), 2e-2)
+          << kernels::dtype_name(w) << " on " << kernels::cpu_isa_name(isa);
     }
   }
   kernels::set_cpu_isa(best);

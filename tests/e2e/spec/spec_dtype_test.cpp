@@ -94,4 +94,44 @@ TEST(SpecDraftDtype, Q4DraftUnderBf16TargetIsHonouredAndLossless) {
   }
 }
 
+// The K-quants (rows of whole 256-element blocks: llama-68m's shape, the first layer of which
+// agrees with the whole model at per-layer std 0.004): greedy speculative output equals the
+// target's own in q4_k and q6_k, with a self-draft in the same dtype and with n-gram lookup, and a
+// Q4_K draft under a bf16 target is honoured (it disagrees at times) and lossless.
+TEST(SpecKQuants, GreedyOutputEqualsTargetAloneAndAQ4KDraftIsHonoured) {
+  specd::fixture::Options fo;
+  fo.preset = "llama-68m";
+  fo.seed = 6;
+  fo.layer_std = 0.004;
+  const fs::path target = specd::fixture::write(fo, specd::spec_test::work_dir() / "llama-68m-0.004");
+  auto requests = specd::spec_test::mixed_requests(4, 93);
+  for (auto& r : requests) r.sampling.max_tokens = 12;
+  for (const char* dtype : {"q4_k", "q6_k"}) {
+    const specd::config::Overrides o = {{"model.dtype", dtype}};
+    const auto plain = run_engine(specd::config::for_model_dir(target.string(), o), requests);
+    for (const char* proposer : {"draft_model", "ngram"}) {
+      specd::spec::SpecMetrics m;
+      const auto spec = run_engine(specd::spec_test::spec_config(target, proposer, "greedy", 3, o), requests, &m);
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << dtype << " " << proposer << " request " << i;
+      }
+      if (std::string(proposer) == "draft_model") {
+        EXPECT_GT(m.draft_tokens, 0u) << dtype;
+        EXPECT_GT(m.accepted_tokens, 0u) << dtype;
+      }
+    }
+  }
+  const specd::config::Overrides bf16 = {{"model.dtype", "bf16"}};
+  const auto plain = run_engine(specd::config::for_model_dir(target.string(), bf16), requests);
+  specd::config::Overrides o = bf16;
+  o.push_back({"speculative.proposer.model", target.string()});
+  o.push_back({"speculative.proposer.dtype", "q4_k"});
+  specd::spec::SpecMetrics m;
+  const auto spec = run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 4, o), requests, &m);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+  ASSERT_GT(m.draft_tokens, 0u);
+  EXPECT_GT(m.accepted_tokens, 0u);
+}
+
 }  // namespace

@@ -104,7 +104,7 @@ struct TinyGguf {
   }
 };
 
-TEST(GgufCheckpoint, MapsMetadataAndConvertsBlockTypesToQ8_0) {
+TEST(GgufCheckpoint, MapsMetadataKeepsKQuantsInPlaceAndConvertsOtherBlockTypesToQ8_0) {
   TinyGguf g;
   g.types = {{"output.weight", model::gguf::kTypeQ6_K},         {"blk.0.ffn_down.weight", model::gguf::kTypeQ4_K},
              {"blk.0.attn_v.weight", model::gguf::kTypeQ5_0},   {"blk.0.attn_output.weight", model::gguf::kTypeQ5_K},
@@ -128,25 +128,35 @@ TEST(GgufCheckpoint, MapsMetadataAndConvertsBlockTypesToQ8_0) {
   EXPECT_EQ(c.config_path, file);
 
   const model::TensorView& head = *ckpt->find("lm_head.weight");
-  ASSERT_TRUE(head.converted_from.has_value());
-  EXPECT_EQ(*head.converted_from, model::gguf::kTypeQ6_K);
-  EXPECT_EQ(head.dtype, DType::kQ8_0);
+  EXPECT_FALSE(head.converted_from.has_value());
+  EXPECT_EQ(head.dtype, DType::kQ6_K);
   EXPECT_EQ(head.shape, (std::vector<int64_t>{kVocab, kHidden}));
+  EXPECT_TRUE(head.in_place());
   EXPECT_TRUE(ckpt->find("model.layers.0.self_attn.k_proj.weight")->in_place());
+  const model::TensorView& v = *ckpt->find("model.layers.0.self_attn.v_proj.weight");
+  ASSERT_TRUE(v.converted_from.has_value());
+  EXPECT_EQ(*v.converted_from, model::gguf::kTypeQ5_0);
+  EXPECT_EQ(v.dtype, DType::kQ8_0);
 
-  // auto: in-place types stay, converted ones become Q8_0 = quantize(dequantize(bytes)).
+  // auto: in-place types stay (the K-quants too), converted ones become Q8_0 =
+  // quantize(dequantize(bytes)).
   const auto w = model::LlamaWeights::load(ckpt, -1, std::nullopt, model::WeightPlacement::kMap);
   EXPECT_EQ(w->layer(0).wk.dtype, DType::kQ4_0);
   EXPECT_EQ(w->layer(0).wk.data, ckpt->find("model.layers.0.self_attn.k_proj.weight")->data);  // in place
   EXPECT_EQ(w->layer(0).wq.dtype, DType::kQ8_0);
-  EXPECT_EQ(w->layer(0).wv.dtype, DType::kQ8_0);
+  EXPECT_EQ(w->layer(0).w_down.dtype, DType::kQ4_K);
+  EXPECT_EQ(w->layer(0).w_down.data, ckpt->find("model.layers.0.mlp.down_proj.weight")->data);
+  EXPECT_EQ(w->layer(0).wo.dtype, DType::kQ5_K);
   EXPECT_EQ(w->embed().dtype, DType::kF32);
-  ASSERT_EQ(w->lm_head().dtype, DType::kQ8_0);
-  std::vector<float> values(static_cast<size_t>(kVocab * kHidden));
-  Checkpoint::to_f32(head, values.data());
-  std::vector<std::byte> want(kernels::row_bytes(DType::kQ8_0, kHidden) * kVocab);
-  kernels::from_f32(kernels::Device::kCpu, values.data(), DType::kQ8_0, want.data(), kVocab * kHidden);
-  EXPECT_EQ(std::memcmp(want.data(), w->lm_head().data, want.size()), 0);
+  EXPECT_EQ(w->lm_head().dtype, DType::kQ6_K);
+  EXPECT_EQ(w->lm_head().data, head.data);
+  ASSERT_EQ(w->layer(0).wv.dtype, DType::kQ8_0);
+  const int64_t v_rows = v.shape[0];
+  std::vector<float> values(static_cast<size_t>(v_rows * kHidden));
+  Checkpoint::to_f32(v, values.data());
+  std::vector<std::byte> want(kernels::row_bytes(DType::kQ8_0, kHidden) * static_cast<size_t>(v_rows));
+  kernels::from_f32(kernels::Device::kCpu, values.data(), DType::kQ8_0, want.data(), v_rows * kHidden);
+  EXPECT_EQ(std::memcmp(want.data(), w->layer(0).wv.data, want.size()), 0);
   EXPECT_EQ(w->dtype(), DType::kQ8_0);  // the dtype of most of the layers' bytes
 
   model::LlamaModel m(w);

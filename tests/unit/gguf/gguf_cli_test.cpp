@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "fixture.hpp"
 #include "gguf_reader.hpp"
@@ -43,8 +44,13 @@ TEST(GgufCli, ConvertsAndRefusesBadInput) {
   EXPECT_EQ(f.at("general.file_type").u, 1u);
   EXPECT_EQ(f.at("llama.block_count").u, 1u);
 
-  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q4_k", &log), 0);
+  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q3_k", &log), 0);
   EXPECT_NE(log.find("--type"), std::string::npos) << log;
+  // Rows of 64 are not whole K-quant super-blocks (256): refused naming the tensor, no file left.
+  EXPECT_EQ(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q4_k", &log), 1);
+  EXPECT_NE(log.find("'blk.0.attn_q.weight': ne[0] = 64 is not a whole number of Q4_K blocks"), std::string::npos)
+      << log;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.gguf"));
   EXPECT_EQ(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --layers 5", &log), 1);
   EXPECT_NE(log.find("specd-to-gguf: error: --layers 5: "), std::string::npos) << log;
   EXPECT_EQ(run_cli(dir, "--model '" + (dir / "nope").string() + "' --out x.gguf", &log), 1);

@@ -1,6 +1,7 @@
-// The dequantizers of the GGUF block types converted at load (core/src/model/gguf_quants.hpp),
-// on blocks built here from the layout description with known values, and the error the
-// conversion to Q8_0 adds.
+// The dequantizers of the GGUF block types, on blocks built here from the layout description
+// with known values: the types converted at load (core/src/model/gguf_quants.hpp) with the
+// error the conversion to Q8_0 adds, and the K-quants the kernels compute on in place
+// (kernels::to_f32).
 #include "model/gguf_quants.hpp"
 
 #include <gtest/gtest.h>
@@ -27,7 +28,14 @@ void put(std::vector<std::byte>& b, size_t at, T v) {
 
 std::vector<float> dequantized(uint32_t type, const std::vector<std::byte>& b, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
-  mg::dequantize(type, b.data(), y.data(), n);
+  if (type == mg::kTypeQ4_K || type == mg::kTypeQ5_K || type == mg::kTypeQ6_K) {
+    const kernels::DType dt = type == mg::kTypeQ4_K   ? kernels::DType::kQ4_K
+                              : type == mg::kTypeQ5_K ? kernels::DType::kQ5_K
+                                                      : kernels::DType::kQ6_K;
+    kernels::to_f32(kernels::Device::kCpu, dt, b.data(), y.data(), n);
+  } else {
+    mg::dequantize(type, b.data(), y.data(), n);
+  }
   return y;
 }
 
@@ -151,8 +159,8 @@ TEST(GgufQuants, Q6_K) {
 // block: max|block| / 254 plus the fp16 rounding of the scale.
 TEST(GgufQuants, ConversionToQ8_0StaysWithinHalfAStep) {
   std::mt19937 rng(7);
-  for (uint32_t type :
-       {mg::kTypeQ4_1, mg::kTypeQ5_0, mg::kTypeQ5_1, mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K, mg::kTypeQ8_K}) {
+  for (uint32_t type : {mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K}) EXPECT_FALSE(mg::is_converted_type(type));
+  for (uint32_t type : {mg::kTypeQ4_1, mg::kTypeQ5_0, mg::kTypeQ5_1, mg::kTypeQ8_K}) {
     ASSERT_TRUE(mg::is_converted_type(type));
     EXPECT_EQ(mg::converted_dtype(type), kernels::DType::kQ8_0);
     const mg::TypeInfo& info = mg::type_info(type);

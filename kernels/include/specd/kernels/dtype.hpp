@@ -1,10 +1,23 @@
 // Element types of weights and KV caches, and the quantized block layouts.
 //
-// Q8_0 and Q4_0 are GGUF's block formats byte for byte, so GGUF tensors map without
-// conversion. A row of `cols` elements (cols a multiple of 32) is cols / 32 blocks:
-//   Q8_0: { fp16 d; int8 q[32]; }   (34 bytes)   value j = q[j] * d
-//   Q4_0: { fp16 d; uint8 q[16]; }  (18 bytes)   value j      = ((q[j] & 15) - 8) * d
-//                                                  value j + 16 = ((q[j] >> 4) - 8) * d
+// The quantized types are GGUF's block formats byte for byte, so GGUF tensors map without
+// conversion. A row of `cols` elements (cols a multiple of the type's block) is whole blocks:
+//   Q8_0 (32): { fp16 d; int8 q[32]; }   (34 bytes)   value j = q[j] * d
+//   Q4_0 (32): { fp16 d; uint8 q[16]; }  (18 bytes)   value j      = ((q[j] & 15) - 8) * d
+//                                                       value j + 16 = ((q[j] >> 4) - 8) * d
+//   Q4_K (256): { fp16 d, dmin; uint8 scales[12]; uint8 qs[128]; }            (144 bytes)
+//   Q5_K (256): { fp16 d, dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }  (176 bytes)
+//     8 sub-blocks of 32, each with a 6-bit scale sc and min m packed in scales[12]
+//     (k_scale_min); value = d * sc * q - dmin * m. Sub-blocks 2i and 2i + 1 share
+//     qs[32i .. 32i + 32): low nibbles, then high nibbles; Q5_K's 5th bit of element l of
+//     sub-block s is bit s of qh[l].
+//   Q6_K (256): { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; fp16 d; }  (210 bytes)
+//     16 sub-blocks of 16, value = d * scales[s] * (q - 32), q 6 bits; per half of 128
+//     elements (ql += 64, qh += 32, scales += 8), l < 32:
+//       q(l)      = (ql[l]      & 15) | ((qh[l] >> 0) & 3) << 4
+//       q(l + 32) = (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4
+//       q(l + 64) = (ql[l]      >> 4) | ((qh[l] >> 4) & 3) << 4
+//       q(l + 96) = (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4
 #pragma once
 
 #include <cstddef>
@@ -13,10 +26,11 @@
 
 namespace specd::kernels {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0 };
-inline constexpr int kNumDTypes = 5;
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+inline constexpr int kNumDTypes = 8;
 
-inline constexpr int64_t kQuantBlock = 32;  // elements per Q8_0 / Q4_0 block
+inline constexpr int64_t kQuantBlock = 32;   // elements per Q8_0 / Q4_0 block
+inline constexpr int64_t kSuperBlock = 256;  // elements per K-quant block
 
 struct BlockQ8_0 {
   uint16_t d;  // fp16 scale
@@ -26,19 +40,56 @@ struct BlockQ4_0 {
   uint16_t d;  // fp16 scale
   uint8_t q[kQuantBlock / 2];
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18, "GGUF block layouts");
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[kSuperBlock / 2];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kSuperBlock / 8];
+  uint8_t qs[kSuperBlock / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kSuperBlock / 2];
+  uint8_t qh[kSuperBlock / 4];
+  int8_t scales[kSuperBlock / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
+              "GGUF block layouts");
 
-// "f32", "f16", "bf16", "q8_0", "q4_0".
+// Sub-block s (0..7) of a Q4_K / Q5_K block: its 6-bit scale and min from scales[12].
+constexpr void k_scale_min(int s, const uint8_t* scales, int* sc, int* m) {
+  if (s < 4) {
+    *sc = scales[s] & 63;
+    *m = scales[s + 4] & 63;
+  } else {
+    *sc = (scales[s + 4] & 15) | ((scales[s - 4] >> 6) << 4);
+    *m = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
+  }
+}
+
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
 std::string_view dtype_name(DType dtype) noexcept;
 // The inverse of dtype_name (also accepts "float32", "float16", "bfloat16"); throws
 // specd::Error(kInvalidArgument) naming the text otherwise.
 DType parse_dtype(std::string_view text);
 
 constexpr bool is_quantized(DType d) {
-  return d == DType::kQ8_0 || d == DType::kQ4_0;
+  return d == DType::kQ8_0 || d == DType::kQ4_0 || d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K;
+}
+constexpr bool is_k_quant(DType d) {
+  return d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K;
+}
+// Elements per block: 1 for f32/f16/bf16, 32 for Q8_0/Q4_0, 256 for K-quants.
+constexpr int64_t block_elems(DType d) {
+  return is_k_quant(d) ? kSuperBlock : is_quantized(d) ? kQuantBlock : 1;
 }
 
-// Bytes of one row of `cols` elements. Quantized types need cols % 32 == 0 (checked by
+// Bytes of one row of `cols` elements. Quantized types need whole blocks (checked by
 // row_bytes_checked, which throws specd::Error(kInvalidArgument) naming `what`).
 constexpr size_t row_bytes(DType d, int64_t cols) {
   const auto n = static_cast<size_t>(cols);
@@ -52,6 +103,12 @@ constexpr size_t row_bytes(DType d, int64_t cols) {
       return n / kQuantBlock * sizeof(BlockQ8_0);
     case DType::kQ4_0:
       return n / kQuantBlock * sizeof(BlockQ4_0);
+    case DType::kQ4_K:
+      return n / kSuperBlock * sizeof(BlockQ4_K);
+    case DType::kQ5_K:
+      return n / kSuperBlock * sizeof(BlockQ5_K);
+    case DType::kQ6_K:
+      return n / kSuperBlock * sizeof(BlockQ6_K);
   }
   return 0;
 }

@@ -22,6 +22,8 @@
  *           against 1.1 or later get on_accept / on_release only when they declare
  *           keeps_state (1.0 proposers get them always); supports_variable_k and the
  *           verifier's lossless are honoured.
+ *      1.2  model services: load takes and specd_model_info.dtype reports K-quant weights
+ *           (SPECD_DTYPE_Q4_K, Q5_K, Q6_K: GGUF's block layouts, computed natively).
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -42,7 +44,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 1
+#define SPECD_ABI_MINOR 2
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -78,7 +80,11 @@ typedef enum specd_dtype {
   SPECD_DTYPE_I64 = 4,
   /* Since 1.1: block-quantized weights (GGUF layouts; model services `load` only). */
   SPECD_DTYPE_Q8_0 = 5,
-  SPECD_DTYPE_Q4_0 = 6
+  SPECD_DTYPE_Q4_0 = 6,
+  /* Since 1.2: K-quant weights (GGUF layouts; model services `load` only). */
+  SPECD_DTYPE_Q4_K = 7,
+  SPECD_DTYPE_Q5_K = 8,
+  SPECD_DTYPE_Q6_K = 9
 } specd_dtype;
 
 typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;
@@ -185,8 +191,9 @@ typedef struct specd_model_load_options {
   uint32_t struct_size;
   const char* path;   /* model directory; NULL or "" = the engine's target model */
   int32_t num_layers; /* > 0: use only the first num_layers decoder layers (self-draft) */
-  int32_t dtype;      /* weights' compute dtype: F32, F16, BF16, Q8_0 (1.1), Q4_0 (1.1), or -1 for
-                         the checkpoint's own (a self-draft: the target's) */
+  int32_t dtype;      /* weights' compute dtype: F32, F16, BF16, Q8_0 (1.1), Q4_0 (1.1), Q4_K,
+                         Q5_K, Q6_K (1.2), or -1 for the checkpoint's own (a self-draft: the
+                         target's) */
 } specd_model_load_options;
 
 /* One batched forward over new tokens of several sequences. Sequence KV lives in the host's

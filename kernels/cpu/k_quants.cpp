@@ -1,0 +1,312 @@
+// K-quant quantization and dequantization (k_quants.hpp). The quantizers follow GGUF's
+// reference algorithm, so that a checkpoint quantized at load is the file llama.cpp's
+// quantizer would write:
+//   Q4_K / Q5_K: per sub-block of 32, a scale and a min fitted by weighted least squares over a
+//     grid of candidate scales (weights: the sub-block's RMS plus |x|); the 8 scales and 8 mins
+//     are then quantized to 6 bits against the block's largest (d, dmin), and the values
+//     requantized with the rounded scales.
+//   Q6_K: per sub-block of 16, a symmetric scale from a grid of candidates around 32 / max,
+//     weighted by x²; the 16 scales quantized to int8 against the largest (d = max / -128), and
+//     the values requantized with them.
+// Rounding is to nearest, ties to even, as llama.cpp's float-add trick rounds.
+#include "k_quants.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace specd::kernels::cpu {
+namespace {
+
+constexpr float kGroupMaxEps = 1e-15f;
+
+int round_int(float v) {
+  return static_cast<int>(std::nearbyint(v));
+}
+int clamp(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// Levels in [0, nmax] for n values x (weights w) with x ≈ scale·L - neg_min: the best of the
+// first guess (range / nmax) and nstep + 1 candidate scales (nmax + rmin + rdelta·i) / range,
+// each refitted by weighted least squares. Returns the scale; *neg_min >= 0.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* levels, float* neg_min, uint8_t* aux,
+                    float rmin, float rdelta, int nstep) {
+  float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    *neg_min = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(nmax) / (max - min);
+  float scale = 1 / iscale;
+  float best_err = 0;
+  for (int i = 0; i < n; ++i) {
+    levels[i] = static_cast<uint8_t>(clamp(round_int(iscale * (x[i] - min)), 0, nmax));
+    const float diff = scale * levels[i] + min - x[i];
+    best_err += w[i] * (diff * diff);
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clamp(round_int(iscale * (x[i] - min)), 0, nmax);
+      aux[i] = static_cast<uint8_t>(l);
+      const float wl = w[i] * static_cast<float>(l);
+      sum_l += wl;
+      sum_l2 += wl * static_cast<float>(l);
+      sum_xl += wl * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det <= 0) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * aux[i] + this_min - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best_err) {
+      std::memcpy(levels, aux, static_cast<size_t>(n));
+      best_err = err;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  *neg_min = -min;
+  return scale;
+}
+
+// Signed levels in [-nmax, nmax - 1] (stored + nmax) for n values, weights x²: the best of 19
+// candidate scales around -nmax / max (max: the value of largest magnitude). Returns the scale.
+float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    return 0.0f;
+  }
+  auto fit = [&](float iscale, float* sumlx, float* suml2) {
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const auto l = static_cast<float>(clamp(round_int(iscale * x[i]), -nmax, nmax - 1));
+      const float w = x[i] * x[i];
+      *sumlx += w * x[i] * l;
+      *suml2 += w * l * l;
+    }
+  };
+  auto store = [&](float iscale) {
+    for (int i = 0; i < n; ++i)
+      levels[i] = static_cast<uint8_t>(nmax + clamp(round_int(iscale * x[i]), -nmax, nmax - 1));
+  };
+  float iscale = -static_cast<float>(nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  fit(iscale, &sumlx, &suml2);
+  store(iscale);
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    fit(iscale, &sumlx, &suml2);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      store(iscale);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// Q4_K / Q5_K: the levels L[256] (0..nmax) and the packed scales, d and dmin of one block.
+template <class Block>
+void quantize_k45_block(const float* x, Block& y, int nmax, float rmin, int nstep, uint8_t* levels) {
+  float scales[8], mins[8], weights[32];
+  uint8_t aux[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = fit_scale_min(32, nmax, x + 32 * j, weights, levels + 32 * j, &mins[j], aux, rmin, 0.1f, nstep);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(y.scales, 0, sizeof(y.scales));
+  for (int j = 0; j < 8; ++j) {
+    const int ls = clamp(static_cast<uint8_t>(round_int(inv_scale * scales[j])), 0, 63);
+    const int lm = clamp(static_cast<uint8_t>(round_int(inv_min * mins[j])), 0, 63);
+    if (j < 4) {
+      y.scales[j] = static_cast<uint8_t>(ls);
+      y.scales[j + 4] = static_cast<uint8_t>(lm);
+    } else {
+      y.scales[j + 4] = static_cast<uint8_t>((ls & 15) | ((lm & 15) << 4));
+      y.scales[j - 4] = static_cast<uint8_t>(y.scales[j - 4] | ((ls >> 4) << 6));
+      y.scales[j] = static_cast<uint8_t>(y.scales[j] | ((lm >> 4) << 6));
+    }
+  }
+  y.d = f32_to_f16(max_scale / 63.0f);
+  y.dmin = f32_to_f16(max_min / 63.0f);
+  for (int j = 0; j < 8; ++j) {
+    int sc = 0, m = 0;
+    k_scale_min(j, y.scales, &sc, &m);
+    const float d = f16_to_f32(y.d) * static_cast<float>(sc);
+    if (d == 0.0f) continue;  // the sub-block keeps its fitted levels (they all decode to -dmin·m)
+    const float dm = f16_to_f32(y.dmin) * static_cast<float>(m);
+    for (int i = 0; i < 32; ++i)
+      levels[32 * j + i] = static_cast<uint8_t>(clamp(round_int((x[32 * j + i] + dm) / d), 0, nmax));
+  }
+}
+
+}  // namespace
+
+void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
+  uint8_t levels[256];
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    quantize_k45_block(x, y[b], 15, -1.0f, 20, levels);
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l)
+        y[b].qs[32 * j + l] = static_cast<uint8_t>(levels[64 * j + l] | (levels[64 * j + l + 32] << 4));
+  }
+}
+
+void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
+  uint8_t levels[256];
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    quantize_k45_block(x, y[b], 31, -0.5f, 15, levels);
+    std::memset(y[b].qh, 0, sizeof(y[b].qh));
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        int l1 = levels[64 * j + l], l2 = levels[64 * j + l + 32];
+        if (l1 > 15) {
+          l1 -= 16;
+          y[b].qh[l] = static_cast<uint8_t>(y[b].qh[l] | (1 << (2 * j)));
+        }
+        if (l2 > 15) {
+          l2 -= 16;
+          y[b].qh[l] = static_cast<uint8_t>(y[b].qh[l] | (2 << (2 * j)));
+        }
+        y[b].qs[32 * j + l] = static_cast<uint8_t>(l1 | (l2 << 4));
+      }
+    }
+  }
+}
+
+void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
+  uint8_t levels[256];
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    float scales[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int s = 0; s < 16; ++s) {
+      scales[s] = fit_symmetric(16, 32, x + 16 * s, levels + 16 * s);
+      if (std::fabs(scales[s]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[s]);
+        max_scale = scales[s];
+      }
+    }
+    BlockQ6_K& out = y[b];
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&out, 0, sizeof(out));
+      continue;
+    }
+    const float iscale = -128.0f / max_scale;
+    out.d = f32_to_f16(1 / iscale);
+    for (int s = 0; s < 16; ++s) out.scales[s] = static_cast<int8_t>(std::min(127, round_int(iscale * scales[s])));
+    for (int s = 0; s < 16; ++s) {
+      const float d = f16_to_f32(out.d) * static_cast<float>(out.scales[s]);
+      if (d == 0.0f) continue;
+      for (int i = 0; i < 16; ++i)
+        levels[16 * s + i] = static_cast<uint8_t>(clamp(round_int(x[16 * s + i] / d), -32, 31) + 32);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* L = levels + 128 * h;
+      uint8_t* ql = out.ql + 64 * h;
+      uint8_t* qh = out.qh + 32 * h;
+      for (int l = 0; l < 32; ++l) {
+        ql[l] = static_cast<uint8_t>((L[l] & 15) | ((L[l + 64] & 15) << 4));
+        ql[l + 32] = static_cast<uint8_t>((L[l + 32] & 15) | ((L[l + 96] & 15) << 4));
+        qh[l] = static_cast<uint8_t>((L[l] >> 4) | ((L[l + 32] >> 4) << 2) | ((L[l + 64] >> 4) << 4) |
+                                     ((L[l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
+void unpack_k_scales(const uint8_t* scales, int* sc, int* m) {
+  for (int j = 0; j < 8; ++j) k_scale_min(j, scales, &sc[j], &m[j]);
+}
+
+void q4_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ4_K*>(src);
+  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
+    const float d = f16_to_f32(blk[b].d), dmin = f16_to_f32(blk[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, m = 0;
+      k_scale_min(j, blk[b].scales, &sc, &m);
+      const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+      const uint8_t* q = blk[b].qs + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        const int v = j % 2 == 0 ? q[l] & 15 : q[l] >> 4;
+        dst[32 * j + l] = scale * static_cast<float>(v) - min;
+      }
+    }
+  }
+}
+
+void q5_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ5_K*>(src);
+  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
+    const float d = f16_to_f32(blk[b].d), dmin = f16_to_f32(blk[b].dmin);
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, m = 0;
+      k_scale_min(j, blk[b].scales, &sc, &m);
+      const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
+      const uint8_t* q = blk[b].qs + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        const int v = (j % 2 == 0 ? q[l] & 15 : q[l] >> 4) | (((blk[b].qh[l] >> j) & 1) << 4);
+        dst[32 * j + l] = scale * static_cast<float>(v) - min;
+      }
+    }
+  }
+}
+
+void q6_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ6_K*>(src);
+  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
+    const float d = f16_to_f32(blk[b].d);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk[b].ql + 64 * h;
+      const uint8_t* qh = blk[b].qh + 32 * h;
+      const int8_t* sc = blk[b].scales + 8 * h;
+      float* out = dst + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int q[4] = {(ql[l] & 15) | ((qh[l] & 3) << 4), (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4),
+                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+        for (int k = 0; k < 4; ++k)
+          out[l + 32 * k] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q[k] - 32);
+      }
+    }
+  }
+}
+
+}  // namespace specd::kernels::cpu

@@ -1,14 +1,19 @@
 // The AVX-512 K-quant GEMV (private to isa_avx512_level.hpp, compiled once per level): Q4_K,
-// Q5_K and Q6_K weights against Q8_K activations (isa_kernels.hpp).
+// Q5_K and Q6_K weights against Q8_K activations in lane order (isa_kernels.hpp,
+// scalar::prep_q8k_lanes).
 //
-// A weight super-block (256 elements) is unpacked once for every activation row of the tile:
-// its quants as four 64-byte vectors of unsigned levels in the activations' order, and its
-// sub-block scales as 16-bit lane vectors. Per activation row, vpmaddubsw multiplies levels by
-// int8 activations into 16-bit pair sums (Q6_K's levels <= 63: at most 63·127·2 < 2¹⁵) and
-// vpmaddwd weights each pair sum by its sub-block scale into 32-bit lanes, so the super-block
-// is summed in integers and scaled once by d·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of
-// 32 go through the activations' 16-element sums the same way. Per (row, feature) the
-// instructions do not depend on the tile, so results are batch-invariant.
+// A weight super-block (256 elements, 16 groups of 16) is unpacked once for every activation
+// row of the tile into four 64-byte vectors W0..W3 of unsigned levels such that 32-bit lane L
+// of every Wp holds elements of one group only: lane 4c + r holds group g = 4r + c, elements
+// 16g + 4p .. 16g + 4p + 3 (a 4x4 dword transpose of the natural-order vectors, within each
+// 128-bit lane). A group lies in one sub-block (Q6_K: the group is the sub-block; Q4_K/Q5_K:
+// sub-block g / 2), so per activation row the four products sum into one vector of per-lane
+// integers without any scale in between: four vpdpbusd (without VNNI, vpmaddubsw pair sums
+// added in 16 bits, which the levels' bounds allow: Q4_K/Q5_K 4·2·31·127 < 2¹⁵, Q6_K
+// 2·2·63·127 < 2¹⁵, then one vpmaddwd). The lanes are then converted and scaled once by
+// d·scale(lane)·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of 32 take one more multiply-add
+// per lane, against the activations' group sums (prepared as floats, already times d_x). Per
+// (row, feature) the instructions do not depend on the tile, so results are batch-invariant.
 #pragma once
 
 #include <type_traits>
@@ -23,44 +28,47 @@ inline __m512i join256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-inline float hsum4(__m128 v) {
-  const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
-
-// Σ over 32-bit lanes of the integer dot, weighted by 16-bit scales: vpmaddwd(vpmaddubsw(u, s), sc).
-inline __m512i scaled_dot(__m512i acc, __m512i u, __m512i s, __m512i sc) {
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), sc));
-}
-
-// An unpacked super-block. q[p]: levels of elements 64p .. 64p + 63; sc[p]: the 16-bit scale of
-// each pair of them (32 lanes); m: per 16-element sum of the activations, the factor it takes
-// (16 lanes: Q4_K/Q5_K the mins, Q6_K -32·scale); d, dm: the block's d and dmin (0 for Q6_K).
+// An unpacked super-block. q[p]: the levels in lane order; scd: d·scale of each lane's group;
+// mnd: what each lane's activation sum is multiplied by and subtracted (Q4_K/Q5_K: dmin·min,
+// Q6_K: 32·d·scale, its levels' offset).
 struct KBlock {
   __m512i q[4];
-  __m512i sc[4];
-  __m256i m;
-  float d, dm;
+  __m512 scd, mnd;
 };
 
-// 16-bit lane indices for vpermw: lane l of q[p]'s scale vector takes sub-block 2p + (l >= 16)
-// (Q4_K / Q5_K) or, for Q6_K, sub-block 4q + l / 8 of the 16; mins_idx repeats each of 8 twice.
-struct KScaleIdx {
-  alignas(64) uint16_t k45[4][32];
-  alignas(64) uint16_t q6[4][32];
-  alignas(32) uint16_t mins[16];
+// Group of each 32-bit lane (lane 4c + r: group 4r + c), as a Q6_K scale index and as a
+// Q4_K / Q5_K sub-block index.
+struct KLaneIdx {
+  alignas(64) int32_t q6[16];
+  alignas(64) int32_t k45[16];
 };
-constexpr KScaleIdx make_k_scale_idx() {
-  KScaleIdx t{};
-  for (int p = 0; p < 4; ++p)
-    for (int l = 0; l < 32; ++l) {
-      t.k45[p][l] = static_cast<uint16_t>(2 * p + l / 16);
-      t.q6[p][l] = static_cast<uint16_t>(4 * p + l / 8);
-    }
-  for (int l = 0; l < 16; ++l) t.mins[l] = static_cast<uint16_t>(l / 2);
+constexpr KLaneIdx make_k_lane_idx() {
+  KLaneIdx t{};
+  for (int lane = 0; lane < 16; ++lane) {
+    const int g = 4 * (lane % 4) + lane / 4;
+    t.q6[lane] = g;
+    t.k45[lane] = g / 2;
+  }
   return t;
 }
-constexpr KScaleIdx kKScaleIdx = make_k_scale_idx();
+constexpr KLaneIdx kKLaneIdx = make_k_lane_idx();
+
+// Natural-order vectors (v[r]: elements 64r .. 64r + 63) into lane order, in place.
+inline void to_lane_order(__m512i* v) {
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+  v[0] = _mm512_unpacklo_epi64(t0, t2);
+  v[1] = _mm512_unpackhi_epi64(t0, t2);
+  v[2] = _mm512_unpacklo_epi64(t1, t3);
+  v[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// d · scale of each lane: `scales32` holds the block's scales as 32-bit integers (natural
+// index), `idx` the scale index of each lane.
+inline __m512 lane_scales(__m512i scales32, const int32_t* idx, float d) {
+  const __m512i per_lane = _mm512_permutexvar_epi32(_mm512_load_si512(idx), scales32);
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(per_lane), _mm512_set1_ps(d));
+}
 
 // The 8 six-bit scales and mins of a Q4_K / Q5_K block (dtype.hpp's k_scale_min) as bytes, with
 // 32-bit word arithmetic on the three words of scales[12].
@@ -82,8 +90,6 @@ inline KBlock unpack_k45(const uint8_t* blk) {
   KBlock k;
   uint64_t sc64 = 0, mn64 = 0;
   k45_scales(b.scales, &sc64, &mn64);
-  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc64))));
-  const __m256i mn16 = _mm256_castsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn64))));
   const __m256i low4 = _mm256_set1_epi8(15);
   __m256i qh = _mm256_setzero_si256();
   if constexpr (kW == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -97,23 +103,23 @@ inline KBlock unpack_k45(const uint8_t* blk) {
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
     }
     k.q[p] = join256(lo, hi);
-    k.sc[p] = _mm512_permutexvar_epi16(_mm512_load_si512(kKScaleIdx.k45[p]), sc16);
   }
-  k.m = _mm256_permutexvar_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(kKScaleIdx.mins)), mn16);
-  k.d = half_to_f32(b.d);
-  k.dm = half_to_f32(b.dmin);
+  to_lane_order(k.q);
+  k.scd =
+      lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc64))), kKLaneIdx.k45, half_to_f32(b.d));
+  k.mnd = lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn64))), kKLaneIdx.k45,
+                      half_to_f32(b.dmin));
   return k;
 }
 
 // Q6_K: per half h of 128 elements, ql[64h ..] and qh[32h ..] give elements [0, 32) and
 // [32, 64) from the low nibbles of ql[0..32) and ql[32..64), [64, 96) and [96, 128) from their
-// high nibbles; qh supplies bits 4-5 (shifts 0, 2, 4, 6). Sub-blocks of 16: 8-lane scale runs.
+// high nibbles; qh supplies bits 4-5 (shifts 0, 2, 4, 6). Sub-blocks of 16: one per group.
 inline KBlock unpack_q6_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ6_K*>(blk);
   KBlock k;
   const __m512i low4 = _mm512_set1_epi8(15), two = _mm512_set1_epi8(3);
-  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  const __m512i sc512 = _mm512_castsi256_si512(sc16);
+  const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
@@ -124,28 +130,42 @@ inline KBlock unpack_q6_k(const uint8_t* blk) {
     k.q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                      _mm512_slli_epi16(_mm512_and_si512(hb23, two), 4));
   }
-#pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) k.sc[p] = _mm512_permutexvar_epi16(_mm512_load_si512(kKScaleIdx.q6[p]), sc512);
-  k.m = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));  // -32·scale
-  k.d = half_to_f32(b.d);
-  k.dm = 0.0f;
+  to_lane_order(k.q);
+  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
+  k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(32.0f));
   return k;
 }
 
-// One super-block of one activation row into acc (16 lanes, F32): d·d_x·Σ scaled dots, minus
-// dmin·d_x·Σ m·bsums (Q6_K: plus d·d_x·Σ (-32·scale)·bsums, with dm = 0 and m folded in).
+// Σ over each 32-bit lane of levels x activations for one super-block (exact integers).
 template <DType kW>
-inline void k_mac(const KBlock& k, const int8_t* q8, const int16_t* bsums, float dx, __m512& acc, __m256& macc) {
-  __m512i isum = _mm512_setzero_si512();
+inline __m512i k_lane_dots(const KBlock& k, const int8_t* q8) {
+#ifdef __AVX512VNNI__
+  __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.q[0], _mm512_loadu_si512(q8));
+#pragma GCC unroll 3
+  for (int p = 1; p < 4; ++p) s = _mm512_dpbusd_epi32(s, k.q[p], _mm512_loadu_si512(q8 + 64 * p));
+  return s;
+#else
+  __m512i pr[4];
 #pragma GCC unroll 4
-  for (int p = 0; p < 4; ++p) isum = scaled_dot(isum, k.q[p], _mm512_loadu_si512(q8 + 64 * p), k.sc[p]);
-  const __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), k.m);
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(k.d * dx), acc);
-  if constexpr (kW == DType::kQ6_K) {
-    macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(k.d * dx), macc);
+  for (int p = 0; p < 4; ++p) pr[p] = _mm512_maddubs_epi16(k.q[p], _mm512_loadu_si512(q8 + 64 * p));
+  const __m512i ones = _mm512_set1_epi16(1);
+  const __m512i s01 = _mm512_add_epi16(pr[0], pr[1]), s23 = _mm512_add_epi16(pr[2], pr[3]);
+  if constexpr (kW == DType::kQ6_K) {  // levels <= 63: only two pair sums fit in 16 bits
+    return _mm512_add_epi32(_mm512_madd_epi16(s01, ones), _mm512_madd_epi16(s23, ones));
   } else {
-    macc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(k.dm * dx), macc);
+    return _mm512_madd_epi16(_mm512_add_epi16(s01, s23), ones);
   }
+#endif
+}
+
+// One super-block of one activation row into acc (16 lanes, F32):
+//   Σ lanes  d_x·dot·d·scale  -  d_x·sum·mnd
+// (d_x·sum: the activations' bsx).
+template <DType kW>
+inline void k_mac(const KBlock& k, const int8_t* q8, const float* bsx, float dx, __m512& acc) {
+  const __m512i dots = k_lane_dots<kW>(k, q8);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(k.scd, _mm512_set1_ps(dx)), acc);
+  acc = _mm512_fnmadd_ps(_mm512_loadu_ps(bsx), k.mnd, acc);
 }
 
 template <DType kW>
@@ -154,12 +174,8 @@ struct TileK {
   struct T {
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {
       __m512 acc[MB];
-      __m256 macc[MB];
 #pragma GCC unroll 16
-      for (int rr = 0; rr < MB; ++rr) {
-        acc[rr] = _mm512_setzero_ps();
-        macc[rr] = _mm256_setzero_ps();
-      }
+      for (int rr = 0; rr < MB; ++rr) acc[rr] = _mm512_setzero_ps();
       ActQ8K x[MB];
 #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) x[rr] = act_q8k(a.act + static_cast<size_t>(r0 + rr) * a.act_stride, a.k);
@@ -169,15 +185,10 @@ struct TileK {
       for (int64_t s = 0; s < ns; ++s) {
         const KBlock k = kW == DType::kQ6_K ? unpack_q6_k(row + s * kBytes) : unpack_k45<kW>(row + s * kBytes);
 #pragma GCC unroll 16
-        for (int rr = 0; rr < MB; ++rr)
-          k_mac<kW>(k, x[rr].q + s * 256, x[rr].bsums + s * 16, x[rr].d[s], acc[rr], macc[rr]);
+        for (int rr = 0; rr < MB; ++rr) k_mac<kW>(k, x[rr].q + s * 256, x[rr].bsx + s * 16, x[rr].d[s], acc[rr]);
       }
 #pragma GCC unroll 16
-      for (int rr = 0; rr < MB; ++rr) {
-        const __m256 m = macc[rr];
-        const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        a.c[(r0 + rr) * a.ldc + j] = _mm512_reduce_add_ps(acc[rr]) + hsum4(m4);
-      }
+      for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = _mm512_reduce_add_ps(acc[rr]);
     }
   };
 };

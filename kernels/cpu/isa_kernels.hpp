@@ -33,24 +33,33 @@ inline int64_t q8_act_bytes(int64_t k) {
   return q8_blocks_padded(k) * (4 + 32 + 64);
 }
 
-// Prepared activations for K-quant weights ("Q8_K activations"), the same on every level: each
-// row of k elements (k a multiple of 256) is quantized per super-block of 256 to int8 with one
-// float scale, d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row:
-//   float   d[ns]          (ns = k / 256)
-//   int8    q[ns * 256]    natural order
-//   int16   bsums[ns * 16] the sum of each 16 consecutive q (for the K-quants' mins and offsets)
+// Prepared activations for K-quant weights ("Q8_K activations"): each row of k elements (k a
+// multiple of 256) is quantized per super-block of 256 to int8 with one float scale,
+// d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row, in one of two layouts:
+//   natural (scalar, AVX2: scalar::prep_q8k)
+//     float   d[ns]          (ns = k / 256)
+//     int8    q[ns * 256]    natural order
+//     int16   bsums[ns * 16] the sum of each 16 consecutive q (for the K-quants' mins and offsets)
+//   lane order (AVX-512: scalar::prep_q8k_lanes; isa_avx512_kquant.hpp)
+//     float   d[ns]
+//     int8    q[ns * 256]    per super-block, byte 64p + 4L + j is element 16g + 4p + j with
+//                            g = 4(L mod 4) + L / 4: a 4x4 transpose of 4-byte units within each
+//                            16-byte lane, so that 32-bit lane L of all four 64-byte vectors
+//                            holds one group of 16
+//     float   bsx[ns * 16]   per super-block and lane L, d · (the sum of group g's q)
 inline int64_t q8k_act_bytes(int64_t k) {
-  return k / 256 * (4 + 256 + 32);
+  return k / 256 * (4 + 256 + 64);
 }
 struct ActQ8K {
   const float* d;
   const int8_t* q;
-  const int16_t* bsums;
+  const int16_t* bsums;  // natural layout
+  const float* bsx;      // lane order layout
 };
 inline ActQ8K act_q8k(const uint8_t* row, int64_t k) {
   const int64_t ns = k / 256;
   return {reinterpret_cast<const float*>(row), reinterpret_cast<const int8_t*>(row + ns * 4),
-          reinterpret_cast<const int16_t*>(row + ns * 260)};
+          reinterpret_cast<const int16_t*>(row + ns * 260), reinterpret_cast<const float*>(row + ns * 260)};
 }
 
 // One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
@@ -117,7 +126,8 @@ extern const IsaKernels kScalarKernels;
 namespace scalar {
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded, kept as F32
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
-void prep_q8k(const float* x, uint8_t* out, int64_t k);  // Q8_K activations (every level)
+void prep_q8k(const float* x, uint8_t* out, int64_t k);        // Q8_K activations, natural layout
+void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k);  // Q8_K activations, lane order layout
 void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);

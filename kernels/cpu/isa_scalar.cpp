@@ -293,6 +293,28 @@ void prep_q8k(const float* x, uint8_t* out, int64_t k) {
     }
   }
 }
+
+void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k) {
+  // The natural layout first, then rearranged in place. Super-blocks last to first: bsx of
+  // super-block s covers the int16 sums of super-blocks 2s and 2s + 1, which are read by then.
+  prep_q8k(x, out, k);
+  const int64_t ns = k / 256;
+  const auto* d = reinterpret_cast<const float*>(out);
+  int16_t bsums[16];
+  int8_t natural[256];
+  for (int64_t s = ns - 1; s >= 0; --s) {
+    int8_t* q = reinterpret_cast<int8_t*>(out + ns * 4) + s * 256;
+    std::memcpy(natural, q, sizeof(natural));
+    std::memcpy(bsums, out + ns * 260 + s * 32, sizeof(bsums));
+    float bsx[16];
+    for (int lane = 0; lane < 16; ++lane) {
+      const int g = 4 * (lane % 4) + lane / 4;
+      for (int p = 0; p < 4; ++p) std::memcpy(q + 64 * p + 4 * lane, natural + 16 * g + 4 * p, 4);
+      bsx[lane] = d[s] * static_cast<float>(bsums[g]);
+    }
+    std::memcpy(out + ns * 260 + s * 64, bsx, sizeof(bsx));
+  }
+}
 }  // namespace scalar
 
 const IsaKernels kScalarKernels = {

@@ -2,6 +2,10 @@
 //   GEMV/<isa>/<dtype>/rows:m   a weight set of 512 MiB in F32 terms (768 x 3072 matrices, far
 //                               larger than any cache), m activation rows; "bytes_per_second"
 //                               is weight bytes streamed (compare with ReadBandwidth)
+//   GEMV_HOT/<isa>/<dtype>/rows:m  one 1024 x 2048 matrix (tinyllama's hidden size; at most
+//                               2.2 MiB in the quantized types, so it stays in the caches):
+//                               the compute cost alone, the bound a multi-row GEMV meets when
+//                               its weights arrive faster than it can use them
 //   ReadBandwidth               the yardstick specd bench uses, at the same thread count
 //   Attention/<isa>/<kv>/ctx:n  one decode token of llama-160m's attention shape (12 heads,
 //                               head_dim 64) over a context of n cached tokens
@@ -66,6 +70,28 @@ void BM_Gemv(benchmark::State& state, CpuIsa isa, DType dt) {
   state.counters["rows"] = static_cast<double>(m);
 }
 
+void BM_GemvHot(benchmark::State& state, CpuIsa isa, DType dt) {
+  set_cpu_isa(isa);
+  constexpr int64_t kHotRows = 1024, kHotCols = 2048;
+  const auto m = static_cast<int64_t>(state.range(0));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> f(static_cast<size_t>(kHotRows * kHotCols));
+  for (float& x : f) x = dist(rng);
+  AlignedBuffer buf = allocate_aligned(row_bytes(dt, kHotCols) * kHotRows);
+  from_f32(Device::kCpu, f.data(), dt, buf.get(), kHotRows * kHotCols);
+  const WeightView v{dt, buf.get(), kHotRows, kHotCols};
+  std::vector<float> a(static_cast<size_t>(m * kHotCols), 0.25f), c(static_cast<size_t>(m * kHotRows));
+  for (auto _ : state) {
+    matmul(Device::kCpu, a.data(), v, nullptr, c.data(), m);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["rows"] = static_cast<double>(m);
+  state.counters["ns/row/Kweights"] = benchmark::Counter(
+      static_cast<double>(m) * static_cast<double>(kHotRows * kHotCols) / 1024.0,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+}
+
 void BM_ReadBandwidth(benchmark::State& state) {
   double gbs = 0;
   for (auto _ : state) gbs = measure_read_bandwidth(size_t{512} << 20, 3).median_gbs;
@@ -115,6 +141,14 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
           ->Arg(5)
           ->Arg(8)
           ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("GEMV_HOT/" + level + "/" + std::string(dtype_name(dt))).c_str(), BM_GemvHot, isa,
+                                   dt)
+          ->ArgName("rows")
+          ->Arg(1)
+          ->Arg(5)
+          ->Arg(8)
+          ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
     for (DType kv : {DType::kF32, DType::kF16})

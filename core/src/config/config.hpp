@@ -20,14 +20,14 @@
 namespace specd::config {
 
 struct ModelConfig {
-  std::string path;            // model directory (HF layout); required
-  std::string tokenizer;       // tokenizer.json or directory; "" = model path
-  std::string dtype = "auto";  // auto | f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q5_k | q6_k: the weights' compute dtype
-  std::string device = "cpu";  // cpu | cuda | cuda:N
-  int64_t max_model_len = 0;   // 0 = the checkpoint's max_position_embeddings
-  int32_t num_threads = 0;     // CPU threads for kernels; 0 = all hardware threads
-  bool mmap = false;           // use tensors in place in the file map where possible (docs)
-  int32_t seed = 0;            // default seed for requests that set none
+  std::string path;                  // model directory (HF layout); required
+  std::string tokenizer;             // tokenizer.json or directory; "" = model path
+  std::string dtype = "auto";        // auto | f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q5_k | q6_k | q4_k_m | q5_k_m
+  std::string device = "cpu";        // cpu | cuda | cuda:N
+  int64_t max_model_len = 0;         // 0 = the checkpoint's max_position_embeddings
+  int32_t num_threads = 0;           // CPU threads for kernels; 0 = all hardware threads
+  bool mmap = false;                 // use tensors in place in the file map where possible (docs)
+  int32_t seed = 0;                  // default seed for requests that set none
   int32_t tensor_parallel_size = 0;  // ranks the target is split over; 0 = the MPI job's size (1 without mpirun)
 };
 

@@ -129,7 +129,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
 }
 
 std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
-  const std::optional<model::DType> dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
+  const model::WeightDTypes dtype = model::resolve_weight_dtype(cfg.model.dtype, "model.dtype");
   const model::WeightPlacement placement =
       cfg.model.mmap ? model::WeightPlacement::kMap : model::WeightPlacement::kCopy;
   const int32_t tp = info.tensor_parallel_size;
@@ -184,7 +184,8 @@ void Engine::Impl::describe() {
   info.kv_num_blocks = blocks;
   info.kv_bytes = kv::bytes_per_block(shape) * static_cast<size_t>(blocks);
   info.decode_weight_bytes = model->decode_bytes();
-  info.weight_dtype = std::string(kernels::dtype_name(model->weights().dtype()));
+  const model::WeightDTypes& requested = model->weights().requested_dtype();
+  info.weight_dtype = requested.mix ? requested.name() : std::string(kernels::dtype_name(model->weights().dtype()));
   info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
   info.cpu_model = kernels::cpu_model_name();

@@ -71,13 +71,45 @@ ShardDims ShardDims::of(const ModelConfig& c, TensorShard shard) {
   return d;
 }
 
-std::optional<DType> resolve_weight_dtype(const std::string& requested, const std::string& what) {
+namespace {
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third between.
+bool more_bits(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+}  // namespace
+
+std::optional<DType> WeightDTypes::layer(LayerMatrix m, int64_t index, int64_t num_layers) const {
+  if (mix && index >= 0 && (m == LayerMatrix::kV || m == LayerMatrix::kDown) && more_bits(index, num_layers))
+    return DType::kQ6_K;
+  return base;
+}
+
+std::optional<DType> WeightDTypes::embeddings() const {
+  if (base && kernels::is_quantized(*base)) return DType::kF16;
+  return base;
+}
+
+std::optional<DType> WeightDTypes::lm_head() const {
+  return mix ? std::optional(DType::kQ6_K) : embeddings();
+}
+
+std::string WeightDTypes::name() const {
+  if (!base) return "auto";
+  return std::string(kernels::dtype_name(*base)) + (mix ? "_m" : "");
+}
+
+WeightDTypes resolve_weight_dtype(const std::string& requested, const std::string& what) {
   if (requested == "auto") return std::nullopt;
+  if (requested == "q4_k_m") return WeightDTypes::k_mix(DType::kQ4_K);
+  if (requested == "q5_k_m") return WeightDTypes::k_mix(DType::kQ5_K);
   try {
     return kernels::parse_dtype(requested);
   } catch (const Error&) {
-    throw Error(ErrorCode::kInvalidArgument, what + ": unknown dtype \"" + requested +
-                                                 "\" (expected auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)");
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": unknown dtype \"" + requested +
+                    "\" (expected auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m or q5_k_m)");
   }
 }
 
@@ -150,8 +182,9 @@ const float* LlamaWeights::vector(const std::string& name, int64_t n, Slice part
   return dst;
 }
 
-void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
+void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights& l) {
   const ModelConfig& c = config();
+  const auto want = [&](LayerMatrix m) { return requested_.layer(m, index, c.num_layers); };
   const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
   const int64_t q_out = c.num_heads * hd, kv_out = c.num_kv_heads * hd;
   // This rank's heads, KV heads and MLP columns (all of them without tensor parallelism).
@@ -160,9 +193,9 @@ void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
   const Slice kv_part{rank * dims_.num_kv_heads * hd, dims_.num_kv_heads * hd};
   const Slice mlp_part{rank * dims_.intermediate, dims_.intermediate};
   l.attn_norm = vector(p + "input_layernorm.weight", H);
-  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, requested_, q_part);
-  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, requested_, kv_part);
-  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, requested_, kv_part);
+  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, want(LayerMatrix::kQ), q_part);
+  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, want(LayerMatrix::kK), kv_part);
+  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, want(LayerMatrix::kV), kv_part);
   if (c.attention_bias) {
     l.bq = vector(p + "self_attn.q_proj.bias", q_out, q_part);
     l.bk = vector(p + "self_attn.k_proj.bias", kv_out, kv_part);
@@ -172,13 +205,13 @@ void LlamaWeights::load_layer(const std::string& p, LayerWeights& l) {
     l.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
     l.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
   }
-  l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, requested_, {}, q_part);
+  l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, want(LayerMatrix::kO), {}, q_part);
   // Row-parallel: the ranks' partial outputs are summed, so the bias is added by one of them.
   if (c.attention_out_bias && rank == 0) l.bo = vector(p + "self_attn.o_proj.bias", H);
   l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
-  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, requested_, mlp_part);
-  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, requested_, mlp_part);
-  l.w_down = matrix(p + "mlp.down_proj.weight", H, I, requested_, {}, mlp_part);
+  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, want(LayerMatrix::kGate), mlp_part);
+  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, want(LayerMatrix::kUp), mlp_part);
+  l.w_down = matrix(p + "mlp.down_proj.weight", H, I, want(LayerMatrix::kDown), {}, mlp_part);
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module) {
@@ -204,15 +237,15 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_mtp(std::shared_ptr<const
   const std::string p = "mtp." + std::to_string(module) + ".";
   w->enorm_ = w->vector(p + "enorm.weight", H);
   w->hnorm_ = w->vector(p + "hnorm.weight", H);
-  w->eh_proj_ = w->matrix(p + "eh_proj.weight", H, 2 * H, w->requested_);
+  w->eh_proj_ = w->matrix(p + "eh_proj.weight", H, 2 * H, w->requested_.base);
   w->layers_.resize(1);
-  w->load_layer(p + "block.", w->layers_[0]);
+  w->load_layer(p + "block.", -1, w->layers_[0]);
   w->base_ = std::move(target);
   return w;
 }
 
 std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Checkpoint> checkpoint, int64_t num_layers,
-                                                       std::optional<DType> dtype, WeightPlacement placement,
+                                                       WeightDTypes dtype, WeightPlacement placement,
                                                        TensorShard shard) {
   SPECD_CHECK(checkpoint != nullptr, ErrorCode::kInternal, "LlamaWeights::load: null checkpoint");
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
@@ -229,18 +262,15 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
                                                  std::to_string(c.num_layers));
   }
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  // Models quantized at load keep the embeddings and the LM head in f16 (see the header).
-  std::optional<DType> head_dtype = dtype;
-  if (dtype && is_quantized(*dtype)) head_dtype = DType::kF16;
   const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
   const Slice vocab_part{w->dims_.vocab_begin, w->dims_.vocab_rows};
-  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, head_dtype, vocab_part);
+  w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? dtype.lm_head() : dtype.embeddings(), vocab_part);
   w->final_norm_ = w->vector("model.norm.weight", H);
-  w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, head_dtype, vocab_part);
+  w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, dtype.lm_head(), vocab_part);
   w->layers_.resize(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i)
-    w->load_layer("model.layers." + std::to_string(i) + ".", w->layers_[static_cast<size_t>(i)]);
-  w->dtype_ = dtype ? *dtype : w->layers_dtype();
+    w->load_layer("model.layers." + std::to_string(i) + ".", i, w->layers_[static_cast<size_t>(i)]);
+  w->dtype_ = dtype.base && !dtype.mix ? *dtype.base : w->layers_dtype();
   return w;
 }
 

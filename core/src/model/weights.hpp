@@ -2,12 +2,13 @@
 //
 // The dtype of the matrices is chosen at load (model.dtype):
 //   auto: every matrix in the dtype it is stored in when the kernels read it (f32, f16, bf16,
-//     q8_0, q4_0: a GGUF file's tensors keep their own types, so a Q4_0 file with a Q6_K
-//     output layer runs Q4_0 layers with the output layer in the nearest kernel dtype);
-//     GGUF-only block types (Q4_1, Q5_*, Q*_K) are converted to their nearest kernel dtype,
-//     q8_0 (model/gguf_quants.hpp);
+//     q8_0, q4_0, Q4_K, Q5_K, Q6_K: a GGUF file's tensors keep their own types, so a Q4_K_M
+//     file runs its Q4_K and Q6_K tensors in place); GGUF-only block types (Q4_1, Q5_0, Q5_1,
+//     Q8_K) are converted to q8_0 (model/gguf_quants.hpp);
 //   f32 / f16 / bf16: every matrix converted to it (the checkpoint's own bytes when it matches);
-//   q8_0 / q4_0: the decoder layers' projections are quantized at load (GGUF block layouts);
+//   q8_0 / q4_0 / q4_k / q5_k / q6_k: the decoder layers' projections are quantized at load
+//   (GGUF block layouts, llama.cpp's reference rounding); q4_k_m / q5_k_m: llama.cpp's mix
+//   (WeightDTypes below);
 //   the token embeddings and the LM head stay in f16. The LM head decides the logits that
 //   verification compares: quantized to 8 bits it alone moves log-probs by 0.01-0.02 nats on
 //   the fixtures, at f16 the whole q8_0 model moves them by < 0.006 (tests/e2e/model/
@@ -97,10 +98,43 @@ struct LayerWeights {
   WeightView w_down;                // [hidden, intermediate]
 };
 
-// The model.dtype setting: "auto" = nullopt (each matrix in its stored dtype, see above), else
-// f32 | f16 | bf16 | q8_0 | q4_0. Throws specd::Error (kInvalidArgument) naming `what` for any
-// other text.
-std::optional<DType> resolve_weight_dtype(const std::string& requested, const std::string& what);
+// A decoder layer's projection, for dtype choices that differ by tensor.
+enum class LayerMatrix { kQ, kK, kV, kO, kGate, kUp, kDown };
+
+// What model.dtype asks for: `base` for every decoder-layer projection (nullopt: auto, each
+// matrix as stored), or with `mix` llama.cpp's _M recipe (q4_k_m, q5_k_m): attn_v and
+// ffn_down of the first and last eighth of the layers and of every third layer between
+// (use_more_bits in llama.cpp's quantizer) in Q6_K, the rest in `base`; the LM head in Q6_K.
+struct WeightDTypes {
+  std::optional<DType> base;
+  bool mix = false;
+
+  WeightDTypes() = default;
+  WeightDTypes(std::nullopt_t) {}                    // NOLINT(google-explicit-constructor): auto
+  WeightDTypes(DType d) : base(d) {}                 // NOLINT(google-explicit-constructor)
+  WeightDTypes(std::optional<DType> d) : base(d) {}  // NOLINT(google-explicit-constructor)
+  static WeightDTypes k_mix(DType base) {
+    WeightDTypes w(base);
+    w.mix = true;
+    return w;
+  }
+  bool operator==(const WeightDTypes&) const = default;
+
+  // The dtype of projection `m` of decoder layer `layer` of a model of `num_layers` (the
+  // checkpoint's count, so that a self-draft's layers match the target's).
+  std::optional<DType> layer(LayerMatrix m, int64_t layer, int64_t num_layers) const;
+  // The embeddings' and the LM head's dtype: as stored (auto), the 16-bit or f32 base itself,
+  // f16 for a quantized base (see the top of this file), Q6_K for the LM head of a mix.
+  std::optional<DType> embeddings() const;
+  std::optional<DType> lm_head() const;
+  // "auto", "q4_0", "q4_k_m", ...
+  std::string name() const;
+};
+
+// The model.dtype setting: "auto" (each matrix in its stored dtype, see above), f32 | f16 |
+// bf16 | q8_0 | q4_0 | q4_k | q5_k | q6_k, or the mixes q4_k_m | q5_k_m. Throws specd::Error
+// (kInvalidArgument) naming `what` for any other text.
+WeightDTypes resolve_weight_dtype(const std::string& requested, const std::string& what);
 
 enum class WeightPlacement { kCopy, kMap };
 
@@ -112,7 +146,7 @@ class LlamaWeights {
   // quantized (not whole blocks of 32). `shard`: only this rank's part (see the top of this
   // file); throws as ShardDims::of does, and on a split inside a quantized block.
   static std::shared_ptr<const LlamaWeights> load(std::shared_ptr<const Checkpoint> checkpoint, int64_t num_layers,
-                                                  std::optional<DType> dtype,
+                                                  WeightDTypes dtype,
                                                   WeightPlacement placement = WeightPlacement::kCopy,
                                                   TensorShard shard = {});
 
@@ -128,8 +162,8 @@ class LlamaWeights {
   // The dtype of the decoder layers' projections; with auto and a checkpoint of mixed types,
   // the one holding most of their bytes.
   DType dtype() const { return dtype_; }
-  // What load() was asked for (nullopt: auto).
-  std::optional<DType> requested_dtype() const { return requested_; }
+  // What load() was asked for.
+  const WeightDTypes& requested_dtype() const { return requested_; }
   WeightPlacement placement() const { return placement_; }
   TensorShard shard() const { return shard_; }
   const ShardDims& dims() const { return dims_; }
@@ -160,13 +194,14 @@ class LlamaWeights {
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> dtype,
                     Slice rows_part = {}, Slice cols_part = {});
   const float* vector(const std::string& name, int64_t n, Slice part = {});
-  void load_layer(const std::string& prefix, LayerWeights& l);
+  // `index`: the layer's index in the checkpoint (-1: an MTP module's block, in the base dtype).
+  void load_layer(const std::string& prefix, int64_t index, LayerWeights& l);
   DType layers_dtype() const;  // the dtype holding most of the layers' projection bytes
   std::byte* allocate(size_t bytes);
 
   std::shared_ptr<const Checkpoint> checkpoint_;
   DType dtype_ = DType::kF32;
-  std::optional<DType> requested_;
+  WeightDTypes requested_;
   WeightPlacement placement_ = WeightPlacement::kCopy;
   TensorShard shard_;
   ShardDims dims_;

@@ -154,8 +154,8 @@ ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, 
 
 namespace {
 
-// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback` (nullopt: auto).
-std::optional<model::DType> requested_dtype(int32_t dtype, std::optional<model::DType> fallback) {
+// The weight dtype a load asks for: a specd_dtype, or -1 for `fallback`.
+model::WeightDTypes requested_dtype(int32_t dtype, const model::WeightDTypes& fallback) {
   switch (dtype) {
     case -1:
       return fallback;
@@ -247,7 +247,8 @@ ModelHost::Hosted& ModelHost::load(const specd_model_load_options& options) {
   spec.path = path;
   spec.layers = layers;
   // A self-draft or the whole target defaults to the target's dtype; a draft checkpoint to its own.
-  spec.dtype = requested_dtype(options.dtype, path.empty() ? target_weights_->requested_dtype() : std::nullopt);
+  spec.dtype =
+      requested_dtype(options.dtype, path.empty() ? target_weights_->requested_dtype() : model::WeightDTypes());
   if (path.empty()) {
     h->description = layers > 0 ? "self-draft (first " + std::to_string(layers) + " layers of the target)"
                                 : std::string("target copy");

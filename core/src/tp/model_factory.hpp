@@ -27,8 +27,8 @@ namespace specd::tp {
 
 // The target as every rank loads it.
 struct TargetSpec {
-  std::string path;                   // checkpoint directory or GGUF file
-  std::optional<model::DType> dtype;  // model.dtype (nullopt: auto)
+  std::string path;           // checkpoint directory or GGUF file
+  model::WeightDTypes dtype;  // model.dtype
   model::WeightPlacement placement = model::WeightPlacement::kCopy;
   int32_t num_threads = 0;    // CPU kernel threads per rank (0: this machine's share)
   int32_t proposer_size = 1;  // the draft's group: ranks [0, proposer_size)
@@ -37,11 +37,11 @@ struct TargetSpec {
 // A model loaded next to the target through model services, described so that every rank of
 // its group builds the same shard of it.
 struct HostedModelSpec {
-  std::string path;                   // "" = the target's own checkpoint
-  int64_t layers = -1;                // first `layers` decoder layers; < 0 all
-  std::optional<model::DType> dtype;  // nullopt: auto (a draft checkpoint) or the target's
-  int32_t mtp_module = -1;            // >= 0: this MTP module of model `base`
-  int32_t base = 0;                   // model id of the MTP module's base (kTarget = the target)
+  std::string path;           // "" = the target's own checkpoint
+  int64_t layers = -1;        // first `layers` decoder layers; < 0 all
+  model::WeightDTypes dtype;  // auto (a draft checkpoint) or the target's
+  int32_t mtp_module = -1;    // >= 0: this MTP module of model `base`
+  int32_t base = 0;           // model id of the MTP module's base (kTarget = the target)
 };
 
 class ModelFactory {

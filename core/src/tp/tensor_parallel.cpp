@@ -20,6 +20,8 @@ using dist::Session;
 
 // Every field starts on an 8-byte boundary, so spans of a message's ints and floats are read in
 // place (the buffer comes from operator new, 16-byte aligned).
+constexpr int32_t kMixFlag = 0x100;  // a WeightDTypes mix on the wire
+
 constexpr size_t padded(size_t n) {
   return (n + 7) & ~size_t{7};
 }
@@ -38,7 +40,10 @@ class MessageWriter {
     put_bytes(v.data(), v.size_bytes());
   }
   void put_string(const std::string& s) { put_span(std::span<const char>(s)); }
-  void put_dtype(std::optional<model::DType> d) { put<int32_t>(d ? static_cast<int32_t>(*d) : -1); }
+  // -1: auto; else the base dtype, plus kMixFlag for a q*_k_m mix.
+  void put_dtype(const model::WeightDTypes& d) {
+    put<int32_t>(d.base ? static_cast<int32_t>(*d.base) | (d.mix ? kMixFlag : 0) : -1);
+  }
 
  private:
   void put_bytes(const void* p, size_t n) {
@@ -67,9 +72,12 @@ class MessageReader {
     const auto s = get_span<char>();
     return {s.begin(), s.end()};
   }
-  std::optional<model::DType> get_dtype() {
+  model::WeightDTypes get_dtype() {
     const auto d = get<int32_t>();
-    return d < 0 ? std::nullopt : std::optional(static_cast<model::DType>(d));
+    if (d < 0) return std::nullopt;
+    model::WeightDTypes w(static_cast<model::DType>(d & ~kMixFlag));
+    w.mix = (d & kMixFlag) != 0;
+    return w;
   }
 
  private:

@@ -51,7 +51,7 @@ std::vector<int32_t> text_ids(const std::filesystem::path& dir) {
 }
 
 // Logits of every position of `ids` (one prefill) with weights and KV cache in these dtypes.
-std::vector<std::vector<float>> logits(const std::filesystem::path& dir, DType weights, DType kv,
+std::vector<std::vector<float>> logits(const std::filesystem::path& dir, WeightDTypes weights, DType kv,
                                        const std::vector<int32_t>& ids) {
   Runner r(load_weights(dir, -1, weights), 16, 64, -1, kv);
   return r.append(1, ids);
@@ -149,6 +149,61 @@ TEST(DtypeAccuracyK, KQuantGgufIsUsedInPlaceAndEqualsQuantizingAtLoad) {
     Runner from_file(mapped, 16, 64, -1, DType::kF16);
     EXPECT_EQ(from_file.append(1, ids), logits(dir, dt, DType::kF16, ids)) << kernels::dtype_name(dt);
   }
+}
+
+// llama.cpp's Q4_K_M / Q5_K_M choice of Q6_K tensors (use_more_bits): for 22 layers (tinyllama)
+// the layers below, as llama-quantize wrote them into tinyllama's Q4_K_M file (attn_v and
+// ffn_down in Q6_K, every other projection Q4_K).
+TEST(DtypeAccuracyK, KMixChoosesLlamaCppsLayers) {
+  const WeightDTypes mix = resolve_weight_dtype("q4_k_m", "model.dtype");
+  const std::vector<int64_t> want = {0, 1, 4, 7, 10, 13, 16, 19, 20, 21};
+  std::vector<int64_t> got;
+  for (int64_t i = 0; i < 22; ++i) {
+    const bool more = mix.layer(LayerMatrix::kV, i, 22) == DType::kQ6_K;
+    EXPECT_EQ(mix.layer(LayerMatrix::kDown, i, 22) == DType::kQ6_K, more) << i;
+    for (LayerMatrix m : {LayerMatrix::kQ, LayerMatrix::kK, LayerMatrix::kO, LayerMatrix::kGate, LayerMatrix::kUp})
+      EXPECT_EQ(mix.layer(m, i, 22), DType::kQ4_K) << i;
+    if (more) got.push_back(i);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(mix.lm_head(), DType::kQ6_K);
+  EXPECT_EQ(mix.embeddings(), DType::kF16);
+  EXPECT_EQ(resolve_weight_dtype("q5_k_m", "model.dtype").layer(LayerMatrix::kUp, 3, 22), DType::kQ5_K);
+  EXPECT_EQ(resolve_weight_dtype("q5_k_m", "model.dtype").name(), "q5_k_m");
+}
+
+// A q4_k_m model: the mix loaded per layer (8 layers: 0, 3, 6, 7 get Q6_K attn_v and ffn_down,
+// the LM head Q6_K as llama.cpp writes it), within its bound and less close than q6_k. Unlike
+// q4_k (f16 head) its head computes on activations quantized to 8 bits per 256, which costs
+// more than the Q6_K layers save on this fixture: measured q4_k 0.025, q4_k_m 0.045, q6_k 0.005
+// (embeddings std 0.1: logits in a realistic range; at 0.5 the head's share grows fivefold).
+TEST(DtypeAccuracyK, KMixLoadsPerLayerWithinItsBound) {
+  fixture::Options o;
+  o.preset = "llama-68m";
+  o.seed = 21;
+  o.embed_std = 0.1;
+  o.layer_std = 0.004;
+  o.layers = 8;
+  const auto dir = fixture::write(o, std::filesystem::path(SPECD_TEST_WORK_DIR) / "dtype" / "llama-68m-8-layers");
+  const auto w = load_weights(dir, -1, resolve_weight_dtype("q4_k_m", "model.dtype"));
+  for (int64_t i = 0; i < 8; ++i) {
+    const DType more = (i == 0 || i == 3 || i == 6 || i == 7) ? DType::kQ6_K : DType::kQ4_K;
+    EXPECT_EQ(w->layer(i).wv.dtype, more) << i;
+    EXPECT_EQ(w->layer(i).w_down.dtype, more) << i;
+    EXPECT_EQ(w->layer(i).wq.dtype, DType::kQ4_K) << i;
+  }
+  EXPECT_EQ(w->lm_head().dtype, DType::kQ6_K);
+  EXPECT_EQ(w->dtype(), DType::kQ4_K);
+  const auto ids = text_ids(dir);
+  const auto ref = next_token_logprobs(logits(dir, DType::kF32, DType::kF32, ids), ids);
+  double d[3] = {};
+  const WeightDTypes types[3] = {DType::kQ4_K, resolve_weight_dtype("q4_k_m", "model.dtype"), DType::kQ6_K};
+  for (int i = 0; i < 3; ++i) {
+    d[i] = mean_abs_logprob_diff(next_token_logprobs(logits(dir, types[i], DType::kF16, ids), ids), ref);
+    RecordProperty(types[i].name() + "_mean_abs_dlogp", std::to_string(d[i]));
+  }
+  EXPECT_LE(d[1], 0.08);
+  EXPECT_GT(d[1], 2 * d[2]) << "q6_k must be closer than q4_k_m";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DtypeAccuracy,

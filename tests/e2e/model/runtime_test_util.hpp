@@ -36,7 +36,7 @@ inline std::filesystem::path fixture(const std::string& preset, uint64_t seed = 
 }
 
 inline std::shared_ptr<const LlamaWeights> load_weights(const std::filesystem::path& dir, int64_t layers = -1,
-                                                        DType dtype = DType::kF32) {
+                                                        WeightDTypes dtype = DType::kF32) {
   return LlamaWeights::load(std::shared_ptr<const Checkpoint>(Checkpoint::open(dir)), layers, dtype);
 }
 

@@ -90,25 +90,29 @@ void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
 }
 
 // Runs Tile<MB>(a, j, r0) for every feature and groups of up to 4 rows: the grouping changes
-// only which rows share a weight load, never the arithmetic of a row.
+// only which rows share a weight load, never the arithmetic of a row. Row groups are the outer
+// loop (see walk in isa_avx512_gemv.hpp): a group's activations stay cached while the task's
+// features pass by, and their weight rows come from L2 after the first group.
 template <template <int> class Tile>
 void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const bool prefetch = a.m > 1;
+  const int64_t full = a.m / 4 * 4;
+  for (int64_t r = 0; r < full; r += 4)
+    for (int64_t j = j0; j < j1; ++j) {
+      if (r == 0 && a.m > 1) prefetch_weight_row(a, j);
+      Tile<4>::run(a, j, r);
+    }
+  if (full == a.m) return;
   for (int64_t j = j0; j < j1; ++j) {
-    if (prefetch) prefetch_weight_row(a, j);
-    int64_t r = 0;
-    for (; r + 4 <= a.m; r += 4) Tile<4>::run(a, j, r);
-    switch (a.m - r) {
+    if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
+    switch (a.m - full) {
       case 3:
-        Tile<3>::run(a, j, r);
+        Tile<3>::run(a, j, full);
         break;
       case 2:
-        Tile<2>::run(a, j, r);
-        break;
-      case 1:
-        Tile<1>::run(a, j, r);
+        Tile<2>::run(a, j, full);
         break;
       default:
+        Tile<1>::run(a, j, full);
         break;
     }
   }

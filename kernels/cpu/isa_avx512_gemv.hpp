@@ -34,34 +34,61 @@ inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
 
 // Calls T<MB>::run(a, j, r0) for every feature j in [j0, j1) and groups of up to kMb rows. The
 // group size changes only which rows share a weight load, never the arithmetic of a row.
+// Row groups are the outer loop: one group's activation rows stay in L1/L2 while the task's
+// features pass by, and the features' weight rows, read from memory by the first group, come
+// from L2 for the others. (Features outside re-read every row of a 64-row prefill chunk per
+// feature: 512 KiB of F32 rows at k = 2048, more than L2 holds at k = 5632.) The first group
+// prefetches each weight row ahead (prefetch_weight_row).
 template <template <int> class T, int kMb>
 void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const bool prefetch = a.m > 1;
-  for (int64_t j = j0; j < j1; ++j) {
-    if (prefetch) prefetch_weight_row(a, j);
-    int64_t r = 0;
-    for (; r + kMb <= a.m; r += kMb) T<kMb>::run(a, j, r);
-    run_rows<T, kMb - 1>(a, j, r, a.m - r);
-  }
+  const int64_t full = a.m / kMb * kMb;
+  for (int64_t r = 0; r < full; r += kMb)
+    for (int64_t j = j0; j < j1; ++j) {
+      if (r == 0) prefetch_weight_row(a, j);
+      T<kMb>::run(a, j, r);
+    }
+  if (full < a.m)
+    for (int64_t j = j0; j < j1; ++j) {
+      if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
+      run_rows<T, kMb - 1>(a, j, full, a.m - full);
+    }
 }
 
 // With several activation rows: features in pairs (T2<MB> computes features j and j + 1, so
 // each activation vector loaded serves two weight rows; up to 6 rows in one group, else groups
 // of 4), an odd last feature through T1. T2 runs T1's instruction sequence for every
 // (row, feature) pair, so the pairing changes no result. The loop is load-bound: two weight
-// rows per activation load took 25-30% off 5- and 8-row tiles on cached weights.
+// rows per activation load took 25-30% off 5- and 8-row tiles on cached weights. Row groups
+// outside, as in walk: groups of 4 rows, or 6 from 12 rows on.
+template <template <int> class T2, int kMb>
+void walk_pair_groups(const GemvArgs& a, int64_t j0, int64_t jp) {
+  const int64_t full = a.m > 6 ? a.m / kMb * kMb : 0;  // groups of kMb rows, then the last few
+  for (int64_t r = 0; r < full; r += kMb)
+    for (int64_t j = j0; j < jp; j += 2) {
+      if (r == 0) {
+        prefetch_weight_row(a, j);
+        prefetch_weight_row(a, j + 1);
+      }
+      T2<kMb>::run(a, j, r);
+    }
+  for (int64_t j = j0; j < jp; j += 2) {
+    if (full == 0) {
+      prefetch_weight_row(a, j);
+      prefetch_weight_row(a, j + 1);
+    }
+    run_rows<T2, 6>(a, j, full, a.m - full);
+  }
+}
+
 template <template <int> class T2, template <int> class T1>
 void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
-  int64_t j = j0;
-  for (; j + 2 <= j1; j += 2) {
-    prefetch_weight_row(a, j);
-    prefetch_weight_row(a, j + 1);
-    int64_t r = 0;
-    if (a.m > 6)
-      for (; r + 4 <= a.m; r += 4) T2<4>::run(a, j, r);
-    run_rows<T2, 6>(a, j, r, a.m - r);
+  const int64_t jp = j0 + (j1 - j0) / 2 * 2;  // features [j0, jp) in pairs
+  if (a.m >= 12) {                            // prefill chunks: 6-row groups convert each weight vector for more rows
+    walk_pair_groups<T2, 6>(a, j0, jp);
+  } else {
+    walk_pair_groups<T2, 4>(a, j0, jp);
   }
-  if (j < j1) walk<T1, 8>(a, j, j1);
+  if (jp < j1) walk<T1, 8>(a, jp, j1);
 }
 
 // Two accumulators per row: chunk c of a row goes to accumulator c % 2, the same order for

@@ -62,7 +62,11 @@ inline ActQ8K act_q8k(const uint8_t* row, int64_t k) {
           reinterpret_cast<const int16_t*>(row + ns * 260), reinterpret_cast<const float*>(row + ns * 260)};
 }
 
-// One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m):
+// Activation rows of one GEMV call at most: matmul's chunk of rows per pass over the weights
+// (a 128-token prefill chunk reads each weight once; the walks keep a few rows at a time hot).
+inline constexpr int64_t kGemvCallRows = 256;
+
+// One GEMV call: for weight rows j in [j0, j1) and activation rows r in [0, m <= kGemvCallRows):
 //   c[r * ldc + j] = Σ_i act_r[i] · w_j[i]
 // The instructions and summation order for one (r, j) do not depend on m, j0 or j1.
 struct GemvArgs {

@@ -27,7 +27,7 @@ float dot8(const float* x, const float* y, int64_t n) {
 }
 
 void gemv_f32(const GemvArgs& a, int64_t j0, int64_t j1) {
-  float acc[64];
+  float acc[kGemvCallRows];
   for (int64_t j = j0; j < j1; ++j) {
     const auto* w = reinterpret_cast<const float*>(a.w + static_cast<size_t>(j) * a.w_stride);
     for (int64_t r = 0; r < a.m; ++r)
@@ -39,7 +39,7 @@ void gemv_f32(const GemvArgs& a, int64_t j0, int64_t j1) {
 // f16 / bf16 weights: widen a chunk of the row once, use it for every activation row.
 template <bool kBf16>
 void gemv_half(const GemvArgs& a, int64_t j0, int64_t j1) {
-  float acc[64];
+  float acc[kGemvCallRows];
   float wf[kChunk];
   for (int64_t j = j0; j < j1; ++j) {
     const auto* w = reinterpret_cast<const uint16_t*>(a.w + static_cast<size_t>(j) * a.w_stride);
@@ -75,7 +75,7 @@ void prep_q8(const float* x, uint8_t* out, int64_t k) {
 template <DType kW>
 void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
   const int64_t nb = a.k / 32, nbp = q8_blocks_padded(a.k);
-  float acc[64];
+  float acc[kGemvCallRows];
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
     for (int64_t r = 0; r < a.m; ++r) {
@@ -152,7 +152,7 @@ float k_block_dot(const uint8_t* w, const ActQ8K& x, int64_t s) {
 template <DType kW>
 void gemv_k(const GemvArgs& a, int64_t j0, int64_t j1) {
   const int64_t ns = a.k / 256;
-  float acc[64];
+  float acc[kGemvCallRows];
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
     for (int64_t r = 0; r < a.m; ++r) {

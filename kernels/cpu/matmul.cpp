@@ -17,9 +17,9 @@ namespace {
 
 constexpr int64_t kGemvTask = 16;  // output features per GEMV task
 constexpr int64_t kGemmTask = 64;  // output features per sgemm task
-// Activation rows per pass over the weights on the GEMV path: their prepared form stays in
-// the L2 cache while the weights stream by (prefill re-reads the weights m / 64 times).
-constexpr int64_t kRowChunk = 64;
+// Activation rows per pass over the weights on the GEMV path (prefill re-reads the weights
+// m / 256 times; the walks keep one group of rows in the caches at a time).
+constexpr int64_t kRowChunk = cpu::kGemvCallRows;
 
 [[noreturn]] void invalid(const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, "matmul: " + what);

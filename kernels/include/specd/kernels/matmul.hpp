@@ -1,7 +1,7 @@
 // Dense layers in the checkpoint's layout: c = a · wᵀ + bias, with w in any storage dtype.
 //
 // CPU paths (kernels/cpu/matmul.cpp):
-//  - A multi-row GEMV that streams every weight byte once for up to 64 rows at a time
+//  - A multi-row GEMV that streams every weight byte once for up to 256 rows at a time
 //    (decode steps, speculative scoring of k+1 positions, batches, prefill chunks).
 //    Activations are prepared once per call in the weights' compute format: F32 for f32/f16
 //    weights, BF16 for bf16 weights, Q8 blocks of 32 (per-block scale) for q8_0/q4_0 weights,

@@ -8,8 +8,9 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config clang lld libclang-rt-14-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  libcli11-dev libopenblas-dev libpcre2-dev libicu-dev
+  libcli11-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
+  g++-aarch64-linux-gnu qemu-user  # the kernel suite built for aarch64 and run under emulation
   python3-numpy python3-jinja2 python3-torch python3-doc prometheus curl
   chromium
 )

@@ -6,6 +6,10 @@
 #include <mutex>
 #include <string>
 
+#if SPECD_ARM_ISA_LEVELS
+#include <sys/auxv.h>
+#endif
+
 #include "isa_kernels.hpp"
 #include "specd/error.hpp"
 
@@ -31,6 +35,16 @@ const cpu::IsaKernels& table_of(CpuIsa isa) {
     case CpuIsa::kAvx512Vnni:
     case CpuIsa::kAvx512:
     case CpuIsa::kAvx2:
+      break;
+#endif
+#if SPECD_ARM_ISA_LEVELS
+    case CpuIsa::kNeonDotprod:
+      return cpu::kNeonDotprodKernels;
+    case CpuIsa::kNeon:
+      return cpu::kNeonKernels;
+#else
+    case CpuIsa::kNeonDotprod:
+    case CpuIsa::kNeon:
       break;
 #endif
     case CpuIsa::kScalar:
@@ -63,8 +77,22 @@ bool cpu_runs(CpuIsa isa) noexcept {
       return avx2;
     case CpuIsa::kScalar:
       return true;
+    case CpuIsa::kNeon:
+    case CpuIsa::kNeonDotprod:
+      return false;
   }
   return false;
+#elif SPECD_ARM_ISA_LEVELS
+  // Advanced SIMD is part of every AArch64 CPU; the dot product is a HWCAP bit.
+  switch (isa) {
+    case CpuIsa::kScalar:
+    case CpuIsa::kNeon:
+      return true;
+    case CpuIsa::kNeonDotprod:
+      return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    default:
+      return false;
+  }
 #else
   return isa == CpuIsa::kScalar;
 #endif
@@ -113,6 +141,10 @@ std::string_view cpu_isa_name(CpuIsa isa) noexcept {
       return "avx512_vbmi";
     case CpuIsa::kAvx512Bf16:
       return "avx512_bf16";
+    case CpuIsa::kNeon:
+      return "neon";
+    case CpuIsa::kNeonDotprod:
+      return "neon_dotprod";
   }
   return "unknown";
 }

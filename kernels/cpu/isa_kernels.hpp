@@ -2,6 +2,7 @@
 // table in its own file, compiled with that level's flags:
 //   isa_scalar.cpp  (no extra flags)      isa_avx2.cpp  (-mavx2 -mfma -mf16c)
 //   isa_avx512*.cpp (AVX-512 F/BW/VL/DQ, each level adding VNNI, VBMI, BF16: isa_avx512_level.hpp)
+//   isa_neon*.cpp   (aarch64: NEON, NEON + dotprod: isa_neon_level.hpp)
 // The front ends (matmul.cpp, attention.cpp, ...) validate shapes, split work over the thread
 // pool and call through active_kernels().
 //
@@ -132,6 +133,14 @@ void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
 void prep_q8k(const float* x, uint8_t* out, int64_t k);        // Q8_K activations, natural layout
 void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k);  // Q8_K activations, lane order layout
+void prep_q8(const float* x, uint8_t* out, int64_t k);         // Q8 activations: d[nbp], then signed q in order
+void f32_to_f32(const void* src, float* dst, int64_t n);
+void f16_row_to_f32(const void* src, float* dst, int64_t n);
+void bf16_row_to_f32(const void* src, float* dst, int64_t n);
+void q8_0_row_to_f32(const void* src, float* dst, int64_t n);
+void q4_0_row_to_f32(const void* src, float* dst, int64_t n);
+void narrow_f16(const float* src, uint16_t* dst, int64_t n);
+float exp_sum(float* x, int64_t n, float shift);
 void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);
@@ -142,6 +151,9 @@ extern const IsaKernels kAvx512Kernels;
 extern const IsaKernels kAvx512VnniKernels;
 extern const IsaKernels kAvx512VbmiKernels;
 extern const IsaKernels kAvx512Bf16Kernels;
+// Defined only where the compiler targets aarch64.
+extern const IsaKernels kNeonKernels;
+extern const IsaKernels kNeonDotprodKernels;
 
 // The table of the active level (cpu_isa.hpp).
 const IsaKernels& active_kernels();

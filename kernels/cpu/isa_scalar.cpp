@@ -254,6 +254,30 @@ float read_sum(const float* p, int64_t n) {
 }  // namespace
 
 namespace scalar {
+void prep_q8(const float* x, uint8_t* out, int64_t k) {
+  cpu::prep_q8(x, out, k);
+}
+void f32_to_f32(const void* src, float* dst, int64_t n) {
+  cpu::f32_to_f32(src, dst, n);
+}
+void f16_row_to_f32(const void* src, float* dst, int64_t n) {
+  cpu::f16_row_to_f32(src, dst, n);
+}
+void bf16_row_to_f32(const void* src, float* dst, int64_t n) {
+  cpu::bf16_row_to_f32(src, dst, n);
+}
+void q8_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  cpu::q8_0_row_to_f32(src, dst, n);
+}
+void q4_0_row_to_f32(const void* src, float* dst, int64_t n) {
+  cpu::q4_0_row_to_f32(src, dst, n);
+}
+void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  cpu::narrow_f16(src, dst, n);
+}
+float exp_sum(float* x, int64_t n, float shift) {
+  return cpu::exp_sum(x, n, shift);
+}
 // bf16 weights take activations rounded to bf16; this form keeps them widened as F32.
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k) {
   auto* o = reinterpret_cast<float*>(out);

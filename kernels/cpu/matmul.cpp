@@ -1,7 +1,5 @@
 #include "specd/kernels/matmul.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,7 +14,6 @@ namespace specd::kernels {
 namespace {
 
 constexpr int64_t kGemvTask = 16;  // output features per GEMV task
-constexpr int64_t kGemmTask = 64;  // output features per sgemm task
 // Activation rows per pass over the weights on the GEMV path (prefill re-reads the weights
 // m / 256 times; the walks keep one group of rows in the caches at a time).
 constexpr int64_t kRowChunk = cpu::kGemvCallRows;
@@ -72,26 +69,6 @@ void gemv_range(const cpu::IsaKernels& isa, const Prepared& x, int64_t m, const 
       for (int64_t j = j0; j < j1; ++j) c[r * ldc + j] += bias[j];
 }
 
-// c[:, j0:j1] = a · w[j0:j1]ᵀ (+ bias) through OpenBLAS sgemm (F32 weights only).
-void gemm_range(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc, int64_t j0,
-                int64_t j1) {
-  const auto M = static_cast<blasint>(m), K = static_cast<blasint>(w.cols), LDC = static_cast<blasint>(ldc);
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    for (int64_t r = 0; r < m; ++r)
-      std::memcpy(c + r * ldc + j0, bias + j0, static_cast<size_t>(j1 - j0) * sizeof(float));
-    beta = 1.0f;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<blasint>(j1 - j0), K, 1.0f, a, K,
-              static_cast<const float*>(w.data) + j0 * w.cols, K, beta, c + j0, LDC);
-}
-
-// F32 weights with more than kGemvMaxRows rows go through sgemm; everything else through the
-// GEMV kernels, kRowChunk rows per pass over the weights.
-bool use_gemm(DType dt, int64_t m) {
-  return dt == DType::kF32 && m > kGemvMaxRows;
-}
-
 // Features of several outputs as one task space: task t covers features
 // [(t - first[o]) * unit, ...) of output o, where first[o] is the first task of output o.
 template <class Fn>
@@ -123,12 +100,6 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
   for (const MatmulOutput& o : outs)
     if (o.w.dtype != dt) invalid("outputs of one call must share a dtype");
   const cpu::IsaKernels& isa = cpu::active_kernels();
-  if (use_gemm(dt, m)) {
-    for_each_task(outs, kGemmTask, [&](const MatmulOutput& o, int64_t j0, int64_t j1) {
-      gemm_range(a, m, o.w, o.bias, o.c, o.w.rows, j0, j1);
-    });
-    return;
-  }
   for (int64_t r0 = 0; r0 < m; r0 += kRowChunk) {
     const int64_t mc = std::min(kRowChunk, m - r0);
     const Prepared x = prepare(isa, dt, a + r0 * k, mc, k);
@@ -151,11 +122,10 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
   if (m == 0) return;
   const cpu::IsaKernels& isa = cpu::active_kernels();
   const int64_t n = gate.rows, k = gate.cols;
-  const bool gemm = use_gemm(gate.dtype, m);
-  const int64_t unit = gemm ? kGemmTask : kGemvTask;
-  for (int64_t r0 = 0; r0 < m; r0 += gemm ? m : kRowChunk) {
-    const int64_t mc = gemm ? m : std::min(kRowChunk, m - r0);
-    const Prepared x = gemm ? Prepared{nullptr, 0} : prepare(isa, gate.dtype, a + r0 * k, mc, k);
+  const int64_t unit = kGemvTask;
+  for (int64_t r0 = 0; r0 < m; r0 += kRowChunk) {
+    const int64_t mc = std::min(kRowChunk, m - r0);
+    const Prepared x = prepare(isa, gate.dtype, a + r0 * k, mc, k);
     float* o_chunk = out + r0 * n;
     parallel_for((n + unit - 1) / unit, 1, [&](int64_t b, int64_t e) {
       thread_local std::vector<float> up_tile;  // [mc, unit]: the up projection of this task
@@ -164,13 +134,8 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
         const int64_t j0 = t * unit, j1 = std::min(n, j0 + unit), w = j1 - j0;
         // up into the tile (features shifted to start at 0), gate straight into the output.
         const WeightView up_part{up.dtype, static_cast<const uint8_t*>(up.data) + row_bytes(up.dtype, k) * j0, w, k};
-        if (gemm) {
-          gemm_range(a, mc, gate, nullptr, o_chunk, n, j0, j1);
-          gemm_range(a, mc, up_part, nullptr, up_tile.data(), w, 0, w);
-        } else {
-          gemv_range(isa, x, mc, gate, nullptr, o_chunk, n, j0, j1);
-          gemv_range(isa, x, mc, up_part, nullptr, up_tile.data(), w, 0, w);
-        }
+        gemv_range(isa, x, mc, gate, nullptr, o_chunk, n, j0, j1);
+        gemv_range(isa, x, mc, up_part, nullptr, up_tile.data(), w, 0, w);
         for (int64_t r = 0; r < mc; ++r) {
           float* o = o_chunk + r * n + j0;
           const float* u = up_tile.data() + r * w;

@@ -1,6 +1,5 @@
 #include "specd/kernels/parallel.hpp"
 
-#include <cblas.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -170,7 +169,6 @@ ThreadPool& pool() {
   static ThreadPool* p = [] {
     auto* tp = new ThreadPool();  // leaked on purpose: workers must outlive static dtors
     tp->resize(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-    openblas_set_num_threads(1);  // matmul splits its work over this pool instead
     return tp;
   }();
   return *p;

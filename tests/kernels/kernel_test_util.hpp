@@ -78,7 +78,8 @@ class BackendTest {
       *why = std::string(device_name(b.device)) + " kernels are not built in this configuration (or no device present)";
       return false;
     }
-    if (b.device == Device::kCpu && static_cast<int>(b.isa) > static_cast<int>(detected_cpu_isa())) {
+    const std::vector<CpuIsa> runs = supported_cpu_isas();
+    if (b.device == Device::kCpu && std::find(runs.begin(), runs.end(), b.isa) == runs.end()) {
       *why = "this CPU cannot run the " + std::string(cpu_isa_name(b.isa)) +
              " kernels (best: " + std::string(cpu_isa_name(detected_cpu_isa())) + ")";
       return false;

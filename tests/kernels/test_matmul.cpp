@@ -6,7 +6,6 @@
 //   bf16:     activations rounded to bf16 (relative 2^-9 per element)  1e-2
 //   q8_0, q4_0: activations quantized to Q8 per block of 32            2e-2
 //   q4_k, q5_k, q6_k: activations quantized to Q8 per block of 256    3e-2
-// f32 weights with m > 16 take OpenBLAS sgemm: 1e-5 as well.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,7 +61,7 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
   int64_t cols(int64_t k) const { return is_k_quant(dtype()) ? (k + 255) / 256 * 256 : k; }
 };
 
-TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
+TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   SPECD_USE_BACKEND(backend());
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
@@ -84,17 +83,17 @@ TEST_P(MatmulTest, MatchesReferenceOnGemvAndGemmPaths) {
 
 // Speculative scoring of k+1 positions must give the same logits as k+1 single-token steps:
 // a row's result is bit-identical whatever the other rows of the call (any number of rows,
-// except f32 above kGemvMaxRows, which takes sgemm).
+// prefill-sized calls included).
 // Speculative greedy output equals plain output only if a row's result is bit-identical
 // whatever else is in the batch: single-row tiles, multi-row tiles, feature pairs and the odd
 // last feature (n = 37), with and without a k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
   const int64_t n = 37;
-  const int64_t rows = dtype() == DType::kF32 ? kGemvMaxRows : 300;  // 300: two row chunks
-  std::vector<int64_t> ks = {192, 224};                              // 224: a 32-element tail
-  if (!quantized()) ks.push_back(200);                               // 200: a partial vector
-  if (is_k_quant(dtype())) ks = {256, 768};                          // one and three blocks
+  const int64_t rows = 300;                  // two row chunks
+  std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
+  if (!quantized()) ks.push_back(200);       // 200: a partial vector
+  if (is_k_quant(dtype())) ks = {256, 768};  // one and three blocks
   for (int64_t k : ks) {
     const Weights w(dtype(), n, k, 21);
     const auto a = random_vector(static_cast<size_t>(rows * k), 22);

@@ -269,8 +269,8 @@ TEST(DtypeIsaLevels, UnknownLevelIsAClearError) {
     kernels::parse_cpu_isa("sse");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown CPU instruction-set level 'sse' (expected one of scalar, avx2, "
-                                         "avx512, avx512_vnni, avx512_vbmi, avx512_bf16)"),
+    EXPECT_NE(std::string(e.what()).find("unknown CPU instruction-set level 'sse' (expected one of scalar, neon, "
+                                         "neon_dotprod, avx2, avx512, avx512_vnni, avx512_vbmi, avx512_bf16)"),
               std::string::npos)
         << e.what();
   }

@@ -6,6 +6,8 @@
 //   avx512_vnni  + VNNI (vpdpbusd)           Cascade Lake, Cooper Lake
 //   avx512       AVX-512 F/BW/VL/DQ          Skylake-SP (Xeon Scalable 1st gen)
 //   avx2         AVX2 + FMA + F16C           Haswell and later, Zen 1-3
+//   neon_dotprod + SDOT (ARMv8.2 dotprod)    Graviton 2+, Neoverse N1/V1+, Apple M1+ (aarch64)
+//   neon         AArch64 Advanced SIMD       any aarch64 CPU
 //   scalar       portable C++ (any CPU); also the reference of the others
 //
 // The best level the CPU supports is used unless SPECD_CPU_ISA=<level> (read once, at first use)
@@ -19,11 +21,12 @@
 
 namespace specd::kernels {
 
-enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAvx512Vbmi, kAvx512Bf16 };
+enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Vnni, kAvx512Vbmi, kAvx512Bf16, kNeon, kNeonDotprod };
 
-// Every level, lowest first.
-inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kScalar,     CpuIsa::kAvx2,       CpuIsa::kAvx512,
-                                         CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi, CpuIsa::kAvx512Bf16};
+// Every level, lowest first (a CPU runs the x86 ones or the ARM ones).
+inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kScalar,     CpuIsa::kNeon,      CpuIsa::kNeonDotprod,
+                                         CpuIsa::kAvx2,       CpuIsa::kAvx512,    CpuIsa::kAvx512Vnni,
+                                         CpuIsa::kAvx512Vbmi, CpuIsa::kAvx512Bf16};
 
 std::string_view cpu_isa_name(CpuIsa isa) noexcept;
 // A level's name ("avx512_vnni"); throws specd::Error(kInvalidArgument) naming the text.

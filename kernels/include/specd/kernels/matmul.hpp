@@ -8,9 +8,11 @@
 //    whose dot products use integer instructions (VNNI where present). The result of a row
 //    does not depend on m or on the other rows (same instructions, same order): scoring k+1
 //    positions gives bit-identical logits to k+1 single-token decodes, whatever the batch, so
-//    greedy speculative output equals plain output exactly in every dtype.
-//  - F32 weights with m > kGemvMaxRows (prefill, large batches): OpenBLAS sgemm, about twice
-//    the GEMV kernels' speed there; its rows differ from the GEMV's by float rounding only.
+//    greedy speculative output equals plain output exactly in every dtype. Prefill takes the
+//    same path (one group of rows at a time stays in the caches while the weights pass by), so
+//    no row, prompt or generated, depends on what else is in the batch. (F32 prefill once went
+//    through OpenBLAS sgemm: 13% faster on tinyllama's shapes, but its rows depended on the
+//    batch, which a mixed prefill + decode batch exposes to greedy equality.)
 // Output features are split over the kernel thread pool in chunks taken dynamically, so a
 // core slowed by another process does not hold the other back.
 #pragma once
@@ -22,8 +24,6 @@
 #include "specd/kernels/dtype.hpp"
 
 namespace specd::kernels {
-
-inline constexpr int64_t kGemvMaxRows = 16;
 
 // A weight matrix [rows, cols] (rows = output features), row-major, each row
 // row_bytes(dtype, cols) bytes. The memory is borrowed.

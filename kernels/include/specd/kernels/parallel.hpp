@@ -1,5 +1,4 @@
-// The CPU kernels' thread pool: the one threading system of the CPU backend (OpenBLAS runs
-// single-threaded inside it).
+// The CPU kernels' thread pool: the one threading system of the CPU backend.
 //
 // Workers spin on an atomic for a short while after each job (so the next op of a step
 // starts within a microsecond or so), then sleep on a futex: an idle engine burns no CPU.

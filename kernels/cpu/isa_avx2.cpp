@@ -412,6 +412,24 @@ inline __m256 exp_nonpositive(__m256 x) {
   return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+void silu_mul(float* g, const float* u, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 e = exp_nonpositive(_mm256_or_ps(x, sign));         // exp(-|x|)
+    const __m256 num = _mm256_blendv_ps(x, _mm256_mul_ps(x, e), x);  // x * e where x < 0
+    _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    alignas(32) float t[8] = {};
+    t[0] = -__builtin_fabsf(g[i]);
+    _mm256_store_ps(t, exp_nonpositive(_mm256_load_ps(t)));
+    const float x = g[i], e = t[0];
+    g[i] = (x >= 0.0f ? x : x * e) / (1.0f + e) * u[i];
+  }
+}
+
 float exp_sum(float* x, int64_t n, float shift) {
   const __m256 sh = _mm256_set1_ps(shift);
   __m256 acc = _mm256_setzero_ps();
@@ -477,6 +495,7 @@ const IsaKernels kAvx2Kernels = {
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,
     exp_sum,
+    silu_mul,
     read_sum,
 };
 

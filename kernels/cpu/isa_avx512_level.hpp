@@ -237,6 +237,19 @@ float exp_sum(float* x, int64_t n, float shift) {
   return _mm512_reduce_add_ps(acc);
 }
 
+void silu_mul(float* g, const float* u, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : tail_mask16(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));  // exp(-|x|)
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 num = _mm512_mask_mul_ps(x, neg, x, e);  // x * e where x < 0
+    _mm512_mask_storeu_ps(g + i, m,
+                          _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
 float read_sum(const float* p, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i < n; i += 64) {
@@ -263,6 +276,7 @@ const IsaKernels SPECD_AVX512_TABLE = {
     {attn_values<Kv::kF32>, attn_values<Kv::kF16>, attn_values<Kv::kBF16>},
     sum_squares,
     exp_sum,
+    silu_mul,
     read_sum,
 };
 

@@ -122,6 +122,10 @@ struct IsaKernels {
   // x[i] = exp(x[i] - shift) in place (exactly 0 below exp's float range, e.g. for -inf),
   // returns the sum. shift >= every x[i]: the softmax's max. Relative error ~2e-7 per element.
   float (*exp_sum)(float* x, int64_t n, float shift);
+  // The SwiGLU product in place: g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)), through
+  // exp(-|x|) (x * e / (1 + e) for negative x), so exp never overflows. Elementwise: a row's
+  // result does not depend on n or on its neighbours.
+  void (*silu_mul)(float* g, const float* u, int64_t n);
   // Sums n floats (n a multiple of 64, p 64-byte aligned): the read-bandwidth probe.
   float (*read_sum)(const float* p, int64_t n);
 };
@@ -141,6 +145,7 @@ void q8_0_row_to_f32(const void* src, float* dst, int64_t n);
 void q4_0_row_to_f32(const void* src, float* dst, int64_t n);
 void narrow_f16(const float* src, uint16_t* dst, int64_t n);
 float exp_sum(float* x, int64_t n, float shift);
+void silu_mul(float* g, const float* u, int64_t n);
 void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);

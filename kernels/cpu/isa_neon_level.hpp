@@ -378,6 +378,7 @@ const IsaKernels SPECD_NEON_TABLE = {
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,
     scalar::exp_sum,
+    scalar::silu_mul,
     read_sum,
 };
 

@@ -242,6 +242,13 @@ float exp_sum(float* x, int64_t n, float shift) {
   return s;
 }
 
+void silu_mul(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i], e = std::exp(-std::fabs(x));
+    g[i] = (x >= 0.0f ? x : x * e) / (1.0f + e) * u[i];
+  }
+}
+
 float read_sum(const float* p, int64_t n) {
   float lane[16] = {};
   for (int64_t i = 0; i < n; i += 16)
@@ -277,6 +284,9 @@ void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
 }
 float exp_sum(float* x, int64_t n, float shift) {
   return cpu::exp_sum(x, n, shift);
+}
+void silu_mul(float* g, const float* u, int64_t n) {
+  cpu::silu_mul(g, u, n);
 }
 // bf16 weights take activations rounded to bf16; this form keeps them widened as F32.
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k) {
@@ -354,6 +364,7 @@ const IsaKernels kScalarKernels = {
     {attn_values<0>, attn_values<1>, attn_values<2>},
     sum_squares,
     exp_sum,
+    silu_mul,
     read_sum,
 };
 

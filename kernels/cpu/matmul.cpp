@@ -136,14 +136,17 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
         const WeightView up_part{up.dtype, static_cast<const uint8_t*>(up.data) + row_bytes(up.dtype, k) * j0, w, k};
         gemv_range(isa, x, mc, gate, nullptr, o_chunk, n, j0, j1);
         gemv_range(isa, x, mc, up_part, nullptr, up_tile.data(), w, 0, w);
-        for (int64_t r = 0; r < mc; ++r) {
-          float* o = o_chunk + r * n + j0;
-          const float* u = up_tile.data() + r * w;
-          for (int64_t j = 0; j < w; ++j) o[j] = o[j] / (1.0f + std::exp(-o[j])) * u[j];
-        }
+        for (int64_t r = 0; r < mc; ++r) isa.silu_mul(o_chunk + r * n + j0, up_tile.data() + r * w, w);
       }
     });
   }
+}
+
+void silu_mul(Device device, float* g, const float* u, int64_t n) {
+  detail::require_cpu(device, "silu_mul");
+  if (n <= 0) return;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) { isa.silu_mul(g + b, u + b, e - b); });
 }
 
 namespace reference {

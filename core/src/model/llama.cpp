@@ -305,10 +305,7 @@ void LlamaModel::mlp(const LayerWeights& w, int64_t T) {
     ensure(s_.up, T * I);
     kernels::matmul(kCpu, h, w.w_gate, nullptr, s_.gate.data(), T);
     kernels::matmul(kCpu, h, w.w_up, nullptr, s_.up.data(), T);
-    for (int64_t i = 0; i < T * I; ++i) {
-      const float g = s_.gate[static_cast<size_t>(i)];
-      s_.gate[static_cast<size_t>(i)] = g / (1.0f + std::exp(-g)) * s_.up[static_cast<size_t>(i)];
-    }
+    kernels::silu_mul(kCpu, s_.gate.data(), s_.up.data(), T * I);
   }
   kernels::matmul(kCpu, s_.gate.data(), w.w_down, nullptr, s_.o.data(), T);
   all_reduce(s_.o.data(), T * config().hidden_size);

@@ -55,6 +55,10 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
 // gate and up [n, k] of the same dtype.
 void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out, int64_t m);
 
+// The SwiGLU product alone, in place: g[i] = silu(g[i]) * u[i] for i < n, computed as
+// matmul_swiglu computes it (for gate and up projections of different dtypes).
+void silu_mul(Device device, float* g, const float* u, int64_t n);
+
 namespace reference {
 // Naive triple loop with double accumulation over F32 activations and the exactly widened
 // (dequantized) weights: the ground truth for tests.

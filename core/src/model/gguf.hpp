@@ -59,7 +59,8 @@ struct TypeInfo {
   uint32_t bytes = 0;
 };
 inline constexpr uint32_t kTypeF32 = 0, kTypeF16 = 1, kTypeQ4_0 = 2, kTypeQ4_1 = 3, kTypeQ5_0 = 6, kTypeQ5_1 = 7,
-                          kTypeQ8_0 = 8, kTypeQ4_K = 12, kTypeQ5_K = 13, kTypeQ6_K = 14, kTypeQ8_K = 15, kTypeBF16 = 30;
+                          kTypeQ8_0 = 8, kTypeQ2_K = 10, kTypeQ3_K = 11, kTypeQ4_K = 12, kTypeQ5_K = 13, kTypeQ6_K = 14,
+                          kTypeQ8_K = 15, kTypeBF16 = 30;
 const TypeInfo& type_info(uint32_t ggml_type) noexcept;  // block == 0 for unknown ids
 std::string type_name(uint32_t ggml_type);               // "Q6_K", or "type 77" for an unknown id
 

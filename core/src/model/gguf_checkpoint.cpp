@@ -91,7 +91,7 @@ TensorView tensor_view(const File& f, const gguf::TensorInfo& t, std::string hf)
   } else {
     f.fail("tensor '" + std::string(t.name) + "' has type " + gguf::type_name(t.type) +
                ", which specd does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K in place; Q4_1, Q5_0, "
-               "Q5_1, Q8_K converted to Q8_0)",
+               "Q5_1, Q8_K, Q2_K, Q3_K converted to Q8_0)",
            true);
   }
   return v;

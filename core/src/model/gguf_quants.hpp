@@ -9,6 +9,11 @@
 //     element j < 16 takes the low nibble of qs[j], element j + 16 the high nibble; its 5th bit
 //     is bit j (resp. j + 16) of qh read as a little-endian u32.
 //   Q8_K (256): {f32 d, i8 qs[256], i16 bsums[16]}      x = q * d (bsums are not needed)
+//   Q2_K (256): {u8 scales[16], u8 qs[64], f16 d, f16 dmin}
+//     x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4), g = e / 16, q 2 bits of qs
+//   Q3_K (256): {u8 hmask[32], u8 qs[64], u8 scales[12], f16 d}
+//     x = d * (scale6[g] - 32) * (q - (hmask bit ? 0 : 4)), q 2 bits of qs
+//     (bit layouts next to the dequantizers in gguf_quants.cpp)
 #pragma once
 
 #include <cstddef>
@@ -21,7 +26,7 @@ namespace specd::model::gguf {
 // True for the ggml types above (read by conversion, not in place).
 bool is_converted_type(uint32_t ggml_type) noexcept;
 
-// The kernel dtype a converted type is stored in after loading: Q8_0 for all of them. A 4 to
+// The kernel dtype a converted type is stored in after loading: Q8_0 for all of them. A 2 to
 // 6-bit value requantized to 8 bits per block of 32 keeps its error within half a Q8_0 step
 // (max|block| / 254), well below the source format's own step; Q4_0 would add an error as
 // large as the original quantization's (docs/model-formats.md).

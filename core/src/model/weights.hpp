@@ -4,7 +4,7 @@
 //   auto: every matrix in the dtype it is stored in when the kernels read it (f32, f16, bf16,
 //     q8_0, q4_0, Q4_K, Q5_K, Q6_K: a GGUF file's tensors keep their own types, so a Q4_K_M
 //     file runs its Q4_K and Q6_K tensors in place); GGUF-only block types (Q4_1, Q5_0, Q5_1,
-//     Q8_K) are converted to q8_0 (model/gguf_quants.hpp);
+//     Q8_K, Q2_K, Q3_K) are converted to q8_0 (model/gguf_quants.hpp);
 //   f32 / f16 / bf16: every matrix converted to it (the checkpoint's own bytes when it matches);
 //   q8_0 / q4_0 / q4_k / q5_k / q6_k: the decoder layers' projections are quantized at load
 //   (GGUF block layouts, llama.cpp's reference rounding); q4_k_m / q5_k_m: llama.cpp's mix

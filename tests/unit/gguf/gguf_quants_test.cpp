@@ -8,7 +8,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/gguf.hpp"
@@ -37,6 +41,35 @@ std::vector<float> dequantized(uint32_t type, const std::vector<std::byte>& b, i
     mg::dequantize(type, b.data(), y.data(), n);
   }
   return y;
+}
+
+// Q2_K and Q3_K rows as llama-quantize wrote them dequantize to gguf-py's values exactly
+// (tests/data/gguf_quants), and convert to Q8_0 at load.
+TEST(GgufQuants, Q2_KAndQ3_KEqualGgufPysDequantization) {
+  const auto dir = std::filesystem::path(SPECD_TEST_DATA_DIR) / "gguf_quants";
+  auto bytes = [&](const std::string& name) {
+    std::ifstream in(dir / name, std::ios::binary);
+    EXPECT_TRUE(in.good()) << "missing reference file " << (dir / name);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  for (const auto& [label, type] : {std::pair{"q2_k", mg::kTypeQ2_K}, std::pair{"q3_k", mg::kTypeQ3_K}}) {
+    int64_t rows = 0, cols = 0;
+    std::ifstream(dir / (std::string(label) + ".shape")) >> rows >> cols;
+    ASSERT_GT(rows * cols, 0) << label;
+    const auto blocks = bytes(std::string(label) + ".blocks");
+    const auto want = bytes(std::string(label) + ".dequant.f32");
+    ASSERT_EQ(blocks.size(), static_cast<size_t>(rows * cols / 256 * mg::type_info(type).bytes)) << label;
+    ASSERT_EQ(want.size(), static_cast<size_t>(rows * cols) * 4) << label;
+    EXPECT_TRUE(mg::is_converted_type(type)) << label;
+    EXPECT_EQ(mg::converted_dtype(type), kernels::DType::kQ8_0) << label;
+    std::vector<float> got(static_cast<size_t>(rows * cols));
+    mg::dequantize(type, reinterpret_cast<const std::byte*>(blocks.data()), got.data(), rows * cols);
+    for (size_t i = 0; i < got.size(); ++i) {
+      float w;
+      std::memcpy(&w, want.data() + 4 * i, 4);
+      ASSERT_EQ(got[i], w) << label << " element " << i;
+    }
+  }
 }
 
 TEST(GgufQuants, Q4_1) {

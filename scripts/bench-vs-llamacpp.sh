@@ -8,7 +8,7 @@
 #       target-f16.gguf:draft-f16.gguf target-q4km.gguf:draft-q4km.gguf ...
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-B="${LLAMA_BIN:?set LLAMA_BIN to llama.cpp's build/bin}"
+B="${LLAMA_BIN:?set LLAMA_BIN to the build/bin folder of llama.cpp}"
 S="${SPECD:-$here/build/release/bin/specd}"
 P="${PROMPT:-def fibonacci(n):}"
 export LD_LIBRARY_PATH="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -250,10 +250,12 @@ constexpr PrepFn prep_bf16 = scalar::prep_bf16_as_f32;
 // Four blocks ("a quad") per step. The quad's bytes are loaded as 64-byte windows and one
 // two-register permute gathers the quants and the fp16 scales into lane order: vpermt2b with
 // VBMI, else vpermt2w (every field starts at an even offset, so whole words move).
-//   q4_0: quants -> lo = [A0-15 B0-15 C0-15 D0-15], hi = [A16-31 .. D16-31] (unsigned nibbles),
-//         lane l of both belongs to block l / 4; the activation row stores x in the same order
-//         (signed) with, per lane, -8 * (sum of the lane's 8 x values) as the accumulator start
-//         and the lane scales [dA x4, dB x4, dC x4, dD x4].
+//   q4_0: quants -> lo = [A0-15 B0-15 C0-15 D0-15], hi = [A16-31 .. D16-31] as nibble - 8
+//         (signed), lane l of both belongs to block l / 4; the activation row stores x + 128
+//         (unsigned) in the same order and the lane scales [dA x4, dB x4, dC x4, dD x4]; the
+//         start -128·Σw of each lane is computed from the weights once and shared by every row
+//         (the activations carry no sums: 52 bytes per block of 32 instead of 100, so five
+//         scoring rows of k = 2048 fit in L1 beside the weights).
 //   q8_0: quants -> w0 = [A B], w1 = [C D] (signed, natural order); the activation row stores
 //         lane scales [dA x8, dB x8], [dC x8, dD x8] and, with VNNI, x + 128 (unsigned: the
 //         start -128 * sum(w) is computed from the weights and shared by every row); without
@@ -389,17 +391,13 @@ void prep_q8_for_q4_0(const float* x, uint8_t* out, int64_t k) {
   auto* d = reinterpret_cast<float*>(out);
   uint8_t* q = out + nbp * 4;
   auto* aux = reinterpret_cast<float*>(out + nbp * 36);
-  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t qd = 0; qd < nbp / 4; ++qd) {
     __m128i h[4][2];
     quantize_quad(x, k / 32, qd, d, h);
-    const __m512i lo = join4(h[0][0], h[1][0], h[2][0], h[3][0]);
-    const __m512i hi = join4(h[0][1], h[1][1], h[2][1], h[3][1]);
-    _mm512_storeu_si512(q + qd * 128, lo);
-    _mm512_storeu_si512(q + qd * 128 + 64, hi);
-    _mm512_storeu_ps(aux + qd * 32, lanes4(d + 4 * qd));
-    const __m512i sums = dot_u8s8(dot_u8s8(_mm512_setzero_si512(), ones, lo), ones, hi);
-    _mm512_storeu_si512(aux + qd * 32 + 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 3)));
+    _mm512_storeu_si512(q + qd * 128, _mm512_add_epi8(join4(h[0][0], h[1][0], h[2][0], h[3][0]), bias));
+    _mm512_storeu_si512(q + qd * 128 + 64, _mm512_add_epi8(join4(h[0][1], h[1][1], h[2][1], h[3][1]), bias));
+    _mm512_storeu_ps(aux + qd * 16, lanes4(d + 4 * qd));
   }
 }
 
@@ -413,22 +411,28 @@ struct QuantOps;
 template <>
 struct QuantOps<DType::kQ4_0> {
   static constexpr int64_t kBlock = 18;
+  static constexpr int64_t kAuxPerQuad = 16;  // floats of the activation row's aux per quad
   struct W {
-    __m512i lo, hi;
+    __m512i lo, hi, s;  // levels - 8 (signed), and the start -128·Σw of each lane
     __m512 dw;
   };
   static W unpack(__m512i l0, __m512i l1, __m512i) {
     const __m512i v = gather_bytes(l0, kQuadIdx.q4, l1);
-    const __m512i m = _mm512_set1_epi8(15);
-    return {_mm512_and_si512(v, m), _mm512_and_si512(_mm512_srli_epi16(v, 4), m),
-            _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-                                  _mm512_castps128_ps512(block_scales(l0, l1, kQuadIdx.q4_scale)))};
+    const __m512i m = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    W w;
+    w.lo = _mm512_sub_epi8(_mm512_and_si512(v, m), eight);
+    w.hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), eight);
+    const __m512i b80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    w.s = _mm512_sub_epi32(_mm512_setzero_si512(), dot_u8s8(dot_u8s8(_mm512_setzero_si512(), b80, w.lo), b80, w.hi));
+    w.dw = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(block_scales(l0, l1, kQuadIdx.q4_scale)));
+    return w;
   }
-  // Quad qd of one activation row into accumulator C (C = qd % 2).
+  // Quad qd of one activation row (x + 128, unsigned) into accumulator C (C = qd % 2).
   template <int C>
   static void mac(const W& w, const uint8_t* xq, const float* xa, __m512 (&acc)[2]) {
-    __m512i dot = dot_u8s8(_mm512_loadu_si512(xa + 16), w.lo, _mm512_loadu_si512(xq));
-    dot = dot_u8s8(dot, w.hi, _mm512_loadu_si512(xq + 64));
+    __m512i dot = dot_u8s8(w.s, _mm512_loadu_si512(xq), w.lo);
+    dot = dot_u8s8(dot, _mm512_loadu_si512(xq + 64), w.hi);
     acc[C] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(_mm512_loadu_ps(xa), w.dw), acc[C]);
   }
 };
@@ -436,6 +440,7 @@ struct QuantOps<DType::kQ4_0> {
 template <>
 struct QuantOps<DType::kQ8_0> {
   static constexpr int64_t kBlock = 34;
+  static constexpr int64_t kAuxPerQuad = 32;
   struct W {
     __m512i w0, w1;
     __m512 dw0, dw1;
@@ -502,7 +507,8 @@ struct TileQuant {
           kW == DType::kQ8_0 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 128), base + 128) : _mm512_setzero_si512();
       const typename Ops::W wq = Ops::unpack(l0, l1, l2);
 #pragma GCC unroll 16
-      for (int rr = 0; rr < MB; ++rr) Ops::template mac<C>(wq, x[rr].q + qd * 128, x[rr].aux + qd * 32, acc[rr]);
+      for (int rr = 0; rr < MB; ++rr)
+        Ops::template mac<C>(wq, x[rr].q + qd * 128, x[rr].aux + qd * Ops::kAuxPerQuad, acc[rr]);
     }
 
     static void run(const GemvArgs& a, int64_t j, int64_t r0) {

@@ -8,8 +8,9 @@ JOBS   ?= $(shell nproc)
 
 .PHONY: bootstrap configure build demo test lint clean
 
+BOOTSTRAP ?= test
 bootstrap:
-	bash scripts/bootstrap.sh
+	bash scripts/bootstrap.sh $(BOOTSTRAP)
 
 configure: bootstrap
 	cmake --preset $(PRESET)
@@ -20,6 +21,7 @@ build: configure
 # The bundled default: configs/default.yaml on the models trained by tools/train (models/specd-py
 # with its MTP heads, models/specd-py-draft; card: models/README.md). scripts/demo.sh completes a
 # code prompt plain and with each proposer, prints speedups and acceptance, then serves one curl request.
+demo: BOOTSTRAP := demo
 demo: build
 	bash scripts/demo.sh $(BUILD)
 

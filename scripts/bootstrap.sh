@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Installs everything specd needs to build and test on Debian 12. Idempotent: packages
 # already present are skipped, npm tools are installed only when missing.
+#   bootstrap.sh [test]   everything make test uses (the default)
+#   bootstrap.sh demo     without the test-only cross tools (make demo)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+what="${1:-test}"
+case "$what" in
+  demo | test) ;;
+  *)
+    echo "usage: bootstrap.sh [demo|test] (got '$what')" >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang lld libclang-rt-14-dev
@@ -10,10 +20,13 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
-  g++-aarch64-linux-gnu qemu-user  # the kernel suite built for aarch64 and run under emulation
   python3-numpy python3-jinja2 python3-torch python3-doc prometheus curl
   chromium
 )
+# The kernel suite built for aarch64 and run under emulation (tests/kernels/aarch64): test only.
+if [ "$what" = test ]; then
+  packages+=(g++-aarch64-linux-gnu qemu-user)
+fi
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with
 # Debian's npm package); otherwise take Debian's.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

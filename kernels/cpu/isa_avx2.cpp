@@ -89,35 +89,6 @@ void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
   }
 }
 
-// Runs Tile<MB>(a, j, r0) for every feature and groups of up to 4 rows: the grouping changes
-// only which rows share a weight load, never the arithmetic of a row. Row groups are the outer
-// loop (see walk in isa_avx512_gemv.hpp): a group's activations stay cached while the task's
-// features pass by, and their weight rows come from L2 after the first group.
-template <template <int> class Tile>
-void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const int64_t full = a.m / 4 * 4;
-  for (int64_t r = 0; r < full; r += 4)
-    for (int64_t j = j0; j < j1; ++j) {
-      if (r == 0 && a.m > 1) prefetch_weight_row(a, j);
-      Tile<4>::run(a, j, r);
-    }
-  if (full == a.m) return;
-  for (int64_t j = j0; j < j1; ++j) {
-    if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
-    switch (a.m - full) {
-      case 3:
-        Tile<3>::run(a, j, full);
-        break;
-      case 2:
-        Tile<2>::run(a, j, full);
-        break;
-      default:
-        Tile<1>::run(a, j, full);
-        break;
-    }
-  }
-}
-
 template <Wt kT>
 struct FloatTile {
   template <int MB>
@@ -128,7 +99,7 @@ struct FloatTile {
 
 template <Wt kT>
 void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<FloatTile<kT>::template T>(a, j0, j1);
+  walk_by_4<FloatTile<kT>::template T>(a, j0, j1);
 }
 
 // ---- quantized weights -------------------------------------------------------------------
@@ -257,7 +228,7 @@ struct QuantTile {
 
 template <DType kW>
 void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<QuantTile<kW>::template T>(a, j0, j1);
+  walk_by_4<QuantTile<kW>::template T>(a, j0, j1);
 }
 
 // ---- conversions -------------------------------------------------------------------------
@@ -477,7 +448,7 @@ void f32_to_f32(const void* src, float* dst, int64_t n) {
 }  // namespace
 }  // namespace specd::kernels::cpu
 
-// The K-quant GEMV uses walk, hsum and half_to_f32 above.
+// The K-quant GEMV uses walk_by_4 (isa_kernels.hpp), hsum and half_to_f32 above.
 #include "isa_avx2_kquant.hpp"
 
 namespace specd::kernels::cpu {

@@ -1,4 +1,4 @@
-// The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers walk, hsum and
+// The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers hsum and
 // half_to_f32): Q4_K, Q5_K and Q6_K weights against Q8_K activations, as the AVX-512 level
 // does it (isa_avx512_kquant.hpp) with 32-element vectors. A weight super-block is unpacked
 // once for every activation row of the tile: eight vectors of unsigned levels in the
@@ -151,7 +151,7 @@ struct KTile {
 
 template <DType kW>
 void gemv_k(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<KTile<kW>::template T>(a, j0, j1);
+  walk_by_4<KTile<kW>::template T>(a, j0, j1);
 }
 
 }  // namespace

@@ -93,6 +93,39 @@ inline void prefetch_weight_row(const GemvArgs& a, int64_t j) {
   for (size_t off = 0; off < a.w_stride; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
+// Calls Tile<MB>::run(a, j, r0) for every feature j in [j0, j1) and groups of up to 4 rows (the
+// AVX2 and NEON levels; AVX-512 has its own walks with wider groups). Row groups are the outer
+// loop: one group's activations stay in the caches while the task's features pass by, and
+// their weight rows come from L2 after the first group (see walk in isa_avx512_gemv.hpp). The
+// grouping changes only which rows share a weight load, never a row's arithmetic. In an
+// unnamed namespace: each level's file instantiates it with its own flags (see the rule above).
+namespace {
+template <template <int> class Tile>
+void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const int64_t full = a.m / 4 * 4;
+  for (int64_t r = 0; r < full; r += 4)
+    for (int64_t j = j0; j < j1; ++j) {
+      if (r == 0 && a.m > 1) prefetch_weight_row(a, j);
+      Tile<4>::run(a, j, r);
+    }
+  if (full == a.m) return;
+  for (int64_t j = j0; j < j1; ++j) {
+    if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
+    switch (a.m - full) {
+      case 3:
+        Tile<3>::run(a, j, full);
+        break;
+      case 2:
+        Tile<2>::run(a, j, full);
+        break;
+      default:
+        Tile<1>::run(a, j, full);
+        break;
+    }
+  }
+}
+}  // namespace
+
 using GemvFn = void (*)(const GemvArgs& args, int64_t j0, int64_t j1);
 // Prepares one row of k activations (F32) for weights of the table's dtype into `out`.
 using PrepFn = void (*)(const float* x, uint8_t* out, int64_t k);

@@ -61,33 +61,6 @@ inline float load1(const void* p, int64_t i) {
   }
 }
 
-// Calls Tile<MB>::run(a, j, r0) for every feature and groups of up to 4 rows, row groups
-// outside (see walk in isa_avx512_gemv.hpp): the grouping never changes a row's arithmetic.
-template <template <int> class Tile>
-void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const int64_t full = a.m / 4 * 4;
-  for (int64_t r = 0; r < full; r += 4)
-    for (int64_t j = j0; j < j1; ++j) {
-      if (r == 0 && a.m > 1) prefetch_weight_row(a, j);
-      Tile<4>::run(a, j, r);
-    }
-  if (full == a.m) return;
-  for (int64_t j = j0; j < j1; ++j) {
-    if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
-    switch (a.m - full) {
-      case 3:
-        Tile<3>::run(a, j, full);
-        break;
-      case 2:
-        Tile<2>::run(a, j, full);
-        break;
-      default:
-        Tile<1>::run(a, j, full);
-        break;
-    }
-  }
-}
-
 // ---- float weights ----------------------------------------------------------------------------
 template <Wt kT>
 struct FloatTile {
@@ -120,7 +93,7 @@ struct FloatTile {
 
 template <Wt kT>
 void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<FloatTile<kT>::template T>(a, j0, j1);
+  walk_by_4<FloatTile<kT>::template T>(a, j0, j1);
 }
 
 // ---- integer dot products -----------------------------------------------------------------------
@@ -184,7 +157,7 @@ struct QuantTile {
 
 template <DType kW>
 void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<QuantTile<kW>::template T>(a, j0, j1);
+  walk_by_4<QuantTile<kW>::template T>(a, j0, j1);
 }
 
 // ---- K-quants -----------------------------------------------------------------------------------
@@ -301,7 +274,7 @@ struct KTile {
 
 template <DType kW>
 void gemv_k(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<KTile<kW>::template T>(a, j0, j1);
+  walk_by_4<KTile<kW>::template T>(a, j0, j1);
 }
 
 // ---- attention over cached rows ---------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace specd::kernels::cpu {
 namespace {
@@ -256,8 +257,12 @@ void unpack_k_scales(const uint8_t* scales, int* sc, int* m) {
   for (int j = 0; j < 8; ++j) k_scale_min(j, scales, &sc[j], &m[j]);
 }
 
-void q4_k_row_to_f32(const void* src, float* dst, int64_t n) {
-  const auto* blk = static_cast<const BlockQ4_K*>(src);
+namespace {
+
+// Q4_K / Q5_K rows: value = d·sc·q - dmin·m per sub-block of 32 (Q5_K: q's 5th bit from qh).
+template <class Block>
+void k45_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const Block*>(src);
   for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
     const float d = f16_to_f32(blk[b].d), dmin = f16_to_f32(blk[b].dmin);
     for (int j = 0; j < 8; ++j) {
@@ -266,28 +271,22 @@ void q4_k_row_to_f32(const void* src, float* dst, int64_t n) {
       const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
       const uint8_t* q = blk[b].qs + 32 * (j / 2);
       for (int l = 0; l < 32; ++l) {
-        const int v = j % 2 == 0 ? q[l] & 15 : q[l] >> 4;
+        int v = j % 2 == 0 ? q[l] & 15 : q[l] >> 4;
+        if constexpr (std::is_same_v<Block, BlockQ5_K>) v |= ((blk[b].qh[l] >> j) & 1) << 4;
         dst[32 * j + l] = scale * static_cast<float>(v) - min;
       }
     }
   }
 }
 
+}  // namespace
+
+void q4_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  k45_row_to_f32<BlockQ4_K>(src, dst, n);
+}
+
 void q5_k_row_to_f32(const void* src, float* dst, int64_t n) {
-  const auto* blk = static_cast<const BlockQ5_K*>(src);
-  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
-    const float d = f16_to_f32(blk[b].d), dmin = f16_to_f32(blk[b].dmin);
-    for (int j = 0; j < 8; ++j) {
-      int sc = 0, m = 0;
-      k_scale_min(j, blk[b].scales, &sc, &m);
-      const float scale = d * static_cast<float>(sc), min = dmin * static_cast<float>(m);
-      const uint8_t* q = blk[b].qs + 32 * (j / 2);
-      for (int l = 0; l < 32; ++l) {
-        const int v = (j % 2 == 0 ? q[l] & 15 : q[l] >> 4) | (((blk[b].qh[l] >> j) & 1) << 4);
-        dst[32 * j + l] = scale * static_cast<float>(v) - min;
-      }
-    }
-  }
+  k45_row_to_f32<BlockQ5_K>(src, dst, n);
 }
 
 void q6_k_row_to_f32(const void* src, float* dst, int64_t n) {

@@ -38,6 +38,8 @@ void validate(const PagedAttentionParams& p) {
             std::to_string(p.num_kv_heads));
   }
   if (p.num_seqs > 0 && p.query_start[0] != 0) invalid("query_start[0] must be 0");
+  if ((p.tree_offsets == nullptr) != (p.tree_parents == nullptr)) invalid("tree_offsets and tree_parents go together");
+  if (p.tree_offsets != nullptr && p.num_seqs > 0 && p.tree_offsets[0] != 0) invalid("tree_offsets[0] must be 0");
   for (int32_t s = 0; s < p.num_seqs; ++s) {
     const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
     const int32_t ctx = p.context_lens[s];
@@ -45,6 +47,18 @@ void validate(const PagedAttentionParams& p) {
     if (n_new > ctx) {
       invalid("sequence " + std::to_string(s) + " has " + std::to_string(n_new) + " new tokens but a context of only " +
               std::to_string(ctx));
+    }
+    if (p.tree_offsets != nullptr) {
+      const int32_t m = p.tree_offsets[s + 1] - p.tree_offsets[s];
+      if (m < 0 || m > ctx)
+        invalid("sequence " + std::to_string(s) + " has a tree region of " + std::to_string(m) +
+                " positions, outside [0, " + std::to_string(ctx) + "]");
+      for (int32_t r = 0; r < m; ++r) {
+        const int32_t parent = p.tree_parents[p.tree_offsets[s] + r];
+        if (parent < -1 || parent >= r)
+          invalid("sequence " + std::to_string(s) + ": tree node " + std::to_string(r) + " has parent " +
+                  std::to_string(parent) + ", outside [-1, " + std::to_string(r) + ")");
+      }
     }
     const int32_t blocks = (ctx + p.block_size - 1) / p.block_size;
     if (blocks > p.block_table_stride) {
@@ -76,7 +90,39 @@ std::vector<float> reference_row(const PagedAttentionParams& p, const void* cach
   return out;
 }
 
+// The keys of new token t of sequence s as a linear run: `len` logical positions, of which the
+// first `linear` are the cache positions themselves and the rest (tree ancestors, root first)
+// are stored at cache positions path[0 .. len - linear).
+struct Keys {
+  int32_t len = 0;
+  int32_t linear = 0;
+  const int32_t* path = nullptr;
+};
+
+Keys keys_of(const PagedAttentionParams& p, int32_t s, int32_t t, std::vector<int32_t>& path) {
+  const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
+  const int32_t pos = p.context_lens[s] - n_new + (t - p.query_start[s]);  // its cache position
+  const int32_t m = p.tree_offsets == nullptr ? 0 : p.tree_offsets[s + 1] - p.tree_offsets[s];
+  const int32_t base = p.context_lens[s] - m;
+  if (pos < base) return {pos + 1, pos + 1, nullptr};
+  const int32_t* parents = p.tree_parents + p.tree_offsets[s];
+  path.clear();
+  for (int32_t r = pos - base; r >= 0; r = parents[r]) path.push_back(base + r);  // parents[r] < r: ends
+  std::reverse(path.begin(), path.end());
+  return {base + static_cast<int32_t>(path.size()), base, path.data()};
+}
+
 }  // namespace
+
+void tree_depths(const int32_t* parents, int32_t m, int32_t* depth) {
+  for (int32_t r = 0; r < m; ++r) {
+    const int32_t parent = parents[r];
+    if (parent < -1 || parent >= r)
+      invalid("tree node " + std::to_string(r) + " has parent " + std::to_string(parent) + ", outside [-1, " +
+              std::to_string(r) + ")");
+    depth[r] = parent < 0 ? 0 : depth[parent] + 1;
+  }
+}
 
 void paged_attention(Device device, const PagedAttentionParams& p) {
   detail::require_cpu(device, "paged_attention");
@@ -104,22 +150,45 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
   const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;  // [group, context]
+    thread_local std::vector<float> scores;     // [group, len]
+    thread_local std::vector<int32_t> path;     // tree ancestors of the token
+    thread_local std::vector<uint8_t> gathered;  // one block of keys or values of one kv head
+    gathered.resize(static_cast<size_t>(p.block_size) * static_cast<size_t>(hd) * elem);
     for (int64_t item = begin; item < end; ++item) {
       const int32_t t = static_cast<int32_t>(item / p.num_kv_heads);
       const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
       const int32_t s = tok_seq[t];
-      const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
-      const int32_t len = p.context_lens[s] - n_new + (t - p.query_start[s]) + 1;  // causal: up to its position
+      const Keys keys = keys_of(p, s, t, path);
+      const int32_t len = keys.len;
       if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
       const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.block_table_stride;
+      // The rows of logical block [j0, j0 + nn) of one cache, and their stride: in place while the
+      // block is linear, else gathered (tree ancestors), so that every kernel call covers the same
+      // logical block as for a chain.
+      auto block = [&](const uint8_t* base, int32_t j0, int32_t nn, int64_t& row_stride) -> const uint8_t* {
+        if (j0 + nn <= keys.linear) {
+          row_stride = stride;
+          const int64_t off =
+              (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+          return base + static_cast<size_t>(off) * elem;
+        }
+        row_stride = hd;
+        for (int32_t j = 0; j < nn; ++j) {
+          const int32_t x = j0 + j;
+          const int32_t pos = x < keys.linear ? x : keys.path[x - keys.linear];
+          std::memcpy(gathered.data() + static_cast<size_t>(j) * hd * elem,
+                      base + static_cast<size_t>(cache_offset(p, s, pos, g)) * elem, static_cast<size_t>(hd) * elem);
+        }
+        return gathered.data();
+      };
       // Scores: one pass over the keys, block by block, every query head of the group per key.
       for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
-        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
-        scores_fn(q0, group, hd, k_base + static_cast<size_t>(off) * elem, stride, std::min(p.block_size, len - j0),
-                  p.scale, scores.data() + j0, len);
+        const int32_t nn = std::min(p.block_size, len - j0);
+        int64_t row_stride = 0;
+        const uint8_t* rows = block(k_base, j0, nn, row_stride);
+        scores_fn(q0, group, hd, rows, row_stride, nn, p.scale, scores.data() + j0, len);
       }
       for (int32_t h = 0; h < group; ++h) {
         float* sc = scores.data() + static_cast<size_t>(h) * len;
@@ -131,9 +200,10 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
       }
       // Weighted values: one pass over the values.
       for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
-        const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
-        values_fn(scores.data() + j0, len, group, hd, v_base + static_cast<size_t>(off) * elem, stride,
-                  std::min(p.block_size, len - j0), o0);
+        const int32_t nn = std::min(p.block_size, len - j0);
+        int64_t row_stride = 0;
+        const uint8_t* rows = block(v_base, j0, nn, row_stride);
+        values_fn(scores.data() + j0, len, group, hd, rows, row_stride, nn, o0);
       }
     }
   });
@@ -185,18 +255,21 @@ void paged_attention(const PagedAttentionParams& p) {
   validate(p);
   const int32_t group = p.num_heads / p.num_kv_heads;
   const int64_t hd = p.head_dim;
+  std::vector<int32_t> path;
   for (int32_t s = 0; s < p.num_seqs; ++s) {
     const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
     for (int32_t i = 0; i < n_new; ++i) {
       const int32_t t = p.query_start[s] + i;
-      const int32_t pos = p.context_lens[s] - n_new + i;
+      const Keys keys = keys_of(p, s, t, path);
+      auto key_pos = [&](int32_t x) { return x < keys.linear ? x : keys.path[x - keys.linear]; };
+      const int32_t pos = keys.len - 1;
       for (int32_t h = 0; h < p.num_heads; ++h) {
         const int32_t g = h / group;
         const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
         std::vector<double> sc(static_cast<size_t>(pos) + 1);
         double m = -std::numeric_limits<double>::infinity();
         for (int32_t j = 0; j <= pos; ++j) {
-          const std::vector<float> k = reference_row(p, p.k_cache, cache_offset(p, s, j, g));
+          const std::vector<float> k = reference_row(p, p.k_cache, cache_offset(p, s, key_pos(j), g));
           double d = 0.0;
           for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[static_cast<size_t>(e)];
           sc[static_cast<size_t>(j)] = d * p.scale;
@@ -210,7 +283,7 @@ void paged_attention(const PagedAttentionParams& p) {
         float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
         std::vector<double> acc(static_cast<size_t>(hd), 0.0);
         for (int32_t j = 0; j <= pos; ++j) {
-          const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, j, g));
+          const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, key_pos(j), g));
           for (int64_t e = 0; e < hd; ++e)
             acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];
         }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -196,6 +197,82 @@ TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
       EXPECT_NEAR(got_v[i], v[t * row + i], tol * (1 + std::abs(v[t * row + i]))) << dtype_name(dt);
     }
   }
+}
+
+// A draft tree scored in one call: every node's output is bit for bit that of its path laid out
+// as a chain (prefix, then the ancestors root first, then the node) and queried as one decode
+// token, on every ISA level and cache dtype; and it matches the reference. The region's first two
+// nodes were cached by an earlier call (a tree drafted level by level); two roots.
+TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
+  const auto [backend, dt] = GetParam();
+  SPECD_USE_BACKEND(backend);
+  const std::vector<int32_t> parents = {-1, 0, 1, 1, 0, 3, 2, 5, -1, 8, 4};  // region of 11
+  const int32_t prefix = 13, m = 11, n_new = 9, ctx = prefix + m, bs = 4, nh = 8, nkv = 2, hd = 32;
+  const Batch b({ctx}, {n_new}, bs, nh, nkv, hd, 97);
+  const size_t elem = dt == DType::kF32 ? 4 : 2;
+  std::vector<uint8_t> k(b.k.size() * elem), v(b.v.size() * elem);
+  from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
+  from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+  const std::vector<int32_t> offsets = {0, m};
+  std::vector<float> got(b.out_size()), want(b.out_size());
+  PagedAttentionParams p = b.params(got.data());
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.kv_dtype = dt;
+  p.tree_offsets = offsets.data();
+  p.tree_parents = parents.data();
+  paged_attention(backend.device, p);
+  p.out = want.data();
+  reference::paged_attention(p);
+  EXPECT_LT(max_rel_error(got, want), 1e-5);
+
+  const size_t row_bytes = static_cast<size_t>(nkv) * hd * elem;
+  auto row_at = [&](std::vector<uint8_t>& cache, int32_t pos) {
+    return cache.data() + (static_cast<size_t>(b.tables[static_cast<size_t>(pos / bs)]) * bs + pos % bs) * row_bytes;
+  };
+  const size_t per_token = static_cast<size_t>(nh) * hd;
+  for (int32_t i = 0; i < n_new; ++i) {
+    const int32_t r = m - n_new + i;
+    std::vector<int32_t> path;
+    for (int32_t x = r; x >= 0; x = parents[static_cast<size_t>(x)]) path.insert(path.begin(), x);
+    std::vector<uint8_t> ck = k, cv = v;
+    for (size_t d = 0; d < path.size(); ++d) {
+      const int32_t from = prefix + path[d], to = prefix + static_cast<int32_t>(d);
+      std::memcpy(row_at(ck, to), row_at(k, from), row_bytes);
+      std::memcpy(row_at(cv, to), row_at(v, from), row_bytes);
+    }
+    std::vector<float> chain(per_token);
+    PagedAttentionParams c = b.params(chain.data());
+    const std::vector<int32_t> qs = {0, 1}, lens = {prefix + static_cast<int32_t>(path.size())};
+    c.q = b.q.data() + static_cast<size_t>(i) * per_token;
+    c.query_start = qs.data();
+    c.context_lens = lens.data();
+    c.k_cache = ck.data();
+    c.v_cache = cv.data();
+    c.kv_dtype = dt;
+    paged_attention(backend.device, c);
+    EXPECT_EQ(0, std::memcmp(chain.data(), got.data() + static_cast<size_t>(i) * per_token, per_token * 4))
+        << "node " << r;
+  }
+}
+
+TEST(PagedAttentionTree, RejectsAParentThatIsNotEarlier) {
+  const Batch b({10}, {3}, 4, 2, 2, 8, 99);
+  std::vector<float> out(b.out_size());
+  PagedAttentionParams p = b.params(out.data());
+  const std::vector<int32_t> offsets = {0, 3}, parents = {-1, 2, 0};
+  p.tree_offsets = offsets.data();
+  p.tree_parents = parents.data();
+  try {
+    paged_attention(Device::kCpu, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tree node 1 has parent 2"), std::string::npos) << e.what();
+  }
+  std::vector<int32_t> depth(4);
+  const std::vector<int32_t> ok = {-1, 0, 0, 2};
+  tree_depths(ok.data(), 4, depth.data());
+  EXPECT_EQ(depth, (std::vector<int32_t>{0, 1, 1, 2}));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, PagedAttentionKvTest,

@@ -111,7 +111,7 @@ bool KvCache::reserve(SeqId seq, int32_t n) {
     allocator_.allocate(1, fresh);
     int32_t& block = t.blocks[static_cast<size_t>(tail)];
     copy_block(block, fresh[0]);
-    if (record_copies_) copies_.insert(copies_.end(), {block, fresh[0]});
+    if (record_copies_) copies_.insert(copies_.end(), {kCopyBlock, block, fresh[0]});
     allocator_.free(block);  // the other holders keep it
     block = fresh[0];
   }
@@ -129,14 +129,54 @@ void KvCache::copy_block(int32_t from, int32_t to) {
   }
 }
 
-void KvCache::copy_blocks(std::span<const int32_t> from_to) {
-  SPECD_CHECK(from_to.size() % 2 == 0, ErrorCode::kInternal, "KV cache: block copies come in pairs");
-  for (int32_t b : from_to) {
-    SPECD_CHECK(
-        b >= 0 && b < num_blocks(), ErrorCode::kInternal,
-        "KV cache: copied block " + std::to_string(b) + " is outside the pool of " + std::to_string(num_blocks()));
+void KvCache::copy_row(int64_t from, int64_t to) {
+  const size_t bytes = static_cast<size_t>(row_elems()) * element_bytes(shape_.dtype);
+  for (int32_t l = 0; l < shape_.num_layers; ++l) {
+    for (auto* storage : {&k_, &v_}) {
+      std::byte* base = (*storage)[static_cast<size_t>(l)].get();
+      std::memcpy(base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes, bytes);
+    }
   }
-  for (size_t i = 0; i < from_to.size(); i += 2) copy_block(from_to[i], from_to[i + 1]);
+}
+
+void KvCache::compact(SeqId seq, int32_t base, std::span<const int32_t> keep) {
+  const BlockTable& t = table(seq);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    const int32_t k = keep[i];
+    SPECD_CHECK(k >= static_cast<int32_t>(i) && (i == 0 || k > keep[i - 1]) && base >= 0 && base + k < t.num_tokens,
+                ErrorCode::kInternal,
+                "KV cache: compacting sequence " + std::to_string(seq) + ": position " + std::to_string(base) + "+" +
+                    std::to_string(k) + " cannot move to " + std::to_string(base) + "+" + std::to_string(i) +
+                    " of " + std::to_string(t.num_tokens));
+  }
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] == static_cast<int32_t>(i)) continue;
+    const int64_t from = slot(seq, base + keep[i]), to = slot(seq, base + static_cast<int32_t>(i));
+    copy_row(from, to);
+    if (record_copies_) copies_.insert(copies_.end(), {kCopyRow, static_cast<int32_t>(from), static_cast<int32_t>(to)});
+  }
+}
+
+void KvCache::repeat_copies(std::span<const int32_t> copies) {
+  SPECD_CHECK(copies.size() % 3 == 0, ErrorCode::kInternal, "KV cache: copies come as (kind, from, to)");
+  const int64_t rows = static_cast<int64_t>(num_blocks()) * shape_.block_size;
+  for (size_t i = 0; i < copies.size(); i += 3) {
+    const int32_t kind = copies[i];
+    const int64_t limit = kind == kCopyBlock ? num_blocks() : rows;
+    SPECD_CHECK(kind == kCopyBlock || kind == kCopyRow, ErrorCode::kInternal,
+                "KV cache: unknown copy kind " + std::to_string(kind));
+    for (size_t j = i + 1; j < i + 3; ++j)
+      SPECD_CHECK(copies[j] >= 0 && copies[j] < limit, ErrorCode::kInternal,
+                  std::string("KV cache: copied ") + (kind == kCopyBlock ? "block " : "row ") +
+                      std::to_string(copies[j]) + " is outside the pool of " + std::to_string(limit));
+  }
+  for (size_t i = 0; i < copies.size(); i += 3) {
+    if (copies[i] == kCopyBlock) {
+      copy_block(copies[i + 1], copies[i + 2]);
+    } else {
+      copy_row(copies[i + 1], copies[i + 2]);
+    }
+  }
 }
 
 void KvCache::fork(SeqId parent, SeqId child, int32_t len) {

@@ -114,14 +114,22 @@ class KvCache {
     std::span<const int32_t> blocks;
   };
   void mirror(std::span<const MirroredSeq> seqs);
-  // The block copies of copy-on-write (reserve after fork) reach the followers the same way: rank
-  // 0 records them (record_copies(true), set where tp::Leader allocates the cache) and sends
-  // those made since the last forward with the next one (take_copies, as from, to pairs); each
-  // follower repeats them in order before that forward (copy_blocks). Throws kInternal for an
-  // odd count or a block outside the pool.
+  // Draft trees: after verification the accepted path's K/V is made contiguous. Positions
+  // base + keep[i] move to base + i (keep strictly increasing, keep[i] >= i, within the
+  // sequence), in every layer; the caller then truncates past the path. Throws kInternal
+  // otherwise.
+  void compact(SeqId seq, int32_t base, std::span<const int32_t> keep);
+  // The copies of copy-on-write (reserve after fork) and of compact() reach the followers the
+  // same way: rank 0 records them (record_copies(true), set where tp::Leader allocates the
+  // cache) and sends those made since the last forward with the next one (take_copies, as
+  // triples: kind (kCopyBlock, kCopyRow), from, to); each follower repeats them in order before
+  // that forward (repeat_copies). Throws kInternal for a ragged list, an unknown kind or a block
+  // or row outside the pool.
+  static constexpr int32_t kCopyBlock = 0;
+  static constexpr int32_t kCopyRow = 1;
   void record_copies(bool on) { record_copies_ = on; }
   std::vector<int32_t> take_copies() { return std::exchange(copies_, {}); }
-  void copy_blocks(std::span<const int32_t> from_to);
+  void repeat_copies(std::span<const int32_t> copies);
 
   std::span<const int32_t> block_table(SeqId seq) const;
   // Row index (block * block_size + offset) of token position `pos` of `seq`.
@@ -143,13 +151,14 @@ class KvCache {
   // The partly filled last block that a write of n > 0 tokens would copy first, or -1.
   int32_t shared_tail(const BlockTable& t, int32_t n) const;
   void copy_block(int32_t from, int32_t to);
+  void copy_row(int64_t from, int64_t to);
 
   KvCacheShape shape_;
   BlockAllocator allocator_;
   std::unordered_map<SeqId, BlockTable> seqs_;
   std::vector<std::unique_ptr<std::byte[]>> k_, v_;
   bool record_copies_ = false;
-  std::vector<int32_t> copies_;  // from, to pairs since the last take_copies()
+  std::vector<int32_t> copies_;  // (kind, from, to) since the last take_copies()
   SeqId last_scratch_ = 0;       // scratch ids count down from -1
 };
 

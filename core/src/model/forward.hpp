@@ -28,6 +28,13 @@ struct SequenceInput {
   // cache must have room reserved for them (KvCache::reserve) before the call.
   std::span<const int32_t> tokens;
   LogitsMode logits = LogitsMode::kLast;
+  // Tree attention (speculative draft trees): when not empty, the parents of the sequence's last
+  // tree.size() positions after this call (nodes cached by earlier calls, then the new tokens):
+  // an index into that region below its own, or -1 for a node that follows the linear prefix.
+  // A node attends to the prefix, its ancestors and itself, at rotary position prefix + depth;
+  // its K/V is stored at its own cache position (kernels/attention.hpp). Empty: causal. A
+  // sequence with a tree appears in one row only.
+  std::span<const int32_t> tree = {};
 };
 
 struct ForwardBatch {

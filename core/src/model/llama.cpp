@@ -131,6 +131,8 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
   s_.out_rows.clear();
   s_.query_start.assign(1, 0);
   s_.context_lens.clear();
+  s_.tree_offsets.assign(1, 0);
+  s_.tree_parents.clear();
   int32_t stride = 1;
   for (int32_t s = 0; s < S; ++s) {
     const SequenceInput& in = batch.seqs[static_cast<size_t>(s)];
@@ -146,6 +148,7 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
     SPECD_CHECK(start + n <= kv.capacity(in.seq), ErrorCode::kInternal,
                 "forward: sequence " + std::to_string(in.seq) + " needs KV room for " + std::to_string(start + n) +
                     " tokens but has " + std::to_string(kv.capacity(in.seq)) + " reserved");
+    const int32_t tree_base = tree_layout(batch, s, start + n);
     const auto t0 = static_cast<int32_t>(s_.tokens.size());
     for (int32_t i = 0; i < n; ++i) {
       const int32_t token = in.tokens[static_cast<size_t>(i)];
@@ -153,9 +156,10 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
         throw Error(ErrorCode::kInvalidArgument,
                     "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
       }
+      const int32_t pos = start + i;
       s_.tokens.push_back(token);
-      s_.positions.push_back(start + i);
-      s_.slots.push_back(kv.slot(in.seq, start + i));
+      s_.positions.push_back(pos < tree_base ? pos : tree_base + s_.depth[static_cast<size_t>(pos - tree_base)]);
+      s_.slots.push_back(kv.slot(in.seq, pos));
     }
     switch (in.logits) {
       case LogitsMode::kNone:
@@ -172,12 +176,38 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
     s_.context_lens.push_back(start + n);
     stride = std::max(stride, static_cast<int32_t>(kv.block_table(in.seq).size()));
   }
+  if (s_.tree_parents.empty()) s_.tree_offsets.clear();  // no tree: every sequence causal
   s_.block_tables.assign(static_cast<size_t>(S) * stride, 0);
   for (int32_t s = 0; s < S; ++s) {
     const auto table = kv.block_table(batch.seqs[static_cast<size_t>(s)].seq);
     std::copy(table.begin(), table.end(), s_.block_tables.begin() + static_cast<int64_t>(s) * stride);
   }
   s_.block_table_stride = stride;
+}
+
+// Sequence s's tree region (SequenceInput::tree) when its length after the call is `total`: its
+// parents appended to s_.tree_parents, the nodes' depths in s_.depth. Returns where the region
+// starts (`total` without a tree).
+int32_t LlamaModel::tree_layout(const ForwardBatch& batch, int32_t s, int32_t total) {
+  const SequenceInput& in = batch.seqs[static_cast<size_t>(s)];
+  const auto m = static_cast<int32_t>(in.tree.size());
+  if (m > 0) {
+    const std::string who = "forward: sequence " + std::to_string(in.seq);
+    SPECD_CHECK(m <= total, ErrorCode::kInvalidArgument,
+                who + " has a tree of " + std::to_string(m) + " positions but only " + std::to_string(total));
+    for (const SequenceInput& other : batch.seqs)
+      SPECD_CHECK(&other == &in || other.seq != in.seq, ErrorCode::kInvalidArgument,
+                  who + " has a tree and appears in more than one row");
+    s_.depth.resize(static_cast<size_t>(m));
+    try {
+      kernels::tree_depths(in.tree.data(), m, s_.depth.data());
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kInvalidArgument, who + ": " + e.what());
+    }
+    s_.tree_parents.insert(s_.tree_parents.end(), in.tree.begin(), in.tree.end());
+  }
+  s_.tree_offsets.push_back(static_cast<int32_t>(s_.tree_parents.size()));
+  return total - m;
 }
 
 void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
@@ -258,6 +288,10 @@ kernels::PagedAttentionParams LlamaModel::attention_params(const kv::KvCache& kv
   ap.num_kv_heads = static_cast<int32_t>(d.num_kv_heads);
   ap.head_dim = static_cast<int32_t>(hd);
   ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (!s_.tree_offsets.empty()) {
+    ap.tree_offsets = s_.tree_offsets.data();
+    ap.tree_parents = s_.tree_parents.data();
+  }
   return ap;
 }
 

@@ -64,7 +64,8 @@ class LlamaModel {
 
  private:
   struct Scratch {
-    std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows;
+    std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows, tree_offsets,
+        tree_parents, depth;
     std::vector<int64_t> slots;
     std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all;
     int32_t block_table_stride = 1;
@@ -72,6 +73,7 @@ class LlamaModel {
   // The batch layout in s_ (token order, positions, slots, block tables, output rows), with the
   // checks of the batch's content.
   void layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  int32_t tree_layout(const ForwardBatch& batch, int32_t s, int32_t total);
   // The layers and the LM head over the batch layout in s_.
   void compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   void input_embeddings(const float* input_hidden, int64_t T);

@@ -258,7 +258,7 @@ void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBa
                         (batch.input_hidden != nullptr ? kInputHidden : 0);
   w.put<int32_t>(static_cast<int32_t>(batch.seqs.size()));
   w.put(flags);
-  const std::vector<int32_t> copies = kv.take_copies();  // copy-on-write since the last forward
+  const std::vector<int32_t> copies = kv.take_copies();  // copy-on-write and compaction since the last forward
   w.put_span(std::span<const int32_t>(copies));
   for (const model::SequenceInput& s : batch.seqs) {
     w.put<int64_t>(s.seq);
@@ -266,6 +266,7 @@ void Leader::announce_forward(int32_t id, int64_t hidden, const model::ForwardBa
     w.put<int32_t>(static_cast<int32_t>(s.logits));
     w.put_span(kv.block_table(s.seq));
     w.put_span(s.tokens);
+    w.put_span(s.tree);
   }
   if (batch.input_hidden != nullptr)  // MTP: [tokens, hidden], rows paired with the new tokens
     w.put_span(std::span<const float>(batch.input_hidden, static_cast<size_t>(tokens * hidden)));
@@ -390,11 +391,12 @@ void Follower::forward(MessageReader& in) {
       s.logits = static_cast<model::LogitsMode>(in.get<int32_t>());
       mirror_[i].blocks = in.get_span<int32_t>();
       s.tokens = in.get_span<int32_t>();
+      s.tree = in.get_span<int32_t>();
     }
     batch_.return_hidden = (flags & kReturnHidden) != 0;
     batch_.hidden_all = (flags & kHiddenAll) != 0;
     batch_.input_hidden = (flags & kInputHidden) != 0 ? in.get_span<float>().data() : nullptr;
-    m.kv->copy_blocks(copies);
+    m.kv->repeat_copies(copies);
     m.kv->mirror(mirror_);
     m.llama->forward(batch_, *m.kv, m.out);
   } catch (const std::exception& e) {

@@ -110,6 +110,52 @@ TEST_P(ForwardProperties, SelfDraftSharesWeightsAndEqualsTruncatedCheckpoint) {
   EXPECT_LT(max_row_rel_error(shared.append(1, tokens), separate.append(1, tokens)), 1e-6);
 }
 
+// A draft tree in one forward: [last, nodes...] with tree attention. Each node's logits equal
+// those of its path scored as a chain, and once the accepted path is compacted (KvCache::compact)
+// and the rest truncated, decoding goes on exactly as after the chain.
+TEST_P(ForwardProperties, TreeScoringEqualsEachPathAsAChain) {
+  const auto prompt = some_tokens(9, vocab_, 15), nodes = some_tokens(9, vocab_, 16);
+  // Region: the last prompt token (root) and 9 nodes; node i is region index i + 1.
+  const std::vector<int32_t> tree = {-1, 0, 0, 1, 1, 2, 4, 4, 6, 0};
+  std::vector<int32_t> inputs = {prompt.back()};
+  inputs.insert(inputs.end(), nodes.begin(), nodes.end());
+  const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
+  Runner t(weights_, 4);
+  t.append(1, head, LogitsMode::kNone);
+  ASSERT_TRUE(t.kv->reserve(1, static_cast<int32_t>(inputs.size())));
+  ForwardBatch b;
+  b.seqs.push_back({1, inputs, LogitsMode::kAll, tree});
+  t.model->forward(b, *t.kv, t.out);
+  const auto scored = t.rows(0);
+  ASSERT_EQ(scored.size(), inputs.size());
+  Runner c(weights_, 4);
+  c.append(1, head, LogitsMode::kNone);
+  for (int32_t r = 0; r < static_cast<int32_t>(tree.size()); ++r) {
+    std::vector<int32_t> path;
+    for (int32_t x = r; x >= 0; x = tree[static_cast<size_t>(x)]) path.insert(path.begin(), x);
+    std::vector<int32_t> chain;
+    for (int32_t x : path) chain.push_back(inputs[static_cast<size_t>(x)]);
+    c.kv->truncate(1, static_cast<int32_t>(head.size()));
+    EXPECT_EQ(c.append(1, chain).back(), scored[static_cast<size_t>(r)]) << "node " << r;
+  }
+  // Accept the path 0 -> 1 -> 4 -> 6 -> 8 (region indices), then decode one more token.
+  const std::vector<int32_t> keep = {0, 1, 4, 6, 8};
+  const auto base = static_cast<int32_t>(head.size());
+  t.kv->compact(1, base, keep);
+  t.kv->truncate(1, base + static_cast<int32_t>(keep.size()));
+  c.kv->truncate(1, base);
+  std::vector<int32_t> chain;
+  for (int32_t x : keep) chain.push_back(inputs[static_cast<size_t>(x)]);
+  c.append(1, chain, LogitsMode::kNone);
+  EXPECT_EQ(t.append(1, {7}, LogitsMode::kLast), c.append(1, {7}, LogitsMode::kLast));
+  // A bad tree is refused before anything is written.
+  ASSERT_TRUE(t.kv->reserve(1, 2));
+  const std::vector<int32_t> two = {3, 4}, bad = {-1, 1};
+  b.seqs = {{1, two, LogitsMode::kAll, bad}};
+  EXPECT_THROW(t.model->forward(b, *t.kv, t.out), Error);
+  EXPECT_EQ(t.kv->num_tokens(1), base + static_cast<int32_t>(keep.size()) + 1);
+}
+
 TEST_P(ForwardProperties, ErrorsLeaveTheCacheUnchanged) {
   Runner r(weights_, 4, 8);
   r.append(1, some_tokens(3, vocab_, 14));

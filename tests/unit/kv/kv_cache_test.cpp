@@ -139,13 +139,14 @@ TEST(KvCache, RecordedCopyOnWriteCopiesReproduceTheDataOnAFollower) {
   EXPECT_TRUE(leader.take_copies().empty());  // sharing copies nothing
   ASSERT_TRUE(leader.reserve(2, 1));          // the shared partial block is copied first
   const std::vector<int32_t> copies = leader.take_copies();
-  ASSERT_EQ(copies.size(), 2u);
-  EXPECT_EQ(copies[0], leader.block_table(1)[1]);
-  EXPECT_EQ(copies[1], leader.block_table(2)[1]);
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_EQ(copies[0], KvCache::kCopyBlock);
+  EXPECT_EQ(copies[1], leader.block_table(1)[1]);
+  EXPECT_EQ(copies[2], leader.block_table(2)[1]);
   EXPECT_TRUE(leader.take_copies().empty());  // taken once
-  follower.copy_blocks(copies);
+  follower.repeat_copies(copies);
   const size_t block_elems = static_cast<size_t>(shape.block_size) * static_cast<size_t>(leader.row_elems());
-  const auto to = static_cast<size_t>(copies[1]);
+  const auto to = static_cast<size_t>(copies[2]);
   for (int32_t l = 0; l < shape.num_layers; ++l) {
     for (size_t i = 0; i < block_elems; ++i) {
       ASSERT_EQ(static_cast<float*>(follower.k_layer(l))[to * block_elems + i],
@@ -154,8 +155,9 @@ TEST(KvCache, RecordedCopyOnWriteCopiesReproduceTheDataOnAFollower) {
                 static_cast<float*>(leader.v_layer(l))[to * block_elems + i]);
     }
   }
-  EXPECT_THROW(follower.copy_blocks(std::vector<int32_t>{1}), Error);
-  EXPECT_THROW(follower.copy_blocks(std::vector<int32_t>{0, 6}), Error);
+  EXPECT_THROW(follower.repeat_copies(std::vector<int32_t>{0, 1}), Error);
+  EXPECT_THROW(follower.repeat_copies(std::vector<int32_t>{0, 0, 6}), Error);
+  EXPECT_THROW(follower.repeat_copies(std::vector<int32_t>{2, 0, 1}), Error);
   // Without record_copies (TP 1), nothing accumulates.
   KvCache plain(shape, 6);
   plain.add_sequence(1);
@@ -164,6 +166,41 @@ TEST(KvCache, RecordedCopyOnWriteCopiesReproduceTheDataOnAFollower) {
   plain.fork(1, 2, 5);
   ASSERT_TRUE(plain.reserve(2, 1));
   EXPECT_TRUE(plain.take_copies().empty());
+}
+
+// Draft trees: compact() moves the accepted path's rows down in every layer, and a follower
+// that repeats the recorded row copies holds the same K/V.
+TEST(KvCache, CompactMovesRowsAndIsRepeatedOnAFollower) {
+  const KvCacheShape shape = small_shape();
+  KvCache leader(shape, 6), follower(shape, 6);
+  leader.record_copies(true);
+  leader.add_sequence(1);
+  ASSERT_TRUE(leader.reserve(1, 10));
+  leader.commit(1, 10);
+  const int64_t row = leader.row_elems();
+  for (KvCache* c : {&leader, &follower})
+    for (int32_t l = 0; l < shape.num_layers; ++l)
+      for (int32_t pos = 0; pos < 10; ++pos)
+        for (int64_t e = 0; e < row; ++e) {
+          const int64_t at = leader.slot(1, pos) * row + e;
+          static_cast<float*>(c->k_layer(l))[at] = static_cast<float>(100 * pos + l);
+          static_cast<float*>(c->v_layer(l))[at] = -static_cast<float>(100 * pos + l);
+        }
+  const std::vector<int32_t> keep = {0, 2, 5};  // positions 3+0, 3+2, 3+5 -> 3, 4, 5
+  leader.compact(1, 3, keep);
+  const std::vector<int32_t> copies = leader.take_copies();
+  EXPECT_EQ(copies.size(), 6u);  // two moves; position 3 stays
+  follower.repeat_copies(copies);
+  for (KvCache* c : {&leader, &follower})
+    for (int32_t l = 0; l < shape.num_layers; ++l)
+      for (int32_t i = 0; i < 3; ++i) {
+        const int64_t at = leader.slot(1, 3 + i) * row;
+        EXPECT_EQ(static_cast<float*>(c->k_layer(l))[at], 100.0f * (3 + keep[i]) + l);
+        EXPECT_EQ(static_cast<float*>(c->v_layer(l))[at], -(100.0f * (3 + keep[i]) + l));
+      }
+  EXPECT_EQ(static_cast<float*>(leader.k_layer(0))[leader.slot(1, 2) * row], 200.0f);  // before base: untouched
+  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{1, 1}), Error);  // not increasing
+  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{7}), Error);     // past the sequence
 }
 
 }  // namespace

@@ -7,6 +7,14 @@
 // to positions [0, that position]. Token position p of s lives in cache block
 // block_tables[s * block_table_stride + p / block_size], row p % block_size.
 // Grouped-query attention: query head h reads kv head h / (num_heads / num_kv_heads).
+//
+// Tree attention (speculative drafts as a tree): a sequence may end in a *tree region*, its last
+// m_s cache positions [ctx - m_s, ctx), with a parent per position (tree_parents, an index into
+// the region below its own, or -1: the node hangs off the linear prefix [0, ctx - m_s)). A new
+// token stored at region index r then attends to the prefix, its ancestors and itself, in that
+// order, as if they were the positions [0, ctx - m_s + depth(r)] of a linear sequence (depth of
+// a root 0): a node's result is bit for bit what the same tokens laid out as one chain give, so
+// greedy tree verification equals plain decoding. Positions before the region stay causal.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +41,17 @@ struct PagedAttentionParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  // Optional (both null: every sequence causal). Sequence s's tree region has
+  // m_s = tree_offsets[s + 1] - tree_offsets[s] positions (0: none, m_s <= context_lens[s]);
+  // tree_parents[tree_offsets[s] + r] is the parent of region index r, in [-1, r).
+  const int32_t* tree_offsets = nullptr;  // [num_seqs + 1], tree_offsets[0] == 0
+  const int32_t* tree_parents = nullptr;  // [tree_offsets[num_seqs]]
 };
+
+// Depth of every node of a tree region (parents as in PagedAttentionParams::tree_parents): the
+// rotary position of region index r is ctx - m + depth[r]. Throws specd::Error
+// (kInvalidArgument) for a parent outside [-1, r).
+void tree_depths(const int32_t* parents, int32_t m, int32_t* depth);
 
 // Validates the shapes and block ids (specd::Error on violation), then runs the CPU kernel:
 // threads split (token, kv head) pairs; the query heads of one kv head share each K/V load

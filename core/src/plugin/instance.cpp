@@ -74,6 +74,8 @@ void VerifierInstance::verify(const specd_verify_batch& batch) {
 
 ScorerInstance::ScorerInstance(CreatedComponent c) : Instance("scorer", std::move(c)) {
   require(&specd_scorer_vtable::score, "has no score function");
+  caps_.struct_size = sizeof(caps_);
+  read_capabilities(caps_);
 }
 
 void ScorerInstance::score(specd_score_batch& batch) {

@@ -119,7 +119,12 @@ class VerifierInstance : public Instance<specd_verifier_vtable> {
 class ScorerInstance : public Instance<specd_scorer_vtable> {
  public:
   explicit ScorerInstance(CreatedComponent c);
+  // Optional entry (ABI 1.3): absent = chains only.
+  const specd_scorer_caps& capabilities() const { return caps_; }
   void score(specd_score_batch& batch);
+
+ private:
+  specd_scorer_caps caps_{};
 };
 
 }  // namespace specd::plugin

@@ -9,6 +9,7 @@
 //   static constexpr Uses kUses;             what the rule reads (seeds/steps, draft probs)
 //   static constexpr bool kLossless;         output distribution equals the target's
 //   static Rule rule(sdk::Params&);          reads and range-checks the YAML parameters
+// Draft trees (ABI 1.3) are verified on the CPU by verify_tree.hpp with the same Rule.
 // The CUDA path is `Status verify_cuda(const specd_verify_batch&, const Rule&, flags)`, declared
 // next to each Rule and defined in the plugin's .cu file (only in CUDA builds).
 #pragma once
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "verify_cpu.hpp"
+#include "verify_tree.hpp"
 
 namespace specd::verifiers {
 
@@ -38,7 +40,10 @@ class RuleVerifier final : public sdk::Verifier {
 
   sdk::VerifierCaps capabilities() const override {
     return {
-        .needs_draft_probs = Traits::kUses.draft_probs, .lossless = Traits::kLossless, .supports_cuda = kBuiltWithCuda};
+        .needs_draft_probs = Traits::kUses.draft_probs,
+        .lossless = Traits::kLossless,
+        .supports_cuda = kBuiltWithCuda,
+        .supports_trees = true};
   }
 
   void verify(const sdk::VerifyBatch& batch) override {
@@ -46,9 +51,15 @@ class RuleVerifier final : public sdk::Verifier {
     Status status;
     switch (b.device.type) {
       case SPECD_DEVICE_CPU:
-        status = verify_on_cpu(b, Traits::kUses, rule_, scratch_);
+        status = tree_parents(b) != nullptr ? verify_tree_on_cpu(b, Traits::kUses, rule_, scratch_)
+                                            : verify_on_cpu(b, Traits::kUses, rule_, scratch_);
         break;
       case SPECD_DEVICE_CUDA:
+        if (tree_parents(b) != nullptr) {
+          status = {SPECD_ERR_UNSUPPORTED, std::string("verifier '") + Traits::kName +
+                                               "' verifies draft trees on the CPU only, not on a CUDA device"};
+          break;
+        }
 #ifdef SPECD_PLUGIN_WITH_CUDA
         status = verify_cuda(b, rule_, flags_);
 #else

@@ -259,15 +259,18 @@ struct SequenceView {
   const int32_t* drafts;  // [k_max]
   uint64_t seed;
   uint64_t step;
+  // Added to every position's random counter: 0 for a chain; a tree node's view (verify_tree.hpp)
+  // sets its depth and sibling rank here and is read at position 0.
+  uint32_t counter_base;
 
   SPECD_HOST_DEVICE const float* target_row(int32_t pos) const { return target + pos * vocab; }
   SPECD_HOST_DEVICE const float* draft_row(int32_t pos) const { return draft + pos * vocab; }
   SPECD_HOST_DEVICE int32_t draft_token(int32_t pos) const { return drafts[pos]; }
   SPECD_HOST_DEVICE float accept_uniform(int32_t pos) const {
-    return sdk::philox_uniform(seed, step, static_cast<uint32_t>(pos), sdk::kLaneAccept);
+    return sdk::philox_uniform(seed, step, counter_base + static_cast<uint32_t>(pos), sdk::kLaneAccept);
   }
   SPECD_HOST_DEVICE float sample_uniform(int32_t pos) const {
-    return sdk::philox_uniform(seed, step, static_cast<uint32_t>(pos), sdk::kLaneSample);
+    return sdk::philox_uniform(seed, step, counter_base + static_cast<uint32_t>(pos), sdk::kLaneSample);
   }
 };
 

@@ -135,6 +135,10 @@ inline Status check_sequence(const specd_verify_batch& b, int32_t i, const Uses&
 struct CpuScratch {
   std::vector<float> chunks;  // [num_chunks(vocab)]
   std::vector<float> terms;   // [vocab] entropy terms
+  // Draft trees (verify_tree.hpp): residual distributions, node depths, child lists, the path.
+  std::vector<float> residual[2];
+  std::vector<int32_t> depth, path;
+  std::vector<std::vector<int32_t>> children;
 };
 
 // All chunk sums of a row, each accumulated in index order exactly as chunk_sum() does. Eight

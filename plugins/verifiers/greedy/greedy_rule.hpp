@@ -14,6 +14,9 @@ namespace specd::verifiers {
 inline constexpr Uses kGreedyUses{.rng = false, .draft_probs = false};
 
 struct GreedyRule {
+  // Draft trees (verify_tree.hpp): the deepest path of nodes that pass.
+  static constexpr bool kTreeResidual = false;
+
   // argmax of the last row examined, so that a mismatch does not scan the row twice.
   int32_t cached_pos = -1;
   int32_t cached_argmax = -1;

@@ -14,6 +14,9 @@ namespace specd::verifiers {
 inline constexpr Uses kRejectionUses{.rng = true, .draft_probs = true};
 
 struct RejectionRule {
+  // Draft trees (verify_tree.hpp): multi-candidate rejection over siblings.
+  static constexpr bool kTreeResidual = true;
+
   // Draft x at `pos` is accepted iff p(x) ≥ u·q(x) with u = philox(seed, step, pos, accept lane);
   // without draft probabilities q is one-hot at x, so the test is p(x) ≥ u.
   template <class Ops>

@@ -14,6 +14,9 @@ namespace specd::verifiers {
 inline constexpr Uses kTypicalUses{.rng = true, .draft_probs = false};
 
 struct TypicalAcceptanceRule {
+  // Draft trees (verify_tree.hpp): the deepest path of nodes that pass.
+  static constexpr bool kTreeResidual = false;
+
   float posterior_threshold;
   float posterior_alpha;
   float log_alpha;  // portable_log(posterior_alpha) when posterior_alpha > 0, else unused

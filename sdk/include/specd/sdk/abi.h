@@ -24,6 +24,12 @@
  *           verifier's lossless are honoured.
  *      1.2  model services: load takes and specd_model_info.dtype reports K-quant weights
  *           (SPECD_DTYPE_Q4_K, Q5_K, Q6_K: GGUF's block layouts, computed natively).
+ *      1.3  draft trees: a proposer that declares drafts_trees fills draft_parents (each draft
+ *           node's parent; a chain is the special case); the score and verify batches carry
+ *           them, a verifier declares supports_trees and reports the accepted nodes
+ *           (out_nodes), a scorer plugin declares scores_trees through its new optional
+ *           capabilities entry. The host refuses a tree proposer with a chain-only verifier
+ *           or scorer at load.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -44,7 +50,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 2
+#define SPECD_ABI_MINOR 3
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -266,6 +272,10 @@ typedef struct specd_proposer_caps {
    * the same max_draft (the step's smallest k_i), as in vLLM's "k or nothing". */
   int32_t supports_variable_k;
   int32_t max_k; /* largest k it can propose; 0 = no limit */
+  /* Since 1.3: may draft trees (fills draft_parents in propose). max_draft is then a node
+   * budget. The host refuses the proposer at load unless every verifier declares
+   * supports_trees and the scorer scores trees. */
+  int32_t drafts_trees;
 } specd_proposer_caps;
 
 /* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the
@@ -299,6 +309,13 @@ typedef struct specd_propose_batch {
   int32_t* num_drafted;  /* [num_seqs] in 0..max_draft[i], pre-filled with 0 */
   float* draft_probs;    /* [num_seqs, k_max, vocab] when produces_draft_probs, else NULL.
                             Rows past num_drafted[i] are ignored. */
+  /* Since 1.3, when drafts_trees (else NULL): [num_seqs, k_max], pre-filled with a chain
+   * (node j's parent j - 1). Node j's parent is a node below j, or -1 for a child of the last
+   * committed token; the host checks this and fails the sequence otherwise. With draft probs,
+   * row j is the distribution node j was drawn from: siblings drawn independently from one
+   * distribution each carry it, a deterministic choice (top-k) is one-hot (leave it to the
+   * host: do not declare produces_draft_probs). Siblings are tried in node order. */
+  int32_t* draft_parents;
 } specd_propose_batch;
 
 typedef struct specd_proposer_vtable {
@@ -346,12 +363,25 @@ typedef struct specd_score_batch {
                            rows past num_drafted[i] + 1 unused */
   float* target_hidden; /* [num_seqs, k_max + 1, hidden] final hidden states of the same
                            positions, or NULL when not wanted */
+  /* Since 1.3: [num_seqs, k_max] draft trees (specd_propose_batch.draft_parents), or NULL when
+   * every draft is a chain. Only scorers that declare scores_trees get trees. Node j is scored
+   * at position L - 1 + depth(j) (roots depth 1) over the prefix and its ancestors; its row is
+   * j + 1 and its K/V ends at cache position L + j, as the core's tree forward leaves it. */
+  const int32_t* draft_parents;
 } specd_score_batch;
+
+/* Since 1.3. */
+typedef struct specd_scorer_caps {
+  uint32_t struct_size;
+  int32_t scores_trees; /* handles specd_score_batch.draft_parents */
+} specd_scorer_caps;
 
 typedef struct specd_scorer_vtable {
   uint32_t struct_size;
   void (*destroy)(void* self);
   int32_t (*score)(void* self, specd_score_batch* batch, specd_error* err);
+  /* Optional (since 1.3; absent: scores chains only). */
+  int32_t (*capabilities)(void* self, specd_scorer_caps* out);
 } specd_scorer_vtable;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -363,6 +393,7 @@ typedef struct specd_verifier_caps {
   int32_t lossless;          /* output distribution equals the target's (the host reports it:
                                 EngineInfo and the start-up log) */
   int32_t supports_cuda;     /* can verify tensors on a CUDA device */
+  int32_t supports_trees;    /* since 1.3: verifies draft trees (specd_verify_batch.draft_parents) */
 } specd_verifier_caps;
 
 /* All pointers live on `device`. Probabilities are after each request's sampling transforms
@@ -383,6 +414,15 @@ typedef struct specd_verify_batch {
   /* Outputs, allocated by the host on `device`: */
   int32_t* out_tokens;   /* [num_seqs, k_max + 1], -1 padded */
   int32_t* num_accepted; /* [num_seqs] accepted drafts; emitted = num_accepted + 1 */
+  /* Since 1.3, only for verifiers that declare supports_trees: the drafts as trees, or NULL
+   * when every draft is a chain. [num_seqs, k_max]: node j's parent, below j, or -1 for a
+   * child of the last committed token. Target row 0 is the distribution after the last
+   * committed token, row j + 1 the one after node j; draft row j is the distribution node j
+   * was drawn from. The accepted drafts are a root-to-node path; out_tokens holds their
+   * tokens, then the emitted one. */
+  const int32_t* draft_parents;
+  int32_t* out_nodes; /* with draft_parents: [num_seqs, k_max] the accepted path's node
+                         indices, root first (num_accepted of them), -1 padded */
 } specd_verify_batch;
 
 typedef struct specd_verifier_vtable {

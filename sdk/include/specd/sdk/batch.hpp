@@ -2,6 +2,7 @@
 // index arithmetic and bounds of the flat host-owned buffers, nothing copied.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -79,6 +80,28 @@ class ProposeBatch {
       raw_->draft_tokens[static_cast<int64_t>(i) * raw_->k_max + j] = tokens[j];
     raw_->num_drafted[i] = static_cast<int32_t>(tokens.size());
   }
+  // Whether this call takes trees (the proposer declared drafts_trees and the host is 1.3+).
+  bool takes_trees() const {
+    return raw_->struct_size >= offsetof(specd_propose_batch, draft_parents) + sizeof(int32_t*) &&
+           raw_->draft_parents != nullptr;
+  }
+  // Sets the draft of sequence i as a tree: node j has token tokens[j] and parent parents[j]
+  // (a node below j, or -1 for a child of the last committed token). Only when takes_trees().
+  void set_tree(int32_t i, std::span<const int32_t> tokens, std::span<const int32_t> parents) {
+    if (!takes_trees()) throw Error("set_tree: this propose call takes chains only", SPECD_ERR_INTERNAL);
+    if (parents.size() != tokens.size())
+      throw Error(detail::concat("tree of sequence ", i, ": ", tokens.size(), " tokens but ", parents.size(),
+                                 " parents"),
+                  SPECD_ERR_INTERNAL);
+    for (size_t j = 0; j < parents.size(); ++j)
+      if (parents[j] < -1 || parents[j] >= static_cast<int32_t>(j))
+        throw Error(detail::concat("tree of sequence ", i, ": node ", j, " has parent ", parents[j],
+                                   ", outside [-1, ", j, ")"),
+                    SPECD_ERR_INTERNAL);
+    set_draft(i, tokens);
+    for (size_t j = 0; j < parents.size(); ++j)
+      raw_->draft_parents[static_cast<int64_t>(i) * raw_->k_max + j] = parents[j];
+  }
   // Row of draft probabilities for sequence i, draft position j ([vocab]); only when the
   // proposer declared produces_draft_probs.
   std::span<float> draft_probs(int32_t i, int32_t j) {
@@ -103,6 +126,13 @@ class ScoreBatch {
   Sequence seq(int32_t i) const { return Sequence::from(raw_->seqs[i]); }
   std::span<const int32_t> drafts(int32_t i) const {
     return {raw_->draft_tokens + static_cast<int64_t>(i) * raw_->k_max, static_cast<size_t>(raw_->num_drafted[i])};
+  }
+  // Parents of sequence i's draft nodes (ABI 1.3 trees), or empty when the drafts are chains.
+  std::span<const int32_t> parents(int32_t i) const {
+    if (raw_->struct_size < offsetof(specd_score_batch, draft_parents) + sizeof(int32_t*) ||
+        raw_->draft_parents == nullptr)
+      return {};
+    return {raw_->draft_parents + static_cast<int64_t>(i) * raw_->k_max, static_cast<size_t>(raw_->num_drafted[i])};
   }
   // The engine's target model (model services handle, valid during the call).
   specd_model* target() const { return raw_->target; }

@@ -305,6 +305,7 @@ struct ProposerCaps {
   bool keeps_state = false;
   bool supports_variable_k = true;
   int32_t max_k = 0;
+  bool drafts_trees = false;  // ABI 1.3: may call ProposeBatch::set_tree
 };
 
 class Proposer {
@@ -321,6 +322,7 @@ struct VerifierCaps {
   bool needs_draft_probs = true;
   bool lossless = true;
   bool supports_cuda = false;
+  bool supports_trees = false;  // ABI 1.3: verifies specd_verify_batch.draft_parents
 };
 
 class Verifier {
@@ -330,9 +332,14 @@ class Verifier {
   virtual void verify(const VerifyBatch& batch) = 0;
 };
 
+struct ScorerCaps {
+  bool scores_trees = false;  // ABI 1.3: handles ScoreBatch::parents
+};
+
 class Scorer {
  public:
   virtual ~Scorer() = default;
+  virtual ScorerCaps capabilities() const { return {}; }
   virtual void score(ScoreBatch& batch) = 0;
 };
 
@@ -349,6 +356,7 @@ inline int32_t proposer_caps(void* self, specd_proposer_caps* out) {
     out->keeps_state = c.keeps_state;
     out->supports_variable_k = c.supports_variable_k;
     out->max_k = c.max_k;
+    out->drafts_trees = c.drafts_trees;
   });
 }
 
@@ -386,6 +394,7 @@ inline const specd_verifier_vtable kVerifierVtable = {
         out->needs_draft_probs = c.needs_draft_probs;
         out->lossless = c.lossless;
         out->supports_cuda = c.supports_cuda;
+        out->supports_trees = c.supports_trees;
       });
     },
     [](void* self, const specd_verify_batch* b, specd_error* err) {
@@ -405,6 +414,9 @@ inline const specd_scorer_vtable kScorerVtable = {
         ScoreBatch batch(b);
         static_cast<Scorer*>(self)->score(batch);
       });
+    },
+    [](void* self, specd_scorer_caps* out) {
+      return guard(nullptr, [&] { out->scores_trees = static_cast<Scorer*>(self)->capabilities().scores_trees; });
     },
 };
 

@@ -150,8 +150,8 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
   const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
   parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;     // [group, len]
-    thread_local std::vector<int32_t> path;     // tree ancestors of the token
+    thread_local std::vector<float> scores;      // [group, len]
+    thread_local std::vector<int32_t> path;      // tree ancestors of the token
     thread_local std::vector<uint8_t> gathered;  // one block of keys or values of one kv head
     gathered.resize(static_cast<size_t>(p.block_size) * static_cast<size_t>(hd) * elem);
     for (int64_t item = begin; item < end; ++item) {
@@ -170,8 +170,7 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
       auto block = [&](const uint8_t* base, int32_t j0, int32_t nn, int64_t& row_stride) -> const uint8_t* {
         if (j0 + nn <= keys.linear) {
           row_stride = stride;
-          const int64_t off =
-              (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+          const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
           return base + static_cast<size_t>(off) * elem;
         }
         row_stride = hd;

@@ -146,8 +146,8 @@ void KvCache::compact(SeqId seq, int32_t base, std::span<const int32_t> keep) {
     SPECD_CHECK(k >= static_cast<int32_t>(i) && (i == 0 || k > keep[i - 1]) && base >= 0 && base + k < t.num_tokens,
                 ErrorCode::kInternal,
                 "KV cache: compacting sequence " + std::to_string(seq) + ": position " + std::to_string(base) + "+" +
-                    std::to_string(k) + " cannot move to " + std::to_string(base) + "+" + std::to_string(i) +
-                    " of " + std::to_string(t.num_tokens));
+                    std::to_string(k) + " cannot move to " + std::to_string(base) + "+" + std::to_string(i) + " of " +
+                    std::to_string(t.num_tokens));
   }
   for (size_t i = 0; i < keep.size(); ++i) {
     if (keep[i] == static_cast<int32_t>(i)) continue;

@@ -266,6 +266,9 @@ void Scheduler::commit(StepRow& row) {
   // The forward wrote K/V for the chunk and, on a drafted row, for every draft: keep the chunk
   // and the accepted drafts (vLLM: num_computed_tokens -= num_rejected).
   const int32_t keep = row.start + row.n + row.num_accepted;
+  // A tree's accepted path moves down behind the chunk first (its nodes were written in node
+  // order, each at its own position).
+  if (row.tree()) kv_.compact(sid, row.start + row.n, row.accepted_nodes);
   if (row.drafted()) kv_.truncate(sid, keep, std::max(0, seq.kv_reserved - keep));
   if (row.speculates() && hosted_ != nullptr) hosted_->truncate(sid, keep);
   seq.num_computed = keep;

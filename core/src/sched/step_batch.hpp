@@ -2,9 +2,10 @@
 // its own columns, in this order (ARCHITECTURE.md "One engine step"):
 //
 //   Scheduler::schedule   seq, start, n, sample, lookahead         (which tokens run, KV reserved)
-//   proposer              drafts, draft_probs                      (speculative/, rows with lookahead)
+//   proposer              drafts, draft_probs, draft_parents       (speculative/, rows with lookahead)
 //   scorer                logits, hidden                           (one target forward over every row)
-//   sampler / verifier    num_accepted, emitted, ab_row            (rows that sample)
+//   sampler / verifier    num_accepted, emitted, accepted_nodes,   (rows that sample)
+//                         ab_row
 //   Scheduler::commit     num_appended, finish                     (tokens appended, KV rolled back)
 //
 // A stage that fails for a row sets `error`; later stages skip that row and the engine fails its
@@ -44,6 +45,9 @@ struct StepRow {
   // proposer produces them (else one-hot).
   std::span<const int32_t> drafts;
   const float* draft_probs = nullptr;
+  // A draft tree (ABI 1.3): parents of d_0..d_{m-1} (an earlier draft, or -1 for a child of
+  // the chunk's last token). Empty for a chain, which every later stage treats as before.
+  std::span<const int32_t> draft_parents;
 
   // Scorer: raw target logits [1 + m, vocab] of the chunk's last token and each draft (sample
   // rows only), and, when asked for, final hidden states [n + m, hidden] of every position the
@@ -57,6 +61,9 @@ struct StepRow {
   // Sampler (rows without drafts) or verifier: the accepted drafts followed by one more token.
   int32_t num_accepted = 0;
   std::span<const int32_t> emitted;
+  // Verifier, tree rows: the accepted drafts' indices, root first (num_accepted of them).
+  // Scheduler::commit moves their K/V behind the chunk before rolling back the rest.
+  std::span<const int32_t> accepted_nodes;
   // Verifier: this row's index in the step's A/B record (speculative/arm_record.hpp; -1 = not
   // verified). Only the speculative layer reads what it points at.
   int32_t ab_row = -1;
@@ -71,6 +78,7 @@ struct StepRow {
 
   bool failed() const { return !error.empty(); }
   bool drafted() const { return !drafts.empty(); }
+  bool tree() const { return !draft_parents.empty(); }
   // Proposed this step (given lookahead), whether or not it drafted anything.
   bool speculates() const { return sample && lookahead > 0; }
   // Sets the error unless an earlier stage already failed the row.

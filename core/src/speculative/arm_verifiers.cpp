@@ -118,6 +118,10 @@ void ArmVerifiers::fill(std::span<sched::StepRow* const> rows) {
   target_probs_.resize(b * width * V);
   if (with_probs_) draft_probs_.resize(b * k * V);
   drafts_.assign(b * k, -1);
+  trees_ = false;
+  for (const sched::StepRow* row : rows) trees_ = trees_ || row->tree();
+  parents_.assign(trees_ ? b * k : 0, -1);
+  out_nodes_.assign(trees_ ? b * k : 0, -1);
   num_drafted_.resize(b);
   seeds_.resize(b);
   steps_.resize(b);
@@ -131,15 +135,26 @@ void ArmVerifiers::fill(std::span<sched::StepRow* const> rows) {
     seeds_[i] = s.seed;
     steps_[i] = s.step();
     std::copy(row.drafts.begin(), row.drafts.end(), drafts_.begin() + static_cast<ptrdiff_t>(i * k));
+    for (size_t j = 0; trees_ && j < m; ++j)  // a chain row of a tree step: parents j - 1
+      parents_[i * k + j] = row.tree() ? row.draft_parents[j] : static_cast<int32_t>(j) - 1;
     if (with_probs_) std::copy_n(row.draft_probs, m * V, draft_probs_.data() + i * k * V);
-    for (size_t j = 0; j <= m; ++j)
-      sampling::transform_logits_to_probs({row.logits + j * V, V}, s.params, s.history(row.drafts.first(j)),
+    for (size_t j = 0; j <= m; ++j)  // penalties see the drafts before each position (a tree: the path)
+      sampling::transform_logits_to_probs({row.logits + j * V, V}, s.params, s.history(drafts_before(row, j)),
                                           {target_probs_.data() + (i * width + j) * V, V});
   }
 }
 
+std::span<const int32_t> ArmVerifiers::drafts_before(const sched::StepRow& row, size_t j) {
+  if (!row.tree()) return row.drafts.first(j);
+  path_.clear();
+  for (auto x = static_cast<int32_t>(j) - 1; x >= 0; x = row.draft_parents[static_cast<size_t>(x)])
+    path_.push_back(row.drafts[static_cast<size_t>(x)]);
+  std::reverse(path_.begin(), path_.end());
+  return path_;
+}
+
 specd_verify_batch ArmVerifiers::slice(const Range& r, const int32_t* num_drafted, int32_t* out_tokens,
-                                       int32_t* num_accepted, bool with_probs) const {
+                                       int32_t* num_accepted, int32_t* out_nodes, bool with_probs) const {
   const size_t V = static_cast<size_t>(vocab_);
   const size_t k = static_cast<size_t>(k_);
   specd_verify_batch vb{};
@@ -156,16 +171,20 @@ specd_verify_batch ArmVerifiers::slice(const Range& r, const int32_t* num_drafte
   vb.steps = steps_.data() + r.lo;
   vb.out_tokens = out_tokens + r.lo * (k + 1);
   vb.num_accepted = num_accepted + r.lo;
+  if (trees_) {
+    vb.draft_parents = parents_.data() + r.lo * k;
+    vb.out_nodes = out_nodes + r.lo * k;
+  }
   return vb;
 }
 
 void ArmVerifiers::check(const Arm& arm, const Range& r, const int32_t* num_drafted, const int32_t* out_tokens,
-                         const int32_t* num_accepted) const {
+                         const int32_t* num_accepted, const int32_t* out_nodes) const {
   const size_t width = static_cast<size_t>(k_) + 1;
   for (size_t i = r.lo; i < r.hi; ++i) {
     const int32_t a = num_accepted[i];
     const int32_t token = a >= 0 && a <= num_drafted[i] ? out_tokens[i * width + static_cast<size_t>(a)] : -1;
-    if (token < 0 || token >= vocab_)
+    if (token < 0 || token >= vocab_ || (trees_ && !is_path(i, out_nodes, out_tokens, a)))
       throw Error(ErrorCode::kPluginCall, "verifier '" + arm.verifier->name() +
                                               "' returned an invalid result for sequence " +
                                               std::to_string(rows_[i]->seq->id) + " (accepted " + std::to_string(a) +
@@ -173,13 +192,29 @@ void ArmVerifiers::check(const Arm& arm, const Range& r, const int32_t* num_draf
   }
 }
 
-float ArmVerifiers::logprob(size_t i, const int32_t* tokens, int32_t n) const {
+// Nodes [0, a) of row i are a root-to-node path of its tree and the accepted tokens are theirs.
+bool ArmVerifiers::is_path(size_t i, const int32_t* out_nodes, const int32_t* out_tokens, int32_t a) const {
+  const size_t k = static_cast<size_t>(k_);
+  int32_t parent = -1;
+  for (size_t d = 0; d < static_cast<size_t>(a); ++d) {
+    const int32_t node = out_nodes[i * k + d];
+    if (node < 0 || node >= num_drafted_[i] || parents_[i * k + static_cast<size_t>(node)] != parent ||
+        out_tokens[i * (k + 1) + d] != drafts_[i * k + static_cast<size_t>(node)])
+      return false;
+    parent = node;
+  }
+  return true;
+}
+
+float ArmVerifiers::logprob(size_t i, const int32_t* tokens, int32_t n, const int32_t* nodes) const {
   const size_t V = static_cast<size_t>(vocab_);
   const size_t width = static_cast<size_t>(k_) + 1;
   float sum = 0;
   for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
     const auto t = static_cast<size_t>(tokens[i * width + j]);
-    sum += std::log(std::max(target_probs_[(i * width + j) * V + t], kMinProb));
+    // The distribution token j was emitted from: after the path's node j - 1 (a tree) or draft j - 1.
+    const size_t row = trees_ && j > 0 ? static_cast<size_t>(nodes[i * static_cast<size_t>(k_) + j - 1]) + 1 : j;
+    sum += std::log(std::max(target_probs_[(i * width + row) * V + t], kMinProb));
   }
   return sum;
 }
@@ -191,8 +226,9 @@ void ArmVerifiers::serve(const Range& r) {
   const auto t0 = Clock::now();
   try {
     const bool probs = arm.verifier->capabilities().needs_draft_probs != 0;
-    arm.verifier->verify(slice(r, num_drafted_.data(), out_tokens_.data(), num_accepted_.data(), probs));
-    check(arm, r, num_drafted_.data(), out_tokens_.data(), num_accepted_.data());
+    arm.verifier->verify(
+        slice(r, num_drafted_.data(), out_tokens_.data(), num_accepted_.data(), out_nodes_.data(), probs));
+    check(arm, r, num_drafted_.data(), out_tokens_.data(), num_accepted_.data(), out_nodes_.data());
   } catch (const Error& e) {
     spec_log().error("verifier of arm '{}' failed for {} sequences: {}", arm.name, r.hi - r.lo, e.what());
     for (size_t i = r.lo; i < r.hi; ++i) rows_[i]->fail(std::string("speculative decoding failed: ") + e.what());
@@ -206,7 +242,9 @@ void ArmVerifiers::serve(const Range& r) {
     const int32_t a = num_accepted_[i];
     row.num_accepted = a;
     row.emitted = {out_tokens_.data() + i * width, static_cast<size_t>(a) + 1};
-    record_.emitted_logprob[i] = logprob(i, out_tokens_.data(), a + 1);
+    row.accepted_nodes = {};
+    if (row.tree()) row.accepted_nodes = {out_nodes_.data() + i * static_cast<size_t>(k_), static_cast<size_t>(a)};
+    record_.emitted_logprob[i] = logprob(i, out_tokens_.data(), a + 1, out_nodes_.data());
   }
 }
 
@@ -218,14 +256,17 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
   shadow_drafted_.resize(rows_.size());
   shadow_tokens_.resize(rows_.size() * width);
   shadow_accepted_.resize(rows_.size());
-  for (size_t i = r.lo; i < r.hi; ++i) shadow_drafted_[i] = std::min(num_drafted_[i], arm.k);
+  shadow_nodes_.resize(trees_ ? rows_.size() * static_cast<size_t>(k_) : 0);
+  for (size_t i = r.lo; i < r.hi; ++i)
+    shadow_drafted_[i] = std::min(num_drafted_[i], arm.k);  // a tree: its first k nodes
   std::fill(shadow_tokens_.begin() + static_cast<ptrdiff_t>(r.lo * width),
             shadow_tokens_.begin() + static_cast<ptrdiff_t>(r.hi * width), -1);
   const auto t0 = Clock::now();
   try {
     const bool probs = arm.verifier->capabilities().needs_draft_probs != 0;
-    arm.verifier->verify(slice(r, shadow_drafted_.data(), shadow_tokens_.data(), shadow_accepted_.data(), probs));
-    check(arm, r, shadow_drafted_.data(), shadow_tokens_.data(), shadow_accepted_.data());
+    arm.verifier->verify(
+        slice(r, shadow_drafted_.data(), shadow_tokens_.data(), shadow_accepted_.data(), shadow_nodes_.data(), probs));
+    check(arm, r, shadow_drafted_.data(), shadow_tokens_.data(), shadow_accepted_.data(), shadow_nodes_.data());
   } catch (const Error& e) {
     // Shadows only record: the served requests go on.
     if (!shadow_warned_[s])
@@ -248,7 +289,7 @@ void ArmVerifiers::shadow(size_t s, const Range& r) {
     o.accepted = a;
     o.compared = static_cast<int32_t>(j) + 1;
     o.differs = shadow_tokens_[i * width + j] != out_tokens_[i * width + j];
-    o.logprob = logprob(i, shadow_tokens_.data(), a + 1);
+    o.logprob = logprob(i, shadow_tokens_.data(), a + 1, shadow_nodes_.data());
     o.seconds = share;
     o.k = std::min(rows_[i]->lookahead, arm.k);
   }

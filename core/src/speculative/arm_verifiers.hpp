@@ -86,12 +86,16 @@ class ArmVerifiers {
   void shadow(size_t s, const Range& r);
   // The verify batch of rows [lo, hi) with the given per-row draft counts and outputs.
   specd_verify_batch slice(const Range& r, const int32_t* num_drafted, int32_t* out_tokens, int32_t* num_accepted,
-                           bool with_probs) const;
+                           int32_t* out_nodes, bool with_probs) const;
+  // The drafts before logit row j of `row`: the first j, or for a tree the path to node j - 1.
+  std::span<const int32_t> drafts_before(const sched::StepRow& row, size_t j);
+  bool is_path(size_t i, const int32_t* out_nodes, const int32_t* out_tokens, int32_t a) const;
   // Throws specd::Error when the verifier's result for a row of r is out of range.
   void check(const Arm& arm, const Range& r, const int32_t* num_drafted, const int32_t* out_tokens,
-             const int32_t* num_accepted) const;
-  // Σ log p of the first n tokens of row i of `tokens` ([rows, k+1]).
-  float logprob(size_t i, const int32_t* tokens, int32_t n) const;
+             const int32_t* num_accepted, const int32_t* out_nodes) const;
+  // Σ log p of the first n tokens of row i of `tokens` ([rows, k+1]); `nodes`: the accepted path
+  // of a tree step ([rows, k]).
+  float logprob(size_t i, const int32_t* tokens, int32_t n, const int32_t* nodes) const;
 
   std::vector<Arm> arms_;
   int64_t vocab_;
@@ -105,6 +109,8 @@ class ArmVerifiers {
   bool with_probs_ = false;  // draft probabilities were copied
   std::vector<float> target_probs_, draft_probs_;
   std::vector<int32_t> drafts_, num_drafted_, out_tokens_, num_accepted_;
+  bool trees_ = false;  // some row of the step drafted a tree: every row goes as a tree
+  std::vector<int32_t> parents_, out_nodes_, shadow_nodes_, path_;
   std::vector<uint64_t> seeds_, steps_;
   std::vector<int32_t> shadow_drafted_, shadow_tokens_, shadow_accepted_;
   ArmStepRecord record_;

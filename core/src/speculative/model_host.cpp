@@ -1,6 +1,7 @@
 #include "speculative/model_host.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "model/checkpoint.hpp"
@@ -348,7 +349,9 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
   m.batch.hidden_all = false;
   // Rows of input_hidden pair with the tokens, in the same order (ModelHost passes them through).
   m.batch.input_hidden = b.input_hidden;
-  int64_t offset = 0;
+  int64_t offset = 0, tree_offset = 0;
+  const bool trees = b.struct_size >= offsetof(specd_forward_batch, tree_parents) + sizeof(int32_t*) &&
+                     b.tree_sizes != nullptr && b.tree_parents != nullptr;
   for (int32_t i = 0; i < b.num_seqs; ++i) {
     const auto id = static_cast<kv::SeqId>(b.seq_ids[i]);
     const int32_t n = b.num_new[i];
@@ -378,6 +381,15 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
     s.seq = id;
     s.tokens = {b.tokens + offset, static_cast<size_t>(n)};
     s.logits = b.all_logits != 0 ? model::LogitsMode::kAll : model::LogitsMode::kLast;
+    s.tree = {};
+    if (trees) {  // the model checks the parents and the region's size
+      const int32_t m = b.tree_sizes[i];
+      if (m < 0)
+        throw Error(ErrorCode::kInvalidArgument, "forward: sequence " + std::to_string(b.seq_ids[i]) +
+                                                     " has tree size " + std::to_string(m) + ", expected >= 0");
+      s.tree = {b.tree_parents + tree_offset, static_cast<size_t>(m)};
+      tree_offset += m;
+    }
     offset += n;
   }
   m.model->forward(m.batch, *m.kv, m.out);

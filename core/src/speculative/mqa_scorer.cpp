@@ -17,10 +17,14 @@ bool wants_prompt_logits(const sched::StepRow& row) {
 void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_speculating) {
   auto selected = [&](const sched::StepRow& row) { return !row.failed() && !(skip_speculating && row.speculates()); };
   // Drafted rows feed [chunk..., drafts...] from one buffer, sized before any span into it.
-  size_t extra = 0;
-  for (const sched::StepRow& row : batch.rows)
+  size_t extra = 0, tree = 0;
+  for (const sched::StepRow& row : batch.rows) {
     if (selected(row) && row.drafted()) extra += static_cast<size_t>(row.n) + row.drafts.size();
+    if (selected(row) && row.tree()) tree += 1 + row.drafts.size();
+  }
   inputs_.resize(extra);
+  trees_.resize(tree);
+  size_t tree_offset = 0;
   rows_.clear();
   batch_.seqs.clear();
   size_t offset = 0;
@@ -39,7 +43,15 @@ void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_spe
       offset += tokens.size();
       mode = model::LogitsMode::kAll;
     }
-    batch_.seqs.push_back({static_cast<kv::SeqId>(seq.id), tokens, mode});
+    std::span<const int32_t> tree;
+    if (row.tree()) {  // region: the chunk's last token (the root), then the drafts
+      int32_t* dst = trees_.data() + tree_offset;
+      dst[0] = -1;
+      for (size_t j = 0; j < row.drafts.size(); ++j) dst[j + 1] = row.draft_parents[j] + 1;
+      tree = {dst, row.drafts.size() + 1};
+      tree_offset += tree.size();
+    }
+    batch_.seqs.push_back({static_cast<kv::SeqId>(seq.id), tokens, mode, tree});
     rows_.push_back(&row);
   }
   if (rows_.empty()) return;

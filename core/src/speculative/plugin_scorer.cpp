@@ -30,6 +30,9 @@ void PluginScorer::score(sched::StepBatch& batch, bool want_hidden) {
   seqs_.resize(b);
   counts_.resize(b);
   drafts_.assign(b * static_cast<size_t>(std::max(k, 1)), -1);
+  bool trees = false;
+  for (const sched::StepRow* row : rows_) trees = trees || row->tree();
+  parents_.assign(trees ? b * static_cast<size_t>(std::max(k, 1)) : 0, -1);
   logits_.resize(b * width * static_cast<size_t>(vocab_));
   hidden_states_.resize(want_hidden ? b * width * static_cast<size_t>(hidden_) : 0);
   for (size_t i = 0; i < b; ++i) {
@@ -37,6 +40,9 @@ void PluginScorer::score(sched::StepBatch& batch, bool want_hidden) {
     seqs_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.seq->tokens.size()));
     counts_[i] = static_cast<int32_t>(row.drafts.size());
     std::copy(row.drafts.begin(), row.drafts.end(), drafts_.begin() + static_cast<ptrdiff_t>(i) * k);
+    for (int32_t j = 0; trees && j < counts_[i]; ++j)  // a chain row of a tree step: parents j - 1
+      parents_[i * static_cast<size_t>(k) + static_cast<size_t>(j)] =
+          row.tree() ? row.draft_parents[static_cast<size_t>(j)] : j - 1;
   }
   specd_score_batch sb{};
   sb.struct_size = sizeof(sb);
@@ -49,6 +55,7 @@ void PluginScorer::score(sched::StepBatch& batch, bool want_hidden) {
   sb.target = target_;
   sb.target_logits = logits_.data();
   sb.target_hidden = want_hidden ? hidden_states_.data() : nullptr;
+  sb.draft_parents = trees ? parents_.data() : nullptr;  // only scorers that score trees get them
   try {
     plugin_->score(sb);
   } catch (const Error& e) {
@@ -79,6 +86,10 @@ std::unique_ptr<Scorer> Speculator::make_scorer(model::LlamaModel& model, kv::Kv
   auto mqa = std::make_unique<MqaScorer>(model, kv);
   if (!on() || scorer_cfg_.name.empty() || scorer_cfg_.name == "mqa") return mqa;
   auto plugin = registry_.create_scorer(scorer_cfg_.name, scorer_cfg_.params, host_->binding());
+  if (proposer_->capabilities().drafts_trees != 0 && plugin->capabilities().scores_trees == 0)
+    throw Error(ErrorCode::kConfig, "speculative.scorer: scorer '" + plugin->name() +
+                                        "' scores chains only, but proposer '" + proposer_->name() +
+                                        "' drafts trees (use the built-in mqa scorer)");
   specd_model* target = host_->bind_target(model, kv);
   log::get("spec").info("scorer: plugin '{}' scores the speculating sequences", plugin->name());
   return std::make_unique<PluginScorer>(std::move(plugin), target, kv, std::move(mqa), vocab_, hidden_size_);

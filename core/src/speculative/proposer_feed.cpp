@@ -39,7 +39,16 @@ void ProposerFeed::add_hidden(const sched::StepRow& row, int32_t n) {
   SPECD_CHECK(row.start == st.next_pos, ErrorCode::kInternal,
               "speculator: hidden states of sequence " + std::to_string(row.seq->id) + " for position " +
                   std::to_string(row.start) + ", expected position " + std::to_string(st.next_pos));
-  st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * static_cast<size_t>(hidden_size_));
+  const auto H = static_cast<size_t>(hidden_size_);
+  if (!row.tree() || n <= row.n) {
+    st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * H);
+  } else {  // the chunk, then the accepted path's nodes (rows n + node)
+    st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
+    for (int32_t i = 0; i < n - row.n; ++i) {
+      const float* r = row.hidden + static_cast<size_t>(row.n + row.accepted_nodes[static_cast<size_t>(i)]) * H;
+      st.rows.insert(st.rows.end(), r, r + H);
+    }
+  }
   st.next_pos = row.start + n;
 }
 

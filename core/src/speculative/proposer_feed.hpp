@@ -40,7 +40,8 @@ class ProposerFeed {
   void end_prefill(const sched::StepRow& row);
 
   // A decoding row's newly committed positions [row.start, row.start + n) (a plain decode, or
-  // the chunk plus the accepted drafts of a scored row): their hidden states are buffered.
+  // the chunk plus the accepted drafts of a scored row; of a tree, its accepted path): their
+  // hidden states are buffered.
   void add_hidden(const sched::StepRow& row, int32_t n);
   // At propose: each row's buffered hidden states, moved to the end of `hidden`; num[i] = the
   // positions of rows[i]. Throws specd::Error(kInternal) when the invariant above is broken.

@@ -48,6 +48,7 @@ class MqaScorer final : public Scorer {
   std::string name_ = "mqa";
   std::vector<sched::StepRow*> rows_;  // row of each forward sequence
   std::vector<int32_t> inputs_;        // [last token, drafts...] of drafted rows
+  std::vector<int32_t> trees_;         // [-1, parent + 1 ...] of tree rows (SequenceInput::tree)
   model::ForwardBatch batch_;
   model::ForwardOutput out_;
 };
@@ -72,7 +73,7 @@ class PluginScorer final : public Scorer {
   int64_t hidden_;
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_;
-  std::vector<int32_t> drafts_, counts_;
+  std::vector<int32_t> drafts_, counts_, parents_;
   std::vector<float> logits_, hidden_states_;
 };
 

@@ -60,6 +60,10 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   for (size_t i = 0; i < arms_->size(); ++i) {
     const Arm& arm = arms_->arm(i);
     const specd_verifier_caps& vc = arm.verifier->capabilities();
+    if (caps.drafts_trees != 0 && vc.supports_trees == 0)
+      throw Error(ErrorCode::kConfig,
+                  "proposer '" + proposer_->name() + "' drafts trees, but verifier '" + arm.verifier->name() + "'" +
+                      (arms_->size() > 1 ? " of A/B arm '" + arm.name + "'" : std::string()) + " verifies chains only");
     if (vc.needs_draft_probs == 0 && caps.produces_draft_probs != 0)
       spec_log().info("verifier '{}' ignores the draft probabilities proposer '{}' produces", arm.verifier->name(),
                       proposer_->name());
@@ -182,6 +186,9 @@ void Speculator::propose(sched::StepBatch& batch) {
   const bool with_probs = caps.produces_draft_probs != 0;
   const size_t probs_stride = static_cast<size_t>(k_max_) * static_cast<size_t>(vocab_);
   if (with_probs) draft_probs_.resize(b * probs_stride);
+  const bool trees = caps.drafts_trees != 0;
+  draft_parents_.resize(trees ? b * static_cast<size_t>(k_max_) : 0);
+  for (size_t j = 0; j < draft_parents_.size(); ++j) draft_parents_[j] = static_cast<int32_t>(j % k_max_) - 1;
 
   specd_propose_batch pb{};
   pb.struct_size = sizeof(pb);
@@ -193,6 +200,7 @@ void Speculator::propose(sched::StepBatch& batch) {
   pb.draft_tokens = draft_tokens_.data();
   pb.num_drafted = num_drafted_.data();
   pb.draft_probs = with_probs ? draft_probs_.data() : nullptr;
+  pb.draft_parents = trees ? draft_parents_.data() : nullptr;
   try {
     if (wants_hidden()) {
       hidden_buf_.clear();
@@ -211,6 +219,14 @@ void Speculator::propose(sched::StepBatch& batch) {
     sched::StepRow& row = *rows_[i];
     row.drafts = {draft_tokens_.data() + i * static_cast<size_t>(k_max_), static_cast<size_t>(num_drafted_[i])};
     row.draft_probs = with_probs ? draft_probs_.data() + i * probs_stride : nullptr;
+    row.draft_parents = {};
+    if (!trees) continue;
+    const std::span<const int32_t> parents(draft_parents_.data() + i * static_cast<size_t>(k_max_), row.drafts.size());
+    for (size_t j = 0; j < parents.size(); ++j)
+      if (parents[j] != static_cast<int32_t>(j) - 1) {
+        row.draft_parents = parents;  // a real tree; a chain stays a chain
+        break;
+      }
   }
 }
 
@@ -228,6 +244,13 @@ void Speculator::check_drafts(std::span<sched::StepRow* const> rows) const {
         throw Error(ErrorCode::kPluginCall, "proposer '" + proposer_->name() + "' drafted token id " +
                                                 std::to_string(t) + " outside the vocabulary [0, " +
                                                 std::to_string(vocab_) + ") for sequence " + std::to_string(id));
+      const int32_t parent =
+          draft_parents_.empty() ? j - 1 : draft_parents_[i * static_cast<size_t>(k_max_) + static_cast<size_t>(j)];
+      if (parent < -1 || parent >= j)
+        throw Error(ErrorCode::kPluginCall, "proposer '" + proposer_->name() + "' gave draft node " +
+                                                std::to_string(j) + " of sequence " + std::to_string(id) +
+                                                " the parent " + std::to_string(parent) + ", outside [-1, " +
+                                                std::to_string(j) + ")");
     }
   }
 }
@@ -306,8 +329,17 @@ void Speculator::observe_acceptance() {
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::StepRow& row = *rows[i];
     if (row.failed()) continue;
-    const bool lossless = arms_->arm(static_cast<size_t>(row.seq->arm)).verifier->capabilities().lossless != 0;
-    const int32_t n = std::min(row.num_accepted + 1, static_cast<int32_t>(row.drafts.size()));
+    // A tree's evidence is its accepted depth (acceptance per depth): 1 per accepted node, then
+    // 0 for the depth it stopped at.
+    const bool lossless =
+        !row.tree() && arms_->arm(static_cast<size_t>(row.seq->arm)).verifier->capabilities().lossless != 0;
+    int32_t n = std::min(row.num_accepted + 1, static_cast<int32_t>(row.drafts.size()));
+    if (row.tree()) {  // a 0 at the depth it stopped at, unless the path ended at a leaf
+      const int32_t end = row.num_accepted > 0 ? row.accepted_nodes.back() : -1;
+      const bool stopped =
+          std::find(row.draft_parents.begin(), row.draft_parents.end(), end) != row.draft_parents.end();
+      n = row.num_accepted + (stopped ? 1 : 0);
+    }
     evidence_.resize(static_cast<size_t>(n));
     for (int32_t j = 0; j < n; ++j) {
       const auto jj = static_cast<size_t>(j);

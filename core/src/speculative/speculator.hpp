@@ -136,7 +136,7 @@ class Speculator {
   // Per-step buffers, reused.
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
-  std::vector<int32_t> max_draft_, draft_tokens_, num_drafted_, num_new_, num_hidden_;
+  std::vector<int32_t> max_draft_, draft_tokens_, draft_parents_, num_drafted_, num_new_, num_hidden_;
   std::vector<float> draft_probs_, hidden_buf_;
   std::vector<double> evidence_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step

@@ -17,7 +17,8 @@
 //    the new sequence length: the next propose catches up on the target's token (and on
 //    d_{k-1} when all k were accepted).
 // Every step is ONE batched forward over all sequences still drafting, so a propose costs
-// max_i k_i forward calls.
+// max_i k_i forward calls. With `tree:` it drafts a tree instead (draft_tree.hpp): `depth`
+// forwards, the node budget k, and on_accept rolls the draft back to the sequence (D = L).
 #include <specd/sdk/model_client.hpp>
 #include <specd/sdk/plugin.hpp>
 
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "draft_support.hpp"
+#include "draft_tree.hpp"
 
 namespace {
 
@@ -36,11 +38,12 @@ using specd::sdk::ModelClient;
 namespace sdk = specd::sdk;
 
 struct Settings {
-  std::string model;      // checkpoint directory, or "" for a self-draft
-  int32_t layers = 0;     // > 0: the target's first `layers` layers
-  float temperature = 0;  // 0 = greedy drafting
-  float draft_p_min = 0;  // stop at the first draft whose confidence is below this (0 = off)
-  int32_t dtype = -1;     // specd_dtype or -1 (the checkpoint's own; a self-draft: the target's)
+  std::string model;                 // checkpoint directory, or "" for a self-draft
+  int32_t layers = 0;                // > 0: the target's first `layers` layers
+  float temperature = 0;             // 0 = greedy drafting
+  float draft_p_min = 0;             // stop at the first draft whose confidence is below this (0 = off)
+  int32_t dtype = -1;                // specd_dtype or -1 (the checkpoint's own; a self-draft: the target's)
+  specd::proposers::TreeShape tree;  // depth > 0: draft trees (draft_tree.hpp)
 };
 
 Settings read_settings(sdk::Params& params) {
@@ -70,6 +73,11 @@ Settings read_settings(sdk::Params& params) {
   if (dtype == "q4_k") s.dtype = SPECD_DTYPE_Q4_K;
   if (dtype == "q5_k") s.dtype = SPECD_DTYPE_Q5_K;
   if (dtype == "q6_k") s.dtype = SPECD_DTYPE_Q6_K;
+  s.tree = specd::proposers::read_tree_shape(params);
+  if (s.tree.depth > 0 && s.temperature > 0)
+    params.error("temperature", "must be 0 with `tree`: a tree's children are the draft's top-k tokens");
+  if (s.tree.depth > 0 && s.draft_p_min > 0)
+    params.error("draft_p_min", "applies to chains; a tree's size is its node budget (tree.max_nodes, k)");
   return s;
 }
 
@@ -131,6 +139,7 @@ class DraftModelProposer : public sdk::Proposer {
     caps.needs_target_hidden = false;
     caps.keeps_state = true;
     caps.supports_variable_k = true;
+    caps.drafts_trees = settings_.tree.depth > 0;
     return caps;
   }
 
@@ -154,6 +163,7 @@ class DraftModelProposer : public sdk::Proposer {
       throw sdk::Error(sdk::detail::concat("draft_model: the draft's vocabulary (", vocab_,
                                            " tokens) differs from the target's (", batch.vocab_size(), " tokens)"));
     work_.clear();
+    if (settings_.tree.depth > 0) return propose_tree(batch);
     int32_t steps = 0;
     for (int32_t i = 0; i < batch.size(); ++i) {
       const int32_t k = batch.max_draft(i);
@@ -225,7 +235,9 @@ class DraftModelProposer : public sdk::Proposer {
       throw sdk::Error(sdk::detail::concat("draft_model: on_accept for sequence ", seq_id, ": ", num_accepted,
                                            " accepted of ", it->second.drafted, " drafts with ", emitted.size(),
                                            " emitted tokens"));
-    roll_back(seq_id, it->second, num_accepted);
+    // A tree's nodes sit in the draft's cache in the order they were fed, not as the accepted
+    // path: keep only the sequence's tokens and let the next propose catch up.
+    roll_back(seq_id, it->second, settings_.tree.depth > 0 ? 0 : num_accepted);
   }
 
   void on_release(uint64_t seq_id) override {
@@ -244,6 +256,39 @@ class DraftModelProposer : public sdk::Proposer {
     int64_t cached;  // draft's cached length before this propose
     int32_t count;   // drafts to make
   };
+
+  // Tree drafting (draft_tree.hpp): the sequences' catch-up, then one TreeDrafter call.
+  void propose_tree(sdk::ProposeBatch& batch) {
+    if (!batch.takes_trees()) throw sdk::Error("draft_model: `tree` is set but the host takes chains only");
+    tree_seqs_.clear();
+    for (int32_t i = 0; i < batch.size(); ++i) {
+      const int32_t k = batch.max_draft(i);
+      const sdk::Sequence seq = batch.seq(i);
+      const auto len = static_cast<int64_t>(seq.tokens.size());
+      if (k <= 0 || len == 0) continue;
+      SeqState& state = seqs_[seq.id];
+      int64_t cached = client_->seq_length(draft_, seq.id);
+      if (state.pending) cached = roll_back(seq.id, state, 0);
+      if (cached >= len) {
+        client_->truncate(draft_, seq.id, len - 1);
+        cached = len - 1;
+      }
+      // The tree's deepest node sits at len - 1 + depth in the draft's positions.
+      if (max_context_ > 0 && len + settings_.tree.depth > max_context_) continue;
+      state.context_len = len;
+      state.drafted = k;
+      state.pending = true;
+      work_.push_back({i, seq.id, cached, k});
+      tree_seqs_.push_back({seq.id, seq.tokens.subspan(static_cast<size_t>(cached)), k});
+    }
+    if (tree_seqs_.empty()) return;
+    specd::proposers::TreeDrafter drafter(*client_, draft_, vocab_, settings_.tree);
+    drafter.draft(tree_seqs_);
+    for (size_t w = 0; w < work_.size(); ++w) {
+      batch.set_tree(work_[w].index, drafter.tokens(w), drafter.parents(w));
+      seqs_[work_[w].id].drafted = static_cast<int32_t>(drafter.tokens(w).size());
+    }
+  }
 
   // Keeps the context plus the accepted drafts: D = min(D, context_len + n). Returns D.
   int64_t roll_back(uint64_t seq_id, SeqState& state, int32_t num_accepted) {
@@ -287,6 +332,7 @@ class DraftModelProposer : public sdk::Proposer {
   std::unordered_map<uint64_t, SeqState> seqs_;
   // Per-call buffers, reused across calls.
   std::vector<Work> work_;
+  std::vector<specd::proposers::TreeDrafter::Seq> tree_seqs_;
   std::vector<int32_t> drafts_;  // [work, steps]
   std::vector<size_t> rows_;     // forward row -> work index
   std::vector<uint64_t> seq_ids_;

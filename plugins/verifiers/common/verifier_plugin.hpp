@@ -39,11 +39,10 @@ class RuleVerifier final : public sdk::Verifier {
   static void validate(sdk::Params& params) { Traits::rule(params); }
 
   sdk::VerifierCaps capabilities() const override {
-    return {
-        .needs_draft_probs = Traits::kUses.draft_probs,
-        .lossless = Traits::kLossless,
-        .supports_cuda = kBuiltWithCuda,
-        .supports_trees = true};
+    return {.needs_draft_probs = Traits::kUses.draft_probs,
+            .lossless = Traits::kLossless,
+            .supports_cuda = kBuiltWithCuda,
+            .supports_trees = true};
   }
 
   void verify(const sdk::VerifyBatch& batch) override {

@@ -127,8 +127,8 @@ int32_t walk_tree(const Rule& rule, const SequenceView& s, const int32_t* parent
     at = best;
     const std::vector<int32_t>& kids = children[static_cast<size_t>(at + 1)];
     Rule r = rule;
-    const SequenceView v = node_view(s, s.target_row(at + 1), kids.empty() ? -1 : kids.front(),
-                                     static_cast<uint32_t>(path.size()));
+    const SequenceView v =
+        node_view(s, s.target_row(at + 1), kids.empty() ? -1 : kids.front(), static_cast<uint32_t>(path.size()));
     return kids.empty() ? r.bonus(v, 0, ops) : r.recover(v, 0, ops);
   }
 }

@@ -122,9 +122,9 @@ constexpr int32_t kRoots = 3, kKids = 2;  // 3 roots, each with 2 children: 9 no
 enum class Siblings { kIndependentDraws, kTopKOneHot, kWithoutReplacementDeclaredIid };
 
 struct Distributions {
-  std::vector<float> p, q;                  // after the last committed token
-  std::vector<std::vector<float>> p2, q2;   // after token a
-  std::vector<float> p3;                    // after any two tokens
+  std::vector<float> p, q;                 // after the last committed token
+  std::vector<std::vector<float>> p2, q2;  // after token a
+  std::vector<float> p3;                   // after any two tokens
 };
 
 Distributions make_distributions(uint64_t seed) {
@@ -199,7 +199,8 @@ TreeCounts run_tree_rejection(const Distributions& d, Siblings how, int32_t n, u
   for (int32_t i = 0; i < n; ++i) {
     const auto row = t.hb.out_row(i);
     ++c.first[static_cast<size_t>(row[0])];
-    if (t.hb.accepted[static_cast<size_t>(i)] >= 1) ++c.second[static_cast<size_t>(row[0])][static_cast<size_t>(row[1])];
+    if (t.hb.accepted[static_cast<size_t>(i)] >= 1)
+      ++c.second[static_cast<size_t>(row[0])][static_cast<size_t>(row[1])];
   }
   return c;
 }
@@ -249,8 +250,7 @@ TEST_P(TreeLossless, EmittedTokensFollowTheTarget) {
             60000 / 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rejection, TreeLossless,
-                         ::testing::Values(Siblings::kIndependentDraws, Siblings::kTopKOneHot),
+INSTANTIATE_TEST_SUITE_P(Rejection, TreeLossless, ::testing::Values(Siblings::kIndependentDraws, Siblings::kTopKOneHot),
                          [](const ::testing::TestParamInfo<Siblings>& info) {
                            return info.param == Siblings::kIndependentDraws ? std::string("IndependentDraws")
                                                                             : std::string("TopKOneHot");

@@ -199,8 +199,8 @@ TEST(KvCache, CompactMovesRowsAndIsRepeatedOnAFollower) {
         EXPECT_EQ(static_cast<float*>(c->v_layer(l))[at], -(100.0f * (3 + keep[i]) + l));
       }
   EXPECT_EQ(static_cast<float*>(leader.k_layer(0))[leader.slot(1, 2) * row], 200.0f);  // before base: untouched
-  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{1, 1}), Error);  // not increasing
-  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{7}), Error);     // past the sequence
+  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{1, 1}), Error);               // not increasing
+  EXPECT_THROW(leader.compact(1, 3, std::vector<int32_t>{7}), Error);                  // past the sequence
 }
 
 }  // namespace

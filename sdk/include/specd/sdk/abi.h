@@ -29,7 +29,8 @@
  *           them, a verifier declares supports_trees and reports the accepted nodes
  *           (out_nodes), a scorer plugin declares scores_trees through its new optional
  *           capabilities entry. The host refuses a tree proposer with a chain-only verifier
- *           or scorer at load.
+ *           or scorer at load. Model services forward takes tree attention (tree_sizes,
+ *           tree_parents) so that a proposer can draft a tree level by level.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -219,6 +220,14 @@ typedef struct specd_forward_batch {
   float* logits;             /* out: [rows, vocab] where rows = num_seqs or sum(num_new) */
   float* hidden;             /* out, optional (NULL): final hidden states, same rows, [rows, hidden] */
   const float* input_hidden; /* MTP only: [rows, hidden] previous hidden states, else NULL */
+  /* Since 1.3 (host_abi_minor >= 3): tree attention for drafting trees, or both NULL (causal).
+   * Row i's sequence ends, after this call, in a tree region of its last tree_sizes[i]
+   * positions (0: none; cached nodes of earlier calls, then this row's tokens), whose parents
+   * follow each other in tree_parents (row by row): an index into the region below its own, or
+   * -1 for a node that follows the linear prefix. A node attends to the prefix, its ancestors
+   * and itself, at position prefix + depth. A sequence with a tree appears in one row. */
+  const int32_t* tree_sizes;
+  const int32_t* tree_parents;
 } specd_forward_batch;
 
 typedef struct specd_model_services {

@@ -90,14 +90,14 @@ class ProposeBatch {
   void set_tree(int32_t i, std::span<const int32_t> tokens, std::span<const int32_t> parents) {
     if (!takes_trees()) throw Error("set_tree: this propose call takes chains only", SPECD_ERR_INTERNAL);
     if (parents.size() != tokens.size())
-      throw Error(detail::concat("tree of sequence ", i, ": ", tokens.size(), " tokens but ", parents.size(),
-                                 " parents"),
-                  SPECD_ERR_INTERNAL);
+      throw Error(
+          detail::concat("tree of sequence ", i, ": ", tokens.size(), " tokens but ", parents.size(), " parents"),
+          SPECD_ERR_INTERNAL);
     for (size_t j = 0; j < parents.size(); ++j)
       if (parents[j] < -1 || parents[j] >= static_cast<int32_t>(j))
-        throw Error(detail::concat("tree of sequence ", i, ": node ", j, " has parent ", parents[j],
-                                   ", outside [-1, ", j, ")"),
-                    SPECD_ERR_INTERNAL);
+        throw Error(
+            detail::concat("tree of sequence ", i, ": node ", j, " has parent ", parents[j], ", outside [-1, ", j, ")"),
+            SPECD_ERR_INTERNAL);
     set_draft(i, tokens);
     for (size_t j = 0; j < parents.size(); ++j)
       raw_->draft_parents[static_cast<int64_t>(i) * raw_->k_max + j] = parents[j];

@@ -64,6 +64,23 @@ class Params {
 
   bool has(std::string_view key) const { return find(key) != nullptr; }
 
+  // A nested map (e.g. `tree: {depth: 3}`): whether it is there. Its keys are read one by one
+  // ("tree.depth") and reported as unknown when never read; anything but a map is an error.
+  bool section(std::string_view key) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (key != entries_[i].key) continue;
+      used_[i] = true;
+      if (entries_[i].kind == SPECD_PARAM_NULL) return false;
+      if (entries_[i].kind != SPECD_PARAM_MAP) {
+        fail(&entries_[i], "expected a map, got a " + kind_name(entries_[i].kind));
+        mark_children(key);
+        return false;
+      }
+      return true;
+    }
+    return false;
+  }
+
   int64_t get_int(std::string_view key, int64_t def, int64_t min, int64_t max) {
     const specd_param* p = use(key);
     if (p == nullptr) return def;

@@ -1,0 +1,218 @@
+// Tree drafting for the model-backed proposers (draft_model's `tree:` setting), in the EAGLE-2
+// style: the draft model expands a dynamic tree level by level and the most likely nodes become
+// the draft.
+//
+//  - Level 1: the catch-up forward's last row gives the top_k tokens after the sequence: the
+//    roots (score = log p).
+//  - Level d + 1: the top_k nodes of level d with the highest score (the log probability of
+//    their whole path) are fed in ONE forward with tree attention (model services
+//    tree_sizes / tree_parents: each attends to the prefix and its own ancestors); each gives
+//    its top_k children, scored by their path's log probability.
+//  - After `depth` levels the node budget (the propose's max_draft) keeps the highest-scoring
+//    nodes. A child never scores above its parent, so the kept set holds every kept node's
+//    ancestors; it goes out in (depth, creation) order, parents before children.
+// Children are deterministic top-k choices, so no draft probabilities go with them: the
+// verifier treats them as one-hot, which keeps rejection sampling lossless.
+//
+// KV: the draft model's cache holds the sequence's tokens then every node fed (in feed order),
+// as the tree region. The proposer's on_accept rolls it back to the sequence's tokens; the next
+// propose catches up on the accepted tokens and the target's one.
+#pragma once
+
+#include <specd/sdk/model_client.hpp>
+#include <specd/sdk/plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+namespace specd::proposers {
+
+struct TreeShape {
+  int32_t depth = 0;      // levels of nodes (0: chains, no tree)
+  int32_t top_k = 0;      // children per expanded node, and nodes expanded per level
+  int32_t max_nodes = 0;  // cap on the node budget (0: the propose's max_draft alone)
+};
+
+inline TreeShape read_tree_shape(sdk::Params& params) {
+  TreeShape t;
+  if (!params.section("tree")) return t;
+  t.depth = static_cast<int32_t>(params.get_int("tree.depth", 4, 1, 64));
+  t.top_k = static_cast<int32_t>(params.get_int("tree.top_k", 2, 1, 16));
+  t.max_nodes = static_cast<int32_t>(params.get_int("tree.max_nodes", 0, 0, 1024));
+  return t;
+}
+
+// The drafting of one propose call, for every sequence at once.
+class TreeDrafter {
+ public:
+  struct Seq {
+    uint64_t id;
+    std::span<const int32_t> catch_up;  // tokens the draft has not seen, the sequence's last one included
+    int32_t budget;                     // nodes to keep
+  };
+  struct Node {
+    int32_t token;
+    int32_t parent;  // node index, -1 for a root
+    int32_t depth;   // 1 for a root
+    float score;     // log probability of the path
+    int32_t fed;     // index in the draft's tree region once fed, else -1
+  };
+
+  TreeDrafter(sdk::ModelClient& client, specd_model* model, int32_t vocab, const TreeShape& shape)
+      : client_(client), model_(model), vocab_(vocab), shape_(shape) {}
+
+  // Drafts every sequence's tree; nodes(i) / parents(i) / tokens(i) give the result.
+  void draft(std::span<const Seq> seqs) {
+    nodes_.assign(seqs.size(), {});
+    regions_.assign(seqs.size(), {});
+    // Level 1: the catch-up rows.
+    begin();
+    for (const Seq& s : seqs) add_row(s.id, s.catch_up, {});
+    forward(/*all_logits=*/false);
+    for (size_t i = 0; i < seqs.size(); ++i) expand(i, -1, row_logits(i), 0.0f, 1);
+    // Levels 2..depth: the best top_k nodes of the last level, fed as a tree.
+    for (int32_t d = 1; d < shape_.depth; ++d) {
+      begin();
+      std::vector<std::vector<int32_t>> fed(seqs.size());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        fed[i] = best_of_level(nodes_[i], d);
+        if (fed[i].empty()) continue;
+        std::vector<int32_t>& region = regions_[i];
+        for (int32_t n : fed[i]) {
+          Node& node = nodes_[i][static_cast<size_t>(n)];
+          node.fed = static_cast<int32_t>(region.size());
+          region.push_back(node.parent < 0 ? -1 : nodes_[i][static_cast<size_t>(node.parent)].fed);
+          tokens_scratch_.push_back(node.token);
+        }
+        add_row(seqs[i].id, tokens_scratch_, region);
+        tokens_scratch_.clear();
+      }
+      if (seq_ids_.empty()) break;
+      forward(/*all_logits=*/true);
+      size_t row = 0;
+      for (size_t i = 0; i < seqs.size(); ++i)
+        for (int32_t n : fed[i]) {
+          const Node node = nodes_[i][static_cast<size_t>(n)];
+          expand(i, n, {logits_.data() + row++ * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_)}, node.score,
+                 node.depth + 1);
+        }
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) keep_best(i, seqs[i].budget);
+  }
+
+  std::span<const int32_t> tokens(size_t i) const { return out_tokens_[i]; }
+  std::span<const int32_t> parents(size_t i) const { return out_parents_[i]; }
+
+ private:
+  // The top_k children of `parent` from its logits row, scored base + log p.
+  void expand(size_t i, int32_t parent, std::span<const float> logits, float base, int32_t depth) {
+    const float max = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (const float l : logits) sum += std::exp(static_cast<double>(l - max));
+    const float log_z = max + static_cast<float>(std::log(sum));
+    order_.resize(logits.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    const auto k = std::min<size_t>(static_cast<size_t>(shape_.top_k), order_.size());
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(),
+                      [&](int32_t a, int32_t b) {
+                        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+                               (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+                      });
+    for (size_t c = 0; c < k; ++c) {
+      const int32_t t = order_[c];
+      nodes_[i].push_back({t, parent, depth, base + logits[static_cast<size_t>(t)] - log_z, -1});
+    }
+  }
+
+  // Indices of the top_k nodes of depth d by score (ties: the earlier node).
+  std::vector<int32_t> best_of_level(const std::vector<Node>& nodes, int32_t d) const {
+    std::vector<int32_t> level;
+    for (size_t n = 0; n < nodes.size(); ++n)
+      if (nodes[n].depth == d) level.push_back(static_cast<int32_t>(n));
+    std::stable_sort(level.begin(), level.end(), [&](int32_t a, int32_t b) {
+      return nodes[static_cast<size_t>(a)].score > nodes[static_cast<size_t>(b)].score;
+    });
+    if (level.size() > static_cast<size_t>(shape_.top_k)) level.resize(static_cast<size_t>(shape_.top_k));
+    return level;
+  }
+
+  // The `budget` best nodes, in (depth, creation) order with parents remapped.
+  void keep_best(size_t i, int32_t budget) {
+    if (shape_.max_nodes > 0) budget = std::min(budget, shape_.max_nodes);
+    const std::vector<Node>& nodes = nodes_[i];
+    std::vector<int32_t> order(nodes.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      const Node &x = nodes[static_cast<size_t>(a)], &y = nodes[static_cast<size_t>(b)];
+      return x.score > y.score || (x.score == y.score && x.depth < y.depth);
+    });
+    order.resize(std::min(order.size(), static_cast<size_t>(std::max(budget, 0))));
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      const Node &x = nodes[static_cast<size_t>(a)], &y = nodes[static_cast<size_t>(b)];
+      return x.depth < y.depth || (x.depth == y.depth && a < b);
+    });
+    std::vector<int32_t> out_index(nodes.size(), -1);
+    out_tokens_.resize(nodes_.size());
+    out_parents_.resize(nodes_.size());
+    out_tokens_[i].clear();
+    out_parents_[i].clear();
+    for (int32_t n : order) {
+      const Node& node = nodes[static_cast<size_t>(n)];
+      const int32_t parent = node.parent < 0 ? -1 : out_index[static_cast<size_t>(node.parent)];
+      if (node.parent >= 0 && parent < 0) continue;  // its parent fell out (cannot happen: scores fall)
+      out_index[static_cast<size_t>(n)] = static_cast<int32_t>(out_tokens_[i].size());
+      out_tokens_[i].push_back(node.token);
+      out_parents_[i].push_back(parent);
+    }
+  }
+
+  void begin() {
+    seq_ids_.clear();
+    num_new_.clear();
+    tokens_.clear();
+    tree_sizes_.clear();
+    tree_parents_.clear();
+  }
+  void add_row(uint64_t id, std::span<const int32_t> tokens, std::span<const int32_t> region) {
+    seq_ids_.push_back(id);
+    num_new_.push_back(static_cast<int32_t>(tokens.size()));
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+    tree_sizes_.push_back(static_cast<int32_t>(region.size()));
+    tree_parents_.insert(tree_parents_.end(), region.begin(), region.end());
+  }
+  void forward(bool all_logits) {
+    const size_t rows = all_logits ? tokens_.size() : seq_ids_.size();
+    logits_.resize(rows * static_cast<size_t>(vocab_));
+    specd_forward_batch fb{};
+    fb.struct_size = sizeof(fb);
+    fb.num_seqs = static_cast<int32_t>(seq_ids_.size());
+    fb.seq_ids = seq_ids_.data();
+    fb.num_new = num_new_.data();
+    fb.tokens = tokens_.data();
+    fb.all_logits = all_logits ? 1 : 0;
+    fb.logits = logits_.data();
+    fb.tree_sizes = tree_sizes_.data();
+    fb.tree_parents = tree_parents_.data();
+    client_.forward(model_, fb);
+  }
+  std::span<const float> row_logits(size_t r) const {
+    return {logits_.data() + r * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_)};
+  }
+
+  sdk::ModelClient& client_;
+  specd_model* model_;
+  int32_t vocab_;
+  TreeShape shape_;
+  std::vector<std::vector<Node>> nodes_;
+  std::vector<std::vector<int32_t>> regions_;  // per sequence: parents of the fed nodes (region indices)
+  std::vector<std::vector<int32_t>> out_tokens_, out_parents_;
+  std::vector<uint64_t> seq_ids_;
+  std::vector<int32_t> num_new_, tokens_, tree_sizes_, tree_parents_, tokens_scratch_, order_;
+  std::vector<float> logits_;
+};
+
+}  // namespace specd::proposers

@@ -43,6 +43,11 @@ struct ForwardBatch {
   // With return_hidden: hidden states of EVERY new token (rows in token order, see
   // ForwardOutput::token_start) instead of only the logits rows. Logits are unaffected.
   bool hidden_all = false;
+  // With return_hidden and hidden_all: also the residual stream of these layers for every new
+  // token (ForwardOutput::aux_hidden). Index l in [0, num_layers]: the stream entering decoder
+  // layer l, before its norm (0: the token embeddings; num_layers: the last layer's output
+  // before the final norm), i.e. EAGLE-3's auxiliary hidden states.
+  std::span<const int32_t> aux_layers;
   // MTP modules only (LlamaWeights::is_mtp()): [total new tokens, hidden], the previous
   // depth's hidden state paired with each new token, in token order. Must be null otherwise.
   const float* input_hidden = nullptr;
@@ -57,6 +62,7 @@ struct ForwardOutput {
   std::vector<float> logits;         // [num_rows, vocab_size]
   std::vector<float> hidden;         // [num_rows, hidden_size] when return_hidden; with hidden_all
                                      // [num_tokens, hidden_size], rows indexed like token_start
+  std::vector<float> aux_hidden;     // [num_tokens, aux_layers.size(), hidden_size] (aux_layers)
   std::vector<int32_t> token_start;  // [num_seqs + 1]: new tokens of seqs[s] are
                                      // [token_start[s], token_start[s+1]) in batch token order
 

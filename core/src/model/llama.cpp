@@ -105,6 +105,12 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   const bool mtp = weights_->is_mtp();
   SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
               mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
+  for (const int32_t l : batch.aux_layers)
+    SPECD_CHECK(l >= 0 && l <= num_layers_, ErrorCode::kInvalidArgument,
+                "forward: auxiliary hidden state of layer " + std::to_string(l) + " asked for, outside [0, " +
+                    std::to_string(num_layers_) + "]");
+  SPECD_CHECK(batch.aux_layers.empty() || (batch.return_hidden && batch.hidden_all), ErrorCode::kInvalidArgument,
+              "forward: auxiliary hidden states come with the hidden states of every token");
   layout(batch, kv, out);
 
   if (announce_) announce_(batch, kv);
@@ -228,6 +234,7 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ensure(s_.head, hd);
 
   input_embeddings(batch.input_hidden, T);
+  out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
   kernels::PagedAttentionParams ap = attention_params(kv, static_cast<int32_t>(batch.seqs.size()));
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -242,12 +249,26 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     } else {
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
+    capture_aux(batch, l, T, out);
     attention(w, static_cast<int32_t>(l), kv, ap, T);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
     mlp(w, T);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
+  capture_aux(batch, num_layers_, T, out);
   outputs(batch, kv, out);
+}
+
+// The residual stream x entering layer l (l == num_layers: before the final norm) into the
+// aux_hidden slots of every aux layer equal to l.
+void LlamaModel::capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out) {
+  const int64_t H = config().hidden_size;
+  const auto n = static_cast<int64_t>(batch.aux_layers.size());
+  for (int64_t a = 0; a < n; ++a) {
+    if (batch.aux_layers[static_cast<size_t>(a)] != l) continue;
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(out.aux_hidden.data() + (t * n + a) * H, s_.x.data() + t * H, static_cast<size_t>(H) * sizeof(float));
+  }
 }
 
 // x [T, hidden]: the token embeddings; for an MTP module eh_proj · concat(enorm(embedding),

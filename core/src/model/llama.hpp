@@ -77,6 +77,7 @@ class LlamaModel {
   // The layers and the LM head over the batch layout in s_.
   void compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   void input_embeddings(const float* input_hidden, int64_t T);
+  void capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
   kernels::PagedAttentionParams attention_params(const kv::KvCache& kv, int32_t num_seqs);
   void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T);
   void mlp(const LayerWeights& w, int64_t T);

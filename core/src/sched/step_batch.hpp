@@ -54,6 +54,9 @@ struct StepRow {
   // row ran through the target.
   const float* logits = nullptr;
   const float* hidden = nullptr;
+  // With hidden, for a proposer that reads auxiliary layers: [n + m, layers, hidden] of the same
+  // positions (model/forward.hpp aux_layers).
+  const float* aux_hidden = nullptr;
   // Scorer, for a prompt chunk of a request that asks for prompt logprobs: raw logits [n, vocab]
   // of every chunk position (row j predicts token start + j + 1).
   const float* chunk_logits = nullptr;

@@ -57,6 +57,7 @@ void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_spe
   if (rows_.empty()) return;
   batch_.return_hidden = want_hidden;
   batch_.hidden_all = want_hidden;
+  batch_.aux_layers = want_hidden ? std::span<const int32_t>(aux_layers_) : std::span<const int32_t>();
   try {
     model_.forward(batch_, kv_, out_);
   } catch (const Error& e) {
@@ -75,6 +76,9 @@ void MqaScorer::forward(sched::StepBatch& batch, bool want_hidden, bool skip_spe
       row.logits = first;
     }
     if (want_hidden) row.hidden = out_.hidden.data() + static_cast<size_t>(out_.token_start[b]) * out_.hidden_size;
+    if (want_hidden && !aux_layers_.empty())
+      row.aux_hidden =
+          out_.aux_hidden.data() + static_cast<size_t>(out_.token_start[b]) * aux_layers_.size() * out_.hidden_size;
   }
 }
 

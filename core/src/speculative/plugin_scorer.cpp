@@ -84,7 +84,13 @@ void PluginScorer::check_kv(sched::StepRow& row) const {
 
 std::unique_ptr<Scorer> Speculator::make_scorer(model::LlamaModel& model, kv::KvCache& kv) {
   auto mqa = std::make_unique<MqaScorer>(model, kv);
+  mqa->set_aux_layers(aux_layers_);
   if (!on() || scorer_cfg_.name.empty() || scorer_cfg_.name == "mqa") return mqa;
+  if (!aux_layers_.empty())
+    throw Error(ErrorCode::kConfig, "speculative.scorer: proposer '" + proposer_->name() +
+                                        "' reads the target's hidden states of named layers, which only the built-in "
+                                        "mqa scorer returns (scorer '" +
+                                        scorer_cfg_.name + "')");
   auto plugin = registry_.create_scorer(scorer_cfg_.name, scorer_cfg_.params, host_->binding());
   if (proposer_->capabilities().drafts_trees != 0 && plugin->capabilities().scores_trees == 0)
     throw Error(ErrorCode::kConfig, "speculative.scorer: scorer '" + plugin->name() +

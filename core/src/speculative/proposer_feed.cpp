@@ -19,9 +19,7 @@ int32_t ProposerFeed::begin_prefill(const sched::StepRow& row, std::vector<float
   SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
               "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
                   std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
-  if (wants_hidden_)
-    hidden.insert(hidden.end(), row.hidden,
-                  row.hidden + static_cast<size_t>(row.n) * static_cast<size_t>(hidden_size_));
+  if (wants_hidden_) append_range(row, 0, row.n, hidden);
   return row.start + row.n - static_cast<int32_t>(st.next_pos);
 }
 
@@ -39,22 +37,32 @@ void ProposerFeed::add_hidden(const sched::StepRow& row, int32_t n) {
   SPECD_CHECK(row.start == st.next_pos, ErrorCode::kInternal,
               "speculator: hidden states of sequence " + std::to_string(row.seq->id) + " for position " +
                   std::to_string(row.start) + ", expected position " + std::to_string(st.next_pos));
-  const auto H = static_cast<size_t>(hidden_size_);
   if (!row.tree() || n <= row.n) {
-    st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(n) * H);
+    append_range(row, 0, n, st.rows);
   } else {  // the chunk, then the accepted path's nodes (rows n + node)
-    st.rows.insert(st.rows.end(), row.hidden, row.hidden + static_cast<size_t>(row.n) * H);
-    for (int32_t i = 0; i < n - row.n; ++i) {
-      const float* r = row.hidden + static_cast<size_t>(row.n + row.accepted_nodes[static_cast<size_t>(i)]) * H;
-      st.rows.insert(st.rows.end(), r, r + H);
-    }
+    append_range(row, 0, row.n, st.rows);
+    for (int32_t i = 0; i < n - row.n; ++i)
+      append_range(row, row.n + row.accepted_nodes[static_cast<size_t>(i)], 1, st.rows);
   }
   st.next_pos = row.start + n;
 }
 
+void ProposerFeed::append_range(const sched::StepRow& row, int32_t first, int32_t count,
+                                std::vector<float>& out) const {
+  const auto H = static_cast<size_t>(hidden_size_);
+  const size_t aux = static_cast<size_t>(num_aux_) * H;
+  for (int32_t p = first; p < first + count; ++p) {
+    const float* h = row.hidden + static_cast<size_t>(p) * H;
+    out.insert(out.end(), h, h + H);
+    if (aux == 0) continue;
+    const float* a = row.aux_hidden + static_cast<size_t>(p) * aux;
+    out.insert(out.end(), a, a + aux);
+  }
+}
+
 void ProposerFeed::take_hidden(std::span<sched::StepRow* const> rows, std::vector<int32_t>& num,
                                std::vector<float>& hidden) {
-  const auto H = static_cast<size_t>(hidden_size_);
+  const auto H = static_cast<size_t>(feature_width());
   num.assign(rows.size(), 0);
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::Sequence& s = *rows[i]->seq;

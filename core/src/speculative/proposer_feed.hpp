@@ -24,8 +24,12 @@ namespace specd::speculative {
 
 class ProposerFeed {
  public:
-  // hidden_size: the target's; wants_hidden: the proposer asks for hidden states.
-  ProposerFeed(int64_t hidden_size, bool wants_hidden) : hidden_size_(hidden_size), wants_hidden_(wants_hidden) {}
+  // hidden_size: the target's; wants_hidden: the proposer asks for hidden states (final ones, or
+  // those of num_aux auxiliary layers). A position's state is one row of feature_width() floats:
+  // the final hidden state, then each auxiliary layer's.
+  ProposerFeed(int64_t hidden_size, bool wants_hidden, int64_t num_aux)
+      : hidden_size_(hidden_size), num_aux_(num_aux), wants_hidden_(wants_hidden) {}
+  int64_t feature_width() const { return hidden_size_ * (1 + num_aux_); }
 
   // The sequence's prompt (re-)prefill went through on_prefill: its rows are decodes now.
   bool prefilled(sched::SeqId id) const;
@@ -53,9 +57,13 @@ class ProposerFeed {
   struct SeqState {
     bool prefilled = false;   // the chunk that ends the (re-)prefill went through on_prefill
     int64_t next_pos = 0;     // positions < next_pos were seen by the proposer
-    std::vector<float> rows;  // hidden states of positions [next_pos - rows/H, next_pos) not yet handed over
+    std::vector<float> rows;  // feature rows of positions [next_pos - rows/width, next_pos) not yet handed over
   };
+  // Appends the feature rows of the row's positions [first, first + count) (row.hidden, row.aux_hidden).
+  void append_range(const sched::StepRow& row, int32_t first, int32_t count, std::vector<float>& out) const;
+
   int64_t hidden_size_;
+  int64_t num_aux_;
   bool wants_hidden_;
   std::unordered_map<sched::SeqId, SeqState> seqs_;
 };

@@ -38,6 +38,8 @@ class MqaScorer final : public Scorer {
   MqaScorer(model::LlamaModel& model, kv::KvCache& kv) : model_(model), kv_(kv) {}
   const std::string& name() const override { return name_; }
   void score(sched::StepBatch& batch, bool want_hidden) override { forward(batch, want_hidden, false); }
+  // With want_hidden, rows also get these layers' hidden states (StepRow::aux_hidden).
+  void set_aux_layers(std::vector<int32_t> layers) { aux_layers_ = std::move(layers); }
   // The forward over every row that has not failed, or (skip_speculating) every such row but
   // those that speculate.
   void forward(sched::StepBatch& batch, bool want_hidden, bool skip_speculating);
@@ -49,6 +51,7 @@ class MqaScorer final : public Scorer {
   std::vector<sched::StepRow*> rows_;  // row of each forward sequence
   std::vector<int32_t> inputs_;        // [last token, drafts...] of drafted rows
   std::vector<int32_t> trees_;         // [-1, parent + 1 ...] of tree rows (SequenceInput::tree)
+  std::vector<int32_t> aux_layers_;
   model::ForwardBatch batch_;
   model::ForwardOutput out_;
 };

@@ -48,6 +48,7 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   default_k_ = cfg.speculative.num_speculative_tokens;
   dynamic_ = cfg.speculative.dynamic;
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
+  const int64_t target_layers = target->config().num_layers;
   host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, models);
   proposer_ =
       registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params, host_->binding());
@@ -56,7 +57,15 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   const auto& caps = proposer_->capabilities();
   // ABI 1.0 hosts called on_accept and on_release whatever keeps_state said.
   keeps_state_ = caps.keeps_state != 0 || proposer_->abi_minor() < 1;
-  feed_.emplace(hidden_size_, caps.needs_target_hidden != 0);
+  if (caps.num_aux_hidden_layers > 0 && caps.aux_hidden_layers != nullptr)
+    aux_layers_.assign(caps.aux_hidden_layers, caps.aux_hidden_layers + caps.num_aux_hidden_layers);
+  for (const int32_t l : aux_layers_)
+    if (l < 0 || l > target_layers)
+      throw Error(ErrorCode::kConfig, "proposer '" + proposer_->name() + "' asks for the hidden states of layer " +
+                                          std::to_string(l) + ", but the target has layers 0.." +
+                                          std::to_string(target_layers));
+  feed_.emplace(hidden_size_, caps.needs_target_hidden != 0 || !aux_layers_.empty(),
+                static_cast<int64_t>(aux_layers_.size()));
   for (size_t i = 0; i < arms_->size(); ++i) {
     const Arm& arm = arms_->arm(i);
     const specd_verifier_caps& vc = arm.verifier->capabilities();
@@ -92,7 +101,29 @@ int32_t Speculator::max_k() const {
 }
 
 bool Speculator::wants_hidden() const {
-  return on() && proposer_->capabilities().needs_target_hidden != 0;
+  return on() && (proposer_->capabilities().needs_target_hidden != 0 || !aux_layers_.empty());
+}
+
+// Feature rows [rows, (1 + aux) * hidden] from the feed, as the ABI's two views.
+void Speculator::split_features(std::vector<float>& features, specd_tensor_view& final_view,
+                                specd_tensor_view& aux_view) {
+  const auto H = static_cast<size_t>(hidden_size_);
+  const size_t A = aux_layers_.size();
+  const size_t rows = features.size() / (H * (1 + A));
+  const bool final_wanted = proposer_->capabilities().needs_target_hidden != 0;
+  hidden_buf_.resize(final_wanted ? rows * H : 0);
+  aux_buf_.resize(rows * A * H);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* f = features.data() + r * H * (1 + A);
+    if (final_wanted) std::copy(f, f + H, hidden_buf_.data() + r * H);
+    std::copy(f + H, f + H * (1 + A), aux_buf_.data() + r * A * H);
+  }
+  if (final_wanted) final_view = hidden_view(hidden_buf_.data(), static_cast<int64_t>(rows), hidden_size_);
+  if (A > 0) {
+    aux_view = hidden_view(aux_buf_.data(), static_cast<int64_t>(rows), static_cast<int64_t>(A));
+    aux_view.ndim = 3;
+    aux_view.shape[2] = hidden_size_;
+  }
 }
 
 sched::HostedKv* Speculator::hosted_kv() {
@@ -203,11 +234,10 @@ void Speculator::propose(sched::StepBatch& batch) {
   pb.draft_parents = trees ? draft_parents_.data() : nullptr;
   try {
     if (wants_hidden()) {
-      hidden_buf_.clear();
-      feed_->take_hidden(rows_, num_hidden_, hidden_buf_);
-      const auto H = static_cast<size_t>(hidden_size_);
+      feature_buf_.clear();
+      feed_->take_hidden(rows_, num_hidden_, feature_buf_);
       pb.num_hidden = num_hidden_.data();
-      pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+      split_features(feature_buf_, pb.target_hidden, pb.target_aux_hidden);
     }
     proposer_->propose(pb);
     check_drafts(rows_);
@@ -282,13 +312,12 @@ void Speculator::observe(sched::StepBatch& batch) {
 
 void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   if (rows.empty()) return;
-  const auto H = static_cast<size_t>(hidden_size_);
   seqs_buf_.resize(rows.size());
   num_new_.resize(rows.size());
-  hidden_buf_.clear();
+  feature_buf_.clear();
   for (size_t i = 0; i < rows.size(); ++i) {
     const sched::StepRow& row = *rows[i];
-    num_new_[i] = feed_->begin_prefill(row, hidden_buf_);
+    num_new_[i] = feed_->begin_prefill(row, feature_buf_);
     // The prompt processed so far: the chunk is its last n tokens.
     seqs_buf_[i] = abi_sequence(*row.seq, static_cast<int64_t>(row.start) + row.n);
   }
@@ -297,8 +326,7 @@ void Speculator::prefill(std::span<sched::StepRow* const> rows) {
   pb.num_seqs = static_cast<int32_t>(rows.size());
   pb.seqs = seqs_buf_.data();
   pb.num_new = num_new_.data();
-  if (wants_hidden())
-    pb.target_hidden = hidden_view(hidden_buf_.data(), static_cast<int64_t>(hidden_buf_.size() / H), hidden_size_);
+  if (wants_hidden()) split_features(feature_buf_, pb.target_hidden, pb.target_aux_hidden);
   proposer_->on_prefill(pb);
   for (const sched::StepRow* row : rows) feed_->end_prefill(*row);
 }

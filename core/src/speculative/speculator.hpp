@@ -108,6 +108,7 @@ class Speculator {
   void check_drafts(std::span<sched::StepRow* const> rows) const;
   void observe(sched::StepBatch& batch);
   void prefill(std::span<sched::StepRow* const> rows);
+  void split_features(std::vector<float>& features, specd_tensor_view& final_view, specd_tensor_view& aux_view);
   // The policy's acceptance evidence from the rows the last verify() verified
   // (acceptance_model.hpp).
   void observe_acceptance();
@@ -137,7 +138,9 @@ class Speculator {
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
   std::vector<int32_t> max_draft_, draft_tokens_, draft_parents_, num_drafted_, num_new_, num_hidden_;
-  std::vector<float> draft_probs_, hidden_buf_;
+  std::vector<float> draft_probs_, hidden_buf_, aux_buf_, feature_buf_;
+  // The target layers whose hidden states the proposer reads (abi.h aux_hidden_layers).
+  std::vector<int32_t> aux_layers_;
   std::vector<double> evidence_;
   int32_t k_max_ = 0;  // drafts buffer stride of the current step
 };

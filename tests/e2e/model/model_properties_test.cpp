@@ -2,6 +2,8 @@
 // blocks, the logits are the same function of the token sequence.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "runtime_test_util.hpp"
 #include "specd/error.hpp"
 
@@ -154,6 +156,42 @@ TEST_P(ForwardProperties, TreeScoringEqualsEachPathAsAChain) {
   b.seqs = {{1, two, LogitsMode::kAll, bad}};
   EXPECT_THROW(t.model->forward(b, *t.kv, t.out), Error);
   EXPECT_EQ(t.kv->num_tokens(1), base + static_cast<int32_t>(keep.size()) + 1);
+}
+
+// Auxiliary hidden states (EAGLE-3's features): layer l's entry is the residual stream entering
+// layer l, so it equals the last entry (before the final norm) of the model cut to l layers, bit
+// for bit (the same arithmetic); an entry does not depend on which others are asked for.
+TEST_P(ForwardProperties, AuxHiddenStatesAreTheResidualStreamEnteringEachLayer) {
+  const auto tokens = some_tokens(7, vocab_, 17);
+  const auto L = static_cast<int32_t>(weights_->config().num_layers);
+  const int64_t H = weights_->config().hidden_size;
+  const std::vector<int32_t> layers = {0, 1, L};
+  auto aux = [&](int64_t model_layers, std::span<const int32_t> which) {
+    Runner r(weights_, 16, 64, model_layers);
+    r.kv->add_sequence(1);
+    EXPECT_TRUE(r.kv->reserve(1, static_cast<int32_t>(tokens.size())));
+    ForwardBatch b;
+    b.seqs.push_back({1, tokens, LogitsMode::kLast});
+    b.return_hidden = true;
+    b.hidden_all = true;
+    b.aux_layers = which;
+    r.model->forward(b, *r.kv, r.out);
+    return r.out.aux_hidden;
+  };
+  const std::vector<float> full = aux(-1, layers);
+  ASSERT_EQ(full.size(), tokens.size() * layers.size() * static_cast<size_t>(H));
+  const std::vector<int32_t> one = {1};
+  const std::vector<float> cut = aux(1, one);  // the 1-layer model's output before its final norm
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const float* row = full.data() + t * layers.size() * static_cast<size_t>(H);
+    EXPECT_EQ(0, std::memcmp(row + H, cut.data() + t * static_cast<size_t>(H), static_cast<size_t>(H) * 4)) << t;
+    EXPECT_NE(0, std::memcmp(row + H, row + 2 * H, static_cast<size_t>(H) * 4)) << t;  // layers differ
+  }
+  const std::vector<int32_t> zero = {0};
+  const std::vector<float> emb = aux(-1, zero);
+  EXPECT_EQ(0, std::memcmp(emb.data(), full.data(), static_cast<size_t>(H) * 4));
+  const std::vector<int32_t> bad = {L + 1};
+  EXPECT_THROW(aux(-1, bad), Error);
 }
 
 TEST_P(ForwardProperties, ErrorsLeaveTheCacheUnchanged) {

@@ -30,7 +30,8 @@
  *           (out_nodes), a scorer plugin declares scores_trees through its new optional
  *           capabilities entry. The host refuses a tree proposer with a chain-only verifier
  *           or scorer at load. Model services forward takes tree attention (tree_sizes,
- *           tree_parents) so that a proposer can draft a tree level by level.
+ *           tree_parents) so that a proposer can draft a tree level by level. A proposer may
+ *           ask for the target's hidden states of named layers (aux_hidden_layers, EAGLE-3).
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -285,6 +286,15 @@ typedef struct specd_proposer_caps {
    * budget. The host refuses the proposer at load unless every verifier declares
    * supports_trees and the scorer scores trees. */
   int32_t drafts_trees;
+  /* Since 1.3: the target's hidden states of these layers for every committed position, next
+   * to (or instead of) the final ones: layer l in [0, num_layers] is the residual stream entering
+   * decoder layer l, before its norm (0: the token embeddings; num_layers: the last layer's
+   * output before the final norm). vLLM's eagle_aux_hidden_state_layer_ids count the same way;
+   * SGLang / SpecForge's eagle_config ids count layer outputs (theirs + 1). They come in
+   * target_aux_hidden with the rows target_hidden has. The array lives as long as the instance;
+   * the host refuses a layer outside the target at load. */
+  int32_t num_aux_hidden_layers;
+  const int32_t* aux_hidden_layers;
 } specd_proposer_caps;
 
 /* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the
@@ -297,6 +307,9 @@ typedef struct specd_prefill_batch {
   /* Target final hidden states (after the final norm) of every chunk position, rows of each
    * sequence contiguous: [sum(num_new), hidden]. Only when needs_target_hidden; else absent. */
   specd_tensor_view target_hidden;
+  /* Since 1.3, with aux_hidden_layers: [sum(num_new), num_aux_hidden_layers, hidden], rows as
+   * target_hidden's. */
+  specd_tensor_view target_aux_hidden;
 } specd_prefill_batch;
 
 typedef struct specd_propose_batch {
@@ -325,6 +338,10 @@ typedef struct specd_propose_batch {
    * distribution each carry it, a deterministic choice (top-k) is one-hot (leave it to the
    * host: do not declare produces_draft_probs). Siblings are tried in node order. */
   int32_t* draft_parents;
+  /* Since 1.3, with aux_hidden_layers: [sum(num_hidden), num_aux_hidden_layers, hidden], the
+   * positions target_hidden covers (num_hidden is then given even without needs_target_hidden,
+   * and target_hidden is absent unless asked for). */
+  specd_tensor_view target_aux_hidden;
 } specd_propose_batch;
 
 typedef struct specd_proposer_vtable {

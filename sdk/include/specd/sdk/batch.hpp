@@ -31,6 +31,13 @@ inline std::span<const float> tensor_rows(const specd_tensor_view& t, int64_t fi
   return {static_cast<const float*>(t.data) + first * cols, static_cast<size_t>(count * cols)};
 }
 
+// Positions [first, first + count) of a [positions, layers, hidden] tensor; empty when absent.
+inline std::span<const float> aux_rows(const specd_tensor_view& t, int64_t first, int64_t count) {
+  if (t.data == nullptr || t.ndim != 3 || count <= 0) return {};
+  const int64_t per = t.shape[1] * t.shape[2];
+  return {static_cast<const float*>(t.data) + first * per, static_cast<size_t>(count * per)};
+}
+
 class PrefillBatch {
  public:
   explicit PrefillBatch(const specd_prefill_batch* raw) : raw_(raw) {
@@ -45,6 +52,11 @@ class PrefillBatch {
     return tensor_rows(raw_->target_hidden, offsets_[i], raw_->num_new[i]);
   }
   int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
+  // ABI 1.3: sequence i's chunk positions' auxiliary hidden states, [num_new(i) * layers * hidden].
+  std::span<const float> target_aux_hidden(int32_t i) const {
+    if (raw_->struct_size < offsetof(specd_prefill_batch, target_aux_hidden) + sizeof(specd_tensor_view)) return {};
+    return aux_rows(raw_->target_aux_hidden, offsets_[i], raw_->num_new[i]);
+  }
   const specd_prefill_batch* raw() const { return raw_; }
 
  private:
@@ -70,6 +82,11 @@ class ProposeBatch {
     return tensor_rows(raw_->target_hidden, offsets_[i], num_hidden(i));
   }
   int64_t hidden_size() const { return raw_->target_hidden.data ? raw_->target_hidden.shape[1] : 0; }
+  // ABI 1.3: the auxiliary hidden states of the same positions, [num_hidden(i) * layers * hidden].
+  std::span<const float> target_aux_hidden(int32_t i) const {
+    if (raw_->struct_size < offsetof(specd_propose_batch, target_aux_hidden) + sizeof(specd_tensor_view)) return {};
+    return aux_rows(raw_->target_aux_hidden, offsets_[i], num_hidden(i));
+  }
   // Sets the draft of sequence i (at most max_draft(i) tokens; extra tokens are an error).
   void set_draft(int32_t i, std::span<const int32_t> tokens) {
     if (static_cast<int64_t>(tokens.size()) > raw_->max_draft[i])

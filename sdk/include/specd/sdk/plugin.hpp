@@ -64,6 +64,23 @@ class Params {
 
   bool has(std::string_view key) const { return find(key) != nullptr; }
 
+  // A sequence of integers (`layers: [2, 16, 29]`), each in [min, max]; empty when absent.
+  std::vector<int64_t> get_int_list(std::string_view key, int64_t min, int64_t max) {
+    std::vector<int64_t> out;
+    const specd_param* p = use(key);
+    if (p == nullptr) return out;
+    if (p->kind != SPECD_PARAM_SEQUENCE) {
+      fail(p, "expected a sequence of integers, got a " + kind_name(p->kind));
+      return out;
+    }
+    for (size_t i = 0;; ++i) {
+      const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
+      if (!has(item)) break;
+      out.push_back(get_int(item, 0, min, max));
+    }
+    return out;
+  }
+
   // A nested map (e.g. `tree: {depth: 3}`): whether it is there. Its keys are read one by one
   // ("tree.depth") and reported as unknown when never read; anything but a map is an error.
   bool section(std::string_view key) {
@@ -323,6 +340,9 @@ struct ProposerCaps {
   bool supports_variable_k = true;
   int32_t max_k = 0;
   bool drafts_trees = false;  // ABI 1.3: may call ProposeBatch::set_tree
+  // ABI 1.3: the target layers whose hidden states it reads (abi.h: aux_hidden_layers); the
+  // array must live as long as the proposer (a member).
+  std::span<const int32_t> aux_hidden_layers;
 };
 
 class Proposer {
@@ -374,6 +394,8 @@ inline int32_t proposer_caps(void* self, specd_proposer_caps* out) {
     out->supports_variable_k = c.supports_variable_k;
     out->max_k = c.max_k;
     out->drafts_trees = c.drafts_trees;
+    out->num_aux_hidden_layers = static_cast<int32_t>(c.aux_hidden_layers.size());
+    out->aux_hidden_layers = c.aux_hidden_layers.data();
   });
 }
 

@@ -144,6 +144,7 @@ struct Case {
   bool mtp = false;         // the target with an MTP module
   std::string scheduler;    // YAML of the scheduler section
   bool dynamic = false;     // speculative.dynamic (false: every step drafts k)
+  int32_t k = 3;            // speculative.num_speculative_tokens (a tree's node budget)
 };
 
 const std::string kSelfDraft = "    name: draft_model\n    layers: 1\n    temperature: 0\n";
@@ -163,8 +164,9 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
   if (!c.proposer.empty()) {
     // Static k (every step drafts, so the test sees accepted drafts) unless the case is dynamic.
-    extra += "speculative:\n  num_speculative_tokens: 3\n  dynamic: " + std::string(c.dynamic ? "true" : "false") +
-             "\n  verifier: greedy\n  proposer:\n" + (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
+    extra += "speculative:\n  num_speculative_tokens: " + std::to_string(c.k) +
+             "\n  dynamic: " + std::string(c.dynamic ? "true" : "false") + "\n  verifier: greedy\n  proposer:\n" +
+             (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
     if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
   }
   const std::vector<int32_t> want = reference(model);
@@ -190,11 +192,17 @@ TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
 }
 
 Case make_case(std::string name, std::string proposer, int32_t proposer_tp = 0, bool mtp = false,
-               std::string scheduler = "", bool dynamic = false) {
-  return {std::move(name), std::move(proposer), proposer_tp, mtp, std::move(scheduler), dynamic};
+               std::string scheduler = "", bool dynamic = false, int32_t k = 3) {
+  return {std::move(name), std::move(proposer), proposer_tp, mtp, std::move(scheduler), dynamic, k};
 }
 
 const std::string kAsync = "  async_scheduling: true\n";
+// Draft trees under tensor parallelism: the forward message carries each row's tree and the
+// followers repeat the accepted paths' row copies (k = 10 nodes, so non-chain paths are accepted
+// and compacted). On this fixture the greedy output does not depend on half the heads' K/V of
+// a few positions, so the followers' copies themselves are checked in kv_cache_test
+// (CompactMovesRowsAndIsRepeatedOnAFollower); here the protocol and the output are.
+const std::string kSelfDraftTree = kSelfDraft + "    tree:\n      depth: 3\n      top_k: 2\n";
 const std::string kMtp = "    name: mtp\n    num_modules: 1\n";
 
 INSTANTIATE_TEST_SUITE_P(
@@ -207,7 +215,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // The dynamic policy (the default) under tensor parallelism: the same output.
                       make_case("self_draft_tp2_dynamic", kSelfDraft, 2, false, "", true),
                       make_case("draft_tp1_async_dynamic", "draft", 1, false, kAsync, true),
-                      make_case("mtp_dynamic", kMtp, 0, true, "", true)),
+                      make_case("mtp_dynamic", kMtp, 0, true, "", true),
+                      make_case("self_draft_tree_tp2", kSelfDraftTree, 2, false, "", false, 10),
+                      make_case("self_draft_tree_tp1_async", kSelfDraftTree, 1, false, kAsync, false, 10)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {

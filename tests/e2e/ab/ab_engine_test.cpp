@@ -62,17 +62,19 @@ TEST(AbEngine, ArmOwnKAndPerArmMetrics) {
 }
 
 // Greedy and rejection at temperature 0 decide the same way, so a shadow arm's counterfactual
-// accepted lengths must equal what that arm accepts when it serves the same requests.
-TEST(AbEngine, ShadowOfDeterministicVerifiersEqualsServing) {
+// accepted lengths must equal what that arm accepts when it serves the same requests: for chains,
+// and for draft trees (both verify the same tree; rejection at temperature 0 accepts the first
+// sibling that is the target's argmax, as greedy does).
+void expect_shadows_equal_serving(int k, const specd::config::Overrides& extra, const std::string& tag) {
   const std::string arms = "[{name: greedy, verifier: greedy}, {name: rejection, verifier: rejection}]";
   std::vector<Request> reqs = sampled_requests(9, 0.0f, 20, 3);
-  auto on = [&](const std::string& arm, const char* log) {
+  auto on = [&](const std::string& arm) {
     std::vector<Request> r = reqs;
     for (Request& x : r) x.speculative.arm = arm;
-    return run_ab(ab_config(arms, "all", work_dir() / log), r);
+    return run_ab(ab_config(arms, "all", work_dir() / ("fidelity-" + tag + "-" + arm + ".jsonl"), k, extra), r);
   };
-  const auto by_greedy = on("greedy", "fidelity-greedy.jsonl");
-  const auto by_rejection = on("rejection", "fidelity-rejection.jsonl");
+  const auto by_greedy = on("greedy");
+  const auto by_rejection = on("rejection");
   ASSERT_EQ(by_greedy.records.size(), reqs.size());
   ASSERT_EQ(by_rejection.records.size(), reqs.size());
   size_t steps = 0;
@@ -88,6 +90,15 @@ TEST(AbEngine, ShadowOfDeterministicVerifiersEqualsServing) {
     steps += g.accepted.size();
   }
   EXPECT_GT(steps, 30u);
+}
+
+TEST(AbEngine, ShadowOfDeterministicVerifiersEqualsServing) {
+  expect_shadows_equal_serving(3, {}, "chain");
+}
+
+TEST(AbEngine, ShadowOfDeterministicVerifiersEqualsServingOnTrees) {
+  expect_shadows_equal_serving(6, {{"speculative.proposer.tree.depth", "3"}, {"speculative.proposer.tree.top_k", "2"}},
+                               "tree");
 }
 
 // Two arms with the same verifier: as shadows of each other they see the same drafts, target

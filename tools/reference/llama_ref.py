@@ -80,6 +80,12 @@ class Weights:
         elif dtype == "BF16":
             bits = np.frombuffer(blob, dtype="<u2", count=(end - begin) // 2, offset=begin)
             arr = (bits.astype(np.uint32) << 16).view(np.float32)
+        elif dtype in ("I64", "BOOL"):  # integer tensors (an EAGLE-3 head's d2t / t2d) stay integers
+            kind = "<i8" if dtype == "I64" else "u1"
+            arr = np.frombuffer(blob, dtype=kind, count=(end - begin) // (8 if dtype == "I64" else 1), offset=begin)
+            arr = arr.reshape(shape).copy()
+            self.cache[name] = arr
+            return arr
         else:
             raise SystemExit(f"{path}: tensor {name} has unsupported dtype {dtype}")
         arr = arr.astype(self.dtype).reshape(shape)

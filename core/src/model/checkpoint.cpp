@@ -153,7 +153,12 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
   }
   // Sizes from config.json that nothing else checks against the weights before allocating:
   // the layer count (the loader sizes its layer table from it).
-  if (!ckpt->holds_last_layer()) {
+  if (ckpt->config_.eagle3 && ckpt->find("midlayer.self_attn.q_proj.weight") == nullptr) {
+    fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
+         "an EAGLE-3 head (LlamaForCausalLMEagle3) but the weights in " + model_dir.string() +
+             " hold no midlayer.self_attn.q_proj.weight (its one decoder layer)");
+  }
+  if (!ckpt->config_.eagle3 && !ckpt->holds_last_layer()) {
     fail(ErrorCode::kModelFormat, ckpt->config_.config_path,
          "num_hidden_layers is " + std::to_string(ckpt->config_.num_layers) + " but the weights in " +
              model_dir.string() + " hold no tensor model.layers." + std::to_string(ckpt->config_.num_layers - 1) +
@@ -183,7 +188,23 @@ const TensorView& Checkpoint::require(std::string_view name, const std::vector<i
     fail(ErrorCode::kModelFormat, view->file,
          "tensor " + view->name + " has shape " + shape_text(view->shape) + ", expected " + shape_text(shape));
   }
+  if (view->integer != TensorView::Integer::kNone)
+    fail(ErrorCode::kModelFormat, view->file, "tensor " + view->name + " holds integers, expected floats");
   return *view;
+}
+
+std::vector<int64_t> Checkpoint::require_i64(std::string_view name, const std::vector<int64_t>& shape) const {
+  const TensorView* view = find(name);
+  if (view == nullptr)
+    throw Error(ErrorCode::kModelFormat, "missing tensor " + std::string(name) + " in " + dir_.string());
+  if (view->shape != shape)
+    fail(ErrorCode::kModelFormat, view->file,
+         "tensor " + view->name + " has shape " + shape_text(view->shape) + ", expected " + shape_text(shape));
+  if (view->integer != TensorView::Integer::kI64)
+    fail(ErrorCode::kModelFormat, view->file, "tensor " + view->name + " must hold I64 integers");
+  std::vector<int64_t> out(static_cast<size_t>(view->numel()));
+  std::memcpy(out.data(), view->data, out.size() * sizeof(int64_t));
+  return out;
 }
 
 std::vector<std::string> Checkpoint::tensor_names() const {

@@ -73,6 +73,21 @@ struct ModelConfig {
   // divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
   int64_t num_mtp_modules = 0;  // DeepSeek-V3-style MTP modules present as mtp.* tensors
+  // An EAGLE-3 draft head (architectures LlamaForCausalLMEagle3; docs/model-formats.md): one
+  // decoder layer `midlayer.*` whose attention reads [input_layernorm(embed) | hidden_norm(g)],
+  // the fusion `fc` of the target's auxiliary hidden states, and an LM head over a reduced draft
+  // vocabulary mapped to target ids by `d2t`. Not a model of its own: LlamaWeights::load refuses
+  // it; LlamaWeights::load_eagle3 builds it for a target.
+  struct Eagle3 {
+    int64_t draft_vocab_size = 0;    // rows of lm_head (vocab_size when absent)
+    int64_t target_hidden_size = 0;  // width of each fused target state (hidden_size when absent)
+    // The target layers it was trained on, in specd's convention (abi.h aux_hidden_layers: the
+    // stream entering layer l): the top-level `eagle_aux_hidden_state_layer_ids` as is (vLLM),
+    // `eagle_config.eagle_aux_hidden_state_layer_ids` + 1 (SGLang / SpecForge count outputs).
+    // Empty: the public default, layers 2, L / 2 and L - 3 of the target.
+    std::vector<int32_t> aux_layers;
+  };
+  std::optional<Eagle3> eagle3;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // config.json, overridden by generation_config.json
   std::string torch_dtype;             // as declared ("float32", "bfloat16", ...); empty for GGUF
@@ -96,6 +111,10 @@ struct TensorView {
   // A GGUF block type the kernels do not read (gguf_quants.hpp): the bytes are in that ggml
   // type and are dequantized at load to `dtype`, their nearest kernel dtype.
   std::optional<uint32_t> converted_from;
+  // An integer tensor (safetensors I64 / BOOL, e.g. an EAGLE-3 head's d2t / t2d): no float
+  // dtype; read with Checkpoint::require_i64, refused by require().
+  enum class Integer : uint8_t { kNone, kI64, kBool };
+  Integer integer = Integer::kNone;
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;  // valid while the Checkpoint lives
   size_t nbytes = 0;
@@ -127,6 +146,8 @@ class Checkpoint {
   // The tensor, checked to have exactly `shape`; throws naming the tensor, file, expected and
   // actual shape (or "missing tensor <name> in <dir>").
   const TensorView& require(std::string_view name, const std::vector<int64_t>& shape) const;
+  // An I64 tensor of exactly `shape`, copied out; throws like require(), and for another dtype.
+  std::vector<int64_t> require_i64(std::string_view name, const std::vector<int64_t>& shape) const;
   std::vector<std::string> tensor_names() const;
 
   // Copies a tensor to F32 (F16/BF16 widened exactly, quantized types dequantized).

@@ -51,6 +51,9 @@ struct ForwardBatch {
   // MTP modules only (LlamaWeights::is_mtp()): [total new tokens, hidden], the previous
   // depth's hidden state paired with each new token, in token order. Must be null otherwise.
   const float* input_hidden = nullptr;
+  // Width of input_hidden's rows: 0 = hidden_size. An EAGLE-3 head (LlamaWeights::is_eagle3)
+  // also takes 3 * the target's hidden size: the target's three auxiliary states, fused by fc.
+  int64_t input_hidden_width = 0;
 };
 
 // Rows are the requested positions, sequence by sequence in batch order. Reuse one

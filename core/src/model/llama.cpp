@@ -102,9 +102,16 @@ void LlamaModel::forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     out.hidden.clear();
     return;
   }
-  const bool mtp = weights_->is_mtp();
+  const bool mtp = weights_->is_mtp() || weights_->is_eagle3();
   SPECD_CHECK(mtp == (batch.input_hidden != nullptr), ErrorCode::kInvalidArgument,
-              mtp ? "forward: an MTP module needs input_hidden" : "forward: input_hidden given to a non-MTP model");
+              mtp ? "forward: an MTP module or EAGLE-3 head needs input_hidden"
+                  : "forward: input_hidden given to a model that is not an MTP module or EAGLE-3 head");
+  const int64_t width = batch.input_hidden_width == 0 ? config().hidden_size : batch.input_hidden_width;
+  SPECD_CHECK(width == config().hidden_size || (weights_->is_eagle3() && width == weights_->eagle3_fc().cols),
+              ErrorCode::kInvalidArgument,
+              "forward: input_hidden rows of width " + std::to_string(width) + " (the model takes " +
+                  std::to_string(config().hidden_size) +
+                  (weights_->is_eagle3() ? " or " + std::to_string(weights_->eagle3_fc().cols) : std::string()) + ")");
   for (const int32_t l : batch.aux_layers)
     SPECD_CHECK(l >= 0 && l <= num_layers_, ErrorCode::kInvalidArgument,
                 "forward: auxiliary hidden state of layer " + std::to_string(l) + " asked for, outside [0, " +
@@ -233,7 +240,7 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ensure(s_.sin, T * (hd / 2));
   ensure(s_.head, hd);
 
-  input_embeddings(batch.input_hidden, T);
+  input_embeddings(batch, T);
   out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
   kernels::PagedAttentionParams ap = attention_params(kv, static_cast<int32_t>(batch.seqs.size()));
@@ -244,13 +251,14 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   for (int64_t l = 0; l < num_layers_; ++l) {
     const LayerWeights& w = weights_->layer(l);
     // x += (previous layer's MLP output); h = norm(x)
-    if (l == 0) {
+    if (l == 0 && weights_->is_eagle3()) {  // s_.cat holds the layer's input (eagle3_input)
+    } else if (l == 0) {
       kernels::rmsnorm(kCpu, x, w.attn_norm, h, T, H, eps);
     } else {
       kernels::rmsnorm_residual(kCpu, o, x, w.attn_norm, h, T, H, eps);
     }
     capture_aux(batch, l, T, out);
-    attention(w, static_cast<int32_t>(l), kv, ap, T);
+    attention(w, static_cast<int32_t>(l), kv, ap, T, l == 0 && weights_->is_eagle3() ? s_.cat.data() : h);
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
     mlp(w, T);
   }
@@ -272,11 +280,13 @@ void LlamaModel::capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, Fo
 }
 
 // x [T, hidden]: the token embeddings; for an MTP module eh_proj · concat(enorm(embedding),
-// hnorm(the base's hidden state)), row by row.
-void LlamaModel::input_embeddings(const float* input_hidden, int64_t T) {
+// hnorm(the base's hidden state)), row by row; for an EAGLE-3 head see eagle3_input.
+void LlamaModel::input_embeddings(const ForwardBatch& batch, int64_t T) {
   const int64_t H = config().hidden_size;
   const float eps = static_cast<float>(config().rms_norm_eps);
+  const float* input_hidden = batch.input_hidden;
   float* x = s_.x.data();
+  if (weights_->is_eagle3()) return eagle3_input(batch, T);
   embed(T, x);
   if (!weights_->is_mtp()) return;
   float* h = s_.h.data();
@@ -319,14 +329,13 @@ kernels::PagedAttentionParams LlamaModel::attention_params(const kv::KvCache& kv
 // o [T, hidden] = the attention block of layer l on h: QKV, (Qwen3) q/k norms, RoPE, the KV
 // write, paged attention and the output projection (all-reduced across ranks).
 void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap,
-                           int64_t T) {
+                           int64_t T, const float* h) {
   const ModelConfig& c = config();
   const int64_t nh = weights_->dims().num_heads, nkv = weights_->dims().num_kv_heads, hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float* h = s_.h.data();
   const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, s_.q.data()}, {w.wk, w.bk, s_.k.data()}, {w.wv, w.bv, s_.v.data()}};
   if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
-    kernels::matmul_multi(kCpu, h, T, c.hidden_size, qkv);
+    kernels::matmul_multi(kCpu, h, T, w.wq.cols, qkv);
   } else {  // a GGUF file with mixed types (model.dtype auto)
     for (const kernels::MatmulOutput& m : qkv) kernels::matmul(kCpu, h, m.w, m.bias, m.c, T);
   }
@@ -378,7 +387,15 @@ void LlamaModel::outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
                 static_cast<size_t>(H) * sizeof(float));
   }
   out.logits.resize(static_cast<size_t>(R * V));
-  if (R > 0) lm_head(s_.rows.data(), R, out.logits.data());
+  if (R > 0 && weights_->is_eagle3()) {
+    eagle3_logits(s_.rows.data(), R, out.logits.data());
+    h = s_.x.data();  // its hidden output: the pre-norm stream, the next draft step's input
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(s_.rows.data() + r * H, h + static_cast<int64_t>(s_.out_rows[static_cast<size_t>(r)]) * H,
+                  static_cast<size_t>(H) * sizeof(float));
+  } else if (R > 0) {
+    lm_head(s_.rows.data(), R, out.logits.data());
+  }
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {
     out.hidden.assign(h, h + T * H);

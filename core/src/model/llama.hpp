@@ -76,10 +76,18 @@ class LlamaModel {
   int32_t tree_layout(const ForwardBatch& batch, int32_t s, int32_t total);
   // The layers and the LM head over the batch layout in s_.
   void compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
-  void input_embeddings(const float* input_hidden, int64_t T);
+  void input_embeddings(const ForwardBatch& batch, int64_t T);
+  // An EAGLE-3 head's input (eagle3_forward.cpp): x = the fused state g (fc of the target's
+  // three states, or the head's own previous output), s_.cat = [input_layernorm(embed) |
+  // hidden_norm(g)], the midlayer's attention input.
+  void eagle3_input(const ForwardBatch& batch, int64_t T);
+  // An EAGLE-3 head's logits: its draft-vocabulary rows scattered to target ids, -inf elsewhere.
+  void eagle3_logits(const float* rows, int64_t R, float* logits);
   void capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
   kernels::PagedAttentionParams attention_params(const kv::KvCache& kv, int32_t num_seqs);
-  void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T);
+  // h: the layer's normalized input [T, q/k/v input width].
+  void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,
+                 const float* h);
   void mlp(const LayerWeights& w, int64_t T);
   void outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).

@@ -141,6 +141,8 @@ Architecture parse_architecture(const Fields& f) {
       *out = Architecture::kQwen2;
     else if (name == "Qwen3ForCausalLM")
       *out = Architecture::kQwen3;
+    else if (name == "LlamaForCausalLMEagle3" || name == "Eagle3LlamaForCausalLM")
+      *out = Architecture::kLlama;  // an EAGLE-3 head: Llama blocks (read_eagle3)
     else
       return false;
     return true;
@@ -307,6 +309,45 @@ void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig
   }
 }
 
+// An EAGLE-3 head's fields (ModelConfig::Eagle3), when config.json names that architecture.
+void read_eagle3(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
+  bool eagle3 = false;
+  if (f.has("architectures") && f.doc().at("architectures").is_array())
+    for (const json& a : f.doc().at("architectures"))
+      eagle3 = eagle3 || (a.is_string() && (a.get<std::string>() == "LlamaForCausalLMEagle3" ||
+                                            a.get<std::string>() == "Eagle3LlamaForCausalLM"));
+  if (!eagle3) return;
+  ModelConfig::Eagle3 e;
+  e.draft_vocab_size = f.int_or("draft_vocab_size", c.vocab_size);
+  e.target_hidden_size = f.int_or("target_hidden_size", c.hidden_size);
+  require_positive(f, "draft_vocab_size", e.draft_vocab_size);
+  require_positive(f, "target_hidden_size", e.target_hidden_size);
+  if (e.draft_vocab_size > c.vocab_size)
+    fail(ErrorCode::kModelFormat, path,
+         "draft_vocab_size " + std::to_string(e.draft_vocab_size) + " exceeds vocab_size " +
+             std::to_string(c.vocab_size));
+  if (c.num_layers != 1)
+    fail(ErrorCode::kUnsupported, path,
+         "an EAGLE-3 head of " + std::to_string(c.num_layers) + " layers (num_hidden_layers): specd runs one");
+  auto layers = [&](const Fields& from, int32_t shift) {
+    for (const int32_t l : from.int_list("eagle_aux_hidden_state_layer_ids")) {
+      if (l < 0 || l > INT32_MAX - 1)
+        fail(ErrorCode::kModelFormat, path, "eagle_aux_hidden_state_layer_ids: bad layer");
+      e.aux_layers.push_back(l + shift);
+    }
+  };
+  if (f.has("eagle_aux_hidden_state_layer_ids")) {
+    layers(f, 0);
+  } else if (f.has("eagle_config") && f.doc().at("eagle_config").is_object()) {
+    layers(Fields(f.doc().at("eagle_config"), path), 1);
+  }
+  if (!e.aux_layers.empty() && e.aux_layers.size() != 3)
+    fail(ErrorCode::kModelFormat, path,
+         "eagle_aux_hidden_state_layer_ids lists " + std::to_string(e.aux_layers.size()) +
+             " layers; an EAGLE-3 head fuses 3");
+  c.eagle3 = std::move(e);
+}
+
 // generation_config.json, when present: BOS/EOS over config.json's, and the sampling defaults.
 void read_generation_config(const std::filesystem::path& model_dir, ModelConfig& c) {
   const std::filesystem::path gen_path = model_dir / "generation_config.json";
@@ -359,6 +400,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   require_positive(f, "max_position_embeddings", c.max_position_embeddings);
   c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
   read_family(f, path, c);
+  read_eagle3(f, path, c);
 
   c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);
   if (c.num_mtp_modules < 0 || c.num_mtp_modules > INT32_MAX) {

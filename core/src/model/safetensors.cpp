@@ -240,9 +240,14 @@ Entry parse_entry(RawEntry& raw, uint64_t data_size, const std::filesystem::path
     entry.view.dtype = DType::kF16;
   } else if (dtype == "BF16") {
     entry.view.dtype = DType::kBF16;
+  } else if (dtype == "I64") {
+    entry.view.integer = TensorView::Integer::kI64;
+  } else if (dtype == "BOOL") {
+    entry.view.integer = TensorView::Integer::kBool;
   } else {
-    fail(ErrorCode::kUnsupported, file,
-         where + " has dtype " + clip(dtype, 16) + ", which specd does not read (supported: F32, F16, BF16)");
+    fail(
+        ErrorCode::kUnsupported, file,
+        where + " has dtype " + clip(dtype, 16) + ", which specd does not read (supported: F32, F16, BF16, I64, BOOL)");
   }
 
   uint64_t numel = 1;
@@ -267,7 +272,10 @@ Entry parse_entry(RawEntry& raw, uint64_t data_size, const std::filesystem::path
          where + ": data_offsets " + offsets + " run past the end of the file (data section holds " +
              std::to_string(data_size) + " bytes; the file is truncated or corrupt)");
   }
-  const uint64_t expected = numel * dtype_size(entry.view.dtype);
+  const uint64_t element = entry.view.integer == TensorView::Integer::kI64    ? 8
+                           : entry.view.integer == TensorView::Integer::kBool ? 1
+                                                                              : dtype_size(entry.view.dtype);
+  const uint64_t expected = numel * element;
   if (entry.end - entry.begin != expected) {
     fail(ErrorCode::kModelFormat, file,
          where + ": data_offsets " + offsets + " span " + std::to_string(entry.end - entry.begin) +

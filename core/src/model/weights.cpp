@@ -182,10 +182,11 @@ const float* LlamaWeights::vector(const std::string& name, int64_t n, Slice part
   return dst;
 }
 
-void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights& l) {
+void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights& l, int64_t in_features) {
   const ModelConfig& c = config();
   const auto want = [&](LayerMatrix m) { return requested_.layer(m, index, c.num_layers); };
   const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t in = in_features > 0 ? in_features : H;
   const int64_t q_out = c.num_heads * hd, kv_out = c.num_kv_heads * hd;
   // This rank's heads, KV heads and MLP columns (all of them without tensor parallelism).
   const int64_t rank = shard_.rank;
@@ -193,9 +194,9 @@ void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights&
   const Slice kv_part{rank * dims_.num_kv_heads * hd, dims_.num_kv_heads * hd};
   const Slice mlp_part{rank * dims_.intermediate, dims_.intermediate};
   l.attn_norm = vector(p + "input_layernorm.weight", H);
-  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, H, want(LayerMatrix::kQ), q_part);
-  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, H, want(LayerMatrix::kK), kv_part);
-  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, H, want(LayerMatrix::kV), kv_part);
+  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, in, want(LayerMatrix::kQ), q_part);
+  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, in, want(LayerMatrix::kK), kv_part);
+  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, in, want(LayerMatrix::kV), kv_part);
   if (c.attention_bias) {
     l.bq = vector(p + "self_attn.q_proj.bias", q_out, q_part);
     l.bk = vector(p + "self_attn.k_proj.bias", kv_out, kv_part);
@@ -254,6 +255,10 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
   w->placement_ = placement;
   w->shard_ = shard;
   const ModelConfig& c = w->config();
+  if (c.eagle3)
+    throw Error(ErrorCode::kInvalidArgument, w->checkpoint_->dir().string() +
+                                                 " is an EAGLE-3 draft head (LlamaForCausalLMEagle3), not a model "
+                                                 "that runs on its own");
   w->dims_ = ShardDims::of(c, shard);
   if (num_layers < 0) num_layers = c.num_layers;
   if (num_layers == 0 || num_layers > c.num_layers) {

@@ -158,6 +158,16 @@ class LlamaWeights {
   // tensor.
   static std::shared_ptr<const LlamaWeights> load_mtp(std::shared_ptr<const LlamaWeights> target, int64_t module);
 
+  // An EAGLE-3 draft head (ModelConfig::eagle3; docs/model-formats.md "EAGLE-3 heads") for
+  // `target`: fc, the `midlayer.*` decoder layer (q/k/v over 2 * hidden inputs) with its
+  // hidden_norm, norm, lm_head over the draft vocabulary and d2t. The embeddings are the head's
+  // own (embed_tokens.weight) or else the target's. Throws specd::Error naming the file and
+  // tensor on a missing tensor or a wrong shape (a wrong fc width), a d2t entry that maps outside
+  // the target's vocabulary, or a head whose vocabulary or target width is not the target's.
+  static std::shared_ptr<const LlamaWeights> load_eagle3(std::shared_ptr<const Checkpoint> head,
+                                                         std::shared_ptr<const LlamaWeights> target,
+                                                         WeightDTypes dtype);
+
   const ModelConfig& config() const { return checkpoint_->config(); }
   // The dtype of the decoder layers' projections; with auto and a checkpoint of mixed types,
   // the one holding most of their bytes.
@@ -171,6 +181,10 @@ class LlamaWeights {
   const float* mtp_enorm() const { return enorm_; }           // [hidden]
   const float* mtp_hnorm() const { return hnorm_; }           // [hidden]
   const WeightView& mtp_eh_proj() const { return eh_proj_; }  // [hidden, 2 * hidden]
+  bool is_eagle3() const { return fc_.data != nullptr; }
+  const WeightView& eagle3_fc() const { return fc_; }                   // [hidden, 3 * target hidden]
+  const float* eagle3_hidden_norm() const { return hidden_norm_; }      // [hidden]
+  const std::vector<int32_t>& draft_to_target() const { return d2t_; }  // [draft vocab] target ids
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   const std::shared_ptr<const Checkpoint>& checkpoint_ptr() const { return checkpoint_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
@@ -195,7 +209,8 @@ class LlamaWeights {
                     Slice rows_part = {}, Slice cols_part = {});
   const float* vector(const std::string& name, int64_t n, Slice part = {});
   // `index`: the layer's index in the checkpoint (-1: an MTP module's block, in the base dtype).
-  void load_layer(const std::string& prefix, int64_t index, LayerWeights& l);
+  // in_features: the q/k/v input width (0: hidden; an EAGLE-3 midlayer: 2 * hidden).
+  void load_layer(const std::string& prefix, int64_t index, LayerWeights& l, int64_t in_features = 0);
   DType layers_dtype() const;  // the dtype holding most of the layers' projection bytes
   std::byte* allocate(size_t bytes);
 
@@ -215,6 +230,9 @@ class LlamaWeights {
   const float* enorm_ = nullptr;
   const float* hnorm_ = nullptr;
   WeightView eh_proj_;
+  WeightView fc_;  // EAGLE-3
+  const float* hidden_norm_ = nullptr;
+  std::vector<int32_t> d2t_;
 };
 
 }  // namespace specd::model

@@ -332,6 +332,13 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
   out.num_mtp_modules = m != nullptr && m->weights->is_mtp() ? 0 : static_cast<int32_t>(c.num_mtp_modules);
   out.device = {SPECD_DEVICE_CPU, 0};
   out.dtype = specd_dtype_of(m != nullptr ? m->weights->dtype() : target_weights_->dtype());
+  const model::LlamaWeights& w = m != nullptr ? *m->weights : *target_weights_;
+  out.kind = w.is_eagle3() ? SPECD_MODEL_EAGLE3 : w.is_mtp() ? SPECD_MODEL_MTP : SPECD_MODEL_CAUSAL_LM;
+  out.input_hidden_width = w.is_eagle3() ? static_cast<int32_t>(w.eagle3_fc().cols) : 0;
+  out.num_aux_layers = 0;
+  if (w.is_eagle3())
+    for (const int32_t l : c.eagle3->aux_layers)
+      if (out.num_aux_layers < 4) out.aux_layers[out.num_aux_layers++] = l;
 }
 
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
@@ -340,15 +347,19 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
   SPECD_CHECK(
       b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr && b.logits != nullptr,
       ErrorCode::kInvalidArgument, "forward: incomplete batch");
-  if ((b.input_hidden != nullptr) != m.weights->is_mtp())
-    throw Error(ErrorCode::kInvalidArgument, "forward on " + m.description +
-                                                 (m.weights->is_mtp() ? ": an MTP module needs input_hidden"
-                                                                      : ": input_hidden is for MTP modules only"));
+  const bool takes_hidden = m.weights->is_mtp() || m.weights->is_eagle3();
+  if ((b.input_hidden != nullptr) != takes_hidden)
+    throw Error(ErrorCode::kInvalidArgument,
+                "forward on " + m.description +
+                    (takes_hidden ? ": an MTP module or EAGLE-3 head needs input_hidden"
+                                  : ": input_hidden is for MTP modules and EAGLE-3 heads only"));
   m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
   m.batch.return_hidden = b.hidden != nullptr;
   m.batch.hidden_all = false;
   // Rows of input_hidden pair with the tokens, in the same order (ModelHost passes them through).
   m.batch.input_hidden = b.input_hidden;
+  m.batch.input_hidden_width =
+      b.struct_size >= offsetof(specd_forward_batch, input_hidden_width) + sizeof(int32_t) ? b.input_hidden_width : 0;
   int64_t offset = 0, tree_offset = 0;
   const bool trees = b.struct_size >= offsetof(specd_forward_batch, tree_parents) + sizeof(int32_t*) &&
                      b.tree_sizes != nullptr && b.tree_parents != nullptr;

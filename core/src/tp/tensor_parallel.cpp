@@ -166,6 +166,7 @@ std::shared_ptr<const model::LlamaWeights> load_hosted_weights(const HostedModel
     return model::LlamaWeights::load(target->checkpoint_ptr(), spec.layers, spec.dtype, target->placement(), shard);
   }
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(spec.path);
+  if (ckpt->config().eagle3) return model::LlamaWeights::load_eagle3(ckpt, target, spec.dtype);
   return model::LlamaWeights::load(ckpt, spec.layers, spec.dtype, target->placement(), shard);
 }
 

@@ -17,6 +17,11 @@
 // KV: the draft model's cache holds the sequence's tokens then every node fed (in feed order),
 // as the tree region. The proposer's on_accept rolls it back to the sequence's tokens; the next
 // propose catches up on the accepted tokens and the target's one.
+//
+// With a hidden width (an EAGLE-3 head, plugins/proposers/eagle3/) every fed row also takes an
+// input state: the catch-up rows their Seq::catch_up_hidden (the target's fused states, of
+// catch_up_width), a root the catch-up's last hidden output, any other node its parent's hidden
+// output. A chain is a tree with top_k 1.
 #pragma once
 
 #include <specd/sdk/model_client.hpp>
@@ -51,8 +56,13 @@ class TreeDrafter {
  public:
   struct Seq {
     uint64_t id;
-    std::span<const int32_t> catch_up;  // tokens the draft has not seen, the sequence's last one included
-    int32_t budget;                     // nodes to keep
+    std::span<const int32_t> catch_up;            // tokens the draft has not seen, the sequence's last one included
+    int32_t budget;                               // nodes to keep
+    std::span<const float> catch_up_hidden = {};  // hidden mode: [catch_up.size(), catch_up_width]
+  };
+  struct HiddenMode {
+    int32_t hidden = 0;          // the model's hidden size; 0: no input states (a causal LM)
+    int32_t catch_up_width = 0;  // width of the catch-up rows' states
   };
   struct Node {
     int32_t token;
@@ -60,20 +70,31 @@ class TreeDrafter {
     int32_t depth;   // 1 for a root
     float score;     // log probability of the path
     int32_t fed;     // index in the draft's tree region once fed, else -1
+    int32_t in;      // hidden mode: its input state, a row of outs_ (the parent's output)
+    int32_t out;     // hidden mode: its output state once fed, a row of outs_, else -1
   };
 
   TreeDrafter(sdk::ModelClient& client, specd_model* model, int32_t vocab, const TreeShape& shape)
       : client_(client), model_(model), vocab_(vocab), shape_(shape) {}
+  TreeDrafter(sdk::ModelClient& client, specd_model* model, int32_t vocab, const TreeShape& shape, HiddenMode hidden)
+      : client_(client), model_(model), vocab_(vocab), shape_(shape), hidden_(hidden) {}
 
   // Drafts every sequence's tree; nodes(i) / parents(i) / tokens(i) give the result.
   void draft(std::span<const Seq> seqs) {
     nodes_.assign(seqs.size(), {});
     regions_.assign(seqs.size(), {});
+    outs_.assign(seqs.size(), {});
     // Level 1: the catch-up rows.
     begin();
-    for (const Seq& s : seqs) add_row(s.id, s.catch_up, {});
-    forward(/*all_logits=*/false);
-    for (size_t i = 0; i < seqs.size(); ++i) expand(i, -1, row_logits(i), 0.0f, 1);
+    for (const Seq& s : seqs) {
+      add_row(s.id, s.catch_up, {});
+      inputs_.insert(inputs_.end(), s.catch_up_hidden.begin(), s.catch_up_hidden.end());
+    }
+    forward(/*all_logits=*/false, hidden_.catch_up_width);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (hidden_.hidden > 0) keep_output(i, i);  // outs_[i] row 0: the roots' input
+      expand(i, -1, row_logits(i), 0.0f, 1);
+    }
     // Levels 2..depth: the best top_k nodes of the last level, fed as a tree.
     for (int32_t d = 1; d < shape_.depth; ++d) {
       begin();
@@ -87,15 +108,20 @@ class TreeDrafter {
           node.fed = static_cast<int32_t>(region.size());
           region.push_back(node.parent < 0 ? -1 : nodes_[i][static_cast<size_t>(node.parent)].fed);
           tokens_scratch_.push_back(node.token);
+          if (hidden_.hidden > 0) {
+            const float* in = outs_[i].data() + static_cast<size_t>(node.in) * static_cast<size_t>(hidden_.hidden);
+            inputs_.insert(inputs_.end(), in, in + hidden_.hidden);
+          }
         }
         add_row(seqs[i].id, tokens_scratch_, region);
         tokens_scratch_.clear();
       }
       if (seq_ids_.empty()) break;
-      forward(/*all_logits=*/true);
+      forward(/*all_logits=*/true, hidden_.hidden);
       size_t row = 0;
       for (size_t i = 0; i < seqs.size(); ++i)
         for (int32_t n : fed[i]) {
+          if (hidden_.hidden > 0) nodes_[i][static_cast<size_t>(n)].out = keep_output(i, row);
           const Node node = nodes_[i][static_cast<size_t>(n)];
           expand(i, n, {logits_.data() + row++ * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_)}, node.score,
                  node.depth + 1);
@@ -122,9 +148,10 @@ class TreeDrafter {
                         return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
                                (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
                       });
+    const int32_t in = parent < 0 ? 0 : nodes_[i][static_cast<size_t>(parent)].out;
     for (size_t c = 0; c < k; ++c) {
       const int32_t t = order_[c];
-      nodes_[i].push_back({t, parent, depth, base + logits[static_cast<size_t>(t)] - log_z, -1});
+      nodes_[i].push_back({t, parent, depth, base + logits[static_cast<size_t>(t)] - log_z, -1, in, -1});
     }
   }
 
@@ -170,7 +197,15 @@ class TreeDrafter {
     }
   }
 
+  // Appends hidden output row `row` of the last forward to sequence i's states; returns its index.
+  int32_t keep_output(size_t i, size_t row) {
+    const auto H = static_cast<size_t>(hidden_.hidden);
+    outs_[i].insert(outs_[i].end(), hidden_out_.data() + row * H, hidden_out_.data() + (row + 1) * H);
+    return static_cast<int32_t>(outs_[i].size() / H) - 1;
+  }
+
   void begin() {
+    inputs_.clear();
     seq_ids_.clear();
     num_new_.clear();
     tokens_.clear();
@@ -184,7 +219,8 @@ class TreeDrafter {
     tree_sizes_.push_back(static_cast<int32_t>(region.size()));
     tree_parents_.insert(tree_parents_.end(), region.begin(), region.end());
   }
-  void forward(bool all_logits) {
+  // input_width: the width of inputs_' rows in hidden mode.
+  void forward(bool all_logits, int32_t input_width = 0) {
     const size_t rows = all_logits ? tokens_.size() : seq_ids_.size();
     logits_.resize(rows * static_cast<size_t>(vocab_));
     specd_forward_batch fb{};
@@ -197,6 +233,12 @@ class TreeDrafter {
     fb.logits = logits_.data();
     fb.tree_sizes = tree_sizes_.data();
     fb.tree_parents = tree_parents_.data();
+    if (hidden_.hidden > 0) {
+      hidden_out_.resize(rows * static_cast<size_t>(hidden_.hidden));
+      fb.input_hidden = inputs_.data();
+      fb.input_hidden_width = input_width;
+      fb.hidden = hidden_out_.data();
+    }
     client_.forward(model_, fb);
   }
   std::span<const float> row_logits(size_t r) const {
@@ -207,7 +249,10 @@ class TreeDrafter {
   specd_model* model_;
   int32_t vocab_;
   TreeShape shape_;
+  HiddenMode hidden_;
   std::vector<std::vector<Node>> nodes_;
+  std::vector<std::vector<float>> outs_;  // hidden mode: per sequence, output states [rows, hidden]
+  std::vector<float> inputs_, hidden_out_;
   std::vector<std::vector<int32_t>> regions_;  // per sequence: parents of the fed nodes (region indices)
   std::vector<std::vector<int32_t>> out_tokens_, out_parents_;
   std::vector<uint64_t> seq_ids_;

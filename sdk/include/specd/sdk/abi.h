@@ -32,6 +32,8 @@
  *           or scorer at load. Model services forward takes tree attention (tree_sizes,
  *           tree_parents) so that a proposer can draft a tree level by level. A proposer may
  *           ask for the target's hidden states of named layers (aux_hidden_layers, EAGLE-3).
+ *           Model services load EAGLE-3 heads (specd_model_info.kind, input_hidden_width,
+ *           aux_layers; specd_forward_batch.input_hidden_width).
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -193,7 +195,24 @@ typedef struct specd_model_info {
   int32_t num_mtp_modules; /* MTP heads found with the model; 0 if none */
   specd_device device;
   int32_t dtype; /* since 1.1: the weights' compute dtype (specd_dtype) */
+  /* Since 1.3: what was loaded (specd_model_kind). An EAGLE-3 head (load of a directory whose
+   * config.json names LlamaForCausalLMEagle3; docs/model-formats.md) takes input_hidden: rows of
+   * input_hidden_width (the target's three fused states: 3 x its hidden size) or of hidden_size
+   * (its own previous hidden output, which is its state before the final norm); its logits are
+   * over the target's vocabulary, -inf outside the head's draft vocabulary. aux_layers: the target
+   * layers it was trained on, in the aux_hidden_layers convention (num_aux_layers 0: not given;
+   * the public default is 2, L/2 and L-3). */
+  int32_t kind;
+  int32_t input_hidden_width;
+  int32_t num_aux_layers;
+  int32_t aux_layers[4];
 } specd_model_info;
+
+typedef enum specd_model_kind {
+  SPECD_MODEL_CAUSAL_LM = 0,
+  SPECD_MODEL_MTP = 1,
+  SPECD_MODEL_EAGLE3 = 2
+} specd_model_kind;
 
 typedef struct specd_model_load_options {
   uint32_t struct_size;
@@ -229,6 +248,9 @@ typedef struct specd_forward_batch {
    * and itself, at position prefix + depth. A sequence with a tree appears in one row. */
   const int32_t* tree_sizes;
   const int32_t* tree_parents;
+  /* Since 1.3: the width of input_hidden's rows (0: hidden_size); an EAGLE-3 head also takes
+   * specd_model_info.input_hidden_width. */
+  int32_t input_hidden_width;
 } specd_forward_batch;
 
 typedef struct specd_model_services {

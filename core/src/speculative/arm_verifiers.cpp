@@ -184,7 +184,7 @@ void ArmVerifiers::check(const Arm& arm, const Range& r, const int32_t* num_draf
   for (size_t i = r.lo; i < r.hi; ++i) {
     const int32_t a = num_accepted[i];
     const int32_t token = a >= 0 && a <= num_drafted[i] ? out_tokens[i * width + static_cast<size_t>(a)] : -1;
-    if (token < 0 || token >= vocab_ || (trees_ && !is_path(i, out_nodes, out_tokens, a)))
+    if (token < 0 || token >= vocab_ || (trees_ && !is_path(i, num_drafted[i], out_nodes, out_tokens, a)))
       throw Error(ErrorCode::kPluginCall, "verifier '" + arm.verifier->name() +
                                               "' returned an invalid result for sequence " +
                                               std::to_string(rows_[i]->seq->id) + " (accepted " + std::to_string(a) +
@@ -193,12 +193,13 @@ void ArmVerifiers::check(const Arm& arm, const Range& r, const int32_t* num_draf
 }
 
 // Nodes [0, a) of row i are a root-to-node path of its tree and the accepted tokens are theirs.
-bool ArmVerifiers::is_path(size_t i, const int32_t* out_nodes, const int32_t* out_tokens, int32_t a) const {
+bool ArmVerifiers::is_path(size_t i, int32_t drafted, const int32_t* out_nodes, const int32_t* out_tokens,
+                           int32_t a) const {
   const size_t k = static_cast<size_t>(k_);
   int32_t parent = -1;
   for (size_t d = 0; d < static_cast<size_t>(a); ++d) {
     const int32_t node = out_nodes[i * k + d];
-    if (node < 0 || node >= num_drafted_[i] || parents_[i * k + static_cast<size_t>(node)] != parent ||
+    if (node < 0 || node >= drafted || parents_[i * k + static_cast<size_t>(node)] != parent ||
         out_tokens[i * (k + 1) + d] != drafts_[i * k + static_cast<size_t>(node)])
       return false;
     parent = node;

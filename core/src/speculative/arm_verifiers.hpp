@@ -89,7 +89,8 @@ class ArmVerifiers {
                            int32_t* out_nodes, bool with_probs) const;
   // The drafts before logit row j of `row`: the first j, or for a tree the path to node j - 1.
   std::span<const int32_t> drafts_before(const sched::StepRow& row, size_t j);
-  bool is_path(size_t i, const int32_t* out_nodes, const int32_t* out_tokens, int32_t a) const;
+  // Nodes [0, a) of row i (of its first `drafted`) are a root-to-node path whose tokens were emitted.
+  bool is_path(size_t i, int32_t drafted, const int32_t* out_nodes, const int32_t* out_tokens, int32_t a) const;
   // Throws specd::Error when the verifier's result for a row of r is out of range.
   void check(const Arm& arm, const Range& r, const int32_t* num_drafted, const int32_t* out_tokens,
              const int32_t* num_accepted, const int32_t* out_nodes) const;

@@ -18,8 +18,9 @@ import subprocess
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(REPO, "models")
 PROMPT = os.path.join(MODELS, "demo-prompt.py")
-PROPOSERS = (("draft-model", "draft model `specd-py-draft`"), ("mtp", "MTP heads of `specd-py`"),
-             ("ngram", "n-gram prompt lookup"))
+PROPOSERS = (("draft-model", "draft model `specd-py-draft`"), ("draft-tree", "draft model `specd-py-draft`, tree"),
+             ("mtp", "MTP heads of `specd-py`"), ("ngram", "n-gram prompt lookup"),
+             ("eagle3", "EAGLE-3 head `specd-py-eagle3`, tree"))
 
 
 def specd(args, binary):

@@ -194,8 +194,7 @@ INSTANTIATE_TEST_SUITE_P(BundledModels, GreedySpeculation,
                                          SpecCase{"draft_model", "rejection", 0.2}, SpecCase{"mtp", "greedy", 0.25},
                                          SpecCase{"mtp", "rejection", 0.25}, SpecCase{"ngram", "greedy", 0.25},
                                          SpecCase{"ngram", "rejection", 0.25}, SpecCase{"eagle3", "greedy", 0.2},
-                                         SpecCase{"eagle3", "rejection", 0.2},
-                                         SpecCase{"eagle3", "greedy", 2.0, true}),
+                                         SpecCase{"eagle3", "rejection", 0.2}, SpecCase{"eagle3", "greedy", 2.0, true}),
                          [](const auto& info) {
                            return std::string(info.param.proposer) + "_" + info.param.verifier +
                                   (info.param.tree ? "_tree" : "");

@@ -171,13 +171,7 @@ class DraftModelProposer : public sdk::Proposer {
       const int64_t len = static_cast<int64_t>(seq.tokens.size());
       if (k <= 0 || len == 0) continue;
       SeqState& state = seqs_[seq.id];
-      int64_t cached = client_->seq_length(draft_, seq.id);
-      // on_accept is due before the next propose; without it, drop every draft of last step.
-      if (state.pending) cached = roll_back(seq.id, state, 0);
-      if (cached >= len) {  // fed everything (a host that never prefilled the last token): refeed it
-        client_->truncate(draft_, seq.id, len - 1);
-        cached = len - 1;
-      }
+      const int64_t cached = catch_up_start(seq.id, state, len);
       int32_t count = k;  // after drafting the draft holds len + count - 1 tokens
       if (max_context_ > 0) count = static_cast<int32_t>(std::min<int64_t>(count, max_context_ - len + 1));
       if (count <= 0) continue;
@@ -257,6 +251,19 @@ class DraftModelProposer : public sdk::Proposer {
     int32_t count;   // drafts to make
   };
 
+  // The draft's cached length of a sequence of `len` tokens, made < len so that the next forward
+  // has a token to give logits for: on_accept is due before the next propose (without it, every
+  // draft of the last step goes), and a host that never prefilled the last token gets it refed.
+  int64_t catch_up_start(uint64_t id, SeqState& state, int64_t len) {
+    int64_t cached = client_->seq_length(draft_, id);
+    if (state.pending) cached = roll_back(id, state, 0);
+    if (cached >= len) {
+      client_->truncate(draft_, id, len - 1);
+      cached = len - 1;
+    }
+    return cached;
+  }
+
   // Tree drafting (draft_tree.hpp): the sequences' catch-up, then one TreeDrafter call.
   void propose_tree(sdk::ProposeBatch& batch) {
     if (!batch.takes_trees()) throw sdk::Error("draft_model: `tree` is set but the host takes chains only");
@@ -267,12 +274,7 @@ class DraftModelProposer : public sdk::Proposer {
       const auto len = static_cast<int64_t>(seq.tokens.size());
       if (k <= 0 || len == 0) continue;
       SeqState& state = seqs_[seq.id];
-      int64_t cached = client_->seq_length(draft_, seq.id);
-      if (state.pending) cached = roll_back(seq.id, state, 0);
-      if (cached >= len) {
-        client_->truncate(draft_, seq.id, len - 1);
-        cached = len - 1;
-      }
+      const int64_t cached = catch_up_start(seq.id, state, len);
       // The tree's deepest node sits at len - 1 + depth in the draft's positions.
       if (max_context_ > 0 && len + settings_.tree.depth > max_context_) continue;
       state.context_len = len;

@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
-# Installs everything specd needs to build and test on Debian 12. Idempotent: packages
+# Installs what specd needs on Debian 12, for one purpose at a time. Idempotent: packages
 # already present are skipped, npm tools are installed only when missing.
-#   bootstrap.sh [test]   everything make test uses (the default)
-#   bootstrap.sh demo     without the test-only cross tools (make demo)
+#   bootstrap.sh demo     build specd and run scripts/demo.sh (make demo): compilers and libraries
+#   bootstrap.sh [test]   everything make test uses (the default): the demo's packages, the oracles
+#                         the tests compare against (numpy, jinja2, promtool, chromium) and the
+#                         aarch64 cross compiler with qemu-user for the emulated kernel suite
+#   bootstrap.sh train    retrain the bundled models (make train, tools/train/README.md): PyTorch
+#                         and the Python documentation the corpus is made of
+# Every mode installs the npm tools of tools/package.json (tokenizer files for the benchmark
+# fixture, Vega for `specd ab report --html`, and the oracles of the tests).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 what="${1:-test}"
 case "$what" in
-  demo | test) ;;
+  demo | test | train) ;;
   *)
-    echo "usage: bootstrap.sh [demo|test] (got '$what')" >&2
+    echo "usage: bootstrap.sh [demo|test|train] (got '$what')" >&2
     exit 2
     ;;
 esac
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang lld libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libpcre2-dev libicu-dev
-  libopenmpi-dev openmpi-bin
-  python3-numpy python3-jinja2 python3-torch python3-doc prometheus curl
-  chromium
+  libopenmpi-dev openmpi-bin curl
 )
-# The kernel suite built for aarch64 and run under emulation (tests/kernels/aarch64): test only.
-if [ "$what" = test ]; then
-  packages+=(g++-aarch64-linux-gnu qemu-user)
-fi
+case "$what" in
+  test)
+    # clang, clang-format and clang-tidy (lint.format, make lint, the fuzz preset), the tests'
+    # oracles, and the kernel suite built for aarch64 and run under emulation (tests/kernels/aarch64).
+    packages+=(clang clang-format clang-tidy lld libclang-rt-14-dev python3-numpy python3-jinja2
+      prometheus chromium g++-aarch64-linux-gnu qemu-user)
+    ;;
+  train)
+    packages+=(python3-numpy python3-torch python3-doc)
+    ;;
+esac
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with
 # Debian's npm package); otherwise take Debian's.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -41,7 +52,7 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "bootstrap: installing ${missing[*]}"
+  echo "bootstrap ($what): installing ${#missing[@]} Debian packages (a minute or two on a fresh machine): ${missing[*]}"
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else

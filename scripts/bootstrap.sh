@@ -7,8 +7,9 @@
 #                         aarch64 cross compiler with qemu-user for the emulated kernel suite
 #   bootstrap.sh train    retrain the bundled models (make train, tools/train/README.md): PyTorch
 #                         and the Python documentation the corpus is made of
-# Every mode installs the npm tools of tools/package.json (tokenizer files for the benchmark
-# fixture, Vega for `specd ab report --html`, and the oracles of the tests).
+# test and train also install Node.js and the npm tools of tools/package.json (the tests'
+# tokenizer oracle and tokenizer files, the OpenAI client, Vega for `specd ab report --html`;
+# train encodes its corpus with them). A demo build has no HTML A/B reports (the build says so).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 what="${1:-test}"
@@ -39,8 +40,8 @@ case "$what" in
     ;;
 esac
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with
-# Debian's npm package); otherwise take Debian's.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+# Debian's npm package); otherwise take Debian's (about 500 packages: not for the demo).
+if [ "$what" != demo ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   packages+=(nodejs npm)
 fi
 
@@ -62,7 +63,7 @@ fi
 # npm tools used by the tests (tokenizer oracle, OpenAI client) and by `specd ab report --html`
 # (Vega and Vega-Lite, inlined into the page at build time). Installed into tools/, git-ignored,
 # from tools/package.json; configure after this so the build finds Vega.
-if [ -f "$here/tools/package.json" ]; then
+if [ "$what" != demo ] && [ -f "$here/tools/package.json" ]; then
   if [ ! -d "$here/tools/node_modules" ] || [ "$here/tools/package.json" -nt "$here/tools/node_modules/.stamp" ]; then
     (cd "$here/tools" && npm install --no-audit --no-fund --loglevel=error && touch node_modules/.stamp)
   else

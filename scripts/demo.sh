@@ -6,8 +6,9 @@
 #     and the draft-model and MTP proposers (greedy, so every completion must be the same text),
 #     and measures each proposer's speedup and acceptance with `specd bench`.
 #  2. A memory-bound target, where speculation is meant to pay: the llama-160m benchmark fixture
-#     (random weights, 312 MB in bf16; written by specd-fixture into the build folder) with a
-#     self-draft of its first 2 layers. Same text check and `specd bench`.
+#     (random weights; with the bundled tokenizer, 4096 tokens: 229 MB in bf16; written by
+#     specd-fixture into the build folder) with a self-draft of its first 2 layers. Same text
+#     check and `specd bench`.
 #  3. `specd serve --config configs/default.yaml` answers one curl request; its usage shows the
 #     speculation it did.
 set -euo pipefail
@@ -19,6 +20,10 @@ prompt="$(cat "$prompt_file"; printf x)"  # keep the trailing newline
 prompt=${prompt%x}
 bench_dir=$(mktemp -d)
 trap 'rm -rf "$bench_dir"' EXIT
+# The tables this run prints, for the model card (tools/train/model_card.py reads them).
+mkdir -p "$BUILD/demo"
+tables="$BUILD/demo/tables.txt"
+printf '%s, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" "$(date -u +%Y-%m-%d)" >"$tables"
 
 "$specd" --version
 for c in default draft-model mtp ngram self-draft; do "$specd" validate --config "configs/$c.yaml" >/dev/null; done
@@ -37,8 +42,8 @@ complete() {  # complete TITLE ARGS...: prints the completion, keeps it in $comp
 same_as_plain() {
   if [ "$completion" = "$plain" ]; then echo "(same text as plain decoding)"; else echo "(DIFFERS from plain decoding)"; exit 1; fi
 }
-table() {  # table JSON...: one row per proposer and batch from `specd bench --json`
-  /usr/bin/python3 - "$@" <<'PY'
+table() {  # table JSON...: one row per proposer and batch from `specd bench --json`, also kept in $tables
+  /usr/bin/python3 - "$@" <<'PY' | tee -a "$tables"
 import json, sys
 print(f"{'model':<11} {'proposer':<12} {'k':>2} {'batch':>5} {'plain tok/s':>12} {'spec tok/s':>11} {'speedup':>8} {'acceptance':>11} {'mean len':>9}")
 for path in sys.argv[1:]:
@@ -70,13 +75,14 @@ done
 table "$bench_dir"/{default,draft-model,mtp}.json
 
 echo
-echo "######## 2. a memory-bound target: llama-160m (12 layers, 312 MB of bf16 weights, random) and a"
+echo "######## 2. a memory-bound target: llama-160m (12 layers, 229 MB of bf16 weights, random) and a"
 echo "######## self-draft made of its own first 2 layers (configs/self-draft.yaml)"
 fixture="$BUILD/demo/llama-160m"
 if [ ! -f "$fixture/config.json" ]; then
   echo "writing the fixture to $fixture (specd-fixture --preset llama-160m, about 5 s)"
 fi
-"$BUILD/bin/specd-fixture" --preset llama-160m --embed-std 0.5 --layer-std 0.004 --dtype bf16 --out "$fixture" >/dev/null
+"$BUILD/bin/specd-fixture" --preset llama-160m --embed-std 0.5 --layer-std 0.004 --dtype bf16 \
+  --tokenizer-dir models/specd-py --vocab-size 4096 --out "$fixture" >/dev/null
 big=(--config configs/self-draft.yaml --set "model.path=$PWD/$fixture")
 complete "plain decoding" "${big[@]}" --no-speculation
 plain=$completion

@@ -91,6 +91,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specd", default=os.path.join(REPO, "build", "release", "bin", "specd"))
     ap.add_argument("--repeats", type=int, default=3, help="bench runs per measurement (the best is reported)")
+    ap.add_argument("--demo-tables", default=os.path.join(REPO, "build", "release", "demo", "tables.txt"),
+                    help="the tables the last `make demo` printed (scripts/demo.sh writes them)")
     args = ap.parse_args()
     with open(os.path.join(MODELS, "specd-py", "training.json")) as f:
         t = json.load(f)
@@ -111,10 +113,22 @@ def main():
         target_mb=size_mb(os.path.join(MODELS, "specd-py", "model.safetensors")),
         draft_mb=size_mb(os.path.join(MODELS, "specd-py-draft", "model.safetensors")),
         tokenizer_mb=size_mb(os.path.join(MODELS, "specd-py", "tokenizer.json")),
+        demo=demo_section(args.demo_tables),
     )
     with open(os.path.join(MODELS, "README.md"), "w") as f:
         f.write(card)
     print(f"wrote {os.path.join(MODELS, 'README.md')}")
+
+
+def demo_section(path):
+    """The tables of the last `make demo` (its first line: CPU model, date), or nothing."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        lines = f.read().rstrip("\n").split("\n")
+    return (f"\n## What `make demo` prints\n\nThe last run of `scripts/demo.sh` ({lines[0]}, 2 threads; dynamic k, "
+            "greedy; llama-160m is the random-weight benchmark fixture with a self-draft of its first 2 layers, "
+            "memory-bound where the bundled models are not):\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
 
 
 def card_fields(t):
@@ -233,7 +247,7 @@ Why the speedups are modest: these models are so small that their weights stay i
 caches, so a decode step is bound by arithmetic and fixed per-step costs rather than by memory
 bandwidth, and scoring k+1 tokens costs more than one token: score(k+1)/decode(1) measured by the
 same bench: {scoring}. Speculation pays off as that ratio approaches 1 (large models, memory-bound decoding).
-
+{demo}
 ## Sample
 
 `specd generate --config configs/default.yaml --temperature 0` after `models/demo-prompt.py`,

@@ -54,6 +54,31 @@ TEST(FixtureCli, WritesShardedBf16CheckpointAndDraft) {
   EXPECT_EQ(Checkpoint::open(draft)->config().num_layers, 1);
 }
 
+// The demo's memory-bound model: llama-160m's shape with the bundled tokenizer, whose vocabulary
+// and special tokens config.json must then name (a random model generates every id it has).
+TEST(FixtureCli, VocabularyAndSpecialTokensFollowTheTokenizerDir) {
+  const fs::path out = fixture_dir("cli-tiny-specd-py-tokenizer");
+  const std::string tokenizer = std::string(SPECD_SOURCE_DIR) + "/models/specd-py";
+  std::string log;
+  ASSERT_EQ(
+      run_cli("--preset tiny --tokenizer-dir '" + tokenizer + "' --vocab-size 4096 --out '" + out.string() + "'", &log),
+      0)
+      << log;
+  const auto ckpt = Checkpoint::open(out);
+  EXPECT_EQ(ckpt->config().vocab_size, 4096);
+  EXPECT_EQ(ckpt->config().bos_token_id, 4094);  // <|startoftext|> in models/specd-py
+  EXPECT_EQ(ckpt->config().eos_token_ids, std::vector<int32_t>{4095});
+  EXPECT_EQ(ckpt->require("model.embed_tokens.weight", {4096, 64}).shape[0], 4096);
+
+  // A vocabulary that leaves out the special tokens is refused, naming them.
+  EXPECT_EQ(run_cli("--preset tiny --tokenizer-dir '" + tokenizer + "' --vocab-size 4000 --out '" +
+                        (scratch_dir() / "small-vocab").string() + "'",
+                    &log),
+            1);
+  EXPECT_NE(log.find("a vocabulary of 4000 tokens leaves out the BOS/EOS token ids (4094, 4095)"), std::string::npos)
+      << log;
+}
+
 TEST(FixtureCli, BadInputFailsWithAMessage) {
   std::string log;
   EXPECT_EQ(run_cli("--preset gpt5 --out '" + (scratch_dir() / "x").string() + "'", &log), 1);

@@ -17,11 +17,11 @@ configure: bootstrap
 	cmake --preset $(PRESET)
 
 build: configure
-	@echo "build: everything (about 240 compile steps: 8-10 minutes on 2 cores the first time, ccache after)"
+	@echo "build: everything (about 250 steps: 8-10 minutes on 2 cores the first time, ccache after)"
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-runtime: configure
-	@echo "build: specd, its plugins and tools (about 140 compile steps: 4 minutes on 2 cores the first time)"
+	@echo "build: specd, its plugins and tools (about 150 steps: 4 minutes on 2 cores the first time)"
 	cmake --build $(BUILD) -j $(JOBS) --target runtime
 
 # The bundled default: configs/default.yaml on the models trained by tools/train (models/specd-py

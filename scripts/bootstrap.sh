@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what specd needs on Debian 12, for one purpose at a time. Idempotent: packages
 # already present are skipped, npm tools are installed only when missing.
-#   bootstrap.sh demo     build specd and run scripts/demo.sh (make demo): compilers and libraries
+#   bootstrap.sh demo     build specd and run scripts/demo.sh (make demo): compilers, libraries,
+#                         curl and python3 (the demo's request and tables)
 #   bootstrap.sh [test]   everything make test uses (the default): the demo's packages, the oracles
 #                         the tests compare against (numpy, jinja2, promtool, chromium) and the
 #                         aarch64 cross compiler with qemu-user for the emulated kernel suite
@@ -26,7 +27,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libcli11-dev libpcre2-dev libicu-dev
-  libopenmpi-dev openmpi-bin curl
+  libopenmpi-dev openmpi-bin curl python3
 )
 case "$what" in
   test)

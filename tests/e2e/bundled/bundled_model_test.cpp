@@ -189,6 +189,25 @@ TEST_P(GreedySpeculation, EqualsTargetAloneAndAcceptsDrafts) {
   }
 }
 
+// configs/default.yaml, the config `make demo`'s server and `specd serve` start with, speculates:
+// drafts are made and accepted, and the output is the target's alone.
+TEST(BundledModel, DefaultConfigSpeculatesLosslessly) {
+  const auto requests = code_requests();
+  const std::vector<Generation> plain = run_engine(specd::config::for_model_dir(target_dir().string()), requests);
+  const specd::config::EngineConfig cfg =
+      specd::config::load_file(std::filesystem::path(SPECD_SOURCE_DIR) / "configs" / "default.yaml");
+  ASSERT_TRUE(cfg.speculative.enabled) << "configs/default.yaml has no speculative section";
+  specd::spec::SpecMetrics metrics;
+  const std::vector<Generation> spec = run_engine(cfg, requests, &metrics);
+  ASSERT_EQ(plain.size(), spec.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+  }
+  EXPECT_GT(metrics.draft_tokens, 0u);
+  EXPECT_GT(metrics.accepted_tokens, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(BundledModels, GreedySpeculation,
                          testing::Values(SpecCase{"draft_model", "greedy", 0.2},
                                          SpecCase{"draft_model", "rejection", 0.2}, SpecCase{"mtp", "greedy", 0.25},

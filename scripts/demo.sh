@@ -9,8 +9,8 @@
 #     (random weights; with the bundled tokenizer, 4096 tokens: 229 MB in bf16; written by
 #     specd-fixture into the build folder) with a self-draft of its first 2 layers. Same text
 #     check and `specd bench`.
-#  3. `specd serve --config configs/default.yaml` answers one curl request; its usage shows the
-#     speculation it did.
+#  3. `specd serve --config configs/default.yaml` answers one curl request; its usage and
+#     /metrics show the speculation it did.
 set -euo pipefail
 BUILD=${1:-build/release}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -127,3 +127,5 @@ if s is None:
 else:
     print("usage.speculative:", json.dumps(s))
 ' "$response"
+echo "\$ curl -s $url/metrics | grep -E '^specd_spec_(draft|accepted)_tokens_total|^specd_spec_acceptance_rate'"
+curl -s "$url/metrics" | grep -E '^specd_spec_(draft|accepted)_tokens_total|^specd_spec_acceptance_rate' || true

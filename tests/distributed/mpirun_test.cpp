@@ -103,6 +103,32 @@ fs::path mtp_dir() {
   return dir;
 }
 
+// An EAGLE-3 target and head: a tied-embedding target with faint layers predicts the token it
+// just read, so its output repeats; the head copies the target's own prediction (the state
+// leaving its last layer, through its norm and LM head), so its drafts are accepted whenever the
+// output repeats, and only if rank 0 captured the whole (all-reduced) layer state and read the
+// right embedding rows.
+fs::path eagle3_target_dir() {
+  static const fs::path dir = [] {
+    fixture::Options o;
+    o.preset = "tiny-tied";
+    o.seed = 5;
+    o.layer_std = 0.004;
+    return fixture::write(o, work_dir() / "tiny-tied-faint");
+  }();
+  return dir;
+}
+
+fs::path eagle3_dir() {
+  static const fs::path dir = [] {
+    fixture::Eagle3Options o;
+    o.copy_target = true;
+    o.aux_layers = {1, 1, 1};  // SGLang ids: the output of layer 1, the target's last
+    return fixture::write_eagle3_head(eagle3_target_dir(), o, work_dir() / "tiny-tied-faint-eagle3");
+  }();
+  return dir;
+}
+
 fs::path write_config(const std::string& name, const fs::path& model, const std::string& extra) {
   const fs::path file = work_dir() / (name + ".yaml");
   fs::create_directories(work_dir());
@@ -151,6 +177,9 @@ const std::string kSelfDraft = "    name: draft_model\n    layers: 1\n    temper
 std::string draft_checkpoint() {
   return "    name: draft_model\n    model: " + draft_dir().string() + "\n    temperature: 0\n";
 }
+std::string eagle3_head() {
+  return "    name: eagle3\n    model: " + eagle3_dir().string() + "\n";
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
@@ -160,13 +189,16 @@ class MpirunGenerate : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MpirunGenerate, GreedyOutputEqualsPlainTp1) {
   const Case& c = GetParam();
-  const fs::path model = c.mtp ? mtp_dir() : target_dir();
+  const fs::path model = c.mtp ? mtp_dir() : c.proposer.starts_with("eagle3") ? eagle3_target_dir() : target_dir();
   std::string extra = c.scheduler.empty() ? "" : "scheduler:\n" + c.scheduler;
   if (!c.proposer.empty()) {
     // Static k (every step drafts, so the test sees accepted drafts) unless the case is dynamic.
     extra += "speculative:\n  num_speculative_tokens: " + std::to_string(c.k) +
              "\n  dynamic: " + std::string(c.dynamic ? "true" : "false") + "\n  verifier: greedy\n  proposer:\n" +
-             (c.proposer == "draft" ? draft_checkpoint() : c.proposer);
+             (c.proposer == "draft"         ? draft_checkpoint()
+              : c.proposer == "eagle3"      ? eagle3_head()
+              : c.proposer == "eagle3_tree" ? eagle3_head() + "    tree:\n      depth: 3\n      top_k: 2\n"
+                                            : c.proposer);
     if (c.proposer_tp > 0) extra += "    tensor_parallel_size: " + std::to_string(c.proposer_tp) + "\n";
   }
   const std::vector<int32_t> want = reference(model);
@@ -217,7 +249,11 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("draft_tp1_async_dynamic", "draft", 1, false, kAsync, true),
                       make_case("mtp_dynamic", kMtp, 0, true, "", true),
                       make_case("self_draft_tree_tp2", kSelfDraftTree, 2, false, "", false, 10),
-                      make_case("self_draft_tree_tp1_async", kSelfDraftTree, 1, false, kAsync, false, 10)),
+                      make_case("self_draft_tree_tp1_async", kSelfDraftTree, 1, false, kAsync, false, 10),
+                      // EAGLE-3 over the split target's layer states, the head on rank 0 alone
+                      // (with a whole copy of the target's embeddings).
+                      make_case("eagle3_tp1", "eagle3", 1),
+                      make_case("eagle3_tp1_tree", "eagle3_tree", 1, false, "", false, 6)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {
@@ -239,6 +275,14 @@ TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {
                                                     "    tensor_parallel_size: 1\n")));
   EXPECT_NE(mtp_tp1.status, 0);
   EXPECT_NE(mtp_tp1.err.find("MTP modules share the target's sharded embeddings"), std::string::npos) << mtp_tp1.err;
+
+  const Outcome eagle3_tp2 =
+      shell(launcher() + generate_args(write_config(
+                             "eagle3-tp2", target_dir(),
+                             "speculative:\n  proposer:\n" + eagle3_head() + "    tensor_parallel_size: 2\n")));
+  EXPECT_NE(eagle3_tp2.status, 0);
+  EXPECT_NE(eagle3_tp2.err.find("an EAGLE-3 head runs on rank 0 alone, not split over 2 ranks"), std::string::npos)
+      << eagle3_tp2.err;
 }
 
 TEST(MpirunFailures, LoadFailingOnOneRankEndsEveryRankNamingIt) {

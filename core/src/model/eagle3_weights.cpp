@@ -1,6 +1,7 @@
 // LlamaWeights::load_eagle3: an EAGLE-3 draft head in the public checkpoint layout (the one vLLM
 // and SGLang load for Llama targets; docs/model-formats.md "EAGLE-3 heads").
 #include <string>
+#include <utility>
 
 #include "model/weights.hpp"
 #include "specd/error.hpp"
@@ -25,8 +26,6 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_eagle3(std::shared_ptr<co
     throw Error(ErrorCode::kModelFormat,
                 where + ": the head fuses states of width " + std::to_string(c.eagle3->target_hidden_size) +
                     " (target_hidden_size) but the target's hidden size is " + std::to_string(t.hidden_size));
-  if (target->shard().size > 1)
-    throw Error(ErrorCode::kUnsupported, "an EAGLE-3 head runs on one rank; its target's weights are sharded");
 
   std::shared_ptr<LlamaWeights> w(new LlamaWeights());
   w->checkpoint_ = std::move(head);
@@ -45,8 +44,16 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load_eagle3(std::shared_ptr<co
       throw Error(ErrorCode::kModelFormat, where + ": no embed_tokens.weight, and the target's embeddings are " +
                                                std::to_string(t.hidden_size) + " wide, not the head's " +
                                                std::to_string(H));
-    w->embed_ = target->embed();
-    w->base_ = target;
+    if (target->shard().size > 1) {
+      // Under tensor parallelism the target's embedding rows are split by vocabulary over its
+      // ranks; the head runs on rank 0 alone and reads a whole copy from the target's checkpoint.
+      const std::shared_ptr<const Checkpoint> own = std::exchange(w->checkpoint_, target->checkpoint_);
+      w->embed_ = w->matrix("model.embed_tokens.weight", V, H, target->requested_dtype().embeddings());
+      w->checkpoint_ = own;
+    } else {
+      w->embed_ = target->embed();
+      w->base_ = target;
+    }
   }
   w->fc_ = w->matrix("fc.weight", H, 3 * t.hidden_size, base);
   w->hidden_norm_ = w->vector("midlayer.hidden_norm.weight", H);

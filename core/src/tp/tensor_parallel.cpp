@@ -166,7 +166,14 @@ std::shared_ptr<const model::LlamaWeights> load_hosted_weights(const HostedModel
     return model::LlamaWeights::load(target->checkpoint_ptr(), spec.layers, spec.dtype, target->placement(), shard);
   }
   std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(spec.path);
-  if (ckpt->config().eagle3) return model::LlamaWeights::load_eagle3(ckpt, target, spec.dtype);
+  if (ckpt->config().eagle3) {
+    // The head fuses the target's layer states, which only rank 0 receives.
+    if (shard.size > 1)
+      throw Error(ErrorCode::kUnsupported, spec.path + ": an EAGLE-3 head runs on rank 0 alone, not split over " +
+                                               std::to_string(shard.size) +
+                                               " ranks: set speculative.proposer.tensor_parallel_size: 1");
+    return model::LlamaWeights::load_eagle3(ckpt, target, spec.dtype);
+  }
   return model::LlamaWeights::load(ckpt, spec.layers, spec.dtype, target->placement(), shard);
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The per-level grid of docs/performance.md: `specd bench` at every CPU kernel level this machine
 # runs (SPECD_CPU_ISA forces each; levels the CPU lacks are skipped), for each dtype, on one
-# model. Prints a Markdown table: prefill-128 tokens/s, decode tokens/s at batch 1, their ratio to
-# the best level's, and score(5)/decode(1). Levels run in turn per dtype, so a busy host slows
-# neighbouring rows alike; compare within a dtype.
+# model. Prints a Markdown table: prefill-128 tokens/s, decode tokens/s at batch 1, the ratio of
+# decode to the first level's, and score(5)/decode(1). Levels run in turn per dtype after one
+# unreported warm-up run, so a busy host slows neighbouring rows alike; compare within a dtype.
 #
 #   scripts/bench-isa-grid.sh MODEL [DTYPES] [LEVELS]
 #   scripts/bench-isa-grid.sh /tmp/tinyllama q8_0,q4_0,q4_k bf16,avx2,avx512
@@ -26,12 +26,16 @@ echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(np
 echo
 echo "| dtype | level | prefill-128 tok/s | decode b=1 tok/s | decode vs the first level | score(5)/decode(1) |"
 echo "| --- | --- | --- | --- | --- | --- |"
+bench() {  # bench LEVEL DTYPE: specd bench's JSON
+  SPECD_CPU_ISA="$1" "$S" --log-level warn bench --model "$model" --dtype "$2" --batch 1 --prompt-tokens 128 \
+    --gen-tokens "$gen" --repeats 2 --json
+}
 for dtype in "${dtypes[@]}"; do
   best=""
+  bench "${levels[0]}" "$dtype" >/dev/null  # warm-up: the first run of a group measured 10-20% low
   for level in "${levels[@]}"; do
     runs "$level" || continue
-    json=$(SPECD_CPU_ISA="$level" "$S" --log-level warn bench --model "$model" --dtype "$dtype" --batch 1 \
-      --prompt-tokens 128 --gen-tokens "$gen" --repeats 2 --json)
+    json=$(bench "$level" "$dtype")
     read -r prefill decode ratio < <(/usr/bin/python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])

@@ -469,10 +469,14 @@ void run_bench(const BenchOptions& o) {
   if (o.dtypes.empty()) {
     configs.push_back(load_engine_config(o.model));
   } else {
+    static const std::vector<std::string> kDtypes = {"auto", "f32",  "f16",  "bf16",   "q8_0",  "q4_0",
+                                                     "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
     for (const std::string& dt : o.dtypes) {
-      if (dt != "auto" && dt != "f32" && dt != "f16" && dt != "bf16" && dt != "q8_0" && dt != "q4_0")
+      if (std::find(kDtypes.begin(), kDtypes.end(), dt) == kDtypes.end())
         throw Error(ErrorCode::kInvalidArgument,
-                    "--dtype " + dt + ": expected a list of auto, f32, f16, bf16, q8_0, q4_0");
+                    "--dtype " + dt +
+                        ": expected a list of auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, "
+                        "q4_k_m, q5_k_m (model.dtype's values)");
       ModelFlags flags = o.model;
       flags.sets.push_back("model.dtype=" + dt);
       configs.push_back(load_engine_config(flags));

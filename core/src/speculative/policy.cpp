@@ -189,13 +189,15 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
   explore_up(base, rows_, k_, choose_k(base, rows_, k_));
   const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
-  if (idle_steps_ >= kProbeInterval) {
+  if (drafting) probe_interval_ = kMinProbeInterval;
+  if (idle_steps_ >= probe_interval_) {
     const size_t i = next_probe_++ % n;
     if (rows_[i].cap > 0) {
       k_[i] = 1;
       ++metrics.probes;
     }
     idle_steps_ = 0;
+    probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
   }
   ++metrics.steps;
   for (size_t i = 0; i < n; ++i) {

@@ -52,8 +52,12 @@
 // A plan that does not draft is never pushed into drafting, so a compute-bound batch stays plain.
 //
 // A proposer without variable k gets one k for every planned row. When no row has drafted for
-// kProbeInterval planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
-// being measured. Not thread-safe: the engine's step thread owns it.
+// the probe interval's planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
+// being measured. The interval starts at kMinProbeInterval after any step that drafted and
+// doubles after each probe up to kMaxProbeInterval: one unlucky early rejection (a 0.9-acceptance
+// self-draft whose first draft fails) is re-measured within a few steps instead of leaving a short
+// request plain, and a batch that stays plain pays about one probe per kMaxProbeInterval steps.
+// Not thread-safe: the engine's step thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -102,7 +106,8 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
 
 class SpeculationPolicy {
  public:
-  static constexpr int32_t kProbeInterval = 64;
+  static constexpr int32_t kMinProbeInterval = 8;
+  static constexpr int32_t kMaxProbeInterval = 64;
   static constexpr double kExploreBand = 0.02;
   static constexpr double kPlainMargin = 0.03;
 
@@ -146,6 +151,7 @@ class SpeculationPolicy {
   bool variable_k_;
   bool planned_ = false;    // this step had planned rows
   int32_t idle_steps_ = 0;  // planned steps in a row without any draft
+  int32_t probe_interval_ = kMinProbeInterval;
   uint32_t next_probe_ = 0;
   // Per-step buffers, reused.
   std::vector<Gain> gains_;

@@ -460,8 +460,9 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
   EXPECT_EQ(m.steps, 1u);
   ASSERT_EQ(m.chosen_k.size(), 5u);
   EXPECT_EQ(m.chosen_k[4], 2u);
-  // Rows 0 and 2 never get a draft accepted, row 1 goes plain: after kProbeInterval planned
-  // steps without any draft, one row is probed with k = 1.
+  // Rows 0 and 2 never get a draft accepted, row 1 goes plain: planned steps without any draft
+  // probe one row with k = 1 after 8, then 16, 32, 64, 64 more steps (the interval doubles up to
+  // kMaxProbeInterval and starts again at kMinProbeInterval once a step drafts).
   seqs[1]->dynamic_k = true;
   p.cost().set_target_prior(linear_target(0.010, 0.001));  // drafts now cost 10% of a step each
   for (int i = 0; i < 200; ++i) {
@@ -471,14 +472,18 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
     }
   }
   spec::PolicyMetrics idle;
-  int probed = 0;
-  for (int step = 0; step < SpeculationPolicy::kProbeInterval; ++step) {
+  std::vector<int> probe_steps;
+  for (int step = 1; step <= 8 + 16 + 32 + 64 + 64; ++step) {
     fill();
     p.plan(batch, idle);
-    for (const auto& row : batch.rows) probed += row.lookahead;
+    int drafts = 0;
+    for (const auto& row : batch.rows) drafts += row.lookahead;
+    if (drafts > 0) probe_steps.push_back(step);
+    EXPECT_LE(drafts, 1) << "step " << step;
   }
-  EXPECT_EQ(probed, 1);
-  EXPECT_EQ(idle.probes, 1u);
+  // Counted from the last step that drafted (the first plan above).
+  EXPECT_EQ(probe_steps, (std::vector<int>{8, 24, 56, 120, 184}));
+  EXPECT_EQ(idle.probes, 5u);
 }
 
 }  // namespace

@@ -169,6 +169,34 @@ TEST_F(Hostile, NonFiniteAndUnderflowingNumbersAre400NamingTheField) {
   EXPECT_EQ(error_of(bias)["param"], "logit_bias.5") << bias.body;
 }
 
+// logit_bias keys are token ids in decimal digits: a sign, a space or an embedded NUL is refused,
+// and a huge key is not echoed back whole.
+TEST_F(Hostile, LogitBiasKeysAreDecimalDigitsAndNotEchoedWhole) {
+  for (const char* key : {" 5", "+6", "7\\u00009", "-1", "0x5", "5.0", "", "99999999999999999999"}) {
+    const HttpResponse r = post(std::string(R"({"model":"tiny","prompt":"x","logit_bias":{")") + key + R"(":1}})");
+    EXPECT_EQ(r.status, 400) << key << ": " << r.body;
+    EXPECT_EQ(error_of(r)["param"], "logit_bias") << r.body;
+  }
+  const HttpResponse huge =
+      post(R"({"model":"tiny","prompt":"x","logit_bias":{")" + std::string(900000, '7') + R"(":1}})");
+  EXPECT_EQ(huge.status, 400);
+  EXPECT_LT(huge.body.size(), 2000u) << "the key was echoed whole";
+  const HttpResponse ok = post(R"({"model":"tiny","prompt":"x","max_tokens":1,"logit_bias":{"5":1}})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+// Anything after the JSON value is refused, a NUL byte included (nlohmann's lexer ends the input
+// at a NUL, so "{...}\0garbage" once parsed as "{...}").
+TEST_F(Hostile, BytesAfterTheJsonBodyAre400) {
+  const std::string body = R"({"model":"tiny","prompt":"x","max_tokens":1})";
+  for (const std::string& tail :
+       {std::string("garbage"), std::string("\0garbage", 8), std::string("\0", 1), std::string("}")}) {
+    const HttpResponse r = post(body + tail);
+    EXPECT_EQ(r.status, 400) << r.body;
+  }
+  EXPECT_EQ(post(body + " \n").status, 200);
+}
+
 // Sends `chunks` as a chunked body (from a second thread, which stops at the first send error
 // once the server stops reading) and returns the response.
 HttpResponse post_chunked(int port, const std::vector<std::string>& chunks) {

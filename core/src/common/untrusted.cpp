@@ -155,6 +155,10 @@ class ErrorLocator final : public nlohmann::json_sax<nlohmann::json> {
 // as nlohmann::json.
 template <class Json>
 Json parse_limited(std::string_view text) {
+  // JSON text never holds a raw NUL (strings escape it), and nlohmann's lexer would take one for
+  // the end of the input: "{...}\0garbage" would parse as "{...}".
+  if (const size_t at = text.find('\0'); at != std::string_view::npos)
+    throw JsonError("a NUL byte at byte " + std::to_string(at) + " (JSON text has none; escape it as \\u0000)");
   if (const size_t at = excess_nesting_at(text, kMaxJsonDepth); at != std::string_view::npos) {
     throw JsonError("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(at));
   }

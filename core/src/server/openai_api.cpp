@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -201,10 +202,14 @@ void read_logit_bias(const ordered_json& v, const ApiLimits& limits, SamplingPar
   if (!v.is_object()) throw bad_request("logit_bias must be an object of token id -> bias", "logit_bias");
   if (v.size() > 300) throw bad_request("logit_bias may name at most 300 tokens", "logit_bias");
   for (const auto& [key, value] : v.items()) {
-    char* end = nullptr;
-    const long long id = std::strtoll(key.c_str(), &end, 10);
-    if (key.empty() || *end != '\0' || id < 0 || id >= limits.vocab_size)
-      throw bad_request("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size - 1) + "]",
+    // Decimal digits only, as OpenAI's token ids: no sign, space or embedded NUL ("7\u00009").
+    uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    const bool digits = !key.empty() && key.size() <= 10 && key.front() >= '0' && key.front() <= '9';
+    if (!digits || ec != std::errc() || end != key.data() + key.size() ||
+        id >= static_cast<uint64_t>(limits.vocab_size))
+      throw bad_request("logit_bias keys must be token ids in [0, " + std::to_string(limits.vocab_size - 1) +
+                            "] written in decimal digits, got \"" + clip(key) + "\"",
                         "logit_bias");
     sp.logit_bias.emplace_back(static_cast<int32_t>(id), read_float(value, "logit_bias." + key, -100.0, 100.0));
   }

@@ -596,22 +596,35 @@ Value g_range(Interpreter& in, CallArgs& a) {
   if (a.args.empty() || a.args.size() > 3) throw TemplateError("range expected 1 to 3 arguments");
   for (const Value& x : a.args)
     if (!x.is_int() && !x.is_bool()) throw TemplateError("range() arguments must be integers");
+  // Exact integers (no trip through double: 2**63-1 became 2**63, and its conversion back was
+  // undefined behaviour); the length and the elements in unsigned 64-bit arithmetic, where the
+  // distance between any two int64 values fits and wrapping is defined.
+  auto arg = [&](size_t i) { return a.args[i].is_int() ? a.args[i].as_int() : (a.args[i].as_bool() ? 1 : 0); };
   int64_t start = 0, stop = 0, step = 1;
   if (a.args.size() == 1) {
-    stop = a.args[0].as_double() > 0 ? static_cast<int64_t>(a.args[0].as_double()) : 0;
+    stop = arg(0);
   } else {
-    start = static_cast<int64_t>(a.args[0].as_double());
-    stop = static_cast<int64_t>(a.args[1].as_double());
-    if (a.args.size() == 3) step = static_cast<int64_t>(a.args[2].as_double());
+    start = arg(0);
+    stop = arg(1);
+    if (a.args.size() == 3) step = arg(2);
   }
   if (step == 0) throw TemplateError("range() arg 3 must not be zero");
-  const double n =
-      std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
-  if (n > static_cast<double>(in.limits().max_range))
+  const auto ustart = static_cast<uint64_t>(start), ustop = static_cast<uint64_t>(stop);
+  const auto ustep = static_cast<uint64_t>(step);
+  uint64_t n = 0;
+  if (step > 0 && stop > start) {
+    const uint64_t span = ustop - ustart;
+    n = span / ustep + (span % ustep != 0 ? 1 : 0);
+  } else if (step < 0 && stop < start) {
+    const uint64_t span = ustart - ustop, mag = 0 - ustep;
+    n = span / mag + (span % mag != 0 ? 1 : 0);
+  }
+  if (n > static_cast<uint64_t>(in.limits().max_range))
     throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
                         std::to_string(in.limits().max_range) + ").");
   List out;
-  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) out.emplace_back(start + i * step);
+  out.reserve(static_cast<size_t>(n));
+  for (uint64_t i = 0; i < n; ++i) out.emplace_back(static_cast<int64_t>(ustart + i * ustep));
   return Value(std::move(out));
 }
 

@@ -71,6 +71,17 @@ TEST(Jinja, TheSandboxRefusesToModifyListsAndDicts) {
 TEST(Jinja, LimitsStopHostileTemplates) {
   EXPECT_EQ(error_of("{{ range(100001) | length }}"),
             "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  // Bounds at the ends of int64 (2**63-1 once went through a double, became 2**63 and converted
+  // back with undefined behaviour: an empty range).
+  EXPECT_EQ(error_of("{{ range(9223372036854775807) | length }}"),
+            "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  EXPECT_EQ(error_of("{{ range(-9223372036854775807, 9223372036854775807) | length }}"),
+            "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  // Steps of 2**62 across the whole int64 range: exact, as Python's range.
+  EXPECT_EQ(render("{{ range(5, -9223372036854775807, -4611686018427387904) | list }}"),
+            "[5, -4611686018427387899, -9223372036854775803]");
+  EXPECT_EQ(render("{{ range(3, 0, -1) | list }}{{ range(0) | list }}{{ range(2, 9, 3) | list }}"),
+            "[3, 2, 1][][2, 5, 8]");
   // Nesting in the source is refused at compile time, without recursing on it.
   std::string deep;
   for (int i = 0; i < 200; ++i) deep += "(";

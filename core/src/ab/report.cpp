@@ -1,6 +1,7 @@
 #include "ab/report.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -314,15 +315,45 @@ void unpaired_differences(const Bootstrap& boot, const std::string& x, const std
   diff("mean log p", ratio(ux, lp, lpt), ratio(uy, lp, lpt));
 }
 
+// Reads one line (without its '\n') into `line`; false at the end of the input. Stops reading
+// once the line holds more than `max` bytes (the caller refuses it), so an endless line never
+// grows past max + one chunk.
+bool read_line_limited(std::istream& in, std::string& line, size_t max) {
+  line.clear();
+  char buf[4096];
+  bool any = false;
+  while (line.size() <= max) {
+    in.getline(buf, sizeof(buf));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (in.bad()) return false;
+    if (got == 0 && in.eof()) return any;
+    any = true;
+    if (!in.fail()) {  // a whole line (its '\n' was read and counted)
+      line.append(buf, got > 0 && !in.eof() ? got - 1 : got);
+      return true;
+    }
+    line.append(buf, got);  // the buffer filled before a '\n': go on
+    if (in.eof()) return true;
+    in.clear();
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<speculative::AbRecord> read_ab_logs(const std::vector<std::string>& files) {
   std::vector<AbRecord> out;
   for (const std::string& file : files) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(file, ec);
+    if (ec || !std::filesystem::exists(status)) throw Error(ErrorCode::kNotFound, "cannot read A/B log " + file);
+    // Regular files only: a FIFO would block the report forever, /dev/zero would never end a line.
+    if (!std::filesystem::is_regular_file(status))
+      throw Error(ErrorCode::kInvalidArgument, "A/B log " + file + ": not a regular file");
     std::ifstream in(file, std::ios::binary);
     if (!in) throw Error(ErrorCode::kNotFound, "cannot read A/B log " + file);
     std::string line;
-    for (size_t n = 1; std::getline(in, line); ++n) {
+    for (size_t n = 1; read_line_limited(in, line, kMaxLineBytes); ++n) {
       if (line.size() > kMaxLineBytes)
         throw Error(ErrorCode::kInvalidArgument, file + ":" + std::to_string(n) + ": line longer than 64 MiB");
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;

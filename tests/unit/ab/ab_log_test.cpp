@@ -2,6 +2,8 @@
 // lines are refused naming file:line and the field, and the file rotates by size.
 #include "speculative/ab_log.hpp"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ab/report.hpp"
 #include "specd/error.hpp"
 
 using specd::speculative::AbLogWriter;
@@ -119,6 +122,57 @@ TEST(AbLog, MalformedLinesNameTheLineAndTheField) {
             std::string::npos);
   EXPECT_NE(error_of(replace("\"v\":1", "\"v\":2")).find("field 'v'"), std::string::npos);
   EXPECT_NE(error_of("[1, 2]").find("expected a JSON object"), std::string::npos);
+}
+
+// `specd ab report` reads logs it did not write: regular files only (a FIFO blocked it forever,
+// /dev/zero never ends a line), a line refused once it passes 64 MiB (not after reading all of
+// it: /dev/zero took 2 GB), and the requests' nesting limit (a 30 MB "[[[..." line took 2.2 GB).
+TEST(AbLog, ReportRefusesHostileLogsClearly) {
+  auto error_reading = [](const fs::path& file) -> std::string {
+    try {
+      specd::ab::read_ab_logs({file.string()});
+    } catch (const specd::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_reading("/dev/zero").find("/dev/zero: not a regular file"), std::string::npos);
+  const fs::path fifo = work_dir() / "fifo.jsonl";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_reading(fifo).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_reading(work_dir() / "absent.jsonl").find("cannot read A/B log"), std::string::npos);
+
+  const fs::path deep = work_dir() / "deep.jsonl";
+  std::ofstream(deep) << to_json_line(sample_record(1)) << "\n" << std::string(100000, '[') << "\n";
+  EXPECT_NE(error_reading(deep).find("deep.jsonl:2: not a JSON line: nesting deeper than 64 levels"), std::string::npos)
+      << error_reading(deep);
+
+  const fs::path long_line = work_dir() / "long.jsonl";
+  {
+    std::ofstream out(long_line, std::ios::binary);
+    const std::string chunk(1 << 20, 'x');
+    for (int i = 0; i < 70; ++i) out << chunk;  // 70 MiB without a newline
+  }
+  EXPECT_NE(error_reading(long_line).find("long.jsonl:1: line longer than 64 MiB"), std::string::npos);
+  fs::remove(long_line);
+
+  // Lines of every length around the reader's 4 KiB chunk, the last one without a newline.
+  const fs::path ok = work_dir() / "ok.jsonl";
+  {
+    std::ofstream out(ok, std::ios::binary);
+    out << "\n" << to_json_line(sample_record(1)) << "\n   \n";
+    for (const size_t len : {4094, 4095, 4096, 4097, 8191, 8192, 20000}) {  // padded with spaces
+      const std::string line = to_json_line(sample_record(len));
+      out << line << std::string(len - line.size(), ' ') << "\n";
+    }
+    out << to_json_line(sample_record(2));
+  }
+  const auto records = specd::ab::read_ab_logs({ok.string()});
+  ASSERT_EQ(records.size(), 9u);
+  EXPECT_EQ(records[1].id, 4094u);
+  EXPECT_EQ(records[7].id, 20000u);
+  EXPECT_EQ(records[8].id, 2u);
 }
 
 TEST(AbLog, WriterAppendsAndRotatesBySize) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -137,4 +138,25 @@ TEST(AbReport, IncompleteRequestsAreCountedButNotMeasured) {
   EXPECT_EQ(rep.completed, 1u);
   ASSERT_EQ(rep.arms.size(), 1u);
   EXPECT_EQ(rep.arms[0].requests, 1u);
+}
+
+// Up to 8 arms every pair is compared; with more, each arm against the one that served the most
+// requests, so a log with 1,000 arms costs 999 comparisons rather than half a million.
+TEST(AbReport, ManyArmsAreComparedWithTheMostServedOne) {
+  for (const int arms : {8, 30}) {
+    std::mt19937_64 rng(5);
+    std::vector<AbRecord> records;
+    uint64_t id = 0;
+    for (int a = 0; a < arms; ++a) records.push_back(request(++id, "arm" + std::to_string(100 + a), rng));
+    for (int extra = 0; extra < 3; ++extra) records.push_back(request(++id, "arm107", rng));
+    const specd::ab::Report rep = specd::ab::build_report(records, {1, 50});
+    std::set<std::pair<std::string, std::string>> pairs;
+    for (const auto& d : rep.differences) pairs.insert({d.a, d.b});
+    if (arms == 8) {
+      EXPECT_EQ(pairs.size(), 8u * 7u / 2u);
+    } else {
+      EXPECT_EQ(pairs.size(), static_cast<size_t>(arms - 1));
+      for (const auto& [a, b] : pairs) EXPECT_TRUE(a == "arm107" || b == "arm107") << a << " vs " << b;
+    }
+  }
 }

@@ -123,6 +123,14 @@ TEST_F(Server, HealthAndModels) {
   EXPECT_EQ(j["data"][0]["id"], kModel);
   EXPECT_EQ(j["data"][0]["max_model_len"], 256);
   EXPECT_EQ(http_call(port(), "GET", "/nope").status, 404);
+  // Retrieve one model (OpenAI's models.retrieve): the served one, or a 404.
+  const HttpResponse one = http_call(port(), "GET", std::string("/v1/models/") + kModel);
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), j["data"][0]);
+  EXPECT_EQ(http_call(port(), "GET", "/v1/models/other-model").status, 404);
+  const HttpResponse version = http_call(port(), "GET", "/version");
+  ASSERT_EQ(version.status, 200) << version.body;
+  EXPECT_EQ(json::parse(version.body)["version"], SPECD_VERSION);
 }
 
 TEST_F(Server, CompletionNonStreamingHasUsageAndFinishReason) {
@@ -398,6 +406,7 @@ TEST(ServerAuthAndLimits, KeysAndQueueFull) {
   EXPECT_EQ(http_call(s.port(), "POST", "/v1/completions", body, {"Authorization: Bearer k-yaml"}).status, 200);
   EXPECT_EQ(http_call(s.port(), "POST", "/v1/completions", body, {"Authorization: Bearer k-env"}).status, 200);
   EXPECT_EQ(http_call(s.port(), "GET", "/v1/models").status, 401);
+  EXPECT_EQ(http_call(s.port(), "GET", std::string("/v1/models/") + kModel).status, 401);
   EXPECT_EQ(http_call(s.port(), "GET", "/health").status, 200);
 
   // One running, one queued, the third is refused with 429.

@@ -18,6 +18,7 @@
 #include "server/spec_exporter.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
+#include "specd/sdk/abi.h"
 #include "specd/serving_engine.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -66,7 +67,8 @@ std::string sse(const json& j) {
 
 // Known endpoints by name, so the http metric's label set stays bounded.
 std::string endpoint_label(const std::string& path) {
-  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"};
+  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
+                                 "/version"};
   for (const char* k : kKnown) {
     if (path == k) return k;
   }
@@ -299,15 +301,28 @@ void HttpServer::Impl::routes() {
   transport->route("GET", "/metrics", http::Dispatch::kInline, [this](const http::Request&, http::Exchange ex) {
     ex.reply(http::Response{200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(), {}});
   });
-  transport->route("GET", "/v1/models", http::Dispatch::kInline, [this](const http::Request& req, http::Exchange ex) {
-    try {
-      check_auth(req);
-    } catch (const ApiError& e) {
-      return send_error(ex, e);
-    }
+  auto model_object = [this] {
     json model = {{"id", model_name}, {"object", "model"}, {"created", started_at}, {"owned_by", "specd"}};
     if (auto l = get_loaded()) model["max_model_len"] = l->limits.max_model_len;
-    send_json(ex, 200, json{{"object", "list"}, {"data", json::array({model})}});
+    return model;
+  };
+  auto models = [this, model_object](bool one) {
+    return [this, model_object, one](const http::Request& req, http::Exchange ex) {
+      try {
+        check_auth(req);
+      } catch (const ApiError& e) {
+        return send_error(ex, e);
+      }
+      send_json(ex, 200, one ? model_object() : json{{"object", "list"}, {"data", json::array({model_object()})}});
+    };
+  };
+  transport->route("GET", "/v1/models", http::Dispatch::kInline, models(false));
+  // The one model this server serves, by its id (OpenAI's retrieve-model call); another id is a 404.
+  transport->route("GET", "/v1/models/" + model_name, http::Dispatch::kInline, models(true));
+  transport->route("GET", "/version", http::Dispatch::kInline, [](const http::Request&, http::Exchange ex) {
+    send_json(ex, 200,
+              json{{"version", SPECD_VERSION},
+                   {"plugin_abi", std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR)}});
   });
 
   auto generation = [this](bool chat) {

@@ -171,4 +171,7 @@ await assert.rejects(client.completions.create({ model: 'no-such-model', prompt:
 
 const models = await client.models.list();
 assert.equal(models.data[0].id, model);
+const one = await client.models.retrieve(model);
+assert.equal(one.id, model);
+assert.equal(one.object, "model");
 console.log('all openai client checks passed');

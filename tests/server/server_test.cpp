@@ -393,6 +393,49 @@ TEST(ServerQwen3Template, OpenAIClientToolCallRoundTrip) {
   std::cout << r.out;
 }
 
+// CORS: browsers preflight with OPTIONS and read Access-Control-Allow-Origin on every answer
+// (streams and errors too). The default allows any origin; a list allows its origins only; an
+// empty list turns CORS off (OPTIONS is then a 405 like any method without a route).
+TEST_F(Server, CorsPreflightAndHeaders) {
+  HttpResponse pre = http_call(port(), "OPTIONS", "/v1/chat/completions", "",
+                               {"Origin: https://app.example", "Access-Control-Request-Method: POST",
+                                "Access-Control-Request-Headers: authorization, content-type"});
+  EXPECT_EQ(pre.status, 204) << pre.body;
+  EXPECT_EQ(pre.headers["access-control-allow-origin"], "*");
+  EXPECT_NE(pre.headers["access-control-allow-methods"].find("POST"), std::string::npos);
+  EXPECT_EQ(pre.headers["access-control-allow-headers"], "authorization, content-type");
+  const std::vector<std::string> origin = {"Origin: https://app.example"};
+  EXPECT_EQ(http_call(port(), "GET", "/v1/models", "", origin).headers["access-control-allow-origin"], "*");
+  json stream = completion("cors", 2);
+  stream["stream"] = true;
+  HttpResponse sse = http_call(port(), "POST", "/v1/completions", stream.dump(), origin);
+  EXPECT_EQ(sse.status, 200);
+  EXPECT_EQ(sse.headers["access-control-allow-origin"], "*");
+  HttpResponse bad = http_call(port(), "POST", "/v1/completions", "{", origin);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.headers["access-control-allow-origin"], "*");
+  EXPECT_EQ(http_call(port(), "GET", "/v1/models").headers.count("access-control-allow-origin"), 0u)
+      << "no Origin, no CORS header";
+}
+
+TEST(ServerCors, AListAllowsItsOriginsAndAnEmptyListTurnsCorsOff) {
+  ServerProcess listed(write_config("cors-list", "  cors_allow_origins: [\"https://a.example\"]\n"));
+  ASSERT_TRUE(listed.ready()) << listed.log();
+  HttpResponse r = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: https://a.example"});
+  EXPECT_EQ(r.headers["access-control-allow-origin"], "https://a.example");
+  EXPECT_EQ(r.headers["vary"], "Origin");
+  r = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: https://evil.example"});
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers.count("access-control-allow-origin"), 0u);
+
+  ServerProcess off(write_config("cors-off", "  cors_allow_origins: []\n"));
+  ASSERT_TRUE(off.ready()) << off.log();
+  EXPECT_EQ(http_call(off.port(), "OPTIONS", "/v1/completions", "", {"Origin: https://a.example"}).status, 405);
+  EXPECT_EQ(http_call(off.port(), "GET", "/v1/models", "", {"Origin: https://a.example"})
+                .headers.count("access-control-allow-origin"),
+            0u);
+}
+
 TEST(ServerAuthAndLimits, KeysAndQueueFull) {
   ServerProcess s(write_config("auth", "  api_keys: [\"k-yaml\"]\n  api_key_env: SPECD_TEST_KEY\n",
                                "  max_num_seqs: 1\n  max_queue: 1\n", 2048),

@@ -371,7 +371,8 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
       r.section(n, "server",
                 {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes", "max_prompt_tokens",
                  "max_tokens_limit", "chat_template", "tool_call_parser", "stream_token_by_token", "shutdown_timeout_s",
-                 "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s", "write_timeout_s"})) {
+                 "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s", "write_timeout_s",
+                 "cors_allow_origins"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -390,6 +391,17 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_float(n, "server", "header_timeout_s", 0.0, 3600.0, true, s.header_timeout_s);
     r.get_float(n, "server", "body_timeout_s", 0.0, 3600.0, true, s.body_timeout_s);
     r.get_float(n, "server", "write_timeout_s", 0.0, 3600.0, true, s.write_timeout_s);
+    r.get_string_list(n, "server", "cors_allow_origins", false, s.cors_allow_origins);
+    for (size_t i = 0; i < s.cors_allow_origins.size(); ++i) {
+      const std::string& o = s.cors_allow_origins[i];
+      const bool scheme = o.starts_with("http://") || o.starts_with("https://");
+      const std::string_view host = scheme ? std::string_view(o).substr(o.find("://") + 3) : std::string_view();
+      const bool ok = o == "*" || (scheme && !host.empty() && host.find_first_of("/ \t*") == std::string_view::npos);
+      if (!ok)
+        r.error(n["cors_allow_origins"][i], "server.cors_allow_origins[" + std::to_string(i) + "]",
+                "expected \"*\" or an origin such as https://example.com:8080 (scheme, host, optional port), got \"" +
+                    o + "\"");
+    }
   }
   if (YAML::Node n = root["plugins"]; r.section(n, "plugins", {"paths"})) {
     r.get_string_list(n, "plugins", "paths", true, c.plugins.paths);

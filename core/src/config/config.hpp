@@ -104,6 +104,9 @@ struct ServerConfig {
   double header_timeout_s = 10;    // first byte of a request to the end of its header
   double body_timeout_s = 30;      // end of the header to the end of the body
   double write_timeout_s = 30;     // each write of a response to a client
+  // Browser origins allowed to call the API (CORS): "*" = any, else exact "scheme://host[:port]"
+  // values; [] = no CORS headers (browsers then block cross-origin calls).
+  std::vector<std::string> cors_allow_origins = {"*"};
 };
 
 struct PluginsConfig {

@@ -274,6 +274,7 @@ void HttpServer::Impl::routes() {
   opt.limits.body_timeout = millis(sc.body_timeout_s);
   opt.limits.write_timeout = millis(sc.write_timeout_s);
   opt.limits.max_connections = static_cast<size_t>(sc.max_connections);
+  opt.cors_allow_origins = sc.cors_allow_origins;
   // A generation request holds a worker while it waits for tokens: as many as the engine can
   // run or queue (bounded), the rest wait for a worker.
   opt.worker_threads = std::clamp<size_t>(

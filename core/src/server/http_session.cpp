@@ -32,6 +32,7 @@ void Session::read_request() {
   parser_->header_limit(t_.opt.limits.max_header_bytes);
   parser_->body_limit(t_.opt.limits.max_body_bytes);
   request_ = Request{};
+  origin_.clear();
   set_phase(Phase::kIdle);
   if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
   stream_.expires_after(t_.opt.limits.idle_timeout);
@@ -104,12 +105,23 @@ void Session::dispatch() {
   keep_alive_ = msg.keep_alive() && !control_only_ && !t_.draining;
   request_.body = std::move(msg.body());
   for (const auto& field : msg) request_.headers.emplace_back(lower(field.name_string()), str(field.value()));
+  origin_ = request_.header("origin");  // request_ moves to the handler; CORS needs it for the answer
 
   const auto by_path = t_.routes.find(request_.path);
   if (by_path == t_.routes.end()) {
     return fail(404, "no route for " + request_.method + " " + request_.path, "not_found");
   }
   const auto route = by_path->second.find(request_.method);
+  if (route == by_path->second.end() && request_.method == "OPTIONS" && !t_.opt.cors_allow_origins.empty()) {
+    // A CORS preflight: the path's methods and the headers the browser asks to send.
+    std::string allow = "OPTIONS";
+    for (const auto& [method, r] : by_path->second) allow += ", " + method;
+    const std::string& asked = request_.header("access-control-request-headers");
+    return write_and_close(Response{204, "", "", {}},
+                           {{"Access-Control-Allow-Methods", allow},
+                            {"Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked},
+                            {"Access-Control-Max-Age", "600"}});
+  }
   if (route == by_path->second.end()) {
     std::string allow;
     for (const auto& [method, r] : by_path->second) allow += (allow.empty() ? "" : ", ") + method;
@@ -166,6 +178,7 @@ void Session::send_whole(const std::shared_ptr<Exchange::State>& st, Response r)
   whole_.emplace(static_cast<bhttp::status>(r.status), 11);
   whole_->set(bhttp::field::content_type, r.content_type);
   for (const auto& [k, v] : r.headers) whole_->set(k, v);
+  cors_headers(*whole_);
   whole_->keep_alive(keep_alive_);
   whole_->body() = std::move(r.body);
   whole_->prepare_payload();
@@ -184,6 +197,7 @@ void Session::send_head(const std::shared_ptr<Exchange::State>& st, int status, 
   head_.emplace(static_cast<bhttp::status>(status), 11);
   head_->set(bhttp::field::content_type, content_type);
   for (const auto& [k, v] : headers) head_->set(k, v);
+  cors_headers(*head_);
   head_->keep_alive(keep_alive_);
   head_->chunked(true);
   head_sr_.emplace(*head_);
@@ -235,24 +249,44 @@ void Session::finish(bool ok) {
 
 // An error answered by the transport itself; the connection closes after it.
 void Session::fail(int status, const std::string& message, const std::string& code, const Headers& extra) {
+  write_and_close(t_.error(status, message, code), extra);
+}
+
+// A response the transport writes itself (an error, a CORS preflight), then an orderly close.
+void Session::write_and_close(const Response& r, const Headers& extra) {
   if (!open()) return;
   set_phase(Phase::kBusy);
   keep_alive_ = false;
-  const Response r = t_.error(status, message, code);
-  whole_.emplace(static_cast<bhttp::status>(status), 11);
-  whole_->set(bhttp::field::content_type, r.content_type);
+  whole_.emplace(static_cast<bhttp::status>(r.status), 11);
+  if (!r.content_type.empty()) whole_->set(bhttp::field::content_type, r.content_type);
   for (const auto& [k, v] : r.headers) whole_->set(k, v);
   for (const auto& [k, v] : extra) whole_->set(k, v);
+  cors_headers(*whole_);
   whole_->keep_alive(false);
   whole_->body() = r.body;
   whole_->prepare_payload();
-  respond(status);
+  respond(r.status);
   stream_.expires_after(t_.opt.limits.write_timeout);
   bhttp::async_write(stream_, *whole_, [self = shared_from_this()](beast::error_code ec, size_t) {
     self->whole_.reset();
     if (ec) return self->close();
     self->linger();
   });
+}
+
+// Access-Control-Allow-Origin for a request whose Origin the server allows (docs/server.md "CORS").
+template <class Fields>
+void Session::cors_headers(Fields& h) const {
+  const std::vector<std::string>& allowed = t_.opt.cors_allow_origins;
+  if (allowed.empty()) return;
+  const std::string& origin = origin_;
+  if (origin.empty()) return;
+  if (std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) {
+    h.set(bhttp::field::access_control_allow_origin, "*");
+  } else if (std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
+    h.set(bhttp::field::access_control_allow_origin, origin);
+    h.set(bhttp::field::vary, "Origin");
+  }
 }
 
 void Session::linger() {

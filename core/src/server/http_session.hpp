@@ -193,6 +193,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void watch_disconnect();
   void finish(bool ok);
   void fail(int status, const std::string& message, const std::string& code, const Headers& extra = {});
+  void write_and_close(const Response& r, const Headers& extra);
+  template <class Fields>
+  void cors_headers(Fields& h) const;
   void linger();
   void respond(int status) {
     if (t_.opt.on_response) t_.opt.on_response(request_, status);
@@ -206,7 +209,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  Request request_;  // method and path of the request in progress (for on_response)
+  Request request_;     // method and path of the request in progress (for on_response)
+  std::string origin_;  // its Origin header (CORS)
   bool keep_alive_ = false;
   uint64_t gen_ = 0;  // requests started; tells a stale disconnect watch from the current one
   std::weak_ptr<Exchange::State> current_;

@@ -101,6 +101,9 @@ struct Options {
   std::function<Response(int status, const std::string& message, const std::string& code)> error_response;
   // Called once per response with its status (when its head is sent), from an I/O thread.
   std::function<void(const Request&, int status)> on_response;
+  // Origins whose browsers may call the server ("*": any); empty: no CORS headers, and OPTIONS
+  // is a 405 like any method without a route.
+  std::vector<std::string> cors_allow_origins;
 };
 
 class Transport {

@@ -193,6 +193,15 @@ TEST(Config, WrongShapesAndChoices) {
             "x.yaml:2: plugins.paths: expected a list of strings, got \"/opt\"");
   EXPECT_EQ(config_error("model: {path: m}\nserver: {port: 70000}\n"),
             "x.yaml:2: server.port: expected integer in [0, 65535], got \"70000\"");
+  EXPECT_EQ(config_error("model: {path: m}\nserver:\n  cors_allow_origins: [\"*\", example.com]\n"),
+            "x.yaml:3: server.cors_allow_origins[1]: expected \"*\" or an origin such as https://example.com:8080 "
+            "(scheme, host, optional port), got \"example.com\"");
+  EXPECT_EQ(specd::config::load_string("model: {path: m}\n", "x.yaml").server.cors_allow_origins,
+            (std::vector<std::string>{"*"}));
+  EXPECT_EQ(
+      specd::config::load_string("model: {path: m}\nserver: {cors_allow_origins: [\"https://a.b:81\"]}\n", "x.yaml")
+          .server.cors_allow_origins,
+      (std::vector<std::string>{"https://a.b:81"}));
 }
 
 TEST(Config, ReportsEveryErrorAtOnce) {

@@ -436,6 +436,41 @@ TEST(ServerCors, AListAllowsItsOriginsAndAnEmptyListTurnsCorsOff) {
             0u);
 }
 
+// /tokenize counts what a request will cost: a prompt as a completion encodes it, and a chat
+// as the chat template renders it (its count is the chat completion's usage.prompt_tokens);
+// /detokenize turns ids back into text.
+TEST_F(Server, TokenizeAndDetokenize) {
+  HttpResponse r = http_call(port(), "POST", "/tokenize", json{{"prompt", "The quick brown fox"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json t = json::parse(r.body);
+  const auto ids = t["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(t["count"], ids.size());
+  EXPECT_EQ(t["max_model_len"], 256);
+  const HttpResponse done = post("/v1/completions", completion("The quick brown fox", 1));
+  EXPECT_EQ(json::parse(done.body)["usage"]["prompt_tokens"], ids.size());
+  r = http_call(port(), "POST", "/tokenize",
+                json{{"prompt", "The quick brown fox"}, {"add_special_tokens", false}}.dump());
+  const auto bare = json::parse(r.body)["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(bare.size() + 1, ids.size()) << "without the BOS";
+  r = http_call(port(), "POST", "/detokenize", json{{"tokens", bare}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["prompt"], "The quick brown fox");
+
+  const json messages = json::array({{{"role", "user"}, {"content", "Say hi"}}});
+  r = http_call(port(), "POST", "/tokenize", json{{"messages", messages}}.dump());  // model: optional
+  ASSERT_EQ(r.status, 200) << r.body;
+  const HttpResponse chat =
+      post("/v1/chat/completions", json{{"model", kModel}, {"messages", messages}, {"max_tokens", 1}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(json::parse(r.body)["count"], json::parse(chat.body)["usage"]["prompt_tokens"]);
+
+  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", "x"}, {"messages", messages}}.dump()).status, 400);
+  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", 5}}.dump()).status, 400);
+  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"model", "other"}, {"prompt", "x"}}.dump()).status, 404);
+  EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", {1, 99999999}}}.dump()).status, 400);
+  EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", "1 2"}}.dump()).status, 400);
+}
+
 TEST(ServerAuthAndLimits, KeysAndQueueFull) {
   ServerProcess s(write_config("auth", "  api_keys: [\"k-yaml\"]\n  api_key_env: SPECD_TEST_KEY\n",
                                "  max_num_seqs: 1\n  max_queue: 1\n", 2048),

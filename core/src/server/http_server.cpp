@@ -16,6 +16,7 @@
 #include "server/openai_api.hpp"
 #include "server/openai_response.hpp"
 #include "server/spec_exporter.hpp"
+#include "server/tokenize_api.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "specd/sdk/abi.h"
@@ -67,8 +68,9 @@ std::string sse(const json& j) {
 
 // Known endpoints by name, so the http metric's label set stays bounded.
 std::string endpoint_label(const std::string& path) {
-  static const char* kKnown[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
-                                 "/version"};
+  static const char* kKnown[] = {
+      "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/version",
+      "/tokenize",       "/detokenize"};
   for (const char* k : kKnown) {
     if (path == k) return k;
   }
@@ -325,6 +327,25 @@ void HttpServer::Impl::routes() {
               json{{"version", SPECD_VERSION},
                    {"plugin_abi", std::to_string(SPECD_ABI_MAJOR) + "." + std::to_string(SPECD_ABI_MINOR)}});
   });
+
+  // POST /tokenize and /detokenize with the served model's tokenizer (tokenize_api.hpp).
+  auto tokens = [this](bool encode) {
+    return [this, encode](const http::Request& req, http::Exchange ex) {
+      try {
+        check_auth(req);
+        std::shared_ptr<Loaded> l = get_loaded();
+        if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
+        const nlohmann::ordered_json body = parse_body(req.body);
+        send_json(ex, 200,
+                  encode ? tokenize_response(body, l->limits, *l->tok, *l->prompter)
+                         : detokenize_response(body, l->limits, *l->tok));
+      } catch (const ApiError& e) {
+        send_error(ex, e);
+      }
+    };
+  };
+  transport->route("POST", "/tokenize", http::Dispatch::kWorker, tokens(true));
+  transport->route("POST", "/detokenize", http::Dispatch::kWorker, tokens(false));
 
   auto generation = [this](bool chat) {
     return [this, chat](const http::Request& req, http::Exchange ex) {

@@ -51,7 +51,11 @@ std::string ArmAccounting::assign(RequestId id, const Request& request, sched::S
   seq.arm = a->arm;
   ++metrics_[static_cast<size_t>(a->arm)].num_requests;
   seq.spec_k = k.value_or(arm.k);
-  seq.dynamic_k = request.speculative.dynamic.value_or(dynamic_default_);
+  // A seeded sampled request is reproducible only at a fixed k: dynamic k follows measured
+  // timings, and another k consumes the request's random numbers differently. So it drafts its k
+  // every step unless it asks for dynamic k itself (greedy output never depends on k).
+  const bool seeded = request.sampling.seed.has_value() && request.sampling.temperature > 0;
+  seq.dynamic_k = request.speculative.dynamic.value_or(dynamic_default_ && !seeded);
   if (log_) log_->add(id, *a, request.sampling, seq.spec_k, Clock::now());
   return "";
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ const std::vector<int32_t> kPrompt = {1, 450, 4996, 17354, 1701, 432, 29871, 13}
 std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineConfig& cfg, int n, uint64_t seed0,
                                                   specd::spec::SpecMetrics* metrics = nullptr,
                                                   const std::function<void(specd::SamplingParams&)>& controls = {},
-                                                  const std::vector<int32_t>& prompt = kPrompt) {
+                                                  const std::vector<int32_t>& prompt = kPrompt,
+                                                  std::optional<bool> dynamic = std::nullopt) {
   std::vector<Request> reqs(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     Request& r = reqs[static_cast<size_t>(i)];
@@ -41,6 +43,7 @@ std::map<std::pair<int, int>, int> tokens_2_and_3(const specd::config::EngineCon
     r.sampling.max_tokens = 4;
     r.sampling.ignore_eos = true;
     r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+    r.speculative.dynamic = dynamic;
     if (controls) controls(r.sampling);
   }
   std::map<std::pair<int, int>, int> counts;
@@ -97,8 +100,9 @@ TEST(SpecSampling, DynamicSpeculationIsLossless) {
     specd::config::Overrides extra{{"speculative.dynamic", "true"}};
     if (proposer != "ngram") extra.push_back({"speculative.proposer.temperature", "1.0"});
     specd::spec::SpecMetrics m;
+    // Seeded requests draft a fixed k unless they ask for dynamic k: these ask.
     const auto spec = tokens_2_and_3(specd::spec_test::spec_config(target, proposer, "rejection", 2, extra), n, 300001,
-                                     &m, {}, prompt);
+                                     &m, {}, prompt, true);
     EXPECT_GT(m.policy.steps, 0u) << m.summary();
     // It really speculated: a policy that decodes plainly throughout would pass trivially.
     EXPECT_GT(m.draft_tokens, 0u) << m.summary();
@@ -195,6 +199,35 @@ TEST(SpecAcceptance, SelfSpeculationReportsAcceptance) {
   EXPECT_GT(m.acceptance_rate(), 0.5) << m.summary();
   EXPECT_GT(m.mean_acceptance_length(), 2.0) << m.summary();
   EXPECT_NE(m.summary().find("per position ["), std::string::npos);
+}
+
+// A seeded sampled request is reproducible: it drafts its k every step (dynamic k would follow
+// the machine's timings) unless it asks for dynamic k; an unseeded or greedy one is planned.
+TEST(SpecControls, SeededSampledRequestsDraftAFixedK) {
+  const fs::path target = specd::spec_test::target_fixture(false, 0.004);
+  auto run = [&](std::optional<uint64_t> seed, float temperature, std::optional<bool> dynamic) {
+    Request r;
+    r.prompt_ids = kPrompt;
+    r.sampling.temperature = temperature;
+    r.sampling.max_tokens = 12;
+    r.sampling.ignore_eos = true;
+    r.sampling.seed = seed;
+    r.speculative.dynamic = dynamic;
+    specd::spec::SpecMetrics m;
+    // The engine default is dynamic k (as shipped): seeded sampled requests are the exception.
+    const auto out = run_engine(
+        specd::spec_test::spec_config(target, "draft_model", "rejection", 3, {{"speculative.dynamic", "true"}}), {r},
+        &m);
+    EXPECT_TRUE(out[0].error.empty()) << out[0].error;
+    return std::pair{out[0].tokens, m};
+  };
+  const auto [a, ma] = run(7, 1.0f, std::nullopt);
+  EXPECT_EQ(ma.policy.steps, 0u) << "a seeded sampled request was planned: " << ma.summary();
+  EXPECT_GT(ma.draft_tokens, 0u);
+  EXPECT_EQ(run(7, 1.0f, std::nullopt).first, a) << "same seed, same output";
+  EXPECT_GT(run(7, 1.0f, true).second.policy.steps, 0u) << "asked for dynamic k";
+  EXPECT_GT(run(std::nullopt, 1.0f, std::nullopt).second.policy.steps, 0u) << "unseeded";
+  EXPECT_GT(run(7, 0.0f, std::nullopt).second.policy.steps, 0u) << "greedy";
 }
 
 TEST(SpecControls, PerRequestOverrides) {

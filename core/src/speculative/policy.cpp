@@ -117,6 +117,16 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
   return best;
 }
 
+// The fewest idle steps before a probe costs at most kProbeBudget of the plain steps it follows:
+// where a probe's propose (one draft after its catch-up) is dear beside a step (a tiny target
+// whose step is 0.1 ms and a proposer call 2 ms), probes thin out towards kMaxProbeInterval.
+int32_t SpeculationPolicy::probe_floor(const StepBase& base, int32_t catch_up) const {
+  const double step = cost_.target_seconds(base.tokens, base.logit_rows);
+  const double probe = cost_.propose_seconds(1, 1, catch_up);
+  if (step <= 0 || probe <= 0) return 0;
+  return static_cast<int32_t>(std::min<double>(kMaxProbeInterval, std::ceil(probe / (kProbeBudget * step))));
+}
+
 Plan SpeculationPolicy::explore_up(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k,
                                    const Plan& best) {
   const int32_t largest = k.empty() ? 0 : *std::max_element(k.begin(), k.end());
@@ -190,7 +200,7 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
   const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (drafting) probe_interval_ = kMinProbeInterval;
-  if (idle_steps_ >= probe_interval_) {
+  if (idle_steps_ >= probe_interval_ && idle_steps_ >= probe_floor(base, rows_[next_probe_ % n].catch_up)) {
     const size_t i = next_probe_++ % n;
     if (rows_[i].cap > 0) {
       k_[i] = 1;

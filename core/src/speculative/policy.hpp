@@ -57,6 +57,9 @@
 // doubles after each probe up to kMaxProbeInterval: one unlucky early rejection (a 0.9-acceptance
 // self-draft whose first draft fails) is re-measured within a few steps instead of leaving a short
 // request plain, and a batch that stays plain pays about one probe per kMaxProbeInterval steps.
+// Probes also wait until the idle steps' time is 1 / kProbeBudget times a probe's predicted
+// propose time (its catch-up included), so where a proposer call is dear beside a step they thin
+// out towards kMaxProbeInterval.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -108,6 +111,7 @@ class SpeculationPolicy {
  public:
   static constexpr int32_t kMinProbeInterval = 8;
   static constexpr int32_t kMaxProbeInterval = 64;
+  static constexpr double kProbeBudget = 0.05;  // a probe's propose against the idle steps before it
   static constexpr double kExploreBand = 0.02;
   static constexpr double kPlainMargin = 0.03;
 
@@ -124,6 +128,7 @@ class SpeculationPolicy {
   // raises the rows at the largest k by one where that plan is within kExploreBand of `best`.
   // Returns the objective of what k holds afterwards.
   Plan explore_up(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k, const Plan& best);
+  int32_t probe_floor(const StepBase& base, int32_t catch_up) const;
 
   // Lowers row.lookahead of the rows whose sequence has dynamic_k set (see the file comment).
   void plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics);

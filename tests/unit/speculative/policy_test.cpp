@@ -486,5 +486,40 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
   EXPECT_EQ(idle.probes, 5u);
 }
 
+// Where a proposer call is dear beside a step (a 0.1 ms step, a 2 ms propose), probes wait until
+// the idle steps cost 20 times the probe: here the maximum interval, 64 steps, not 8.
+TEST(SpeculationPolicy, ProbesThinOutWhereAProposeIsDear) {
+  for (const double propose_s : {0.0, 0.002}) {
+    SpeculationPolicy p(4, 1024, true);
+    p.cost().set_target_prior(linear_target(0.0001, 0.0001));  // drafts cost a whole step each
+    for (int i = 0; i < 20; ++i) p.cost().observe_propose(1, 1, propose_s, 0);
+    sched::Sequence s;
+    s.id = 1;
+    s.tokens = {1, 2, 3};
+    s.num_prompt = 2;
+    s.spec_k = 4;
+    s.dynamic_k = true;
+    for (int i = 0; i < 200; ++i) {
+      p.acceptance().age(s.id);
+      p.acceptance().observe(s.id, std::vector<double>{0.0});
+    }
+    spec::PolicyMetrics m;
+    int first_probe = 0;
+    for (int step = 1; step <= 100 && first_probe == 0; ++step) {
+      sched::StepBatch batch;
+      sched::StepRow row;
+      row.seq = &s;
+      row.start = 2;
+      row.n = 1;
+      row.sample = true;
+      row.lookahead = 4;
+      batch.rows.push_back(row);
+      p.plan(batch, m);
+      if (batch.rows[0].lookahead > 0) first_probe = step;
+    }
+    EXPECT_EQ(first_probe, propose_s > 0 ? 64 : 8) << "propose " << propose_s << " s";
+  }
+}
+
 }  // namespace
 }  // namespace specd::speculative

@@ -30,8 +30,10 @@ def specd(args, binary):
 
 
 def bench(binary, config, repeats):
+    # Static k: the card characterizes each proposer's acceptance (dynamic k would draft only
+    # where it pays, which on these cache-resident models is rarely).
     out = specd(["bench", "--config", f"configs/{config}.yaml", "--prompt-file", PROMPT, "--gen-tokens", "128",
-                 "--batch", "1,8", "--repeats", str(repeats), "--json"], binary)
+                 "--batch", "1,8", "--repeats", str(repeats), "--set", "speculative.dynamic=false", "--json"], binary)
     return json.loads(out)
 
 
@@ -113,6 +115,7 @@ def main():
         target_mb=size_mb(os.path.join(MODELS, "specd-py", "model.safetensors")),
         draft_mb=size_mb(os.path.join(MODELS, "specd-py-draft", "model.safetensors")),
         tokenizer_mb=size_mb(os.path.join(MODELS, "specd-py", "tokenizer.json")),
+        eagle3_mb=size_mb(os.path.join(MODELS, "specd-py-eagle3", "model.safetensors")),
         demo=demo_section(args.demo_tables),
     )
     with open(os.path.join(MODELS, "README.md"), "w") as f:
@@ -178,6 +181,7 @@ Sample). They are a showcase for the engine, not a coding assistant.
 | target | `models/specd-py` | Llama, {t_layers} layers, hidden {t_hidden}, {t_heads} heads, intermediate {t_inter}, context {ctx}, tied embeddings | {t_params:.2f} M | {target_mb:.1f} MB (with the MTP heads) |
 | MTP heads | `models/specd-py` (`mtp.0.*`, `mtp.1.*`) | {mtp_modules} DeepSeek-V3-style modules, one Llama block each | {m_params:.2f} M | (in the target's file) |
 | draft | `models/specd-py-draft` | Llama, {d_layers} layer, hidden {d_hidden}, {d_heads} heads, intermediate {d_inter}, same tokenizer | {d_params:.2f} M | {draft_mb:.1f} MB |
+| EAGLE-3 head | `models/specd-py-eagle3` | one layer over the target's layer 1, 2, 4 states (`tools/train/eagle3.py`); no embeddings (the target's) | | {eagle3_mb:.1f} MB |
 | tokenizer | `tokenizer.json` in both | byte-level BPE, {vocab} tokens, BOS `<|startoftext|>`, EOS `<|endoftext|>` | | {tokenizer_mb:.2f} MB |
 
 Files per directory: `model.safetensors` (BF16), `config.json`, `generation_config.json`,

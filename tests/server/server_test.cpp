@@ -14,49 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "fixture.hpp"
-#include "http_client.hpp"
-#include "server_process.hpp"
+#include "server_test_util.hpp"
 
 namespace specd::test {
 namespace {
-
-using nlohmann::json;
-namespace fs = std::filesystem;
-
-const char* kModel = "tiny";
-
-fs::path work_dir() {
-  return fs::path(SPECD_TEST_WORK_DIR) / "server";
-}
-
-fs::path tiny_dir() {
-  fixture::Options o;
-  o.preset = "tiny";
-  static const fs::path dir = fixture::write(o, work_dir() / "tiny");
-  return dir;
-}
-
-// A config for the tiny model; `extra` is appended YAML (server/scheduler overrides).
-std::string write_config(const std::string& name, const std::string& server_extra,
-                         const std::string& scheduler = "  max_num_seqs: 32\n  max_queue: 64\n",
-                         int max_model_len = 256) {
-  const fs::path file = work_dir() / (name + ".yaml");
-  fs::create_directories(work_dir());
-  std::ofstream(file) << "model:\n  path: " << tiny_dir().string() << "\n  max_model_len: " << max_model_len
-                      << "\n  num_threads: 1\n"
-                      << "scheduler:\n"
-                      << scheduler << "kv_cache:\n  memory_mib: 32\n"
-                      << "server:\n  model_name: " << kModel << "\n  max_body_bytes: 65536\n  max_tokens_limit: 2000\n"
-                      << server_extra << "logging:\n  level: info\n";
-  return file.string();
-}
-
-json completion(const std::string& prompt, int max_tokens, bool stream = false) {
-  json j = {{"model", kModel}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-  if (stream) j["stream"] = true;
-  return j;
-}
 
 // Concatenated text of a streamed completion/chat response, with its finish reason.
 struct Streamed {
@@ -91,29 +52,6 @@ double metric_value(const std::string& text, const std::string& series) {
   if (at == std::string::npos) return -1;
   return std::stod(text.substr(at + series.size() + 2));
 }
-
-class Server : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    server_ = std::make_unique<ServerProcess>(write_config("main", ""));
-    ASSERT_TRUE(server_->ready()) << server_->log();
-  }
-  static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->stop(std::chrono::seconds(30)), 0) << server_->log();
-    }
-    server_.reset();
-  }
-  void SetUp() override {
-    if (!server_ || !server_->ready()) GTEST_SKIP() << "the server did not start";
-  }
-  static int port() { return server_->port(); }
-  static HttpResponse post(const std::string& path, const json& body) {
-    return http_call(port(), "POST", path, body.dump());
-  }
-  static std::unique_ptr<ServerProcess> server_;
-};
-std::unique_ptr<ServerProcess> Server::server_;
 
 TEST_F(Server, HealthAndModels) {
   EXPECT_EQ(http_call(port(), "GET", "/health").status, 200);
@@ -391,84 +329,6 @@ TEST(ServerQwen3Template, OpenAIClientToolCallRoundTrip) {
   EXPECT_NE(r.out.find("all openai tool checks passed"), std::string::npos) << r.out;
   RecordProperty("transcript", r.out);
   std::cout << r.out;
-}
-
-// CORS: browsers preflight with OPTIONS and read Access-Control-Allow-Origin on every answer
-// (streams and errors too). The default allows any origin; a list allows its origins only; an
-// empty list turns CORS off (OPTIONS is then a 405 like any method without a route).
-TEST_F(Server, CorsPreflightAndHeaders) {
-  HttpResponse pre = http_call(port(), "OPTIONS", "/v1/chat/completions", "",
-                               {"Origin: https://app.example", "Access-Control-Request-Method: POST",
-                                "Access-Control-Request-Headers: authorization, content-type"});
-  EXPECT_EQ(pre.status, 204) << pre.body;
-  EXPECT_EQ(pre.headers["access-control-allow-origin"], "*");
-  EXPECT_NE(pre.headers["access-control-allow-methods"].find("POST"), std::string::npos);
-  EXPECT_EQ(pre.headers["access-control-allow-headers"], "authorization, content-type");
-  const std::vector<std::string> origin = {"Origin: https://app.example"};
-  EXPECT_EQ(http_call(port(), "GET", "/v1/models", "", origin).headers["access-control-allow-origin"], "*");
-  json stream = completion("cors", 2);
-  stream["stream"] = true;
-  HttpResponse sse = http_call(port(), "POST", "/v1/completions", stream.dump(), origin);
-  EXPECT_EQ(sse.status, 200);
-  EXPECT_EQ(sse.headers["access-control-allow-origin"], "*");
-  HttpResponse bad = http_call(port(), "POST", "/v1/completions", "{", origin);
-  EXPECT_EQ(bad.status, 400);
-  EXPECT_EQ(bad.headers["access-control-allow-origin"], "*");
-  EXPECT_EQ(http_call(port(), "GET", "/v1/models").headers.count("access-control-allow-origin"), 0u)
-      << "no Origin, no CORS header";
-}
-
-TEST(ServerCors, AListAllowsItsOriginsAndAnEmptyListTurnsCorsOff) {
-  ServerProcess listed(write_config("cors-list", "  cors_allow_origins: [\"https://a.example\"]\n"));
-  ASSERT_TRUE(listed.ready()) << listed.log();
-  HttpResponse r = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: https://a.example"});
-  EXPECT_EQ(r.headers["access-control-allow-origin"], "https://a.example");
-  EXPECT_EQ(r.headers["vary"], "Origin");
-  r = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: https://evil.example"});
-  EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.headers.count("access-control-allow-origin"), 0u);
-
-  ServerProcess off(write_config("cors-off", "  cors_allow_origins: []\n"));
-  ASSERT_TRUE(off.ready()) << off.log();
-  EXPECT_EQ(http_call(off.port(), "OPTIONS", "/v1/completions", "", {"Origin: https://a.example"}).status, 405);
-  EXPECT_EQ(http_call(off.port(), "GET", "/v1/models", "", {"Origin: https://a.example"})
-                .headers.count("access-control-allow-origin"),
-            0u);
-}
-
-// /tokenize counts what a request will cost: a prompt as a completion encodes it, and a chat
-// as the chat template renders it (its count is the chat completion's usage.prompt_tokens);
-// /detokenize turns ids back into text.
-TEST_F(Server, TokenizeAndDetokenize) {
-  HttpResponse r = http_call(port(), "POST", "/tokenize", json{{"prompt", "The quick brown fox"}}.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  json t = json::parse(r.body);
-  const auto ids = t["tokens"].get<std::vector<int32_t>>();
-  EXPECT_EQ(t["count"], ids.size());
-  EXPECT_EQ(t["max_model_len"], 256);
-  const HttpResponse done = post("/v1/completions", completion("The quick brown fox", 1));
-  EXPECT_EQ(json::parse(done.body)["usage"]["prompt_tokens"], ids.size());
-  r = http_call(port(), "POST", "/tokenize",
-                json{{"prompt", "The quick brown fox"}, {"add_special_tokens", false}}.dump());
-  const auto bare = json::parse(r.body)["tokens"].get<std::vector<int32_t>>();
-  EXPECT_EQ(bare.size() + 1, ids.size()) << "without the BOS";
-  r = http_call(port(), "POST", "/detokenize", json{{"tokens", bare}}.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(json::parse(r.body)["prompt"], "The quick brown fox");
-
-  const json messages = json::array({{{"role", "user"}, {"content", "Say hi"}}});
-  r = http_call(port(), "POST", "/tokenize", json{{"messages", messages}}.dump());  // model: optional
-  ASSERT_EQ(r.status, 200) << r.body;
-  const HttpResponse chat =
-      post("/v1/chat/completions", json{{"model", kModel}, {"messages", messages}, {"max_tokens", 1}});
-  ASSERT_EQ(chat.status, 200) << chat.body;
-  EXPECT_EQ(json::parse(r.body)["count"], json::parse(chat.body)["usage"]["prompt_tokens"]);
-
-  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", "x"}, {"messages", messages}}.dump()).status, 400);
-  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", 5}}.dump()).status, 400);
-  EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"model", "other"}, {"prompt", "x"}}.dump()).status, 404);
-  EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", {1, 99999999}}}.dump()).status, 400);
-  EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", "1 2"}}.dump()).status, 400);
 }
 
 TEST(ServerAuthAndLimits, KeysAndQueueFull) {

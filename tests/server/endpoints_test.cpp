@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
+#include "server/openai_response.hpp"
 #include "server_test_util.hpp"
 
 namespace specd::test {
@@ -83,6 +85,31 @@ TEST_F(Server, TokenizeAndDetokenize) {
   EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"model", "other"}, {"prompt", "x"}}.dump()).status, 404);
   EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", {1, 99999999}}}.dump()).status, 400);
   EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", "1 2"}}.dump()).status, 400);
+}
+
+// system_fingerprint, as OpenAI's responses carry it: in whole responses and in every chunk,
+// the same for every request to one server, and another for another configuration.
+TEST_F(Server, SystemFingerprintIsStableAndNamesTheConfiguration) {
+  const HttpResponse a = post("/v1/completions", completion("fingerprint", 2));
+  const HttpResponse b = post("/v1/completions", completion("another", 2));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const std::string fp = json::parse(a.body)["system_fingerprint"].get<std::string>();
+  EXPECT_EQ(fp.rfind(std::string("specd-") + SPECD_VERSION + "-", 0), 0u) << fp;
+  EXPECT_EQ(json::parse(b.body)["system_fingerprint"], fp);
+  const HttpResponse streamed = post("/v1/completions", completion("fingerprint", 3, true));
+  int chunks = 0;
+  for (const std::string& ev : sse_events(streamed.body)) {
+    if (ev == "[DONE]") continue;
+    EXPECT_EQ(json::parse(ev)["system_fingerprint"], fp) << ev;
+    ++chunks;
+  }
+  EXPECT_GT(chunks, 0);
+
+  specd::config::EngineConfig other = specd::config::load_file(write_config("fp-a", ""));
+  specd::config::EngineConfig dtype = other;
+  dtype.model.dtype = "bf16";
+  EXPECT_EQ(server::system_fingerprint(other), fp);
+  EXPECT_NE(server::system_fingerprint(dtype), fp);
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ struct Loaded {
 struct HttpServer::Impl {
   config::EngineConfig cfg;
   std::string model_name;
+  std::string fingerprint;  // system_fingerprint(cfg)
   std::vector<std::string> api_keys;
   log::Logger& log = log::get("server");
   std::unique_ptr<http::Transport> transport;
@@ -150,7 +151,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::Impl::Impl(const config::EngineConfig& c) : cfg(c), model_name(default_model_name(c)) {
+HttpServer::Impl::Impl(const config::EngineConfig& c)
+    : cfg(c), model_name(default_model_name(c)), fingerprint(system_fingerprint(c)) {
   // Validate the template setting before anything binds.
   if (cfg.server.chat_template != "auto" && !std::filesystem::is_regular_file(cfg.server.chat_template)) {
     throw Error(ErrorCode::kInvalidArgument, "server.chat_template: expected auto or a Jinja template file, got '" +
@@ -441,7 +443,7 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   }
   CancelGuard guard{*l->engine, sub.id};
 
-  const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name};
+  const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name, fingerprint};
   std::optional<RequestOutput> first = next_output(*sub.stream, ex);
   if (!first) return;  // the client is gone
   if (failed(*first)) {

@@ -1,5 +1,7 @@
 #include "server/openai_response.hpp"
 
+#include <fmt/format.h>
+
 #include "tokenizer/tokenizer.hpp"
 
 namespace specd::server {
@@ -204,12 +206,14 @@ json ResponseBuilder::response() const {
     }
     choices.push_back(std::move(entry));
   }
-  return {{"id", meta_.id},
-          {"object", req_.chat ? "chat.completion" : "text_completion"},
-          {"created", meta_.created},
-          {"model", meta_.model},
-          {"choices", std::move(choices)},
-          {"usage", usage()}};
+  json out = {{"id", meta_.id},
+              {"object", req_.chat ? "chat.completion" : "text_completion"},
+              {"created", meta_.created},
+              {"model", meta_.model},
+              {"choices", std::move(choices)},
+              {"usage", usage()}};
+  if (!meta_.system_fingerprint.empty()) out["system_fingerprint"] = meta_.system_fingerprint;
+  return out;
 }
 
 json ResponseBuilder::chunk(int32_t index, json delta_or_text, const json& logprobs, const std::string& finish) const {
@@ -220,6 +224,7 @@ json ResponseBuilder::chunk(int32_t index, json delta_or_text, const json& logpr
               {"created", meta_.created},
               {"model", meta_.model},
               {"choices", json::array({std::move(c)})}};
+  if (!meta_.system_fingerprint.empty()) out["system_fingerprint"] = meta_.system_fingerprint;
   if (req_.continuous_usage) out["usage"] = usage();
   return out;
 }
@@ -293,9 +298,27 @@ void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks
 }
 
 json ResponseBuilder::usage_chunk() const {
-  return {{"id", meta_.id},           {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", meta_.created}, {"model", meta_.model},
-          {"choices", json::array()}, {"usage", usage()}};
+  json out = {{"id", meta_.id},           {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", meta_.created}, {"model", meta_.model},
+              {"choices", json::array()}, {"usage", usage()}};
+  if (!meta_.system_fingerprint.empty()) out["system_fingerprint"] = meta_.system_fingerprint;
+  return out;
+}
+
+std::string system_fingerprint(const config::EngineConfig& cfg) {
+  std::string what =
+      std::string(SPECD_VERSION) + "\n" + cfg.model.path + "\n" + cfg.model.dtype + "\n" + cfg.kv_cache.dtype + "\n";
+  const config::SpeculativeConfig& s = cfg.speculative;
+  if (s.enabled) {
+    what +=
+        s.proposer.name + "\n" + std::to_string(s.num_speculative_tokens) + (s.dynamic ? " dynamic\n" : " static\n");
+    for (const plugin::Params::Entry& e : s.proposer.params.entries()) what += e.key + "=" + e.text + "\n";
+    for (const config::ArmConfig& a : s.arms)
+      what += a.name + " " + a.verifier.name + " " + std::to_string(a.num_speculative_tokens) + "\n";
+  }
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64
+  for (const unsigned char c : what) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("specd-{}-{:016x}", SPECD_VERSION, h);
 }
 
 }  // namespace specd::server

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "server/openai_api.hpp"
 #include "specd/request.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -24,7 +25,13 @@ struct ResponseMeta {
   std::string id;  // "cmpl-..." / "chatcmpl-..."
   int64_t created = 0;
   std::string model;
+  std::string system_fingerprint;  // system_fingerprint(cfg); "" leaves the field out
 };
+
+// OpenAI's system_fingerprint: "specd-<version>-<16 hex>", the hex an FNV-1a hash of what decides
+// the outputs (model path and dtypes, the speculative section, the verifiers); it changes when
+// those do, so a client can tell two backends apart. The same config gives the same value.
+std::string system_fingerprint(const config::EngineConfig& cfg);
 
 struct ResponseOptions {
   bool token_by_token = false;  // server.stream_token_by_token: one event per token

@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "server_test_util.hpp"
@@ -308,6 +309,24 @@ TEST_F(Server, OfficialOpenAINodeClient) {
   if (r.skipped) GTEST_SKIP() << "node or tools/node_modules/openai is missing (run scripts/bootstrap.sh)";
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("all openai client checks passed"), std::string::npos) << r.out;
+}
+
+// The other OpenAI-compatible clients users reach for: the Vercel AI SDK and LangChain JS
+// (its completions LLM sends a batch of prompts as one request with a list of prompts).
+TEST_F(Server, VercelAiSdkAndLangChainClients) {
+  const fs::path modules = fs::path(SPECD_SOURCE_DIR) / "tools/node_modules";
+  for (const auto& [script, package, done] :
+       {std::tuple{"ai_sdk_client.mjs", "ai", "all ai sdk checks passed"},
+        std::tuple{"langchain_client.mjs", "@langchain/openai", "all langchain checks passed"}}) {
+    if (!fs::exists(modules / package / "package.json")) {
+      ADD_FAILURE() << package << " is missing from tools/node_modules (run scripts/bootstrap.sh test)";
+      continue;
+    }
+    const NodeRun r = run_node_script(script, port(), kModel);
+    if (r.skipped) GTEST_SKIP() << "node is missing (run scripts/bootstrap.sh)";
+    EXPECT_EQ(r.status, 0) << script << ": " << r.out;
+    EXPECT_NE(r.out.find(done), std::string::npos) << r.out;
+  }
 }
 
 // The tool-call round trip, on a model with Qwen 3's own chat template.

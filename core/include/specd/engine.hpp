@@ -64,9 +64,12 @@ struct EngineInfo {
   size_t decode_weight_bytes = 0;  // weight bytes read per decode step, in their stored dtypes (rank 0's shard)
   std::string weight_dtype;        // compute dtype of the projections: f32 | f16 | bf16 | q8_0 | q4_0
   std::string kv_dtype;            // f32 | f16 | bf16
-  std::string cpu_isa;             // CPU kernel level: scalar | avx2 | avx512 | avx512_vnni | avx512_vbmi | avx512_bf16
-  std::string cpu_model;           // the CPU's model name (/proc/cpuinfo)
-  int32_t num_threads = 0;         // CPU kernel threads (per rank)
+  // Automatic prefix caching is on (kv_cache.prefix_caching, unless the proposer needs the
+  // target's hidden states of every prompt position: MTP, EAGLE-3).
+  bool prefix_caching = false;
+  std::string cpu_isa;      // CPU kernel level: scalar | avx2 | avx512 | avx512_vnni | avx512_vbmi | avx512_bf16
+  std::string cpu_model;    // the CPU's model name (/proc/cpuinfo)
+  int32_t num_threads = 0;  // CPU kernel threads (per rank)
   int32_t tensor_parallel_size = 1;           // ranks the target is split over (MPI job size)
   int32_t proposer_tensor_parallel_size = 0;  // ranks the proposer's draft models run on (0: no proposer)
   // Speculative decoding; empty proposer = off.
@@ -116,6 +119,11 @@ struct EngineStats {
   size_t num_running = 0;  // sequences admitted to the KV cache
   size_t num_waiting = 0;  // queued or preempted
   uint64_t num_preemptions = 0;
+  // Prefix caching: free blocks that keep a cached prefix (part of kv_blocks_free), and the
+  // prompt tokens looked up in the cache so far and found there.
+  int32_t kv_blocks_cached = 0;
+  uint64_t prefix_cache_queries = 0;
+  uint64_t prefix_cache_hits = 0;
 };
 
 // The version of the specd library an application runs with ("0.1.0"): defined by libspecd.so.

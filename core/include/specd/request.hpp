@@ -130,6 +130,7 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;  // when finish_reason == kError
   int32_t num_prompt_tokens = 0;
+  int32_t num_cached_tokens = 0;     // prompt tokens whose KV came from the prefix cache
   int32_t num_generated_tokens = 0;  // total so far
   // Speculative decoding of this request so far: tokens proposed and accepted, and the
   // steps that verified a draft (acceptance rate = accepted / draft).

@@ -36,6 +36,7 @@
 #include "cli/arm_report.hpp"
 #include "cli/bench_compare_k.hpp"
 #include "cli/bench_decode.hpp"
+#include "cli/bench_multi_turn.hpp"
 #include "cli/bench_scorers.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
@@ -70,6 +71,9 @@ struct BenchOptions {
   std::vector<std::string> dtypes;     // one engine per weight dtype; empty = the configured one
   std::vector<std::string> scorers;    // --scorers: compare speculative.scorer choices instead
   std::vector<std::string> compare_k;  // --compare-k: compare plain, static k and dynamic instead
+  int32_t multi_turn = 0;              // --multi-turn: a chat of this many turns, prefix caching on and off
+  int32_t system_tokens = MultiTurnBenchOptions{}.system_tokens;
+  int32_t turn_tokens = MultiTurnBenchOptions{}.user_tokens;
 };
 
 double seconds_since(Clock::time_point t) {
@@ -459,6 +463,10 @@ void run_bench(const BenchOptions& o) {
                                                   o.drop_below, o.interleave == "steps", o.json});
     return;
   }
+  if (o.multi_turn > 0) {
+    bench_multi_turn(load_engine_config(o.model), {o.multi_turn, o.system_tokens, o.turn_tokens, o.gen_tokens, o.json});
+    return;
+  }
   if (!o.scorers.empty()) {
     bench_scorers(load_engine_config(o.model),
                   {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
@@ -558,6 +566,12 @@ void add_bench_command(CLI::App& app) {
                   "the runs advance one step each in turn, so machine load falls on every arm alike)")
       ->check(CLI::IsMember({"runs", "steps"}))
       ->capture_default_str();
+  cmd->add_option("--multi-turn", o->multi_turn,
+                  "a chat of this many turns on a shared system prompt, each resending the conversation: time to "
+                  "first token per turn with kv_cache.prefix_caching on and off");
+  cmd->add_option("--system-tokens", o->system_tokens, "--multi-turn: the system prompt's length")
+      ->capture_default_str();
+  cmd->add_option("--turn-tokens", o->turn_tokens, "--multi-turn: each user message's length")->capture_default_str();
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o] { run_bench(*o); });
 }

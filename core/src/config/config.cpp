@@ -353,13 +353,14 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_int(n, "scheduler", "num_scheduler_steps", 1, 64, c.scheduler.num_scheduler_steps);
   }
   if (YAML::Node n = root["kv_cache"];
-      r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "gpu_memory_fraction"})) {
+      r.section(n, "kv_cache", {"block_size", "memory_mib", "dtype", "prefix_caching", "gpu_memory_fraction"})) {
     r.get_int(n, "kv_cache", "block_size", 1, 256, c.kv_cache.block_size);
     const int32_t b = c.kv_cache.block_size;
     if ((b & (b - 1)) != 0)
       r.error(n["block_size"], "kv_cache.block_size", "expected a power of two, got " + std::to_string(b));
     r.get_int(n, "kv_cache", "memory_mib", 0, int64_t{1} << 22, c.kv_cache.memory_mib);
     r.get_choice(n, "kv_cache", "dtype", {"auto", "f32", "f16", "bf16"}, c.kv_cache.dtype);
+    r.get_bool(n, "kv_cache", "prefix_caching", c.kv_cache.prefix_caching);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
     // It sizes the KV cache in device memory: nothing reads it until the CUDA model runtime does.
     if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction)
@@ -370,9 +371,9 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
   if (YAML::Node n = root["server"];
       r.section(n, "server",
                 {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes", "max_prompt_tokens",
-                 "max_tokens_limit", "chat_template", "tool_call_parser", "stream_token_by_token", "shutdown_timeout_s",
-                 "max_connections", "idle_timeout_s", "header_timeout_s", "body_timeout_s", "write_timeout_s",
-                 "cors_allow_origins"})) {
+                 "max_tokens_limit", "chat_template", "tool_call_parser", "allow_unsupported_tools",
+                 "stream_token_by_token", "shutdown_timeout_s", "max_connections", "idle_timeout_s", "header_timeout_s",
+                 "body_timeout_s", "write_timeout_s", "cors_allow_origins"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -384,6 +385,7 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_int(n, "server", "max_tokens_limit", 0, 1 << 24, s.max_tokens_limit);
     r.get_string(n, "server", "chat_template", s.chat_template);
     r.get_choice(n, "server", "tool_call_parser", {"auto", "hermes", "llama3_json", "none"}, s.tool_call_parser);
+    r.get_bool(n, "server", "allow_unsupported_tools", s.allow_unsupported_tools);
     r.get_bool(n, "server", "stream_token_by_token", s.stream_token_by_token);
     r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
     r.get_int(n, "server", "max_connections", 1, 1 << 20, s.max_connections);
@@ -540,7 +542,8 @@ std::string summary(const EngineConfig& c) {
      << ", async_scheduling " << (c.scheduler.async_scheduling ? "on" : "off") << ", num_scheduler_steps "
      << c.scheduler.num_scheduler_steps << "\n";
   os << "  kv_cache:     block_size " << c.kv_cache.block_size << ", dtype " << c.kv_cache.dtype << ", memory "
-     << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto")) << "\n";
+     << (c.kv_cache.memory_mib > 0 ? std::to_string(c.kv_cache.memory_mib) + " MiB" : std::string("auto"))
+     << ", prefix caching " << (c.kv_cache.prefix_caching ? "on" : "off") << "\n";
   os << "  server:       " << c.server.host << ":" << c.server.port
      << (c.server.api_keys.empty() && c.server.api_key_env.empty() ? "" : " (API keys on)") << "\n";
   os << "  logging:      " << c.logging.level << "\n";

@@ -82,6 +82,7 @@ struct KvCacheConfig {
   int32_t block_size = 16;           // tokens per block; power of two in [1, 256]
   int64_t memory_mib = 0;            // CPU budget for all KV caches; 0 = auto (see docs)
   std::string dtype = "auto";        // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
+  bool prefix_caching = true;        // reuse the KV of full blocks of earlier prompts (docs/scheduling.md)
   double gpu_memory_fraction = 0.9;  // CUDA: fraction of free device memory for KV (other values refused until
                                      // the CUDA model runtime reads it)
 };
@@ -98,6 +99,7 @@ struct ServerConfig {
   std::string chat_template = "auto";     // auto (the model's own) | a Jinja template file
   std::string tool_call_parser = "auto";  // auto | hermes | llama3_json | none
   bool stream_token_by_token = false;     // one SSE event per token, not per engine step
+  bool allow_unsupported_tools = false;   // serve tools the template does not render / no parser reads
   int32_t shutdown_timeout_s = 30;
   int32_t max_connections = 1024;  // open connections; see docs/server.md "Limits"
   double idle_timeout_s = 60;      // a connection waiting for the first byte of a request

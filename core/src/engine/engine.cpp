@@ -110,6 +110,13 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
                              cfg.scheduler.chunked_prefill, max_model_len, spec->max_k(),
                              cfg.speculative.disable_by_batch_size, cfg.scheduler.num_scheduler_steps},
       *kv, spec->hosted_kv());
+  // Prefix caching skips the target's prompt positions it finds, so a proposer that needs the
+  // target's hidden states of every position (MTP, EAGLE-3) gets a full prefill instead.
+  // A proposer's own models (draft model, self-draft) cache no prefixes: there, a found block is
+  // copied rather than shared, so that the target never holds fewer blocks than they need.
+  kv->set_prefix_caching(cfg.kv_cache.prefix_caching && !spec->wants_hidden(), spec->hosted_bytes_per_block() == 0);
+  if (cfg.kv_cache.prefix_caching && !kv->prefix_caching())
+    log.info("prefix caching is off: the proposer needs the target's hidden states of every prompt position");
   scorer = spec->make_scorer(*model, *kv);
   output = std::make_unique<output::OutputProcessor>(*tok, mc.vocab_size);
   validator.emplace(*tok, mc.vocab_size, max_model_len);
@@ -187,6 +194,7 @@ void Engine::Impl::describe() {
   const model::WeightDTypes& requested = model->weights().requested_dtype();
   info.weight_dtype = requested.mix ? requested.name() : std::string(kernels::dtype_name(model->weights().dtype()));
   info.kv_dtype = std::string(kernels::dtype_name(shape.dtype));
+  info.prefix_caching = kv->prefix_caching();
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
   info.cpu_model = kernels::cpu_model_name();
   info.default_temperature = mc.default_temperature;
@@ -367,6 +375,10 @@ EngineStats Engine::stats() const {
   s.num_running = m.scheduler->num_running();
   s.num_waiting = m.scheduler->num_waiting() + m.arrivals.size();
   s.num_preemptions = m.num_preemptions;
+  s.kv_blocks_cached = m.in_flight() ? m.kv_cached_at_launch : m.kv->num_cached_free_blocks();
+  const sched::Scheduler::PrefixCacheStats prefix = m.scheduler->prefix_cache_stats();
+  s.prefix_cache_queries = prefix.queries;
+  s.prefix_cache_hits = prefix.hits;
   return s;
 }
 

@@ -83,6 +83,7 @@ void Engine::Impl::collect() {
     const sched::SeqId id = row.seq->id;
     if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
     const bool ended = row.failed() || row.finish != FinishReason::kNone;
+    if (row.seq->num_cached > 0 && row.start == row.seq->num_cached) output->cached(id, row.seq->num_cached);
     if (row.chunk_logits != nullptr && !row.failed())
       output->prompt_chunk(id, row.seq->tokens, row.start, row.n, row.chunk_logits);
     if (row.sample || row.failed()) collect_row(row);
@@ -149,6 +150,7 @@ void Engine::Impl::prepare(std::vector<RequestOutput>& outputs) {
 void Engine::Impl::launch() {
   ++stats.steps;
   kv_free_at_launch = kv->num_free_blocks();
+  kv_cached_at_launch = kv->num_cached_free_blocks();
   pipeline->launch();
   if (!pipeline->in_flight()) collect();
 }

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -34,7 +35,8 @@ int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes) {
   return n > static_cast<size_t>(INT32_MAX) ? INT32_MAX : static_cast<int32_t>(n);
 }
 
-KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks) : shape_(shape), allocator_(num_blocks) {
+KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
+    : shape_(shape), allocator_(num_blocks), index_(num_blocks, std::max(shape.block_size, 1)) {
   if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.block_size <= 0 ||
       (shape.block_size & (shape.block_size - 1)) != 0) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -74,7 +76,10 @@ void KvCache::add_sequence(SeqId seq) {
 void KvCache::remove_sequence(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  for (int32_t b : it->second.blocks) allocator_.free(b);
+  // Last block first: cached blocks are evicted in the order they were freed, so a prefix loses
+  // its tail before its head (a head alone is still found; a tail without its head is not).
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) allocator_.free(*b);
   seqs_.erase(it);
 }
 
@@ -89,7 +94,9 @@ int32_t KvCache::capacity(SeqId seq) const {
 int32_t KvCache::shared_tail(const BlockTable& t, int32_t n) const {
   if (n <= 0 || t.num_tokens % shape_.block_size == 0) return -1;
   const auto last = static_cast<size_t>(t.num_tokens / shape_.block_size);
-  if (last >= t.blocks.size() || allocator_.refs(t.blocks[last]) <= 1) return -1;
+  if (last >= t.blocks.size()) return -1;
+  const int32_t b = t.blocks[last];
+  if (allocator_.refs(b) <= 1 && !allocator_.cached(b)) return -1;
   return static_cast<int32_t>(last);
 }
 
@@ -108,14 +115,75 @@ bool KvCache::reserve(SeqId seq, int32_t n) {
   if (extra > allocator_.num_free()) return false;
   if (const int32_t tail = shared_tail(t, n); tail >= 0) {
     std::vector<int32_t> fresh;
-    allocator_.allocate(1, fresh);
+    allocate(1, fresh);
     int32_t& block = t.blocks[static_cast<size_t>(tail)];
     copy_block(block, fresh[0]);
     if (record_copies_) copies_.insert(copies_.end(), {kCopyBlock, block, fresh[0]});
     allocator_.free(block);  // the other holders keep it
     block = fresh[0];
   }
-  return allocator_.allocate(blocks_needed(seq, n), t.blocks);
+  return allocate(blocks_needed(seq, n), t.blocks);
+}
+
+bool KvCache::allocate(int32_t n, std::vector<int32_t>& out) {
+  evicted_.clear();
+  const bool ok = allocator_.allocate(n, out, evicted_);
+  for (const int32_t b : evicted_) index_.erase(b);
+  return ok;
+}
+
+int32_t KvCache::match_prefix(SeqId seq, std::span<const int32_t> tokens, int32_t max_tokens) {
+  BlockTable& t = table(seq);
+  SPECD_CHECK(t.blocks.empty() && t.num_tokens == 0, ErrorCode::kInternal,
+              "KV cache: matching a prefix for sequence " + std::to_string(seq) + ", which holds tokens");
+  if (!prefix_caching_) return 0;
+  const auto bs = static_cast<size_t>(shape_.block_size);
+  const size_t limit = std::min(tokens.size(), static_cast<size_t>(std::max(max_tokens, 0)));
+  uint64_t parent = PrefixIndex::kRoot;
+  for (size_t at = 0; at + bs <= limit; at += bs) {
+    const std::span<const int32_t> block_tokens = tokens.subspan(at, bs);
+    const uint64_t key = PrefixIndex::chain(parent, block_tokens);
+    const int32_t b = index_.find(key, parent, block_tokens);
+    if (b < 0) break;
+    allocator_.share(b);
+    t.blocks.push_back(b);
+    t.keys.push_back(key);
+    parent = key;
+  }
+  if (!prefix_sharing_) copy_found(t);
+  t.num_tokens = static_cast<int32_t>(t.blocks.size() * bs);
+  return t.num_tokens;
+}
+
+// Copy mode: the found blocks (held meanwhile, so that allocating cannot evict them) are copied
+// into blocks of the sequence's own, as many as the pool has room for; the found ones go back.
+void KvCache::copy_found(BlockTable& t) {
+  const std::vector<int32_t> found = std::move(t.blocks);
+  t.blocks.clear();
+  const auto fit = std::min<size_t>(found.size(), static_cast<size_t>(allocator_.num_free()));
+  allocate(static_cast<int32_t>(fit), t.blocks);
+  for (size_t i = 0; i < fit; ++i) {
+    copy_block(found[i], t.blocks[i]);
+    if (record_copies_) copies_.insert(copies_.end(), {kCopyBlock, found[i], t.blocks[i]});
+  }
+  for (auto b = found.rbegin(); b != found.rend(); ++b) allocator_.free(*b);
+  t.keys.resize(fit);
+}
+
+void KvCache::publish(SeqId seq, std::span<const int32_t> tokens) {
+  if (!prefix_caching_) return;
+  BlockTable& t = table(seq);
+  const auto bs = static_cast<size_t>(shape_.block_size);
+  const size_t end = std::min(tokens.size(), static_cast<size_t>(t.num_tokens));
+  for (size_t i = t.keys.size(); (i + 1) * bs <= end; ++i) {
+    const uint64_t parent = i == 0 ? PrefixIndex::kRoot : t.keys[i - 1];
+    const std::span<const int32_t> block_tokens = tokens.subspan(i * bs, bs);
+    const uint64_t key = PrefixIndex::chain(parent, block_tokens);
+    // Another block may hold the same prefix already (two sequences prefilled it side by side):
+    // this one then stays private and returns to the pool with its sequence.
+    if (index_.insert(t.blocks[i], key, parent, block_tokens)) allocator_.mark_cached(t.blocks[i]);
+    t.keys.push_back(key);
+  }
 }
 
 void KvCache::copy_block(int32_t from, int32_t to) {
@@ -190,6 +258,8 @@ void KvCache::fork(SeqId parent, SeqId child, int32_t len) {
   c.blocks.assign(p.blocks.begin(), p.blocks.begin() + static_cast<std::ptrdiff_t>(blocks));
   for (int32_t b : c.blocks) allocator_.share(b);
   c.num_tokens = len;
+  const auto full = static_cast<size_t>(len / shape_.block_size);
+  c.keys.assign(p.keys.begin(), p.keys.begin() + static_cast<std::ptrdiff_t>(std::min(full, p.keys.size())));
 }
 
 void KvCache::commit(SeqId seq, int32_t n) {
@@ -206,6 +276,7 @@ void KvCache::truncate(SeqId seq, int32_t new_len, int32_t keep_room) {
               "KV cache: truncating sequence " + std::to_string(seq) + " of " + std::to_string(t.num_tokens) +
                   " tokens to " + std::to_string(new_len) + " (room " + std::to_string(keep_room) + ")");
   t.num_tokens = new_len;
+  t.keys.resize(std::min(t.keys.size(), static_cast<size_t>(new_len / shape_.block_size)));
   const int64_t keep_tokens = static_cast<int64_t>(new_len) + keep_room;
   const auto keep = static_cast<size_t>((keep_tokens + shape_.block_size - 1) / shape_.block_size);
   while (t.blocks.size() > keep) {
@@ -225,7 +296,7 @@ void KvCache::mirror(std::span<const MirroredSeq> seqs) {
     SPECD_CHECK(m.num_tokens >= 0 && static_cast<size_t>(m.num_tokens) <= m.blocks.size() * shape_.block_size,
                 ErrorCode::kInternal,
                 "KV cache: mirrored sequence " + std::to_string(m.seq) + " is longer than its table");
-    seqs_.try_emplace(m.seq, BlockTable{{m.blocks.begin(), m.blocks.end()}, m.num_tokens});
+    seqs_.try_emplace(m.seq, BlockTable{{m.blocks.begin(), m.blocks.end()}, m.num_tokens, {}});
   }
 }
 

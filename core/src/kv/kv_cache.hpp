@@ -10,6 +10,13 @@
 //                      go back to the pool.
 //   fork(p, c, len)  – c starts as the first len tokens of p, sharing p's blocks (refcounted);
 //                      the first write into a shared, partly filled block copies it (reserve).
+//
+// Prefix caching (set_prefix_caching(true); kv/prefix_index.hpp): publish(s, tokens) puts the
+// sequence's full blocks of committed tokens in the index, where they outlive the sequence
+// until their blocks are needed (LRU); match_prefix(s, tokens, max) gives a new sequence the
+// published blocks its tokens start with. Only the scheduler publishes, after a step's rollback,
+// so a block that held rejected drafts is never published. A published block is never written
+// again: a write into one (after a truncate) copies it first, as for a shared block.
 // Not thread-safe: owned by the engine's step thread.
 #pragma once
 
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include "kv/block_allocator.hpp"
+#include "kv/prefix_index.hpp"
 #include "specd/kernels/dtype.hpp"
 
 namespace specd::kv {
@@ -57,7 +65,26 @@ class KvCache {
   const KvCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
   int32_t num_blocks() const { return allocator_.num_blocks(); }
+  // Blocks a reservation can take: never-used or freed ones and unreferenced cached ones.
   int32_t num_free_blocks() const { return allocator_.num_free(); }
+  // Unreferenced blocks that keep a published prefix (counted in num_free_blocks()).
+  int32_t num_cached_free_blocks() const { return allocator_.num_cached_free(); }
+
+  // Prefix caching (see the file comment); off by default and for mirrored caches. share:
+  // sequences hold the found blocks themselves; otherwise match_prefix copies them into blocks of
+  // the sequence's own (for an engine whose hosted caches, which cache nothing, must never need
+  // more blocks than this one holds: one block each per sequence block).
+  void set_prefix_caching(bool on, bool share = true) {
+    prefix_caching_ = on;
+    prefix_sharing_ = share;
+  }
+  bool prefix_caching() const { return prefix_caching_; }
+  // Gives the empty sequence `seq` the published blocks holding tokens[0, m), m <= max_tokens
+  // the most whole blocks found in a row, shared; returns m (0 with caching off).
+  int32_t match_prefix(SeqId seq, std::span<const int32_t> tokens, int32_t max_tokens);
+  // Publishes the sequence's full blocks of its first min(num_tokens, tokens.size()) tokens, whose
+  // K/V must be final (tokens: what the sequence's positions hold). No-op with caching off.
+  void publish(SeqId seq, std::span<const int32_t> tokens);
 
   bool has_sequence(SeqId seq) const { return seqs_.contains(seq); }
   // Registers an empty sequence; throws kInternal if it exists.
@@ -145,6 +172,7 @@ class KvCache {
   struct BlockTable {
     std::vector<int32_t> blocks;
     int32_t num_tokens = 0;
+    std::vector<uint64_t> keys;  // prefix keys of blocks[0, keys.size()), all full and final
   };
   const BlockTable& table(SeqId seq) const;
   BlockTable& table(SeqId seq);
@@ -152,9 +180,15 @@ class KvCache {
   int32_t shared_tail(const BlockTable& t, int32_t n) const;
   void copy_block(int32_t from, int32_t to);
   void copy_row(int64_t from, int64_t to);
+  bool allocate(int32_t n, std::vector<int32_t>& out);  // unpublishes what it evicts
+  void copy_found(BlockTable& t);
 
   KvCacheShape shape_;
   BlockAllocator allocator_;
+  PrefixIndex index_;
+  bool prefix_caching_ = false;
+  bool prefix_sharing_ = true;
+  std::vector<int32_t> evicted_;  // allocate()'s scratch
   std::unordered_map<SeqId, BlockTable> seqs_;
   std::vector<std::unique_ptr<std::byte[]>> k_, v_;
   bool record_copies_ = false;

@@ -47,10 +47,15 @@ void OutputProcessor::prompt_chunk(sched::SeqId seq, std::span<const int32_t> to
   }
 }
 
+void OutputProcessor::cached(sched::SeqId seq, int32_t n) {
+  if (auto it = requests_.find(seq); it != requests_.end()) it->second.num_cached = n;
+}
+
 void OutputProcessor::fill_counters(const Request& r, RequestOutput& out) const {
   out.id = r.request;
   out.index = r.index;
   out.num_prompt_tokens = r.num_prompt;
+  out.num_cached_tokens = r.num_cached;
   out.num_generated_tokens = r.num_generated;
   out.num_draft_tokens = static_cast<int32_t>(r.spec.draft_tokens);
   out.num_accepted_tokens = static_cast<int32_t>(r.spec.accepted_tokens);

@@ -61,6 +61,8 @@ class OutputProcessor {
   // of tokens [start + 1, start + n] of `tokens` from `logits` [n, vocab] join the next output
   // (positions already reported, as after a preemption, are not reported again).
   void prompt_chunk(sched::SeqId seq, std::span<const int32_t> tokens, int32_t start, int32_t n, const float* logits);
+  // The first n prompt tokens of `seq` came from the prefix cache (reported as num_cached_tokens).
+  void cached(sched::SeqId seq, int32_t n);
 
   // The tokens appended for `seq` this step (see Committed). token_finish kStop (a stop token id)
   // keeps its text out. A stop string may finish the sequence earlier; the output then reports only
@@ -86,6 +88,7 @@ class OutputProcessor {
     int32_t prompt_reported = 1;  // prompt positions below this have their logprobs reported
     std::vector<TokenLogprobs> pending_prompt;
     int32_t num_prompt = 0;
+    int32_t num_cached = 0;
     int32_t num_generated = 0;
     int32_t arm = -1;
     spec::SpecMetrics spec;  // this sequence's speculative counters

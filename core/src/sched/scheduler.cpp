@@ -223,30 +223,37 @@ void Scheduler::schedule_running(StepBatch& batch, int32_t& budget) {
 void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
   while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<size_t>(limits_.max_num_seqs)) {
     Sequence& seq = *waiting_.front();
-    const int32_t remaining = tokens_to_run(seq);
+    const auto sid = static_cast<kv::SeqId>(seq.id);
     const int64_t blocks_total = (static_cast<int64_t>(seq.tokens.size()) + kv_.block_size()) / kv_.block_size();
     if (blocks_total > kv_.num_blocks()) {
-      batch.failed.emplace_back(seq.id, too_large_message(seq));
-      waiting_.pop_front();
+      fail_waiting(batch, too_large_message(seq));
       continue;
     }
+    const bool fresh = !kv_.has_sequence(sid);  // a fork holds its shared prompt already
+    if (fresh) {
+      kv_.add_sequence(sid);
+      seq.num_computed = match_cached_prefix(seq);
+    }
+    const int32_t remaining = tokens_to_run(seq);
     if (!limits_.chunked_prefill && remaining > budget) {
       if (remaining > limits_.max_num_batched_tokens) {
-        batch.failed.emplace_back(
-            seq.id, "prompt of " + std::to_string(remaining) + " tokens exceeds scheduler.max_num_batched_tokens = " +
-                        std::to_string(limits_.max_num_batched_tokens) + " and scheduler.chunked_prefill is off");
-        waiting_.pop_front();
+        fail_waiting(batch,
+                     "prompt of " + std::to_string(remaining) + " tokens exceeds scheduler.max_num_batched_tokens = " +
+                         std::to_string(limits_.max_num_batched_tokens) + " and scheduler.chunked_prefill is off");
         continue;
       }
+      if (fresh) release_waiting(seq);
       break;
     }
     const int32_t n = std::min(remaining, budget);
-    const auto sid = static_cast<kv::SeqId>(seq.id);
-    if (!kv_.has_sequence(sid)) kv_.add_sequence(sid);  // a fork holds its shared prompt already
     if (!kv_.reserve(sid, n)) {
-      kv_.remove_sequence(sid);
-      seq.num_computed = 0;  // a fork that gives up its shared blocks prefills alone later
+      release_waiting(seq);  // a fork that gives up its shared blocks prefills alone later
       break;                 // wait for blocks to be freed
+    }
+    if (fresh && kv_.prefix_caching()) {
+      prefix_stats_.queries += seq.tokens.size();
+      prefix_stats_.hits += static_cast<uint64_t>(seq.num_computed);
+      if (seq.num_generated() == 0) seq.num_cached = seq.num_computed;
     }
     StepRow& row = batch.rows.emplace_back();
     row.seq = &seq;
@@ -257,6 +264,29 @@ void Scheduler::admit_waiting(StepBatch& batch, int32_t& budget) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
+}
+
+// The published KV blocks a newly admitted sequence's tokens start with (KvCache::match_prefix),
+// leaving at least one token of its prefill to run: the last prompt token, whose logits the first
+// sample needs, or (a preempted sequence re-prefilling all but its last token) the one before it.
+// A request that asked for prompt_logprobs computes its whole prompt.
+int32_t Scheduler::match_cached_prefix(Sequence& seq) {
+  if (!kv_.prefix_caching() || seq.params.prompt_logprobs >= 0) return 0;
+  const auto len = static_cast<int32_t>(seq.tokens.size());
+  const int32_t limit = len - 1 - (seq.num_generated() > 0 ? 1 : 0);
+  return kv_.match_prefix(static_cast<kv::SeqId>(seq.id), seq.tokens, limit);
+}
+
+void Scheduler::release_waiting(Sequence& seq) {
+  kv_.remove_sequence(static_cast<kv::SeqId>(seq.id));
+  seq.num_computed = 0;
+}
+
+void Scheduler::fail_waiting(StepBatch& batch, std::string message) {
+  Sequence& seq = *waiting_.front();
+  batch.failed.emplace_back(seq.id, std::move(message));
+  release_waiting(seq);
+  waiting_.pop_front();
 }
 
 void Scheduler::commit(StepRow& row) {
@@ -285,6 +315,9 @@ void Scheduler::commit(StepRow& row) {
     }
     if (row.finish != FinishReason::kNone) break;
   }
+  // Full blocks of accepted tokens become a cached prefix (KvCache::publish) now that the
+  // rollback has dropped the rejected drafts.
+  kv_.publish(sid, seq.tokens);
   // A request that generates nothing (max_tokens 0: it scores its prompt) ends with its prompt.
   if (row.sample && row.emitted.empty() && seq.num_generated() >= seq.params.max_tokens)
     row.finish = FinishReason::kLength;

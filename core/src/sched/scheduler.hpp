@@ -25,6 +25,11 @@
 // sequences did not use. Prefill chunks and new arrivals wait for that schedule: a request added
 // during a multi-step is scheduled within n steps.
 //
+// Prefix caching (kv_cache.prefix_caching, docs/scheduling.md): a sequence admitted without KV
+// (new, or preempted) first takes the cached blocks its tokens start with
+// (KvCache::match_prefix) and prefills from there; commit() publishes every full block of
+// accepted tokens (KvCache::publish), after the rollback of rejected drafts.
+//
 // Threading: the scheduler is used by one thread at a time. With async scheduling, commit() runs
 // on the model worker while the engine thread may call add(), num_running() and num_waiting()
 // (commit touches only the row's Sequence and the KV caches, never the queues).
@@ -51,6 +56,7 @@ struct Sequence {
   std::vector<int32_t> tokens;  // prompt, then every generated token
   int32_t num_prompt = 0;
   int32_t num_computed = 0;  // tokens whose K/V are in the cache
+  int32_t num_cached = 0;    // prompt tokens whose K/V came from the prefix cache at admission
   SamplingParams params;
   uint64_t seed = 0;              // the request's Philox seed
   std::vector<int32_t> stop_ids;  // stop token ids: params.stop_token_ids and, unless ignore_eos, EOS
@@ -113,6 +119,14 @@ class Scheduler {
   // hosted caches; returns it, or null for an unknown id.
   std::unique_ptr<Sequence> remove(SeqId id);
 
+  // Prefix caching (kv::KvCache::match_prefix), in tokens: those of the sequences admitted with a
+  // lookup, and those of them found in the cache.
+  struct PrefixCacheStats {
+    uint64_t queries = 0;
+    uint64_t hits = 0;
+  };
+  PrefixCacheStats prefix_cache_stats() const { return prefix_stats_; }
+
   bool empty() const { return waiting_.empty() && running_.empty(); }
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
@@ -126,6 +140,9 @@ class Scheduler {
   void start_multi_step(const StepBatch& batch);
   void end_multi_step();
   int32_t lookahead(const Sequence& seq, size_t num_running) const;
+  int32_t match_cached_prefix(Sequence& seq);
+  void release_waiting(Sequence& seq);
+  void fail_waiting(StepBatch& batch, std::string message);
   void preempt(size_t running_index, StepBatch& batch);
   void drop_kv(SeqId id);
   std::string too_large_message(const Sequence& seq) const;
@@ -138,6 +155,7 @@ class Scheduler {
   int32_t substeps_left_ = 0;
   bool multi_step_ = false;    // sequences may hold multi-step reservations (kv_reserved)
   std::vector<int32_t> room_;  // start_multi_step's per-row reservation, reused
+  PrefixCacheStats prefix_stats_;
 };
 
 }  // namespace specd::sched

@@ -41,10 +41,14 @@ ChatPrompter::ChatPrompter(const tokenizer::Tokenizer& tok, const std::string& t
 }
 
 std::vector<int32_t> ChatPrompter::tokenize(const jinja::ChatInput& input) const {
+  return encode(render(input));
+}
+
+std::vector<int32_t> ChatPrompter::encode(const std::string& rendered) const {
   tokenizer::EncodeOptions opts;
   opts.add_special_tokens = false;  // the template writes BOS itself
   opts.parse_special = true;        // its markers are special tokens
-  return tok_.encode(render(input), opts);
+  return tok_.encode(rendered, opts);
 }
 
 std::string ChatPrompter::description() const {

@@ -27,6 +27,8 @@ class ChatPrompter {
   std::string render(const jinja::ChatInput& input) const { return templates_.render(input); }
   // render(), tokenized. Throws jinja::TemplateError (the template's message) on a failed render.
   std::vector<int32_t> tokenize(const jinja::ChatInput& input) const;
+  // Tokenizes text render() produced.
+  std::vector<int32_t> encode(const std::string& rendered) const;
 
   // End-of-turn tokens the template writes (<|im_end|>, <|eot_id|>, <|eom_id|>, <|end|>,
   // <end_of_turn>) that the tokenizer has; the model's EOS ids stop generation anyway.

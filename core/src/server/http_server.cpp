@@ -11,6 +11,8 @@
 
 #include "config/config.hpp"
 #include "server/chat_template.hpp"
+#include "server/engine_exporter.hpp"
+#include "server/generation.hpp"
 #include "server/http_transport.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_api.hpp"
@@ -60,10 +62,6 @@ http::Response error_response(const ApiError& e) {
 
 void send_error(http::Exchange& ex, const ApiError& e) {
   ex.reply(error_response(e));
-}
-
-std::string sse(const json& j) {
-  return "data: " + dump(j) + "\n\n";
 }
 
 // Known endpoints by name, so the http metric's label set stays bounded.
@@ -123,13 +121,9 @@ struct HttpServer::Impl {
   Gauge* queue_depth = nullptr;
   Gauge* running = nullptr;
   Gauge* ready = nullptr;
-  Gauge* kv_blocks = nullptr;
-  Gauge* kv_blocks_used = nullptr;
-  Gauge* kv_usage = nullptr;
-  Counter* preemptions = nullptr;
-  Family<Counter>* step_seconds = nullptr;
   // Speculative decoding: engine-wide, per A/B arm and per shadow arm (series exist only when on).
   SpecExporter spec{metrics};
+  EngineExporter engine_series{metrics};  // KV cache, prefix cache, preemptions, step time
 
   explicit Impl(const config::EngineConfig& c);
   void register_metrics();
@@ -140,11 +134,7 @@ struct HttpServer::Impl {
   }
   void check_auth(const http::Request& req) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
-  // arm: the serving A/B arm ("" = none), sent as X-Specd-Arm (and in usage, by the builder).
-  void stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder, const std::string& arm,
-                       RequestStream& stream, RequestOutput first);
   void on_finished(const RequestTrace& t);
-  void set_step_seconds(const StepStats& s);
   std::string response_id(bool chat) {
     const uint64_t n = next_response_id.fetch_add(1) + 1;
     return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", id_salt, n);
@@ -200,15 +190,6 @@ void HttpServer::Impl::register_metrics() {
   queue_depth = &metrics.gauge("specd_queue_depth", "Requests waiting to enter the engine.").with({});
   running = &metrics.gauge("specd_running_sequences", "Requests inside the engine (prefilling or decoding).").with({});
   ready = &metrics.gauge("specd_model_ready", "1 once the model is loaded and the server accepts requests.").with({});
-  kv_blocks = &metrics.gauge("specd_kv_cache_blocks", "KV cache blocks of the target model.").with({});
-  kv_blocks_used = &metrics.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({});
-  kv_usage = &metrics.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({});
-  preemptions = &metrics.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({});
-  step_seconds = &metrics.counter("specd_step_seconds_total",
-                                  "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
-                                  "target's), propose, verify, commit, schedule, output; with async scheduling "
-                                  "in_flight, overlap (worker busy meanwhile) and wait.",
-                                  {"phase"});
   metrics.add_collect_hook([this] {
     std::shared_ptr<Loaded> l = get_loaded();
     if (!l) return;
@@ -216,21 +197,9 @@ void HttpServer::Impl::register_metrics() {
     queue_depth->set(static_cast<double>(s.num_waiting));
     running->set(static_cast<double>(s.num_running));
     ready->set(draining ? 0.0 : 1.0);
-    const int32_t used = s.engine.kv_blocks_total - s.engine.kv_blocks_free;
-    kv_blocks_used->set(used);
-    kv_usage->set(s.engine.kv_blocks_total > 0 ? static_cast<double>(used) / s.engine.kv_blocks_total : 0.0);
-    preemptions->set_total(static_cast<double>(s.engine.num_preemptions));
-    set_step_seconds(s.steps);
+    engine_series.collect(s.engine, s.steps);
     spec.collect(s.spec, s.arms);
   });
-}
-
-void HttpServer::Impl::set_step_seconds(const StepStats& s) {
-  const std::pair<const char*, double> phases[] = {
-      {"wall", s.wall},       {"forward", s.forward},   {"propose", s.propose}, {"verify", s.verify},
-      {"commit", s.commit},   {"schedule", s.schedule}, {"output", s.output},   {"in_flight", s.in_flight},
-      {"overlap", s.overlap}, {"wait", s.wait}};
-  for (const auto& [phase, seconds] : phases) step_seconds->with({phase}).set_total(seconds);
 }
 
 void HttpServer::Impl::on_finished(const RequestTrace& t) {
@@ -363,63 +332,6 @@ void HttpServer::Impl::routes() {
   transport->route("POST", "/v1/chat/completions", http::Dispatch::kWorker, generation(true));
 }
 
-namespace {
-
-// The engine request for a parsed API request (speculative options and the arm validated).
-Request to_engine_request(const GenerationRequest& g) {
-  Request r;
-  r.prompt_ids = g.prompt_ids;
-  r.sampling = g.sampling;
-  r.n = g.n;
-  r.tool_calls = g.tool_calls;
-  if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
-  r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
-  r.speculative.dynamic = g.speculative.dynamic;
-  r.speculative.arm = g.speculative.arm;
-  r.speculative.user = g.user;
-  return r;
-}
-
-// The serving A/B arm of a response: header X-Specd-Arm and usage.arm ("" = none).
-std::string arm_name(const Loaded& l, const RequestOutput& out) {
-  return out.arm >= 0 && static_cast<size_t>(out.arm) < l.limits.arms.size()
-             ? l.limits.arms[static_cast<size_t>(out.arm)]
-             : std::string();
-}
-
-// Waits for the next output; nullopt once the client has gone away. The ServingEngine guarantees
-// every stream ends (stop() aborts).
-std::optional<RequestOutput> next_output(RequestStream& stream, const http::Exchange& ex) {
-  for (;;) {
-    if (ex.client_gone()) return std::nullopt;
-    if (auto out = stream.next(Clock::now() + std::chrono::milliseconds(200))) return out;
-  }
-}
-
-// A choice that failed or was aborted fails the request (its other choices are cancelled).
-bool failed(const RequestOutput& out) {
-  return out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kAbort;
-}
-
-ApiError engine_failure(const RequestOutput& out) {
-  if (out.finish_reason == FinishReason::kAbort) {
-    return ApiError(503, "the request was aborted: the server is shutting down", "server_error", "", "aborted");
-  }
-  return ApiError(500, "generation failed: " + out.error, "server_error", "", "engine_error");
-}
-
-// Leaving generate() without a finished output cancels the request.
-struct CancelGuard {
-  ServingEngine& engine;
-  RequestId id;
-  bool armed = true;
-  ~CancelGuard() {
-    if (armed) engine.cancel(id);
-  }
-};
-
-}  // namespace
-
 void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, bool chat) {
   check_auth(req);
   std::shared_ptr<Loaded> l = get_loaded();
@@ -427,95 +339,21 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   if (!l) throw ApiError(503, "the model is still loading", "server_error", "", "not_ready");
 
   const nlohmann::ordered_json body = parse_body(req.body);
-  GenerationRequest g = chat ? parse_chat_request(body, l->limits, *l->tok, *l->prompter)
-                             : parse_completion_request(body, l->limits, *l->tok);
-  resolve_arm(g, req.header("x-specd-arm"), l->limits);
-
-  Submission sub = l->engine->submit(to_engine_request(g));
-  if (sub.status == SubmitStatus::kQueueFull) {
-    throw ApiError(429,
-                   "the server is busy: the request queue is full (scheduler.max_queue = " +
-                       std::to_string(cfg.scheduler.max_queue) + "); retry later",
-                   "rate_limit_error", "", "queue_full");
+  std::vector<GenerationRequest> requests;
+  if (chat) {
+    requests.push_back(parse_chat_request(body, l->limits, *l->tok, *l->prompter));
+  } else {
+    requests = parse_completion_requests(body, l->limits, *l->tok);
   }
-  if (sub.status == SubmitStatus::kStopped) {
-    throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
-  }
-  CancelGuard guard{*l->engine, sub.id};
-
-  const ResponseMeta meta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name, fingerprint};
-  std::optional<RequestOutput> first = next_output(*sub.stream, ex);
-  if (!first) return;  // the client is gone
-  if (failed(*first)) {
-    guard.armed = !first->finished;
-    throw engine_failure(*first);
-  }
-  const std::string arm = arm_name(*l, *first);
-  const ResponseOptions options{cfg.server.stream_token_by_token, !l->limits.arms.empty(), arm};  // arms: it speculates
-  ResponseBuilder builder(g, meta, *l->tok, options);
-  if (g.stream) {
-    stream_response(ex, g, builder, arm, *sub.stream, std::move(*first));
-    guard.armed = !sub.stream->finished();
-    return;
-  }
-  builder.add(*first);
-  bool done = first->finished;
-  while (!done) {
-    std::optional<RequestOutput> out = next_output(*sub.stream, ex);
-    if (!out) return;
-    if (failed(*out)) {
-      guard.armed = !out->finished;
-      throw engine_failure(*out);
-    }
-    builder.add(*out);
-    done = out->finished;
-  }
-  guard.armed = false;
-  http::Headers headers;
-  if (!arm.empty()) headers.emplace_back("X-Specd-Arm", arm);
-  ex.reply(http::Response{200, "application/json", dump(builder.response()), std::move(headers)});
-}
-
-// Server-sent events: the chunks the builder makes for each batch of outputs, the usage chunk
-// when asked for, then [DONE]. Returns when the stream ended or the client went away.
-void HttpServer::Impl::stream_response(http::Exchange& ex, const GenerationRequest& g, ResponseBuilder& builder,
-                                       const std::string& arm, RequestStream& stream, RequestOutput first) {
-  http::Headers headers{{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  if (!arm.empty()) headers.emplace_back("X-Specd-Arm", arm);
-  if (!ex.begin_stream(200, "text/event-stream", headers)) return;
-  std::vector<RequestOutput> outs;
-  outs.push_back(std::move(first));
-  std::vector<json> chunks;
-  for (;;) {
-    std::string data;
-    bool completed = false;
-    for (const RequestOutput& out : outs) {
-      if (failed(out)) {
-        data += sse(error_body(engine_failure(out)));
-        completed = true;
-      } else {
-        chunks.clear();
-        builder.stream(out, chunks);
-        for (const json& c : chunks) data += sse(c);
-        if (out.finished && g.include_usage) data += sse(builder.usage_chunk());
-        completed = out.finished;
-      }
-      if (completed) {
-        data += "data: [DONE]\n\n";
-        break;
-      }
-    }
-    if (!data.empty() && !ex.write(std::move(data))) {
-      log.debug("stream ended early (client gone); cancelling");
-      return;
-    }
-    if (completed) return ex.end_stream();
-    std::optional<RequestOutput> out = next_output(stream, ex);
-    if (!out) return;
-    outs.clear();
-    outs.push_back(std::move(*out));
-    for (RequestOutput& more : stream.drain()) outs.push_back(std::move(more));
-  }
+  for (GenerationRequest& g : requests) resolve_arm(g, req.header("x-specd-arm"), l->limits);
+  const GenerationContext ctx{
+      *l->engine,
+      *l->tok,
+      l->limits,
+      cfg,
+      ResponseMeta{response_id(chat), static_cast<int64_t>(std::time(nullptr)), model_name, fingerprint},
+      log};
+  serve_generation(ctx, requests, ex);
 }
 
 HttpServer::HttpServer(const config::EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -549,10 +387,11 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
       m.cfg.server.max_prompt_tokens > 0 ? std::min<int64_t>(m.cfg.server.max_prompt_tokens, context_limit)
                                          : context_limit);
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
+  l->limits.allow_unsupported_tools = m.cfg.server.allow_unsupported_tools;
   l->limits.vocab_size = info.vocab_size;
   l->limits.defaults = {info.default_temperature,        info.default_top_p, info.default_min_p,
                         info.default_repetition_penalty, info.default_top_k, info.default_max_tokens};
-  m.kv_blocks->set(info.kv_num_blocks);
+  m.engine_series.set_engine(info);
   for (const ArmInfo& a : info.arms) l->limits.arms.push_back(a.name);
   m.spec.set_engine(info);  // before `loaded` is published: the collect hook reads it after get_loaded()
 

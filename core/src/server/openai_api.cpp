@@ -347,8 +347,6 @@ std::vector<int32_t> read_prompt(const ordered_json& p, const ApiLimits& limits,
     return tok.encode(text, opts);
   }
   if (p.is_array() && p.size() == 1 && p[0].is_array()) return ids(p[0]);
-  if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array()))
-    throw bad_request("only one prompt per request is supported, got " + std::to_string(p.size()), "prompt");
   throw bad_request("prompt must be a string, an array of token ids, or an array holding one of those", "prompt");
 }
 
@@ -383,6 +381,40 @@ GenerationRequest parse_completion_request(const ordered_json& body, const ApiLi
   }
   check_sampling(req);
   return req;
+}
+
+std::vector<GenerationRequest> parse_completion_requests(const ordered_json& body, const ApiLimits& limits,
+                                                         const tokenizer::Tokenizer& tok) {
+  const bool list = present(body, "prompt") && body["prompt"].is_array() && body["prompt"].size() > 1 &&
+                    (body["prompt"][0].is_string() || body["prompt"][0].is_array());
+  if (!list) return {parse_completion_request(body, limits, tok)};
+  const ordered_json& prompts = body["prompt"];
+  if (prompts.size() > kMaxPrompts)
+    throw bad_request("a list of at most " + std::to_string(kMaxPrompts) + " prompts is accepted, got " +
+                          std::to_string(prompts.size()),
+                      "prompt");
+  std::vector<GenerationRequest> out;
+  int64_t choices = 0;
+  ordered_json one = body;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const ordered_json& p = prompts[i];
+    if (!p.is_string() && !p.is_array())
+      throw bad_request("prompt[" + std::to_string(i) + "]: a list of prompts holds strings or arrays of token ids",
+                        "prompt");
+    one["prompt"] = ordered_json::array({p});
+    try {
+      out.push_back(parse_completion_request(one, limits, tok));
+    } catch (const ApiError& e) {
+      if (!e.param.starts_with("prompt")) throw;
+      throw ApiError(e.status, "prompt[" + std::to_string(i) + "]: " + e.what(), e.type, e.param, e.code);
+    }
+    choices += out.back().n;
+  }
+  if (choices > kMaxChoices)
+    throw bad_request("the prompts ask for " + std::to_string(choices) + " choices in all (prompts x n); at most " +
+                          std::to_string(kMaxChoices) + " are accepted",
+                      "n");
+  return out;
 }
 
 GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& limits, const tokenizer::Tokenizer& tok,
@@ -433,6 +465,12 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     }
   }
   if (parse_tools) req.tool_calls = prompter.tool_call_format();
+  if (parse_tools && req.tool_calls == ToolCallFormat::kNone && !limits.allow_unsupported_tools)
+    throw bad_request(
+        "tools need a tool-call parser and this server has none (server.tool_call_parser: none, or auto with a "
+        "chat template that writes no known tool-call format), so the model's calls could not come back as "
+        "tool_calls; send tool_choice: \"none\", or the operator sets server.allow_unsupported_tools: true",
+        "tools");
   if (present(body, "add_generation_prompt"))
     in.add_generation_prompt = read_bool(body["add_generation_prompt"], "add_generation_prompt");
   if (present(body, "chat_template_kwargs")) {
@@ -445,7 +483,18 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     }
   }
   try {
-    req.prompt_ids = prompter.tokenize(in);
+    const std::string text = prompter.render(in);
+    if (!in.tools.is_none() && !limits.allow_unsupported_tools) {
+      jinja::ChatInput bare = in;
+      bare.tools = jinja::Value::none();
+      if (prompter.render(bare) == text)
+        throw bad_request(
+            "the chat template does not render tools (the prompt is the same without them), so the model would "
+            "never see them; use a template that does (server.chat_template), or the operator sets "
+            "server.allow_unsupported_tools: true",
+            "tools");
+    }
+    req.prompt_ids = prompter.encode(text);
   } catch (const jinja::TemplateError& e) {
     throw bad_request(std::string("the chat template failed: ") + e.what(), "messages");
   }

@@ -63,6 +63,9 @@ struct ApiLimits {
   int64_t vocab_size = 0;
   SamplingDefaults defaults;
   std::vector<std::string> arms;  // the engine's A/B arms (EngineInfo::arms)
+  // server.allow_unsupported_tools: serve `tools` the chat template does not render or no
+  // tool-call parser reads (else 400).
+  bool allow_unsupported_tools = false;
 };
 
 struct GenerationRequest {
@@ -85,6 +88,12 @@ struct GenerationRequest {
 // model) on anything the server cannot honour exactly.
 GenerationRequest parse_completion_request(const nlohmann::ordered_json& body, const ApiLimits& limits,
                                            const tokenizer::Tokenizer& tok);
+// A completion body whose `prompt` is a list of prompts (strings or token-id arrays): one request
+// per prompt, in order, each with the body's other fields; any other body: parse_completion_request.
+// A prompt's error names it (prompt[i]). At most kMaxPrompts prompts and kMaxChoices choices in all.
+inline constexpr size_t kMaxPrompts = 64;
+std::vector<GenerationRequest> parse_completion_requests(const nlohmann::ordered_json& body, const ApiLimits& limits,
+                                                         const tokenizer::Tokenizer& tok);
 GenerationRequest parse_chat_request(const nlohmann::ordered_json& body, const ApiLimits& limits,
                                      const tokenizer::Tokenizer& tok, const ChatPrompter& prompter);
 

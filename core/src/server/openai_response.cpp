@@ -73,6 +73,7 @@ void ResponseBuilder::count(Choice& c, const RequestOutput& out) {
     prompt_logprobs_.insert(prompt_logprobs_.end(), out.prompt_logprobs.begin(), out.prompt_logprobs.end());
   if (out.finish_reason != FinishReason::kNone) c.finish = out.finish_reason;
   c.generated = out.num_generated_tokens;
+  cached_tokens_ = std::max(cached_tokens_, out.num_cached_tokens);
   c.drafts = out.num_draft_tokens;
   c.accepted = out.num_accepted_tokens;
   c.spec_steps = out.num_spec_steps;
@@ -112,7 +113,8 @@ json ResponseBuilder::usage() const {
   }
   json u = {{"prompt_tokens", prompt_tokens_},
             {"completion_tokens", completion},
-            {"total_tokens", prompt_tokens_ + completion}};
+            {"total_tokens", prompt_tokens_ + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
   if (opts_.speculative) {
     u["speculative"] = {{"draft_tokens", drafts},
                         {"accepted_tokens", accepted},
@@ -184,7 +186,9 @@ json ResponseBuilder::response() const {
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    json entry = {{"index", i}, {"finish_reason", reason_json(finish_reason(c))}, {"logprobs", nullptr}};
+    json entry = {{"index", opts_.first_index + static_cast<int32_t>(i)},
+                  {"finish_reason", reason_json(finish_reason(c))},
+                  {"logprobs", nullptr}};
     if (req_.chat) {
       json message = {{"role", "assistant"}, {"content", c.text}};
       if (!c.tool_calls.empty()) {
@@ -217,7 +221,7 @@ json ResponseBuilder::response() const {
 }
 
 json ResponseBuilder::chunk(int32_t index, json delta_or_text, const json& logprobs, const std::string& finish) const {
-  json c = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish)}};
+  json c = {{"index", opts_.first_index + index}, {"logprobs", logprobs}, {"finish_reason", reason_json(finish)}};
   c[req_.chat ? "delta" : "text"] = std::move(delta_or_text);
   json out = {{"id", meta_.id},
               {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
@@ -235,17 +239,14 @@ void ResponseBuilder::stream_piece(Choice& c, int32_t index, const std::string& 
   c.tool_calls.insert(c.tool_calls.end(), calls.begin(), calls.end());
   const std::string finish = last ? finish_reason(c) : "";
   const bool has_lps = req_.want_logprobs && !lps.empty();
-  if (text.empty() && calls.empty() && !has_lps && finish.empty()) return;
   json lp = nullptr;
   if (has_lps) {
     lp = logprobs_json(lps, text_offset_ + code_points(c.text), false, context(c));
     for (const TokenLogprobs& t : lps) c.tokens.push_back(t.token);
   }
   if (!req_.chat) {
-    chunks.push_back(chunk(index, text, lp, finish));
+    if (!text.empty() || has_lps) chunks.push_back(chunk(index, text, lp, ""));
   } else {
-    json delta = json::object();
-    if (!text.empty()) delta["content"] = text;
     for (const ToolCall& t : calls) {
       chunks.push_back(chunk(index,
                              {{"tool_calls", json::array({{{"index", t.index},
@@ -257,9 +258,14 @@ void ResponseBuilder::stream_piece(Choice& c, int32_t index, const std::string& 
           index, {{"tool_calls", json::array({{{"index", t.index}, {"function", {{"arguments", t.arguments}}}}})}},
           nullptr, ""));
     }
-    if (!text.empty() || has_lps || !finish.empty()) chunks.push_back(chunk(index, std::move(delta), lp, finish));
+    json delta = json::object();
+    if (!text.empty()) delta["content"] = text;
+    if (!text.empty() || has_lps) chunks.push_back(chunk(index, std::move(delta), lp, ""));
   }
   c.text += text;
+  // The choice's end comes in a chunk of its own, as OpenAI and llama-server send it: an empty
+  // delta (chat) or text (completions) with finish_reason.
+  if (!finish.empty()) chunks.push_back(chunk(index, req_.chat ? json::object() : json(""), nullptr, finish));
 }
 
 void ResponseBuilder::stream(const RequestOutput& out, std::vector<json>& chunks) {
@@ -302,6 +308,44 @@ json ResponseBuilder::usage_chunk() const {
               {"created", meta_.created}, {"model", meta_.model},
               {"choices", json::array()}, {"usage", usage()}};
   if (!meta_.system_fingerprint.empty()) out["system_fingerprint"] = meta_.system_fingerprint;
+  return out;
+}
+
+json merge_usage(const std::vector<json>& usages) {
+  json total = usages.front();
+  for (size_t r = 1; r < usages.size(); ++r) {
+    const json& u = usages[r];
+    for (const char* key : {"prompt_tokens", "completion_tokens", "total_tokens"})
+      total[key] = total[key].get<int64_t>() + u[key].get<int64_t>();
+    json& cached = total["prompt_tokens_details"]["cached_tokens"];
+    cached = cached.get<int64_t>() + u["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    if (!total.contains("speculative")) continue;
+    json& s = total["speculative"];
+    const json& o = u["speculative"];
+    for (const char* key : {"draft_tokens", "accepted_tokens", "spec_steps"})
+      s[key] = s[key].get<int64_t>() + o[key].get<int64_t>();
+    for (const char* key : {"drafted_at_position", "accepted_at_position"}) {
+      std::vector<int64_t> a = s[key].get<std::vector<int64_t>>();
+      const std::vector<int64_t> b = o[key].get<std::vector<int64_t>>();
+      if (a.size() < b.size()) a.resize(b.size(), 0);
+      for (size_t i = 0; i < b.size(); ++i) a[i] += b[i];
+      s[key] = a;
+    }
+    const auto drafts = s["draft_tokens"].get<int64_t>();
+    s["acceptance_rate"] = drafts > 0 ? static_cast<double>(s["accepted_tokens"].get<int64_t>()) / drafts : 0.0;
+  }
+  return total;
+}
+
+json merge_responses(const std::vector<json>& responses) {
+  json out = responses.front();
+  std::vector<json> usages;
+  for (size_t r = 0; r < responses.size(); ++r) {
+    usages.push_back(responses[r]["usage"]);
+    if (r == 0) continue;
+    for (const json& c : responses[r]["choices"]) out["choices"].push_back(c);
+  }
+  out["usage"] = merge_usage(usages);
   return out;
 }
 

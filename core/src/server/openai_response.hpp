@@ -37,7 +37,16 @@ struct ResponseOptions {
   bool token_by_token = false;  // server.stream_token_by_token: one event per token
   bool speculative = false;     // the engine speculates: usage carries its statistics
   std::string arm;              // the serving A/B arm: usage.arm (an extension); "" = none
+  // Completions with a list of prompts: the first choice index of this prompt (i * n); its
+  // choices are numbered from there.
+  int32_t first_index = 0;
 };
+
+// One completion response for a list of prompts (their builders' responses in prompt order): the
+// choices one after the other, usage summed (acceptance_rate recomputed).
+nlohmann::json merge_responses(const std::vector<nlohmann::json>& responses);
+// The usage of several prompts' responses summed, as merge_responses sums it.
+nlohmann::json merge_usage(const std::vector<nlohmann::json>& usages);
 
 class ResponseBuilder {
  public:
@@ -88,7 +97,8 @@ class ResponseBuilder {
   std::vector<Choice> choices_;
   std::vector<TokenLogprobs> prompt_logprobs_;  // choice 0's, for echo
   int32_t prompt_tokens_ = 0;
-  size_t text_offset_ = 0;  // completions logprobs: characters before the first generated token
+  int32_t cached_tokens_ = 0;  // of the prompt, from the prefix cache (usage.prompt_tokens_details)
+  size_t text_offset_ = 0;     // completions logprobs: characters before the first generated token
 };
 
 }  // namespace specd::server

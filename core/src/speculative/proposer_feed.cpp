@@ -12,11 +12,13 @@ bool ProposerFeed::prefilled(sched::SeqId id) const {
 
 int32_t ProposerFeed::begin_prefill(const sched::StepRow& row, std::vector<float>& hidden) {
   SeqState& st = seqs_[row.seq->id];
-  // A choice forked from another's prompt (n > 1) starts past positions the proposer never saw:
-  // they all reach it now (without hidden states: the engine does not fork for proposers that
-  // need them).
-  const bool forked = row.start > st.next_pos && st.next_pos == 0 && !wants_hidden_;
-  SPECD_CHECK((row.start == st.next_pos || forked) && st.rows.empty(), ErrorCode::kInternal,
+  // A chunk may start past positions the proposer was shown: a choice forked from another's
+  // prompt (n > 1), a prompt found in the prefix cache, or a prompt whose last token went through
+  // a speculative step (a one-token last chunk is scheduled as a decode) and that now decodes
+  // plainly. They all reach it now: the proposer catches up on its own. Not for proposers that
+  // need the target's hidden states: the engine neither forks nor caches prefixes for them.
+  const bool catch_up = row.start > st.next_pos && !wants_hidden_;
+  SPECD_CHECK((row.start == st.next_pos || catch_up) && st.rows.empty(), ErrorCode::kInternal,
               "speculator: prefill chunk of sequence " + std::to_string(row.seq->id) + " starts at " +
                   std::to_string(row.start) + ", the proposer has seen up to " + std::to_string(st.next_pos));
   if (wants_hidden_) append_range(row, 0, row.n, hidden);

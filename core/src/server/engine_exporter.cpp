@@ -1,0 +1,46 @@
+#include "server/engine_exporter.hpp"
+
+#include <utility>
+
+namespace specd::server {
+
+EngineExporter::EngineExporter(MetricsRegistry& r)
+    : kv_blocks_(r.gauge("specd_kv_cache_blocks", "KV cache blocks of the target model.").with({})),
+      kv_blocks_used_(r.gauge("specd_kv_cache_blocks_used", "KV cache blocks holding sequences.").with({})),
+      kv_usage_(r.gauge("specd_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.").with({})),
+      kv_blocks_cached_(r.gauge("specd_prefix_cache_blocks",
+                                "Free KV cache blocks that keep a cached prefix (evicted least recently used first).")
+                            .with({})),
+      preemptions_(r.counter("specd_preemptions_total", "Sequences preempted to free KV blocks.").with({})),
+      prefix_queries_(r.counter("specd_prefix_cache_queries_total",
+                                "Prompt tokens of admitted sequences looked up in the prefix "
+                                "cache.")
+                          .with({})),
+      prefix_hits_(
+          r.counter("specd_prefix_cache_hits_total", "Prompt tokens whose KV the prefix cache held.").with({})),
+      step_seconds_(r.counter("specd_step_seconds_total",
+                              "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
+                              "target's), propose, verify, commit, schedule, output; with async scheduling "
+                              "in_flight, overlap (worker busy meanwhile) and wait.",
+                              {"phase"})) {}
+
+void EngineExporter::set_engine(const EngineInfo& info) {
+  kv_blocks_.set(info.kv_num_blocks);
+}
+
+void EngineExporter::collect(const EngineStats& e, const StepStats& s) {
+  const int32_t used = e.kv_blocks_total - e.kv_blocks_free;
+  kv_blocks_used_.set(used);
+  kv_usage_.set(e.kv_blocks_total > 0 ? static_cast<double>(used) / e.kv_blocks_total : 0.0);
+  kv_blocks_cached_.set(e.kv_blocks_cached);
+  preemptions_.set_total(static_cast<double>(e.num_preemptions));
+  prefix_queries_.set_total(static_cast<double>(e.prefix_cache_queries));
+  prefix_hits_.set_total(static_cast<double>(e.prefix_cache_hits));
+  const std::pair<const char*, double> phases[] = {
+      {"wall", s.wall},       {"forward", s.forward},   {"propose", s.propose}, {"verify", s.verify},
+      {"commit", s.commit},   {"schedule", s.schedule}, {"output", s.output},   {"in_flight", s.in_flight},
+      {"overlap", s.overlap}, {"wait", s.wait}};
+  for (const auto& [phase, seconds] : phases) step_seconds_.with({phase}).set_total(seconds);
+}
+
+}  // namespace specd::server

@@ -112,9 +112,11 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
       *kv, spec->hosted_kv());
   // Prefix caching skips the target's prompt positions it finds, so a proposer that needs the
   // target's hidden states of every position (MTP, EAGLE-3) gets a full prefill instead.
-  // A proposer's own models (draft model, self-draft) cache no prefixes: there, a found block is
-  // copied rather than shared, so that the target never holds fewer blocks than they need.
+  // A proposer's own models (draft model, self-draft) cache prefixes too, but their caches may
+  // have evicted other blocks than the target's: with them, every cache copies what it finds
+  // instead of sharing it, so that no hosted cache ever needs more blocks than the target holds.
   kv->set_prefix_caching(cfg.kv_cache.prefix_caching && !spec->wants_hidden(), spec->hosted_bytes_per_block() == 0);
+  spec->set_prefix_caching(kv->prefix_caching());
   if (cfg.kv_cache.prefix_caching && !kv->prefix_caching())
     log.info("prefix caching is off: the proposer needs the target's hidden states of every prompt position");
   scorer = spec->make_scorer(*model, *kv);

@@ -274,11 +274,15 @@ int32_t Scheduler::match_cached_prefix(Sequence& seq) {
   if (!kv_.prefix_caching() || seq.params.prompt_logprobs >= 0) return 0;
   const auto len = static_cast<int32_t>(seq.tokens.size());
   const int32_t limit = len - 1 - (seq.num_generated() > 0 ? 1 : 0);
-  return kv_.match_prefix(static_cast<kv::SeqId>(seq.id), seq.tokens, limit);
+  const auto sid = static_cast<kv::SeqId>(seq.id);
+  if (hosted_ != nullptr) hosted_->match_prefix(sid, seq.tokens, limit);
+  return kv_.match_prefix(sid, seq.tokens, limit);
 }
 
 void Scheduler::release_waiting(Sequence& seq) {
-  kv_.remove_sequence(static_cast<kv::SeqId>(seq.id));
+  const auto sid = static_cast<kv::SeqId>(seq.id);
+  kv_.remove_sequence(sid);
+  if (hosted_ != nullptr && kv_.prefix_caching()) hosted_->drop(sid);  // what match_cached_prefix gave them
   seq.num_computed = 0;
 }
 
@@ -318,6 +322,7 @@ void Scheduler::commit(StepRow& row) {
   // Full blocks of accepted tokens become a cached prefix (KvCache::publish) now that the
   // rollback has dropped the rejected drafts.
   kv_.publish(sid, seq.tokens);
+  if (hosted_ != nullptr && kv_.prefix_caching()) hosted_->publish(sid, seq.tokens);
   // A request that generates nothing (max_tokens 0: it scores its prompt) ends with its prompt.
   if (row.sample && row.emitted.empty() && seq.num_generated() >= seq.params.max_tokens)
     row.finish = FinishReason::kLength;

@@ -98,6 +98,11 @@ class HostedKv {
   virtual ~HostedKv() = default;
   virtual void truncate(kv::SeqId seq, int32_t max_len) = 0;  // keep at most max_len positions
   virtual void drop(kv::SeqId seq) = 0;
+  // Prefix caching (kv::KvCache::match_prefix / publish), called next to the target's when it
+  // caches: a sequence admitted without KV takes its cached prefix of at most max_len tokens in
+  // every hosted cache, and each commit publishes the full blocks of their committed tokens.
+  virtual void match_prefix(kv::SeqId seq, std::span<const int32_t> tokens, int32_t max_len) = 0;
+  virtual void publish(kv::SeqId seq, std::span<const int32_t> tokens) = 0;
 };
 
 class Scheduler {

@@ -236,6 +236,9 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedMod
 void ModelHost::set_kv(Hosted& h, int32_t num_blocks) {
   factory_.allocate_kv(h.tp_id, kv_shape(h), num_blocks, [&]() -> kv::KvCache& {
     h.set_kv(kv_shape(h), num_blocks);
+    // MTP modules take the target's hidden states, which a cached prefix does not have: the
+    // engine turns caching off for them before they could be asked to cache.
+    h.own_kv->set_prefix_caching(prefix_caching_, /*share=*/false);
     return *h.own_kv;
   });
 }
@@ -320,6 +323,26 @@ void ModelHost::truncate(kv::SeqId seq, int32_t max_len) {
 void ModelHost::drop(kv::SeqId seq) {
   for (auto& m : models_)
     if (m->kv != nullptr) m->kv->remove_sequence(seq);
+}
+
+void ModelHost::set_prefix_caching(bool on) {
+  prefix_caching_ = on;
+  for (auto& m : models_)
+    if (m->own_kv != nullptr) m->own_kv->set_prefix_caching(on, /*share=*/false);
+}
+
+void ModelHost::match_prefix(kv::SeqId seq, std::span<const int32_t> tokens, int32_t max_len) {
+  for (auto& m : models_) {
+    if (m->own_kv == nullptr || !m->own_kv->prefix_caching()) continue;
+    m->own_kv->remove_sequence(seq);
+    m->own_kv->add_sequence(seq);
+    m->own_kv->match_prefix(seq, tokens, max_len);
+  }
+}
+
+void ModelHost::publish(kv::SeqId seq, std::span<const int32_t> tokens) {
+  for (auto& m : models_)
+    if (m->own_kv != nullptr && m->own_kv->has_sequence(seq)) m->own_kv->publish(seq, tokens);
 }
 
 void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {

@@ -69,6 +69,11 @@ class ModelHost final : public sched::HostedKv {
   // sched::HostedKv: every hosted model (not the bound target).
   void truncate(kv::SeqId seq, int32_t max_len) override;
   void drop(kv::SeqId seq) override;
+  void match_prefix(kv::SeqId seq, std::span<const int32_t> tokens, int32_t max_len) override;
+  void publish(kv::SeqId seq, std::span<const int32_t> tokens) override;
+  // Prefix caching in every hosted cache (and those of models loaded later), in copy mode: each
+  // sequence holds its own blocks, so a hosted cache never needs more blocks than the target's.
+  void set_prefix_caching(bool on);
 
   struct Hosted;
 
@@ -92,6 +97,7 @@ class ModelHost final : public sched::HostedKv {
   std::string kv_dtype_;
   tp::ModelFactory& factory_;
   int32_t num_blocks_ = 0;
+  bool prefix_caching_ = false;
   std::vector<std::unique_ptr<Hosted>> models_;
   std::unique_ptr<Hosted> target_;  // bind_target()
 };

@@ -130,6 +130,10 @@ sched::HostedKv* Speculator::hosted_kv() {
   return host_.get();
 }
 
+void Speculator::set_prefix_caching(bool on) {
+  if (host_) host_->set_prefix_caching(on);
+}
+
 size_t Speculator::hosted_bytes_per_block() const {
   return host_ ? host_->hosted_bytes_per_block() : 0;
 }

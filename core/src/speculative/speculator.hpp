@@ -77,6 +77,8 @@ class Speculator {
   // The KV caches of the hosted models, which the scheduler rolls back with the target's (null
   // when none can exist), their bytes per block, and their sizing (docs/speculative.md).
   sched::HostedKv* hosted_kv();
+  // Prefix caching in the hosted models' caches (ModelHost::set_prefix_caching), as the target's.
+  void set_prefix_caching(bool on);
   size_t hosted_bytes_per_block() const;
   void allocate_hosted_kv(int32_t num_blocks);
   // The scorer `speculative.scorer` names, on the engine's target and KV cache: the built-in

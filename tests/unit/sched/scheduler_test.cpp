@@ -358,6 +358,8 @@ struct FakeHosted final : HostedKv {
     len.erase(seq);
     dropped.push_back(seq);
   }
+  void match_prefix(kv::SeqId, std::span<const int32_t>, int32_t) override {}  // these tests cache nothing
+  void publish(kv::SeqId, std::span<const int32_t>) override {}
 };
 
 // A decoding sequence with `prompt` tokens and one generated token, scheduled with lookahead k.

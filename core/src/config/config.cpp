@@ -233,7 +233,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
   if (!r.section(n, "model",
                  {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap",
-                  "tensor_parallel_size"}))
+                  "tensor_parallel_size", "sampler"}))
     return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
@@ -253,6 +253,24 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_bool(n, "model", "mmap", c.model.mmap);
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
   r.get_int(n, "model", "tensor_parallel_size", 0, 1024, c.model.tensor_parallel_size);
+  r.get_choice(n, "model", "sampler", {"auto", "inverse_cdf", "gumbel"}, c.model.sampler);
+}
+
+// model.sampler auto → gumbel when any verifier is `coupled` (its acceptance test is "the draft
+// equals the engine's own Gumbel-max draw"), else inverse_cdf; inverse_cdf with `coupled` is an
+// error.
+void resolve_sampler(Reader& r, const YAML::Node& root, EngineConfig& c) {
+  const SpeculativeConfig& s = c.speculative;
+  bool coupled = s.enabled && s.verifier.name == "coupled";
+  for (const ArmConfig& a : s.arms) coupled = coupled || (s.enabled && a.verifier.name == "coupled");
+  if (c.model.sampler == "auto") {
+    c.model.sampler = coupled ? "gumbel" : "inverse_cdf";
+  } else if (coupled && c.model.sampler != "gumbel") {
+    r.error(root["model"]["sampler"], "model.sampler",
+            "the coupled verifier accepts a draft when it equals the engine's Gumbel-max draw, so it needs "
+            "model.sampler: gumbel (or auto), got \"" +
+                c.model.sampler + "\"");
+  }
 }
 
 void read_arm(Reader& r, const YAML::Node& n, const std::string& path, SpeculativeConfig& s) {
@@ -456,6 +474,7 @@ EngineConfig load_node(YAML::Node root, const std::string& source, const fs::pat
   r.section(root, "", {"model", "speculative", "scheduler", "kv_cache", "server", "plugins", "logging"});
   read_model(r, root, c);
   read_speculative(r, root, c);
+  resolve_sampler(r, root, c);
   read_rest(r, root, c);
   if (!r.errors().empty()) {
     std::string all;

@@ -29,6 +29,10 @@ struct ModelConfig {
   bool mmap = false;                 // use tensors in place in the file map where possible (docs)
   int32_t seed = 0;                  // default seed for requests that set none
   int32_t tensor_parallel_size = 0;  // ranks the target is split over; 0 = the MPI job's size (1 without mpirun)
+  // How sampled tokens are drawn (docs/generation.md): inverse_cdf (one uniform per token) or
+  // gumbel (counter-based Gumbel-max, sdk/gumbel.hpp). auto: gumbel when a verifier is `coupled`
+  // (it must sample as the engine does), else inverse_cdf. Resolved when the config is read.
+  std::string sampler = "auto";
 };
 
 struct ComponentConfig {

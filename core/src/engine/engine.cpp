@@ -126,7 +126,9 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   // sequence drafting k tokens, within the token budget.
   const int64_t widest = int64_t{cfg.scheduler.max_num_seqs} * (cfg.speculative.num_speculative_tokens + 1);
   spec->calibrate(*model, *kv, static_cast<int32_t>(std::min<int64_t>(widest, cfg.scheduler.max_num_batched_tokens)));
-  pipeline = std::make_unique<StepPipeline>(*scheduler, *spec, *scorer, mc.vocab_size, cfg.scheduler.async_scheduling);
+  pipeline = std::make_unique<StepPipeline>(
+      *scheduler, *spec, *scorer, mc.vocab_size, cfg.scheduler.async_scheduling,
+      cfg.model.sampler == "gumbel" ? sampling::Sampler::kGumbel : sampling::Sampler::kInverseCdf);
   spec->collect(pipeline->outbox().arms, spec_metrics.policy);  // the calibration time
 
   eos_ids = mc.eos_token_ids;

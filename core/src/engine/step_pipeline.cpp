@@ -13,8 +13,8 @@ double seconds(SteadyClock::duration d) {
 }  // namespace
 
 StepPipeline::StepPipeline(sched::Scheduler& scheduler, speculative::Speculator& spec, speculative::Scorer& scorer,
-                           int64_t vocab_size, bool async)
-    : scheduler_(scheduler), spec_(spec), scorer_(scorer), vocab_(vocab_size) {
+                           int64_t vocab_size, bool async, sampling::Sampler sampler)
+    : scheduler_(scheduler), spec_(spec), scorer_(scorer), vocab_(vocab_size), sampler_(sampler) {
   probs_.resize(static_cast<size_t>(vocab_size));
   if (async) worker_ = std::make_unique<ModelWorker>([this](sched::StepBatch& b) { execute(b); });
 }
@@ -55,7 +55,7 @@ void StepPipeline::sample(sched::StepBatch& b) {
     const sched::Sequence& seq = *row.seq;
     try {
       sampled_[i] = sampling::sample_token({row.logits, static_cast<size_t>(vocab_)}, seq.params, seq.history(),
-                                           seq.seed, seq.step(), probs_);
+                                           seq.seed, seq.step(), probs_, sampler_);
       row.emitted = {&sampled_[i], 1};
     } catch (const Error& e) {
       row.fail(std::string("sampling failed: ") + e.what());

@@ -75,9 +75,10 @@ struct StepOutbox {
 
 class StepPipeline {
  public:
-  // Every reference must outlive the pipeline. async: scheduler.async_scheduling.
+  // Every reference must outlive the pipeline. async: scheduler.async_scheduling. sampler: how
+  // rows without drafts draw their token (model.sampler).
   StepPipeline(sched::Scheduler& scheduler, speculative::Speculator& spec, speculative::Scorer& scorer,
-               int64_t vocab_size, bool async);
+               int64_t vocab_size, bool async, sampling::Sampler sampler);
 
   sched::StepBatch& batch() { return batch_; }
   StepOutbox& outbox() { return outbox_; }
@@ -102,6 +103,7 @@ class StepPipeline {
   speculative::Speculator& spec_;
   speculative::Scorer& scorer_;
   int64_t vocab_;
+  sampling::Sampler sampler_;
   sched::StepBatch batch_;
   std::vector<int32_t> sampled_;  // [rows] the token a row without drafts sampled
   std::vector<float> probs_;      // [vocab] sampling scratch

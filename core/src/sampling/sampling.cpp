@@ -9,6 +9,7 @@
 #include "specd/kernels/argmax.hpp"
 #include "specd/kernels/softmax.hpp"
 #include "specd/kernels/top_k_top_p.hpp"
+#include "specd/sdk/gumbel.hpp"
 #include "specd/sdk/philox.hpp"
 
 namespace specd::sampling {
@@ -126,10 +127,16 @@ float sample_uniform(uint64_t seed, uint64_t step, uint32_t position) {
 }
 
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                     uint64_t seed, uint64_t step, std::span<float> probs_scratch) {
+                     uint64_t seed, uint64_t step, std::span<float> probs_scratch, Sampler sampler) {
   transform_logits_to_probs(logits, params, history, probs_scratch);
   if (params.temperature == 0.0f) {
     return static_cast<int32_t>(std::max_element(probs_scratch.begin(), probs_scratch.end()) - probs_scratch.begin());
+  }
+  if (sampler == Sampler::kGumbel) {
+    const int32_t token =
+        sdk::gumbel_sample(probs_scratch.data(), static_cast<int64_t>(probs_scratch.size()), seed, step);
+    SPECD_CHECK(token >= 0, ErrorCode::kInternal, "sample_token: all-zero distribution");
+    return token;
   }
   return sample_from_probs(probs_scratch, sample_uniform(seed, step));
 }

@@ -41,9 +41,15 @@ int32_t sample_from_probs(std::span<const float> probs, float u);
 // uses position 0.
 float sample_uniform(uint64_t seed, uint64_t step, uint32_t position = 0);
 
+// How a sampled token is drawn from its probabilities (model.sampler): the inverse CDF at one
+// Philox uniform, or the counter-based Gumbel-max race of sdk/gumbel.hpp, whose noise the
+// `coupled` verifier shares (same seed, same output with speculation on or off).
+enum class Sampler { kInverseCdf, kGumbel };
+
 // transform + draw: the token a request emits at `step` (greedy needs no randomness).
 // probs_scratch must have the vocabulary's size.
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
-                     uint64_t seed, uint64_t step, std::span<float> probs_scratch);
+                     uint64_t seed, uint64_t step, std::span<float> probs_scratch,
+                     Sampler sampler = Sampler::kInverseCdf);
 
 }  // namespace specd::sampling

@@ -42,6 +42,7 @@ struct Settings {
   int32_t layers = 0;                // > 0: the target's first `layers` layers
   float temperature = 0;             // 0 = greedy drafting
   float draft_p_min = 0;             // stop at the first draft whose confidence is below this (0 = off)
+  bool gumbel_drafts = false;        // draft_sampler: gumbel (sampled drafts share the coupled noise)
   int32_t dtype = -1;                // specd_dtype or -1 (the checkpoint's own; a self-draft: the target's)
   specd::proposers::TreeShape tree;  // depth > 0: draft trees (draft_tree.hpp)
 };
@@ -63,6 +64,7 @@ Settings read_settings(sdk::Params& params) {
   }
   s.temperature = specd::proposers::read_temperature(params);
   s.draft_p_min = specd::proposers::read_draft_p_min(params);
+  s.gumbel_drafts = specd::proposers::read_gumbel_drafts(params);
   const std::string dtype =
       params.get_choice("dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"});
   if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
@@ -206,8 +208,8 @@ class DraftModelProposer : public sdk::Proposer {
                                             static_cast<size_t>(vocab_));
         std::span<float> probs;
         if (settings_.temperature > 0) probs = batch.draft_probs(work_[w].index, j);
-        drafts_[w * steps + j] =
-            specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j, probs);
+        drafts_[w * steps + j] = specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j,
+                                                                probs, settings_.gumbel_drafts);
         if (settings_.draft_p_min > 0 &&
             specd::proposers::confidence(logits, settings_.temperature, probs) < settings_.draft_p_min) {
           // Not confident: draft j is dropped and the sequence stops drafting. The draft model

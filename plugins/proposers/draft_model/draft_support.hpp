@@ -3,6 +3,7 @@
 // Header-only, built into each plugin; SDK headers only (model services: sdk/model_client.hpp).
 #pragma once
 
+#include <specd/sdk/gumbel.hpp>
 #include <specd/sdk/philox.hpp>
 #include <specd/sdk/plugin.hpp>
 
@@ -51,13 +52,23 @@ inline int32_t sample_inverse_cdf(std::span<const float> probs, float u) {
 }
 
 // Draft j of a sequence from its logits row: greedy when temperature == 0, else a sample from
-// softmax(logits / temperature) with u = philox_uniform(seed, step, j, kDraftLane); the
-// probability row is written to probs (which must then be non-empty).
+// softmax(logits / temperature): the inverse CDF at u = philox_uniform(seed, step, j,
+// kDraftLane), or (gumbel) the Gumbel-max race with the noise of generated position step + j
+// (sdk/gumbel.hpp), which the `coupled` verifier shares. The probability row is written to probs
+// (which must then be non-empty).
 inline int32_t choose_draft(std::span<const float> logits, float temperature, uint64_t seed, uint64_t step, int32_t j,
-                            std::span<float> probs) {
+                            std::span<float> probs, bool gumbel = false) {
   if (temperature <= 0) return argmax(logits);
   softmax(logits, temperature, probs);
+  if (gumbel)
+    return sdk::gumbel_sample(probs.data(), static_cast<int64_t>(probs.size()), seed, step + static_cast<uint64_t>(j));
   return sample_inverse_cdf(probs, sdk::philox_uniform(seed, step, static_cast<uint32_t>(j), kDraftLane));
+}
+
+// The `draft_sampler` parameter both proposers share: true for gumbel (drafts drawn with the
+// noise the `coupled` verifier uses, which raises its acceptance), false for inverse_cdf.
+inline bool read_gumbel_drafts(sdk::Params& params) {
+  return params.get_choice("draft_sampler", "inverse_cdf", {"inverse_cdf", "gumbel"}) == "gumbel";
 }
 
 // The `temperature` parameter both proposers share.

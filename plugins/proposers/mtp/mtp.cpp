@@ -58,7 +58,8 @@ constexpr int64_t kMaxRowsPerForward = 64;
 struct Settings {
   int32_t num_modules = 0;  // 0 = every module the target has
   float temperature = 0;
-  float draft_p_min = 0;  // stop at the first draft whose confidence is below this (0 = off)
+  float draft_p_min = 0;       // stop at the first draft whose confidence is below this (0 = off)
+  bool gumbel_drafts = false;  // draft_sampler: gumbel (sampled drafts share the coupled noise)
 };
 
 Settings read_settings(sdk::Params& params) {
@@ -66,6 +67,7 @@ Settings read_settings(sdk::Params& params) {
   s.num_modules = static_cast<int32_t>(params.get_int("num_modules", 0, 1, 1024));
   s.temperature = specd::proposers::read_temperature(params);
   s.draft_p_min = specd::proposers::read_draft_p_min(params);
+  s.gumbel_drafts = specd::proposers::read_gumbel_drafts(params);
   return s;
 }
 
@@ -408,8 +410,8 @@ class MtpProposer : public sdk::Proposer {
                                             static_cast<size_t>(vocab_));
         std::span<float> probs;
         if (settings_.temperature > 0) probs = batch->draft_probs(work_[w].index, j);
-        drafts_[w * k_stride_ + static_cast<size_t>(j)] =
-            specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j, probs);
+        drafts_[w * k_stride_ + static_cast<size_t>(j)] = specd::proposers::choose_draft(
+            logits, settings_.temperature, seq.seed, seq.step, j, probs, settings_.gumbel_drafts);
         // Below the confidence cut-off: draft j is dropped and later steps only catch up, as
         // when a module cannot draft (the modules' entries are settled from num_accepted alone).
         if (settings_.draft_p_min > 0 &&

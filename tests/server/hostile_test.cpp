@@ -226,6 +226,15 @@ TEST_F(Hostile, ChunkedOrDeclaredBodyOverTheLimitIs413) {
   HttpConnection c(port(), 10000);
   ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2097152\r\n\r\n"));
   EXPECT_EQ(c.read_response().status, 413);
+  // A client that writes its whole 48 MiB body before reading still gets the 413 (the server
+  // drains the body after answering instead of resetting the connection).
+  HttpConnection whole(port(), 20000);
+  ASSERT_TRUE(whole.send_all("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50331648\r\n\r\n"));
+  const std::string mib(1 << 20, 'a');
+  bool sent = true;
+  for (int i = 0; i < 48 && sent; ++i) sent = whole.send_all(mib);
+  EXPECT_TRUE(sent) << "the server reset the connection while the body was being sent";
+  EXPECT_EQ(whole.read_response().status, 413);
   // A chunked body within the limit is served.
   const std::string body = json{{"model", "tiny"}, {"prompt", "chunked"}, {"max_tokens", 2}}.dump();
   const HttpResponse ok = post_chunked(port(), {body.substr(0, 10), body.substr(10, 10), body.substr(20)});

@@ -417,7 +417,13 @@ TEST(ServerShutdown, GracefulShutdownUnderLoadCompletesInFlightResponses) {
     FAIL() << "requests were not all in flight before the signal (running = " << running << ")";
   }
   s.signal(SIGTERM);
+  // While the in-flight requests finish, the port stays open: a new request gets a 503 naming
+  // the shutdown, not a reset or a refused connection.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const HttpResponse late = http_call(s.port(), "POST", "/v1/completions", completion("late", 2).dump());
   for (auto& t : threads) t.join();
+  EXPECT_EQ(late.status, 503) << late.body;
+  EXPECT_NE(late.body.find("shutting"), std::string::npos) << late.body;
   EXPECT_EQ(s.wait(std::chrono::seconds(60)), 0) << s.log();
   for (int i = 0; i < kN; ++i) {
     const HttpResponse& r = responses[static_cast<size_t>(i)];

@@ -8,11 +8,12 @@ namespace specd::server::http {
 
 namespace {
 
-// After an error response to a request whose body was not read, the rest of the body is read and
-// dropped for a while before closing: closing with unread data sends a reset, which can destroy
-// the response before the client reads it.
+// After an error response to a request whose body was not read (413 from the header alone), the
+// rest of the body is read and dropped for a while before closing: closing with unread data sends
+// a reset, which destroys the response before a client that writes its whole body first reads it.
+// Bounded in time; the byte bound only stops a client that streams faster than any real upload.
 constexpr auto kLingerTime = std::chrono::seconds(2);
-constexpr uint64_t kLingerBytes = 16 << 20;
+constexpr uint64_t kLingerBytes = uint64_t{1} << 30;
 
 std::string str(beast::string_view s) {
   return std::string(s.data(), s.size());

@@ -125,6 +125,7 @@ struct Transport::Impl {
   void worker_loop();
   void accept();
   void admit(tcp::socket socket);
+  void close_acceptor();
   std::vector<std::shared_ptr<Session>> snapshot() const;
   std::shared_ptr<Session> pick_victim_locked(const std::vector<std::shared_ptr<Session>>& all) const;
   template <typename Pred>

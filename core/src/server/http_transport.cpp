@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <future>
 
 #include "server/http_session.hpp"
 #include "specd/error.hpp"
@@ -182,6 +183,32 @@ void Transport::start() {
   for (size_t i = 0; i < std::max<size_t>(1, m.opt.io_threads); ++i) m.io_threads.emplace_back([&m] { m.ioc.run(); });
 }
 
+// Shutdown's last step, on the acceptor's strand: connections still waiting in the listen backlog
+// get a 503 instead of a bare close (the request they may have sent is read and dropped first, so
+// that closing does not reset the connection under the answer); then the port closes.
+void Transport::Impl::close_acceptor() {
+  beast::error_code ec;
+  accept_retry.cancel();
+  acceptor.cancel(ec);
+  acceptor.non_blocking(true, ec);
+  const Response r = error(503, "the server is shutting down", "shutting_down");
+  const std::string wire = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + r.content_type +
+                           "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n" +
+                           r.body;
+  for (int i = 0; i < kBacklog && acceptor.is_open(); ++i) {
+    tcp::socket s(ioc);
+    acceptor.accept(s, ec);
+    if (ec) break;  // would_block: the backlog is empty
+    net::write(s, net::buffer(wire), ec);
+    s.non_blocking(true, ec);
+    char sink[4096];
+    for (int k = 0; k < 16 && !ec; ++k) s.read_some(net::buffer(sink), ec);
+    s.shutdown(tcp::socket::shutdown_both, ec);
+    s.close(ec);
+  }
+  acceptor.close(ec);
+}
+
 void Transport::drain() {
   impl_->draining = true;
   impl_->close_sessions([](Phase p) { return p == Phase::kIdle || p == Phase::kHeader || p == Phase::kBody; });
@@ -193,13 +220,20 @@ void Transport::shutdown(Clock::time_point deadline) {
   if (m.shut_down) return;
   m.shut_down = true;
   drain();
-  net::post(m.acceptor.get_executor(), [&m] {
-    beast::error_code ignored;
-    m.acceptor.close(ignored);
-    m.accept_retry.cancel();
-  });
+  // The port stays open while in-flight work finishes: a request that arrives meanwhile is
+  // answered (the server's handlers refuse new work with 503), not reset.
   if (!m.io_threads.empty()) {
     while (m.busy_sessions() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!m.io_threads.empty()) {
+    std::promise<void> closed;
+    net::post(m.acceptor.get_executor(), [&m, &closed] {
+      m.close_acceptor();
+      closed.set_value();
+    });
+    closed.get_future().wait();
+  } else {
+    m.close_acceptor();
   }
   // Whatever is still open now is closed: blocked writers see their write fail and return.
   m.close_sessions([](Phase) { return true; });

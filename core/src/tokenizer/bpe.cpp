@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -153,8 +154,9 @@ void BpeModel::index_single_symbols() {
 
 void BpeModel::read_merges(const nlohmann::json& config, const std::string& where) {
   const auto merges_it = config.find("merges");
-  if (merges_it == config.end() || !merges_it->is_array())
+  if (merges_it == config.end() || (!merges_it->is_array() && !merges_it->is_binary()))
     throw Error(ErrorCode::kModelFormat, where + ": BPE 'merges' must be an array");
+  if (merges_it != config.end() && merges_it->is_binary()) return read_merge_ids(merges_it->get_binary(), where);
   size_t capacity = 16;
   while (capacity < merges_it->size() * 2) capacity *= 2;
   merges_.assign(capacity, Merge{kEmptyKey, 0, 0});
@@ -190,6 +192,35 @@ void BpeModel::read_merges(const nlohmann::json& config, const std::string& wher
     rank_pairs_.push_back(pair_key(l->second, r->second));
     rank_results_.push_back(j->second);
     ++rank;
+  }
+}
+
+// Merges as packed (left, right, result) int32 id triples in rank order: what the GGUF
+// converter writes for SentencePiece vocabularies (a JSON binary value, which no JSON text can
+// hold), 12 bytes a merge instead of two strings.
+void BpeModel::read_merge_ids(const std::vector<uint8_t>& packed, const std::string& where) {
+  constexpr size_t kTriple = 3 * sizeof(int32_t);
+  if (packed.size() % kTriple != 0)
+    throw Error(ErrorCode::kModelFormat, where + ": packed merges are not whole id triples");
+  const size_t count = packed.size() / kTriple;
+  size_t capacity = 16;
+  while (capacity < count * 2) capacity *= 2;
+  merges_.assign(capacity, Merge{kEmptyKey, 0, 0});
+  std::vector<bool> known;  // ids the vocab holds
+  for (const auto& [token, id] : vocab_) {
+    if (static_cast<size_t>(id) >= known.size()) known.resize(static_cast<size_t>(id) + 1, false);
+    known[static_cast<size_t>(id)] = true;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    int32_t ids[3];
+    std::memcpy(ids, packed.data() + i * kTriple, kTriple);
+    for (const int32_t id : ids)
+      if (id < 0 || static_cast<size_t>(id) >= known.size() || !known[static_cast<size_t>(id)])
+        throw Error(ErrorCode::kModelFormat,
+                    where + ": merge #" + std::to_string(i) + " uses id " + std::to_string(id) + ", not in the vocab");
+    add_merge(ids[0], ids[1], static_cast<uint32_t>(i), ids[2]);
+    rank_pairs_.push_back(pair_key(ids[0], ids[1]));
+    rank_results_.push_back(ids[2]);
   }
 }
 

@@ -149,6 +149,7 @@ class BpeModel {
   void read_vocab(const nlohmann::json& config, const std::string& where);
   void read_options(const nlohmann::json& config, const std::string& where);
   void index_single_symbols();
+  void read_merge_ids(const std::vector<uint8_t>& packed, const std::string& where);
   void read_merges(const nlohmann::json& config, const std::string& where);
 
   Vocab vocab_;

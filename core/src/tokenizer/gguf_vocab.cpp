@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,12 @@ using nlohmann::json;
 enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
 constexpr const char* kSpaceMarker = "\xE2\x96\x81";  // U+2581
+
+// The longest token accepted (bytes). Real vocabularies stay far below (Llama 2's longest token
+// is 16 bytes, Gemma's runs of spaces 31, byte-level BPE vocabularies' longest about 256); the
+// bound keeps the SentencePiece merge derivation below (every cut of every token is looked up)
+// within kMaxTokenBytes times the vocabulary's bytes.
+constexpr size_t kMaxTokenBytes = 1024;
 
 // Split patterns (Oniguruma syntax, as tokenizer.json writes them), applied in sequence.
 constexpr const char* kLlama3Split =
@@ -129,7 +136,13 @@ TokenList token_list(const File& f) {
   if (tokens->count > static_cast<uint64_t>(INT32_MAX)) f.fail("tokenizer.ggml.tokens holds more than 2^31 tokens");
   TokenList list;
   list.text.reserve(tokens->count);
-  for (uint64_t i = 0; i < tokens->count; ++i) list.text.push_back(f.string_at(*tokens, i, "tokenizer.ggml.tokens"));
+  for (uint64_t i = 0; i < tokens->count; ++i) {
+    list.text.push_back(f.string_at(*tokens, i, "tokenizer.ggml.tokens"));
+    if (list.text.back().size() > kMaxTokenBytes)
+      f.fail("tokenizer.ggml.tokens[" + std::to_string(i) + "] is " + std::to_string(list.text.back().size()) +
+             " bytes long; tokens longer than " + std::to_string(kMaxTokenBytes) +
+             " bytes are refused (no real vocabulary has one)");
+  }
   list.type.assign(list.text.size(), kNormal);
   if (const Value* types = f.array("tokenizer.ggml.token_type", ValueType::kInt64)) {
     if (types->count != tokens->count) {
@@ -171,7 +184,9 @@ json added_tokens(const TokenList& t) {
 }
 
 // Every split of a token into two vocab tokens, ordered as Hugging Face's SentencePiece
-// converter orders them (see the top of the file).
+// converter orders them (see the top of the file), as packed (left, right, token) id triples in
+// a JSON binary value (BpeModel::read_merge_ids): 12 bytes a merge, where strings would take the
+// token's length twice, which grows with the square of the length over a token's cuts.
 json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std::string_view, int64_t>& vocab) {
   const Value* scores = f.array("tokenizer.ggml.scores", ValueType::kFloat64);
   if (scores != nullptr && scores->count != t.text.size()) {
@@ -180,19 +195,22 @@ json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std:
   }
   struct Merge {
     double score;
-    int64_t id, left, right;
-    size_t split;
+    int32_t id, left, right, result;  // result: the vocab's id of the token's text (duplicates: the last)
   };
   std::vector<Merge> merges;
   for (size_t id = 0; id < t.text.size(); ++id) {
     if (t.type[id] == kUnused) continue;
     const std::string_view text = t.text[id];
     const double score = scores != nullptr ? f.real_at(*scores, id, "tokenizer.ggml.scores") : 0.0;
+    const auto result = static_cast<int32_t>(vocab.at(text));
     for (size_t cut = 1; cut < text.size(); ++cut) {
       if ((static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) continue;  // inside a code point
-      const auto l = vocab.find(text.substr(0, cut)), r = vocab.find(text.substr(cut));
-      if (l != vocab.end() && r != vocab.end())
-        merges.push_back({score, static_cast<int64_t>(id), l->second, r->second, cut});
+      const auto l = vocab.find(text.substr(0, cut));
+      if (l == vocab.end()) continue;
+      const auto r = vocab.find(text.substr(cut));
+      if (r != vocab.end())
+        merges.push_back({score, static_cast<int32_t>(id), static_cast<int32_t>(l->second),
+                          static_cast<int32_t>(r->second), result});
     }
   }
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
@@ -200,12 +218,13 @@ json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std:
     if (a.id != b.id) return a.id < b.id;
     return a.left != b.left ? a.left < b.left : a.right < b.right;
   });
-  json out = json::array();
-  for (const Merge& m : merges) {
-    const std::string_view text = t.text[static_cast<size_t>(m.id)];
-    out.push_back(json::array({text.substr(0, m.split), text.substr(m.split)}));
+  json::binary_t packed;
+  packed.resize(merges.size() * 3 * sizeof(int32_t));
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const int32_t ids[3] = {merges[i].left, merges[i].right, merges[i].result};
+    std::memcpy(packed.data() + i * sizeof(ids), ids, sizeof(ids));
   }
-  return out;
+  return json::binary(std::move(packed));
 }
 
 json template_processing(const TokenList& t, std::optional<int64_t> bos, std::optional<int64_t> eos, bool add_bos,

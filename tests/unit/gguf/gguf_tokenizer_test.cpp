@@ -169,5 +169,45 @@ TEST(GgufTokenizerVariants, PreTokenizersSplitAsTheirModelsDo) {
                {"y.gguf: tokenizer.ggml.model 'bert' is not supported"});
 }
 
+// A SentencePiece vocabulary of the tokens z, zz, ..., z x n (scores rising with the length).
+fs::path ladder_gguf(const fs::path& file, int n) {
+  Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.ggml.model", "llama");
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int len = 1; len <= n; ++len) {
+    tokens.push_back(std::string(static_cast<size_t>(len), 'z'));
+    scores.push_back(static_cast<float>(len));
+    types.push_back(1);
+  }
+  w.set_strings("tokenizer.ggml.tokens", tokens);
+  w.set_f32s("tokenizer.ggml.scores", scores);
+  w.set_i32s("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  w.write(file);
+  return file;
+}
+
+// Hostile vocabularies (issue 41): every token a prefix of the next, whose merges (every cut of
+// every token) grow with the square of the lengths. Up to the 1024-byte bound the tokenizer is
+// built (the merges are id triples, not strings) and encodes; a longer token is refused, naming
+// its index.
+TEST(GgufTokenizerVariants, ALadderOfLongTokensBuildsAndATokenPastTheBoundIsRefused) {
+  const fs::path dir = scratch_dir();
+  const auto tok = Tokenizer::load(ladder_gguf(dir / "ladder.gguf", 1024));
+  const std::string text(3000, 'z');
+  EncodeOptions bare;
+  bare.add_special_tokens = false;
+  const std::vector<int32_t> ids = tok->encode(text, bare);
+  EXPECT_EQ(tok->decode(ids, true), text);
+  EXPECT_LE(ids.size(), 8u) << "long tokens are used: " << testing::PrintToString(ids);
+  expect_error([&] { Tokenizer::load(ladder_gguf(dir / "long.gguf", 1025)); }, ErrorCode::kModelFormat,
+               {"long.gguf", "tokenizer.ggml.tokens[1027] is 1025 bytes long", "1024"});
+}
+
 }  // namespace
 }  // namespace specd::gguf::test

@@ -2,8 +2,9 @@
 // parallelism equals plain TP-1 output token for token, with every proposer and the draft at
 // TP 1 and TP 2; a killed rank ends the job within seconds naming the lost rank; a load that
 // fails on one rank ends every rank with an error naming it; the server under mpirun passes the
-// official OpenAI client's checks. The launcher runs as root here too: kLauncherEnv sets
-// OpenMPI's allow-run-as-root variables.
+// official OpenAI client's checks and serves prefix-cache hits from the same blocks on both
+// ranks. The launcher runs as root here too: kLauncherEnv sets OpenMPI's allow-run-as-root
+// variables.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -256,6 +257,29 @@ INSTANTIATE_TEST_SUITE_P(
                       make_case("eagle3_tp1_tree", "eagle3_tree", 1, false, "", false, 6)),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// Seeded sampling with the coupled verifier under tensor parallelism: the same tokens as plain
+// Gumbel-max sampling at TP 1 (same seed, same output with speculation on or off, on one rank or
+// two), with a self-draft at TP 2 drawing its drafts with the shared noise.
+TEST(MpirunSampling, CoupledSpeculationAtTp2EqualsPlainGumbelSamplingAtTp1) {
+  auto sampled = [](const fs::path& config, const std::string& set) {
+    return std::string(SPECD_CLI_PATH) + " generate --config " + config.string() + " --prompt '" + kPrompt +
+           "' --temperature 1 --seed 7 --max-tokens 24 --json" + set;
+  };
+  const Outcome plain = shell(sampled(write_config("gumbel-tp1", target_dir(), ""), " --set model.sampler=gumbel"));
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const std::string spec =
+      "speculative:\n  num_speculative_tokens: 3\n  dynamic: false\n  verifier: coupled\n"
+      "  proposer:\n    name: draft_model\n    layers: 1\n    temperature: 1\n"
+      "    draft_sampler: gumbel\n";
+  const Outcome coupled = shell(launcher() + sampled(write_config("coupled-tp2", target_dir(), spec), ""));
+  ASSERT_EQ(coupled.status, 0) << coupled.err;
+  EXPECT_NE(coupled.err.find("tensor parallel over 2 ranks (MPI)"), std::string::npos) << coupled.err;
+  const json a = result_of(plain), b = result_of(coupled);
+  ASSERT_FALSE(a.is_discarded() || b.is_discarded());
+  EXPECT_EQ(b["token_ids"], a["token_ids"]);
+  EXPECT_GT(b["speculative"]["accepted_tokens"].get<int64_t>(), 0) << b.dump();
+}
+
 TEST(MpirunConfig, ImpossibleSizesAreRefusedClearly) {
   const Outcome alone = shell(std::string(SPECD_CLI_PATH) + " generate --model " + target_dir().string() +
                               " --prompt hi --set model.tensor_parallel_size=2");
@@ -384,6 +408,10 @@ TEST(MpirunServer, PassesTheOfficialOpenAIClient) {
     const json choices = json::parse(three.body)["choices"];
     ASSERT_EQ(choices.size(), 3u) << three.body;
     for (const json& c : choices) EXPECT_EQ(c["text"].get<std::string>(), want) << "prompt of " << len << " tokens";
+    // The second request found the first one's full blocks in the prefix cache (rank 0 decides,
+    // the other rank reads the same blocks through rank 0's tables): same text as computed.
+    EXPECT_EQ(json::parse(three.body)["usage"]["prompt_tokens_details"]["cached_tokens"], len == 35 ? 32 : 16)
+        << three.body;
   }
   // A request that fails (its prompt exceeds max_model_len 256) fails alone, on rank 0, before
   // any forward is announced: the ranks stay in step and the next request is served.

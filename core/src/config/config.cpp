@@ -386,12 +386,27 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
               "sizes the KV cache in GPU memory, and this build runs models on the cpu only: leave it unset "
               "(the default 0.9 is the only value accepted)");
   }
-  if (YAML::Node n = root["server"];
-      r.section(n, "server",
-                {"host", "port", "model_name", "api_keys", "api_key_env", "max_body_bytes", "max_prompt_tokens",
-                 "max_tokens_limit", "chat_template", "tool_call_parser", "allow_unsupported_tools",
-                 "stream_token_by_token", "shutdown_timeout_s", "max_connections", "idle_timeout_s", "header_timeout_s",
-                 "body_timeout_s", "write_timeout_s", "cors_allow_origins"})) {
+  if (YAML::Node n = root["server"]; r.section(n, "server",
+                                               {"host",
+                                                "port",
+                                                "model_name",
+                                                "api_keys",
+                                                "api_key_env",
+                                                "max_body_bytes",
+                                                "max_prompt_tokens",
+                                                "max_tokens_limit",
+                                                "chat_template",
+                                                "tool_call_parser",
+                                                "allow_unsupported_tools",
+                                                "template_timeout_ms",
+                                                "stream_token_by_token",
+                                                "shutdown_timeout_s",
+                                                "max_connections",
+                                                "idle_timeout_s",
+                                                "header_timeout_s",
+                                                "body_timeout_s",
+                                                "write_timeout_s",
+                                                "cors_allow_origins"})) {
     auto& s = c.server;
     r.get_string(n, "server", "host", s.host);
     r.get_int(n, "server", "port", 0, 65535, s.port);
@@ -406,6 +421,7 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_bool(n, "server", "allow_unsupported_tools", s.allow_unsupported_tools);
     r.get_bool(n, "server", "stream_token_by_token", s.stream_token_by_token);
     r.get_int(n, "server", "shutdown_timeout_s", 0, 3600, s.shutdown_timeout_s);
+    r.get_int(n, "server", "template_timeout_ms", 0, 3'600'000, s.template_timeout_ms);
     r.get_int(n, "server", "max_connections", 1, 1 << 20, s.max_connections);
     r.get_float(n, "server", "idle_timeout_s", 0.0, 3600.0, true, s.idle_timeout_s);
     r.get_float(n, "server", "header_timeout_s", 0.0, 3600.0, true, s.header_timeout_s);

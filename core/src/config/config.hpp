@@ -105,11 +105,12 @@ struct ServerConfig {
   bool stream_token_by_token = false;     // one SSE event per token, not per engine step
   bool allow_unsupported_tools = false;   // serve tools the template does not render / no parser reads
   int32_t shutdown_timeout_s = 30;
-  int32_t max_connections = 1024;  // open connections; see docs/server.md "Limits"
-  double idle_timeout_s = 60;      // a connection waiting for the first byte of a request
-  double header_timeout_s = 10;    // first byte of a request to the end of its header
-  double body_timeout_s = 30;      // end of the header to the end of the body
-  double write_timeout_s = 30;     // each write of a response to a client
+  int32_t template_timeout_ms = 1000;  // wall clock of one chat template render (0 = none)
+  int32_t max_connections = 1024;      // open connections; see docs/server.md "Limits"
+  double idle_timeout_s = 60;          // a connection waiting for the first byte of a request
+  double header_timeout_s = 10;        // first byte of a request to the end of its header
+  double body_timeout_s = 30;          // end of the header to the end of the body
+  double write_timeout_s = 30;         // each write of a response to a client
   // Browser origins allowed to call the API (CORS): "*" = any, else exact "scheme://host[:port]"
   // values; [] = no CORS headers (browsers then block cross-origin calls).
   std::vector<std::string> cors_allow_origins = {"*"};

@@ -24,7 +24,9 @@ class ChatPrompter {
   // file, a template that does not compile or an unknown parser name.
   ChatPrompter(const tokenizer::Tokenizer& tok, const std::string& template_setting, const std::string& tool_parser);
 
-  std::string render(const jinja::ChatInput& input) const { return templates_.render(input); }
+  std::string render(const jinja::ChatInput& input, const jinja::RenderLimits& limits = {}) const {
+    return templates_.render(input, limits);
+  }
   // render(), tokenized. Throws jinja::TemplateError (the template's message) on a failed render.
   std::vector<int32_t> tokenize(const jinja::ChatInput& input) const;
   // Tokenizes text render() produced.

@@ -388,6 +388,8 @@ void HttpServer::load(std::unique_ptr<Engine> engine) {
                                          : context_limit);
   l->limits.max_tokens_limit = m.cfg.server.max_tokens_limit;
   l->limits.allow_unsupported_tools = m.cfg.server.allow_unsupported_tools;
+  l->limits.template_timeout_ms = m.cfg.server.template_timeout_ms;
+  l->limits.cancel_renders = &m.draining;
   l->limits.vocab_size = info.vocab_size;
   l->limits.defaults = {info.default_temperature,        info.default_top_p, info.default_min_p,
                         info.default_repetition_penalty, info.default_top_k, info.default_max_tokens};

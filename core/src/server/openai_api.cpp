@@ -483,11 +483,14 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     }
   }
   try {
-    const std::string text = prompter.render(in);
+    jinja::RenderLimits render_limits;
+    render_limits.timeout = std::chrono::milliseconds(limits.template_timeout_ms);
+    render_limits.cancel = limits.cancel_renders;
+    const std::string text = prompter.render(in, render_limits);
     if (!in.tools.is_none() && !limits.allow_unsupported_tools) {
       jinja::ChatInput bare = in;
       bare.tools = jinja::Value::none();
-      if (prompter.render(bare) == text)
+      if (prompter.render(bare, render_limits) == text)
         throw bad_request(
             "the chat template does not render tools (the prompt is the same without them), so the model would "
             "never see them; use a template that does (server.chat_template), or the operator sets "

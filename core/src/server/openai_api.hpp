@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -66,6 +67,10 @@ struct ApiLimits {
   // server.allow_unsupported_tools: serve `tools` the chat template does not render or no
   // tool-call parser reads (else 400).
   bool allow_unsupported_tools = false;
+  // Chat template renders: server.template_timeout_ms (0 = none), and the flag that cancels a
+  // render in progress (the server's shutdown).
+  int64_t template_timeout_ms = 0;
+  const std::atomic<bool>* cancel_renders = nullptr;
 };
 
 struct GenerationRequest {

@@ -67,10 +67,20 @@ Value sort_key(const Value& v, bool case_sensitive) {
 
 // ---- filters ---------------------------------------------------------------------------------
 
+// A sort of n items: about n log2 n comparisons, charged before it runs.
+void charge_comparisons(size_t n) {
+  uint64_t log2 = 1;
+  while ((uint64_t{1} << log2) < n) ++log2;
+  charge_work(static_cast<uint64_t>(n) * log2);
+}
+
 Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
   JsonStyle st;
   const Value indent = arg(a, 1, "indent");
-  if (indent.is_int()) st.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+  if (indent.is_int()) {
+    charge_work(static_cast<uint64_t>(std::max<int64_t>(0, indent.as_int())));
+    st.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+  }
   if (indent.is_string()) st.indent = indent.as_string();
   if (st.indent) st.item_separator = ",";
   const Value seps = arg(a, 2, "separators");
@@ -145,9 +155,11 @@ Value f_join(Interpreter&, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& x : iterate(v)) {
+    const std::string piece = to_str(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
+    charge_work(sep.size() + piece.size());
     if (!first) out += sep;
     first = false;
-    out += to_str(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)));
+    out += piece;
   }
   return Value(std::move(out));
 }
@@ -250,15 +262,15 @@ Value f_round(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   const Value width = arg(a, 0, "width", Value(int64_t{4}));
-  const std::string ind =
-      width.is_string()
-          ? width.as_string()
-          : std::string(static_cast<size_t>(std::max<int64_t>(0, width.is_int() ? width.as_int() : 4)), ' ');
+  const int64_t spaces = width.is_string() ? 0 : std::max<int64_t>(0, width.is_int() ? width.as_int() : 4);
+  charge_work(static_cast<uint64_t>(spaces));
+  const std::string ind = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(spaces), ' ');
   const bool first = truthy(arg(a, 1, "first")), blank = truthy(arg(a, 2, "blank"));
   const std::vector<std::string> lines = pystr::splitlines(to_str(v) + "\n", false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
+    charge_work(ind.size() + lines[i].size() + 1);
     if ((i > 0 || first) && (blank || !lines[i].empty())) out += ind;
     out += lines[i];
   }
@@ -269,6 +281,7 @@ Value f_center(Interpreter&, const Value& v, CallArgs& a) {
   const std::string s = to_str(v);
   const int64_t width = int_arg(a, 0, "width", 80), n = length(Value(s));
   if (width <= n) return Value(s);
+  charge_work(static_cast<uint64_t>(width));
   const int64_t total = width - n, left = total / 2 + (total & width & 1);
   return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
 }
@@ -378,6 +391,7 @@ Value f_sort(Interpreter&, const Value& v, CallArgs& a) {
   const bool reverse = truthy(arg(a, 0, "reverse")), cs = truthy(arg(a, 1, "case_sensitive"));
   const Value attribute = arg(a, 2, "attribute");
   List items = iterate(v);
+  charge_comparisons(items.size());
   auto key = [&](const Value& x) {
     return sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs);
   };
@@ -395,6 +409,7 @@ Value f_dictsort(Interpreter&, const Value& v, CallArgs& a) {
   List items;
   for (const auto& [k, x] : v.as_dict().items) items.push_back(Value::tuple(List{k, x}));
   const size_t idx = by == "value" ? 1 : 0;
+  charge_comparisons(items.size());
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     const Value kx = sort_key(x.as_list()[idx], cs), ky = sort_key(y.as_list()[idx], cs);
     return reverse ? less(ky, kx) : less(kx, ky);
@@ -408,6 +423,7 @@ Value f_unique(Interpreter&, const Value& v, CallArgs& a) {
   List out, seen;
   for (const Value& x : iterate(v)) {
     const Value k = sort_key(attribute.is_undefined() ? x : attr_path(x, to_str(attribute)), cs);
+    charge_work(seen.size() + 1);  // comparisons with every distinct item so far
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
       seen.push_back(k);
       out.push_back(x);

@@ -45,6 +45,7 @@ Value repeat(const Value& seq, int64_t n) {
   const int64_t unit =
       seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : static_cast<int64_t>(seq.as_list().size());
   if (unit > 0 && n > (int64_t{64} << 20) / unit) throw TemplateError("sequence repetition is too large");
+  charge_work(static_cast<uint64_t>(unit) * static_cast<uint64_t>(n));
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -246,6 +247,7 @@ void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
     throw TemplateError("the template ran more than " + std::to_string(limits_.max_steps) +
                         " loop iterations and calls");
+  if ((steps_ & 63) == 0) check_render_deadline();
 }
 
 void Interpreter::append(std::string& out, const std::string& text) {
@@ -256,6 +258,7 @@ void Interpreter::append(std::string& out, const std::string& text) {
 }
 
 std::string Interpreter::render(const Program& program, const std::unordered_map<std::string, Value>& vars) {
+  const BudgetScope budget(limits_);
   Frame root;
   root.vars = vars;
   root_ = &root;

@@ -8,6 +8,7 @@
 // range() length, and the data depth of values (value.hpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -24,6 +25,11 @@ struct RenderLimits {
   int64_t max_steps = 2'000'000;  // loop iterations + macro calls
   int max_runtime_depth = 400;    // nested evaluations, statements and calls
   int64_t max_range = 100'000;    // the sandbox's MAX_RANGE
+  // Bytes and elements built, comparisons made (budget.hpp): bounds the render's work and, as
+  // every value is counted when made or copied, its memory.
+  uint64_t max_work = uint64_t{64} << 20;
+  std::chrono::milliseconds timeout{0};       // wall clock for the whole render; 0 = none
+  const std::atomic<bool>* cancel = nullptr;  // set to true: the render stops (TemplateError)
 };
 
 class Interpreter {

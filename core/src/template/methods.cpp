@@ -113,6 +113,7 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       bool first = true;
       for (const Value& x : iterate(arg(a, 0, "iterable"))) {
         if (!x.is_string()) throw TemplateError("sequence item: expected str instance, " + x.type_name() + " found");
+        charge_work(s.size() + x.as_string().size());
         out += (first ? "" : s) + x.as_string();
         first = false;
       }

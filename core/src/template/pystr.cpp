@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "template/budget.hpp"
 #include "tokenizer/components.hpp"
 
 namespace specd::jinja::pystr {
@@ -181,6 +182,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
     const std::u32string cs = decode(s);
     int64_t done = 0;
     for (char32_t c : cs) {
+      charge_work(with.size() + 4);
       if (count < 0 || done < count) {
         out += with;
         ++done;
@@ -195,6 +197,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   while (count < 0 || done < count) {
     const size_t at = s.find(old, pos);
     if (at == std::string_view::npos) break;
+    charge_work(at - pos + with.size());
     out.append(s.substr(pos, at - pos));
     out.append(with);
     pos = at + old.size();

@@ -11,7 +11,7 @@
 
 namespace specd::jinja {
 
-Value::Value(List l) : v_(std::make_shared<List>(std::move(l))) {}
+Value::Value(List l) : v_((charge_work(l.size()), std::make_shared<List>(std::move(l)))) {}
 
 double Value::as_double() const {
   if (is_int()) return static_cast<double>(as_int());
@@ -279,6 +279,7 @@ void json_impl(std::string& out, const Value& v, const JsonStyle& st, int depth)
     }
     std::string newline;
     if (st.indent) {
+      charge_work(static_cast<uint64_t>(depth + 1) * st.indent->size());
       newline = "\n";
       for (int i = 0; i <= depth; ++i) newline += *st.indent;
     }
@@ -291,6 +292,7 @@ void json_impl(std::string& out, const Value& v, const JsonStyle& st, int depth)
         std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
     }
     for (size_t i = 0; i < n; ++i) {
+      charge_work(newline.size() + st.item_separator.size() + st.key_separator.size());
       out += i == 0 ? newline : st.item_separator + newline;
       if (list) {
         json_impl(out, v.as_list()[order[i]], st, depth + 1);

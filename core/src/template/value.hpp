@@ -23,6 +23,8 @@
 #include <variant>
 #include <vector>
 
+#include "template/budget.hpp"
+
 namespace specd::jinja {
 
 // How deep values may nest (lists in dicts in lists ...), for data read from JSON and for every
@@ -64,13 +66,26 @@ class Value {
     v.tuple_ = true;
     return v;
   }
-  Value(bool b) : v_(b) {}                                  // NOLINT(google-explicit-constructor)
-  Value(int64_t i) : v_(i) {}                               // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}             // NOLINT
-  Value(double d) : v_(d) {}                                // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}                // NOLINT
-  Value(std::string_view s) : v_(std::string(s)) {}         // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}              // NOLINT
+  Value(bool b) : v_(b) {}                       // NOLINT(google-explicit-constructor)
+  Value(int64_t i) : v_(i) {}                    // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
+  Value(double d) : v_(d) {}                     // NOLINT
+  // Strings and lists count against the running render's work budget (budget.hpp) when they are
+  // made or copied (lists are shared: copying one copies a pointer).
+  Value(std::string s) : v_((charge_work(s.size()), std::move(s))) {}         // NOLINT
+  Value(std::string_view s) : v_((charge_work(s.size()), std::string(s))) {}  // NOLINT
+  Value(const char* s) : Value(std::string_view(s)) {}                        // NOLINT
+  Value(const Value& o) : v_(charged(o)), tuple_(o.tuple_) {}
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value& o) {
+    if (this != &o) {
+      v_ = charged(o);
+      tuple_ = o.tuple_;
+    }
+    return *this;
+  }
+  Value& operator=(Value&&) noexcept = default;
+  ~Value() = default;
   Value(List l);                                            // NOLINT
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}      // NOLINT
   Value(std::shared_ptr<Function> f) : v_(std::move(f)) {}  // NOLINT
@@ -102,11 +117,16 @@ class Value {
   std::string type_name() const;
 
  private:
+  using Storage = std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<List>,
+                               std::shared_ptr<Dict>, std::shared_ptr<Function>>;
   explicit Value(Undefined u) : v_(std::move(u)) {}
   explicit Value(None n) : v_(n) {}
-  std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<List>, std::shared_ptr<Dict>,
-               std::shared_ptr<Function>>
-      v_;
+  // o's storage, after charging the bytes of a string it holds (copying it copies them).
+  static const Storage& charged(const Value& o) {
+    if (const auto* s = std::get_if<std::string>(&o.v_)) charge_work(s->size());
+    return o.v_;
+  }
+  Storage v_;
   bool tuple_ = false;
 };
 

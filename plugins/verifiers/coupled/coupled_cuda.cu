@@ -4,8 +4,7 @@
 
 namespace specd::verifiers {
 
-Status verify_cuda(const specd_verify_batch& /*batch*/, const CoupledRule& /*rule*/,
-                   std::vector<int32_t>& /*flags*/) {
+Status verify_cuda(const specd_verify_batch& /*batch*/, const CoupledRule& /*rule*/, std::vector<int32_t>& /*flags*/) {
   return {SPECD_ERR_UNSUPPORTED, "coupled: the verifier has no CUDA path yet; it verifies CPU batches only"};
 }
 

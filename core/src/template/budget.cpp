@@ -1,0 +1,63 @@
+#include "template/budget.hpp"
+
+#include <string>
+
+#include "template/interpreter.hpp"
+#include "template/value.hpp"
+
+namespace specd::jinja {
+
+namespace {
+
+struct Budget {
+  uint64_t left = 0;
+  uint64_t limit = 0;
+  std::chrono::steady_clock::time_point deadline;
+  bool has_deadline = false;
+  int64_t timeout_ms = 0;
+  const std::atomic<bool>* cancel = nullptr;
+  uint32_t calls = 0;
+};
+
+thread_local Budget* current = nullptr;
+
+void check(const Budget& b) {
+  if (b.cancel != nullptr && b.cancel->load(std::memory_order_relaxed))
+    throw TemplateError("the render was cancelled (the request ended or the server is shutting down)");
+  if (b.has_deadline && std::chrono::steady_clock::now() > b.deadline)
+    throw TemplateError("the template took longer than " + std::to_string(b.timeout_ms) +
+                        " ms to render (server.template_timeout_ms)");
+}
+
+}  // namespace
+
+void charge_work(uint64_t units) {
+  Budget* b = current;
+  if (b == nullptr) return;
+  if (units > b->left)
+    throw TemplateError("the template built more than " + std::to_string(b->limit >> 20) +
+                        " Mi bytes and elements (its work and memory budget)");
+  b->left -= units;
+  if ((++b->calls & 255u) == 0) check(*b);
+}
+
+void check_render_deadline() {
+  if (current != nullptr) check(*current);
+}
+
+BudgetScope::BudgetScope(const RenderLimits& limits) {
+  auto* b = new Budget;
+  b->left = b->limit = limits.max_work;
+  b->timeout_ms = limits.timeout.count();
+  b->has_deadline = limits.timeout.count() > 0;
+  if (b->has_deadline) b->deadline = std::chrono::steady_clock::now() + limits.timeout;
+  b->cancel = limits.cancel;
+  current = b;
+}
+
+BudgetScope::~BudgetScope() {
+  delete current;
+  current = nullptr;
+}
+
+}  // namespace specd::jinja

@@ -1,0 +1,69 @@
+// A render's work and memory budget, deadline and cancellation (template/budget.hpp, issue 41):
+// each class of template that one step can make expensive (a width, a repetition, a copy, an
+// amplifying replace or join, a sort or unique over a long list, tojson's indent) stops with a
+// TemplateError before it allocates or works past the budget; a render past its deadline or
+// cancelled stops too; ordinary templates are not affected.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "template/ast.hpp"
+#include "template/interpreter.hpp"
+#include "template/value.hpp"
+
+namespace specd::jinja {
+namespace {
+
+std::string error_of(const std::string& source, const RenderLimits& limits = {}) {
+  try {
+    Interpreter in(limits, std::chrono::system_clock::time_point{});
+    in.render(*parse(source), {});
+  } catch (const TemplateError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TemplateBudget, EveryClassOfExpensiveStepStopsAtTheBudget) {
+  const char* const kCases[] = {
+      "{{ 'a'|center(10000000000) }}",
+      "{{ {'a': [1, 2]}|tojson(indent=10000000000) }}",
+      "{{ ['abcdefgh' * 1000000] * 1000 }}",
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+      "{{ ('x' * 1000000).replace('x', 'y' * 100)|length }}",
+      "{{ ((['z' * 1000000] * 100)|join(''))|length }}",
+      "{{ ''.join(['z' * 1000000] * 100)|length }}",
+      "{{ 'ab'|indent(100000000) }}",
+      "{{ range(100000)|list|unique|length }}",
+      "{% for i in range(3000) %}{{ (range(10000)|list|sort)|length }}{% endfor %}",
+  };
+  for (const char* source : kCases)
+    EXPECT_NE(error_of(source).find("work and memory budget"), std::string::npos) << source << ": " << error_of(source);
+}
+
+TEST(TemplateBudget, ADeadlineAndACancelFlagStopTheRender) {
+  RenderLimits quick;
+  quick.timeout = std::chrono::milliseconds(50);
+  quick.max_steps = int64_t{1} << 40;
+  const std::string loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+  EXPECT_NE(error_of(loop, quick).find("longer than 50 ms"), std::string::npos) << error_of(loop, quick);
+
+  std::atomic<bool> stop{true};
+  RenderLimits cancelled;
+  cancelled.cancel = &stop;
+  cancelled.max_steps = int64_t{1} << 40;
+  EXPECT_NE(error_of(loop, cancelled).find("cancelled"), std::string::npos) << error_of(loop, cancelled);
+}
+
+TEST(TemplateBudget, OrdinaryTemplatesRenderWithinIt) {
+  RenderLimits limits;
+  limits.timeout = std::chrono::milliseconds(10000);
+  EXPECT_EQ(error_of("{% for i in range(1000) %}{{ ('abc' ~ i)|upper|center(20) }}{% endfor %}", limits), "(no error)");
+  EXPECT_EQ(error_of("{{ (range(5000)|list|sort|unique|list)|length }}{{ ('x' * 100000).replace('x', 'yy')|length }}",
+                     limits),
+            "(no error)");
+}
+
+}  // namespace
+}  // namespace specd::jinja

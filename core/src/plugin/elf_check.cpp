@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace specd::plugin {
@@ -115,6 +118,69 @@ std::string check_header(const Elf64_Ehdr& h) {
   return "";
 }
 
+// [vaddr, vaddr + len) inside one loadable segment's file-backed bytes (file_backed) or memory.
+bool mapped(uint64_t vaddr, uint64_t len, const std::vector<Elf64_Phdr>& segments, bool file_backed) {
+  for (const Elf64_Phdr& p : segments) {
+    if (p.p_type != PT_LOAD) continue;
+    const uint64_t extent = file_backed ? p.p_filesz : p.p_memsz;
+    if (vaddr >= p.p_vaddr && vaddr - p.p_vaddr <= extent && len <= extent - (vaddr - p.p_vaddr)) return true;
+  }
+  return false;
+}
+
+// The dynamic section's entries that the loader dereferences: the tables it points at must lie in
+// loadable segments (the string table in file-backed bytes, with its size), the names in it must
+// be offsets inside it, and the entry sizes must be the ELF64 ones. Returns "" or the reason.
+std::string check_dynamic(const File& file, const std::vector<Elf64_Phdr>& segments, uint64_t size) {
+  for (const Elf64_Phdr& p : segments) {
+    if (p.p_type != PT_DYNAMIC) continue;
+    std::vector<Elf64_Dyn> dyn;
+    if (std::string bad = read_table(file, p.p_offset, p.p_filesz / sizeof(Elf64_Dyn), size, "dynamic", dyn);
+        !bad.empty())
+      return bad;
+    uint64_t strtab = 0, strsz = 0;
+    bool has_strtab = false;
+    const std::pair<int64_t, int64_t> sized[] = {{DT_RELA, DT_RELASZ},
+                                                 {DT_JMPREL, DT_PLTRELSZ},
+                                                 {DT_INIT_ARRAY, DT_INIT_ARRAYSZ},
+                                                 {DT_FINI_ARRAY, DT_FINI_ARRAYSZ}};
+    auto value = [&](int64_t tag) -> std::optional<uint64_t> {
+      for (const Elf64_Dyn& d : dyn) {
+        if (d.d_tag == DT_NULL) break;
+        if (d.d_tag == tag) return d.d_un.d_val;
+      }
+      return std::nullopt;
+    };
+    if (const auto s = value(DT_STRTAB)) strtab = *s, has_strtab = true;
+    if (const auto s = value(DT_STRSZ)) strsz = *s;
+    if (has_strtab && !mapped(strtab, strsz, segments, true))
+      return "corrupt dynamic section: the string table (" + std::to_string(strsz) + " bytes at address " +
+             std::to_string(strtab) + ") is not inside a loadable segment";
+    for (const auto& [addr_tag, size_tag] : sized) {
+      const auto addr = value(addr_tag);
+      if (addr && !mapped(*addr, value(size_tag).value_or(0), segments, false))
+        return "corrupt dynamic section: tag " + std::to_string(addr_tag) + " points outside the loadable segments";
+    }
+    for (const int64_t tag : {DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_VERSYM, DT_VERNEED, DT_VERDEF, DT_INIT, DT_FINI}) {
+      const auto addr = value(tag);
+      if (addr && !mapped(*addr, 1, segments, false))
+        return "corrupt dynamic section: tag " + std::to_string(tag) + " points outside the loadable segments";
+    }
+    if (const auto e = value(DT_SYMENT); e && *e != sizeof(Elf64_Sym))
+      return "corrupt dynamic section: symbol entries of " + std::to_string(*e) + " bytes";
+    if (const auto e = value(DT_RELAENT); e && *e != sizeof(Elf64_Rela))
+      return "corrupt dynamic section: relocation entries of " + std::to_string(*e) + " bytes";
+    for (const Elf64_Dyn& d : dyn) {
+      if (d.d_tag == DT_NULL) break;
+      const bool name = d.d_tag == DT_NEEDED || d.d_tag == DT_SONAME || d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH;
+      if (name && (!has_strtab || d.d_un.d_val >= strsz))
+        return "corrupt dynamic section: a library name at offset " + std::to_string(d.d_un.d_val) +
+               " is outside the " + std::to_string(strsz) + "-byte string table";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string check_elf_shared_object(const std::filesystem::path& path) {
@@ -141,6 +207,7 @@ std::string check_elf_shared_object(const std::filesystem::path& path) {
     }
     if (p.p_type == PT_LOAD && p.p_filesz > p.p_memsz) return "corrupt segment " + std::to_string(i);
   }
+  if (std::string bad = check_dynamic(file, segments, size); !bad.empty()) return bad;
 
   if (h.e_shnum == 0) return "";
   std::vector<Elf64_Shdr> sections;

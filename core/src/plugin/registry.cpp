@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "plugin/elf_check.hpp"
+#include "plugin/probe.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 
@@ -226,6 +227,10 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
   if (!fs::exists(file, ec)) throw refusal(file_in, "no such file");
   // dlopen trusts the ELF headers; a truncated file would crash the process (SIGBUS).
   if (const std::string bad = check_elf_shared_object(file); !bad.empty()) throw refusal(file_in, bad);
+  // A file whose loading crashes (corrupt dynamic section, faulting constructor) is found out in
+  // a child process, so that it cannot take this one down.
+  if (probing_enabled())
+    if (const std::string bad = probe_load(file); !bad.empty()) throw refusal(file_in, bad);
 
   boost::dll::shared_library lib;
   try {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -187,6 +188,24 @@ TEST(PluginLoader, EarlierSearchPathEntryShadowsLaterOne) {
   ASSERT_EQ(reg.shadowed().size(), 1u);
   EXPECT_EQ(reg.shadowed()[0].name, "test_repeat");
   EXPECT_EQ(reg.find(ComponentKind::kProposer, "test_repeat")->plugin->path.filename(), "my_good.so");
+}
+
+// A file whose loading crashes the loader (here a constructor that faults; in the wild a corrupt
+// dynamic section that passes the ELF check) is probed in a child process: it is refused by
+// name with the signal, and the scan goes on to load the rest.
+TEST(PluginLoader, AFileThatCrashesTheLoaderIsReportedAndTheRestLoad) {
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "crashing_and_good";
+  fs::create_directories(dir);
+  fs::copy_file(plugin_file("crashing", "test_crashing"), dir / "a_crashing.so", fs::copy_options::overwrite_existing);
+  fs::copy_file(plugin_file("good", "test_good"), dir / "b_good.so", fs::copy_options::overwrite_existing);
+  Registry reg;
+  reg.scan({dir});
+  ASSERT_EQ(reg.refusals().size(), 1u);
+  const std::string& msg = reg.refusals()[0].reason;
+  EXPECT_NE(msg.find("a_crashing.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("crashed the loader (signal " + std::to_string(SIGSEGV)), std::string::npos) << msg;
+  ASSERT_EQ(reg.plugins().size(), 1u);
+  EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
 }
 
 TEST(PluginLoader, ThrowingFactoryIsALoadErrorNotACrash) {

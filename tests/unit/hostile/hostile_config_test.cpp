@@ -1,7 +1,7 @@
 // Hostile engine configs and plugin directories (issue 14): YAML alias bombs, merge keys,
 // duplicate keys, second documents, deep or huge trees, thousands of unknown plugin keys, and
-// plugin directories holding truncated or foreign ELF files, symlink loops, FIFOs and
-// directories named *.so. Each is refused with a clear error (file:line for YAML, the file and
+// plugin directories holding truncated or foreign ELF files, a corrupt dynamic section, symlink
+// loops, FIFOs and directories named *.so. Each is refused with a clear error (file:line for YAML, the file and
 // the reason for plugins) and the rest keeps working.
 #include <elf.h>
 #include <sys/stat.h>
@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -146,6 +147,28 @@ TEST(HostilePluginDir, BrokenEntriesAreRefusedAndTheScanGoesOn) {
 #endif
   foreign[offsetof(Elf64_Ehdr, e_machine) + 1] = 0;
   write_bytes(dir / "foreign.so", foreign);
+  // Valid headers, a dynamic section whose string table points far outside the file: dlopen
+  // would dereference it.
+  std::string dynamic = good;
+  Elf64_Ehdr eh{};
+  std::memcpy(&eh, dynamic.data(), sizeof(eh));
+  bool patched = false;
+  for (uint16_t i = 0; i < eh.e_phnum && !patched; ++i) {
+    Elf64_Phdr ph{};
+    std::memcpy(&ph, dynamic.data() + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+    if (ph.p_type != PT_DYNAMIC) continue;
+    for (uint64_t at = ph.p_offset; at + sizeof(Elf64_Dyn) <= ph.p_offset + ph.p_filesz; at += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn d{};
+      std::memcpy(&d, dynamic.data() + at, sizeof(d));
+      if (d.d_tag != DT_STRTAB) continue;
+      d.d_un.d_ptr = 0x7fff00000000ull;
+      std::memcpy(dynamic.data() + at, &d, sizeof(d));
+      patched = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(patched) << "test_good.so has no DT_STRTAB";
+  write_bytes(dir / "dynamic.so", dynamic);
   fs::create_symlink(dir / "loop_b.so", dir / "loop_a.so");
   fs::create_symlink(dir / "loop_a.so", dir / "loop_b.so");
   ASSERT_EQ(::mkfifo((dir / "fifo.so").c_str(), 0600), 0);
@@ -160,6 +183,7 @@ TEST(HostilePluginDir, BrokenEntriesAreRefusedAndTheScanGoesOn) {
       {"header_only.so", "truncated or corrupt"},
       {"text.so", "not an ELF file"},
       {"foreign.so", "built for"},
+      {"dynamic.so", "corrupt dynamic section: the string table"},
       {"loop_a.so", "cannot be read: Too many levels of symbolic links"},
       {"loop_b.so", "cannot be read: Too many levels of symbolic links"},
       {"fifo.so", "not a regular file"},

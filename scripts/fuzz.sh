@@ -3,7 +3,7 @@
 # each for a bounded time on its seed corpus (tests/fuzz/corpus/<target>; what a run discovers is
 # kept in build/fuzz/corpus/<target>, crashes in build/fuzz/artifacts/).
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [TARGET...]     (targets: request_json
-#                   safetensors_header tokenizer_json yaml_config gguf chat_template; default all)
+#                   safetensors_header tokenizer_json yaml_config gguf chat_template ab_log; default all)
 # Exit status: 0 when no target found anything, 77 when clang's libFuzzer is missing (CTest
 # reports the test as skipped), else non-zero with the fuzzer's report. CTest's `fuzz_smoke`
 # runs 15 s per target; a longer campaign is e.g. `scripts/fuzz.sh --seconds 3600 request_json`.
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(request_json safetensors_header tokenizer_json yaml_config gguf chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(request_json safetensors_header tokenizer_json yaml_config gguf chat_template ab_log)
 
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT

@@ -19,6 +19,8 @@ struct Budget {
   uint32_t calls = 0;
 };
 
+// The running render's budget on this thread (BudgetScope), or null.
+thread_local Budget budget_of_thread;
 thread_local Budget* current = nullptr;
 
 void check(const Budget& b) {
@@ -46,17 +48,17 @@ void check_render_deadline() {
 }
 
 BudgetScope::BudgetScope(const RenderLimits& limits) {
-  auto* b = new Budget;
-  b->left = b->limit = limits.max_work;
-  b->timeout_ms = limits.timeout.count();
-  b->has_deadline = limits.timeout.count() > 0;
-  if (b->has_deadline) b->deadline = std::chrono::steady_clock::now() + limits.timeout;
-  b->cancel = limits.cancel;
-  current = b;
+  Budget& b = budget_of_thread;
+  b = Budget{};
+  b.left = b.limit = limits.max_work;
+  b.timeout_ms = limits.timeout.count();
+  b.has_deadline = limits.timeout.count() > 0;
+  if (b.has_deadline) b.deadline = std::chrono::steady_clock::now() + limits.timeout;
+  b.cancel = limits.cancel;
+  current = &b;
 }
 
 BudgetScope::~BudgetScope() {
-  delete current;
   current = nullptr;
 }
 

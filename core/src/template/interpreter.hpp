@@ -82,7 +82,7 @@ class Interpreter {
   int64_t steps_ = 0;
 };
 
-// ---- operations shared with the builtins (interpreter.cpp) ------------------------------------
+// ---- operations on values, shared with the builtins (operators.cpp) ---------------------------
 
 // obj.name as Jinja's sandbox reads it (safe methods of str/dict/list are bound functions).
 Value get_attr(const Value& obj, const std::string& name);
@@ -90,5 +90,11 @@ Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
 Value binary_op(const std::string& op, const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);
+// `not x`, `+x`, `-x`.
+Value unary_op(const std::string& op, const Value& v);
+// obj[start:stop:step] of a string or list (Python's slice semantics).
+Value slice_value(const Value& obj, const Value& start, const Value& stop, const Value& step);
+// Python's type name alone ("str", "dict"), for messages.
+std::string short_type_name(const Value& v);
 
 }  // namespace specd::jinja

@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using spec_test::add_request;
+using spec_test::greedy_request;
 
 struct Conversation {
   std::vector<std::vector<int32_t>> turns;       // each turn's generated tokens
@@ -26,15 +27,6 @@ struct Conversation {
   EngineStats stats;
   bool prefix_caching = false;
 };
-
-Request greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  Request r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  r.sampling.max_tokens = max_tokens;
-  return r;
-}
 
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
   std::vector<int32_t> t;
@@ -74,7 +66,7 @@ Conversation converse(const config::EngineConfig& cfg, int concurrent = 6, int32
     const std::vector<int32_t> user = random_tokens(rng, 5 + turn);
     history.insert(history.end(), user.begin(), user.end());
     std::vector<int32_t> cached;
-    c.turns.push_back(run_together(engine, {greedy(history, 12)}, &cached)[0]);
+    c.turns.push_back(run_together(engine, {greedy_request(history, 12)}, &cached)[0]);
     c.cached.push_back(cached[0]);
     history.insert(history.end(), c.turns.back().begin(), c.turns.back().end());
   }
@@ -83,7 +75,7 @@ Conversation converse(const config::EngineConfig& cfg, int concurrent = 6, int32
     std::vector<int32_t> p = system;
     const std::vector<int32_t> q = random_tokens(rng, 3 + i % 7);
     p.insert(p.end(), q.begin(), q.end());
-    requests.push_back(greedy(p, concurrent_tokens));
+    requests.push_back(greedy_request(p, concurrent_tokens));
   }
   c.concurrent = run_together(engine, requests);
   c.stats = engine.stats();

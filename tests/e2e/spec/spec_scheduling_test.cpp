@@ -23,6 +23,7 @@ using specd::Request;
 using specd::RequestId;
 using specd::RequestOutput;
 using specd::spec_test::add_request;
+using specd::spec_test::greedy_request;
 using specd::spec_test::kModes;
 using specd::spec_test::Mode;
 using specd::spec_test::mode_name;
@@ -260,15 +261,6 @@ TEST_P(SchedulingParity, StopStringsCutTheOutputAtTheSamePlace) {
 INSTANTIATE_TEST_SUITE_P(AllProposers, SchedulingParity, testing::ValuesIn(all_cases()), case_name);
 
 // ---- streaming with multi-step, plain decoding --------------------------------------------------
-
-Request greedy_request(std::vector<int32_t> prompt, int max_tokens) {
-  Request r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  r.sampling.max_tokens = max_tokens;
-  return r;
-}
 
 TEST(MultiStepStreaming, OneEventPerStepNotBursts) {
   const fs::path target = specd::spec_test::target_fixture();

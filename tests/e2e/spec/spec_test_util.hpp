@@ -70,6 +70,16 @@ struct Generation {
   std::string error;
 };
 
+// A greedy request for `prompt` that generates exactly max_tokens tokens (EOS ignored).
+inline Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  Request r;
+  r.prompt_ids = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  r.sampling.max_tokens = max_tokens;
+  return r;
+}
+
 // `count` requests with mixed prompt lengths (3..48 tokens, some with repeated segments so
 // that n-gram lookup finds matches), mixed max_tokens, greedy, ignore_eos.
 inline std::vector<Request> mixed_requests(int count, uint64_t seed) {

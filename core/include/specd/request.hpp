@@ -71,6 +71,11 @@ struct SpeculativeOptions {
   std::string arm;
   // The end user (OpenAI `user`): requests of the same user get the same A/B arm (sticky).
   std::string user;
+  // Who owns this request's text (ABI 1.4 specd_sequence.tenant): requests with the same
+  // non-empty tenant may draft from each other's outputs when a proposer keeps them (suffix
+  // decoding with share_across_requests: false); "" = nobody else. The server sets it from the
+  // API key and `user` (docs/server.md).
+  std::string tenant;
 };
 
 // How generated text carries tool calls (output/tool_calls.hpp); kNone leaves text as it is.

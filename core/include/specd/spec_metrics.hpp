@@ -42,6 +42,14 @@ struct PolicyMetrics {
   std::string summary() const;
 };
 
+// One series a proposer records (ABI 1.4 record; docs/plugin-abi.md "Observations"): how many
+// observations and their sum, since the engine started.
+struct ProposerSeries {
+  std::string name;
+  uint64_t count = 0;
+  double sum = 0;
+};
+
 struct SpecMetrics {
   uint64_t num_steps = 0;             // engine steps that ran the speculative loop
   uint64_t num_drafts = 0;            // (sequence, step) pairs with at least one draft token
@@ -55,6 +63,7 @@ struct SpecMetrics {
   double score_seconds = 0;
   double verify_seconds = 0;
   PolicyMetrics policy;
+  std::vector<ProposerSeries> proposer_series;  // the proposer's own observations
 
   // One sequence's outcome in one step: k = proposal budget, drafted <= k, accepted <=
   // drafted, emitted = tokens appended (accepted + 1 unless a stop condition cut it short).

@@ -22,4 +22,12 @@ inline uint64_t fnv1a64(std::string_view s) {
   return h;
 }
 
+// A request's tenant (SpeculativeOptions::tenant) as the plugin ABI's specd_sequence.tenant:
+// 0 for "", else a non-zero stable hash.
+inline uint64_t tenant_key(std::string_view tenant) {
+  if (tenant.empty()) return 0;
+  const uint64_t h = splitmix64(fnv1a64(tenant));
+  return h != 0 ? h : 1;
+}
+
 }  // namespace specd

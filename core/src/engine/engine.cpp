@@ -256,6 +256,7 @@ std::unique_ptr<sched::Sequence> Engine::Impl::first_choice(RequestId id, const 
   seq->seed = request.sampling.seed ? *request.sampling.seed
                                     : splitmix64(static_cast<uint64_t>(cfg.model.seed) ^ splitmix64(id));
   seq->stop_ids = request.sampling.stop_token_ids;
+  seq->tenant = tenant_key(request.speculative.tenant);
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), eos_ids.begin(), eos_ids.end());
   return seq;
 }

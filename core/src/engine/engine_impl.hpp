@@ -65,7 +65,11 @@ struct Engine::Impl {
   // finished or were aborted while a step that may hold them was in flight (removed when it is
   // collected; its rows for them are discarded).
   std::vector<std::unique_ptr<sched::Sequence>> arrivals;
-  std::vector<sched::SeqId> discard;
+  struct Discard {
+    sched::SeqId id;
+    bool finished;  // the proposer sees it finish (on_finish) when it is removed
+  };
+  std::vector<Discard> discard;
 
   std::vector<float> probs;  // [vocab] prompt scoring scratch
 
@@ -98,9 +102,11 @@ struct Engine::Impl {
   void process_row(StepResult& r, std::vector<RequestOutput>& outputs);
   // A request ended: out of the scheduler and the proposer now, or (a step in flight may hold
   // it) once that step is collected.
-  void retire(sched::SeqId id);
+  void retire(sched::SeqId id, bool finished = false);
   void fail(sched::SeqId id, const std::string& message, std::vector<RequestOutput>& outputs);
-  void remove(sched::SeqId id);
+  // finished: it ended with a stop or the length limit (not a failure or an abort), so the
+  // proposer is shown its text first (Speculator::finish).
+  void remove(sched::SeqId id, bool finished = false);
   bool in_flight() const { return pipeline->in_flight(); }
 
   // n > 1 (engine.cpp): the other choices start from choice 0's prefilled prompt; outputs say

@@ -81,17 +81,18 @@ void Engine::Impl::collect() {
   sched::StepBatch& batch = pipeline->batch();
   for (sched::StepRow& row : batch.rows) {
     const sched::SeqId id = row.seq->id;
-    if (std::find(discard.begin(), discard.end(), id) != discard.end()) continue;
+    if (std::any_of(discard.begin(), discard.end(), [&](const Discard& d) { return d.id == id; })) continue;
     const bool ended = row.failed() || row.finish != FinishReason::kNone;
     if (row.seq->num_cached > 0 && row.start == row.seq->num_cached) output->cached(id, row.seq->num_cached);
     if (row.chunk_logits != nullptr && !row.failed())
       output->prompt_chunk(id, row.seq->tokens, row.start, row.n, row.chunk_logits);
     if (row.sample || row.failed()) collect_row(row);
-    if (ended) remove(id);
+    if (ended) remove(id, !row.failed());
   }
   const ExecTimes& exec = pipeline->times();
   StepOutbox& outbox = pipeline->outbox();
   spec->collect(outbox.arms, spec_metrics.policy);
+  spec_metrics.proposer_series = spec->observations();
   // A/B: each row's share of the step's time, for the log; the verifier calls, for the arms' metrics.
   const double row_s =
       (exec.propose + exec.forward + exec.verify) / static_cast<double>(std::max<size_t>(batch.rows.size(), 1));
@@ -128,7 +129,7 @@ void Engine::Impl::collect_row(sched::StepRow& row) {
 
 // Removals deferred while a step was in flight, then the requests added since the last prepare.
 void Engine::Impl::admit() {
-  for (sched::SeqId id : discard) remove(id);
+  for (const Discard& d : discard) remove(d.id, d.finished);
   discard.clear();
   for (std::unique_ptr<sched::Sequence>& seq : arrivals) scheduler->add(std::move(seq));
   arrivals.clear();
@@ -185,7 +186,7 @@ void Engine::Impl::process_row(StepResult& r, std::vector<RequestOutput>& output
     fail(r.id, r.error, outputs);
     return;
   }
-  if (ended && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id);  // a stop string
+  if (ended && r.finish == FinishReason::kNone && r.error.empty()) retire(r.id, true);  // a stop string
   report(std::move(out), outputs);
 }
 
@@ -198,16 +199,19 @@ void Engine::Impl::fail(sched::SeqId id, const std::string& message, std::vector
   end_waiting_choices(request, message, outputs);
 }
 
-void Engine::Impl::retire(sched::SeqId id) {
+void Engine::Impl::retire(sched::SeqId id, bool finished) {
   if (in_flight()) {
-    discard.push_back(id);
+    discard.push_back({id, finished});
   } else {
-    remove(id);
+    remove(id, finished);
   }
 }
 
-void Engine::Impl::remove(sched::SeqId id) {
-  if (scheduler->remove(id)) spec->release(id);
+void Engine::Impl::remove(sched::SeqId id, bool finished) {
+  const std::unique_ptr<sched::Sequence> seq = scheduler->remove(id);
+  if (seq == nullptr) return;
+  if (finished) spec->finish(*seq);
+  spec->release(id);
 }
 
 }  // namespace specd

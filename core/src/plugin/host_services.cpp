@@ -60,9 +60,14 @@ void* device_stream(void*, specd_device) {
   return nullptr;
 }
 
+void record(void* ctx, const char* name, double value) {
+  auto* c = static_cast<HostContext*>(ctx);
+  c->observations().record(name, value, c->logger());
+}
+
 }  // namespace
 
-HostContext::HostContext(const std::string& plugin_name, ModelBinding models)
+HostContext::HostContext(const std::string& plugin_name, ModelBinding models, bool offers_record)
     : logger_(&log::get("plugin." + plugin_name)), plugin_name_(plugin_name), models_(models) {
   services_.struct_size = sizeof(services_);
   services_.host_abi_minor = SPECD_ABI_MINOR;
@@ -73,6 +78,7 @@ HostContext::HostContext(const std::string& plugin_name, ModelBinding models)
   services_.free = &release;
   services_.device_stream = &device_stream;
   services_.models = models.table;
+  services_.record = offers_record ? &record : nullptr;
 }
 
 int host_cuda_runtime_major() {

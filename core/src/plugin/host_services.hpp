@@ -1,10 +1,12 @@
 // The host services table handed to plugin components (ABI: specd_host_services). One
 // HostContext per component instance; it outlives the instance and names its logger
-// "plugin.<plugin name>".
+// "plugin.<plugin name>". A proposer's context also takes its observations (ABI 1.4 record;
+// observations.hpp); other components get no record service (NULL).
 #pragma once
 
 #include <string>
 
+#include "plugin/observations.hpp"
 #include "specd/sdk/abi.h"
 
 namespace specd::log {
@@ -22,7 +24,7 @@ struct ModelBinding {
 };
 
 struct HostContext {
-  HostContext(const std::string& plugin_name, ModelBinding models);
+  HostContext(const std::string& plugin_name, ModelBinding models, bool offers_record = false);
   HostContext(const HostContext&) = delete;
   HostContext& operator=(const HostContext&) = delete;
 
@@ -31,12 +33,15 @@ struct HostContext {
   const std::string& plugin_name() const { return plugin_name_; }
   // The model host object behind a host_ctx handed to a plugin (nullptr if none).
   static void* model_ctx(void* host_ctx) { return static_cast<HostContext*>(host_ctx)->models_.ctx; }
+  const Observations& observations() const { return observations_; }
+  Observations& observations() { return observations_; }
 
  private:
   specd_host_services services_{};
   log::Logger* logger_;
   std::string plugin_name_;
   ModelBinding models_;
+  Observations observations_;
 };
 
 // The CUDA runtime major this host was built with; 0 when built without CUDA.

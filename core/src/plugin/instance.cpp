@@ -60,6 +60,10 @@ void ProposerInstance::on_release(uint64_t seq_id) noexcept {
   if (vt_.on_release != nullptr) vt_.on_release(self_, seq_id);
 }
 
+void ProposerInstance::on_finish(const specd_sequence& seq) noexcept {
+  if (vt_.on_finish != nullptr) vt_.on_finish(self_, &seq);
+}
+
 VerifierInstance::VerifierInstance(CreatedComponent c) : Instance("verifier", std::move(c)) {
   require(&specd_verifier_vtable::verify, "has no verify function");
   caps_.struct_size = sizeof(caps_);

@@ -42,6 +42,7 @@ class Instance {
 
   const std::string& name() const { return name_; }
   uint32_t abi_minor() const { return abi_minor_; }
+  const HostContext& context() const { return *ctx_; }
 
  protected:
   // Copies the vtable (see the file comment); the derived class then require()s its entries.
@@ -101,6 +102,7 @@ class ProposerInstance : public Instance<specd_proposer_vtable> {
   void propose(specd_propose_batch& batch);
   void on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted);
   void on_release(uint64_t seq_id) noexcept;
+  void on_finish(const specd_sequence& seq) noexcept;
 
  private:
   specd_proposer_caps caps_{};

@@ -336,7 +336,7 @@ CreatedComponent Registry::create(ComponentKind kind, std::string_view name, con
   CreatedComponent out;
   out.name = info.name;
   out.abi_minor = info.plugin->abi_minor;
-  out.ctx = std::make_unique<HostContext>(info.plugin->name, models);
+  out.ctx = std::make_unique<HostContext>(info.plugin->name, models, kind == ComponentKind::kProposer);
   ErrorBuffer eb;
   out.component = {sizeof(specd_component), nullptr, nullptr};
   const int32_t status = info.desc->create(out.ctx->services(), params.raw(), &out.component, &eb.err);

@@ -63,6 +63,7 @@ struct Sequence {
   int32_t spec_k = 0;             // this request's speculative proposal length (0 = plain decode)
   bool dynamic_k = false;         // the speculation policy picks k in [0, spec_k] every step
   int32_t arm = -1;               // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
+  uint64_t tenant = 0;            // whose text it is (SpeculativeOptions::tenant hashed; 0 = nobody else's)
   // KV positions [0, kv_reserved) held for the running multi-step (0 = none): a rollback keeps
   // them; the first full schedule after the multi-step gives back what was not used.
   int32_t kv_reserved = 0;

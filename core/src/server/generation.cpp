@@ -23,6 +23,7 @@ Request to_engine_request(const GenerationRequest& g) {
   r.speculative.dynamic = g.speculative.dynamic;
   r.speculative.arm = g.speculative.arm;
   r.speculative.user = g.user;
+  r.speculative.tenant = g.tenant;
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "common/hash.hpp"
 #include "config/config.hpp"
 #include "server/chat_template.hpp"
 #include "server/engine_exporter.hpp"
@@ -133,6 +134,7 @@ struct HttpServer::Impl {
     return loaded;
   }
   void check_auth(const http::Request& req) const;
+  std::string tenant_of(const http::Request& req, const std::string& user) const;
   void generate(const http::Request& req, http::Exchange ex, bool chat);
   void on_finished(const RequestTrace& t);
   std::string response_id(bool chat) {
@@ -212,6 +214,22 @@ void HttpServer::Impl::on_finished(const RequestTrace& t) {
     ttft->observe(seconds(*t.first_token - t.submitted));
     if (t.num_generated_tokens > 1) tpot->observe(seconds(t.finished - *t.first_token) / (t.num_generated_tokens - 1));
   }
+}
+
+// Whose text a request is (SpeculativeOptions::tenant): its API key (when the server checks keys)
+// and its `user`; "" (shared with nobody) when it has neither. The key itself is not kept.
+std::string HttpServer::Impl::tenant_of(const http::Request& req, const std::string& user) const {
+  std::string tenant;
+  if (!api_keys.empty()) {
+    const std::string& header = req.header("authorization");
+    tenant += "key:" + std::to_string(fnv1a64(header));
+  }
+  if (!user.empty()) {
+    if (!tenant.empty()) tenant += '/';
+    tenant += "user:";
+    tenant += user;
+  }
+  return tenant;
 }
 
 void HttpServer::Impl::check_auth(const http::Request& req) const {
@@ -345,7 +363,11 @@ void HttpServer::Impl::generate(const http::Request& req, http::Exchange ex, boo
   } else {
     requests = parse_completion_requests(body, l->limits, *l->tok);
   }
-  for (GenerationRequest& g : requests) resolve_arm(g, req.header("x-specd-arm"), l->limits);
+  const std::string tenant = tenant_of(req, requests.empty() ? std::string() : requests.front().user);
+  for (GenerationRequest& g : requests) {
+    resolve_arm(g, req.header("x-specd-arm"), l->limits);
+    g.tenant = tenant;
+  }
   const GenerationContext ctx{
       *l->engine,
       *l->tok,

@@ -86,7 +86,8 @@ struct GenerationRequest {
   bool want_logprobs = false;     // completions logprobs: N / chat logprobs: true
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
   SpeculativeOptions speculative;
-  std::string user;  // OpenAI `user`: sticky A/B arm assignment
+  std::string user;    // OpenAI `user`: sticky A/B arm assignment
+  std::string tenant;  // whose text it is (specd::SpeculativeOptions::tenant): API key and user
 };
 
 // Parse and validate a request body. Throw ApiError (400 naming the field, 404 for an unknown

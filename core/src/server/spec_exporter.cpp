@@ -29,6 +29,12 @@ SpecExporter::SpecExporter(MetricsRegistry& r)
                            "1 + accepted tokens / drafts (tokens per target forward).", {"proposer", "verifier"})),
       efficiency_(r.gauge("specd_spec_system_efficiency", "Emitted tokens / sum of (k + 1) over drafts.",
                           {"proposer", "verifier"})),
+      observations_(r.counter("specd_spec_proposer_observations_total",
+                              "Observations the proposer recorded in the series `name` (docs/plugin-abi.md).",
+                              {"proposer", "verifier", "name"})),
+      observation_sum_(r.counter("specd_spec_proposer_observation_sum",
+                                 "The sum of the proposer's observations in the series `name`.",
+                                 {"proposer", "verifier", "name"})),
       arm_requests_(r.counter("specd_spec_arm_requests_total", "Requests assigned to the A/B arm.", {"arm"})),
       arm_drafts_(r.counter("specd_spec_arm_drafts_total", "Drafts the A/B arm's verifier served.", {"arm"})),
       arm_draft_tokens_(r.counter("specd_spec_arm_draft_tokens_total", "Draft tokens the arm verified.", {"arm"})),
@@ -105,6 +111,10 @@ void SpecExporter::collect(const spec::SpecMetrics& m, const std::vector<spec::A
   mean_length_.with(a).set(m.mean_acceptance_length());
   efficiency_.with(a).set(m.system_efficiency());
   collect_policy(m.policy);
+  for (const spec::ProposerSeries& s : m.proposer_series) {
+    observations_.with({proposer_, verifier_, s.name}).set_total(d(s.count));
+    observation_sum_.with({proposer_, verifier_, s.name}).set_total(s.sum);
+  }
   for (size_t i = 0; i < arms.size() && i < arms_.size(); ++i) {
     collect_arm(i, arms[i]);
     for (size_t served = 0; served < arms[i].shadow.size() && served < arms_.size(); ++served)

@@ -41,6 +41,8 @@ class SpecExporter {
   Family<Gauge>& acceptance_rate_;
   Family<Gauge>& mean_length_;
   Family<Gauge>& efficiency_;
+  Family<Counter>& observations_;
+  Family<Counter>& observation_sum_;
   // Per arm {arm}.
   Family<Counter>& arm_requests_;
   Family<Counter>& arm_drafts_;

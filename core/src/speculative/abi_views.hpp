@@ -19,6 +19,7 @@ inline specd_sequence abi_sequence(const sched::Sequence& s, int64_t num_tokens)
   out.seed = s.seed;
   out.step = s.step();
   out.temperature = s.params.temperature;
+  out.tenant = s.tenant;
   return out;
 }
 

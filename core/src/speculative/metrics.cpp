@@ -62,6 +62,12 @@ SpecMetrics SpecMetrics::since(const SpecMetrics& before) const {
   d.propose_seconds -= before.propose_seconds;
   d.score_seconds -= before.score_seconds;
   d.verify_seconds -= before.verify_seconds;
+  for (ProposerSeries& s : d.proposer_series)
+    for (const ProposerSeries& e : before.proposer_series)
+      if (e.name == s.name) {
+        s.count -= e.count;
+        s.sum -= e.sum;
+      }
   PolicyMetrics& p = d.policy;
   const PolicyMetrics& b = before.policy;
   p.steps -= b.steps;

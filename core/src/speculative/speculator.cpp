@@ -407,6 +407,20 @@ void Speculator::collect(ArmStepRecord& into, spec::PolicyMetrics& policy) {
   policy = policy_metrics_;
 }
 
+void Speculator::finish(const sched::Sequence& seq) {
+  if (!on()) return;
+  const specd_sequence s = abi_sequence(seq, static_cast<int64_t>(seq.tokens.size()));
+  proposer_->on_finish(s);
+}
+
+std::vector<spec::ProposerSeries> Speculator::observations() const {
+  std::vector<spec::ProposerSeries> out;
+  if (!on()) return out;
+  for (const plugin::ObservedSeries& s : proposer_->context().observations().snapshot())
+    out.push_back({s.name, s.count, s.sum});
+  return out;
+}
+
 void Speculator::release(sched::SeqId id) {
   if (!on()) return;
   feed_->release(id);

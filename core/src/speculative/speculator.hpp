@@ -103,6 +103,11 @@ class Speculator {
   // counters (spec_metrics.hpp).
   void collect(ArmStepRecord& into, spec::PolicyMetrics& policy);
   void release(sched::SeqId id);
+  // The sequence finished (a stop or the length limit), before its release: the proposer's
+  // on_finish (ABI 1.4).
+  void finish(const sched::Sequence& seq);
+  // The proposer's own observations so far (ABI 1.4 record).
+  std::vector<spec::ProposerSeries> observations() const;
   ArmAccounting& accounting() { return *accounting_; }
 
  private:

@@ -82,11 +82,12 @@ TEST(SpecSampling, RejectionWithDraftModelIsLossless) {
 // that token's greedy continuation: prompt lookup drafts it, and the target accepts it often.
 TEST(SpecSampling, DynamicSpeculationIsLossless) {
   const int n = 1500;
-  for (const std::string proposer : {"ngram", "draft_model", "mtp"}) {
+  for (const std::string proposer : {"ngram", "suffix", "draft_model", "mtp"}) {
     SCOPED_TRACE(proposer);
     const fs::path target = specd::spec_test::target_fixture(proposer == "mtp", 0.02);
+    const bool from_text = proposer == "ngram" || proposer == "suffix";  // one-hot drafts from the text
     std::vector<int32_t> prompt = kPrompt;
-    if (proposer == "ngram") {
+    if (from_text) {
       Request probe;
       probe.prompt_ids = {1, 450};
       probe.sampling.temperature = 0.0f;
@@ -98,7 +99,7 @@ TEST(SpecSampling, DynamicSpeculationIsLossless) {
     }
     const auto plain = tokens_2_and_3(specd::config::for_model_dir(target.string()), n, 1, nullptr, {}, prompt);
     specd::config::Overrides extra{{"speculative.dynamic", "true"}};
-    if (proposer != "ngram") extra.push_back({"speculative.proposer.temperature", "1.0"});
+    if (!from_text) extra.push_back({"speculative.proposer.temperature", "1.0"});
     specd::spec::SpecMetrics m;
     // Seeded requests draft a fixed k unless they ask for dynamic k: these ask.
     const auto spec = tokens_2_and_3(specd::spec_test::spec_config(target, proposer, "rejection", 2, extra), n, 300001,

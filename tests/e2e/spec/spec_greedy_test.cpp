@@ -27,7 +27,7 @@ using specd::spec_test::run_engine;
 namespace {
 
 struct Case {
-  std::string proposer;  // ngram | draft_model | mtp
+  std::string proposer;  // ngram | suffix | draft_model | mtp
   std::string verifier;  // greedy | rejection
   int k;
   int batch;
@@ -44,7 +44,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* p : {"ngram", "draft_model", "mtp"})
+  for (const char* p : {"ngram", "suffix", "draft_model", "mtp"})
     for (const char* v : {"greedy", "rejection"})
       for (int k : {1, 3, 5})
         for (int b : {1, 4, 16}) cases.push_back({p, v, k, b});
@@ -53,7 +53,7 @@ std::vector<Case> all_cases() {
 
 std::vector<Case> batch_expansion_cases() {
   std::vector<Case> cases;
-  for (const char* p : {"ngram", "draft_model", "mtp"})
+  for (const char* p : {"ngram", "suffix", "draft_model", "mtp"})
     for (int k : {1, 3, 5})
       for (int b : {1, 4, 16}) cases.push_back({p, "greedy", k, b, "batch_expansion"});
   return cases;
@@ -61,10 +61,11 @@ std::vector<Case> batch_expansion_cases() {
 
 std::vector<Case> dynamic_cases() {
   std::vector<Case> cases;
-  for (const char* p : {"ngram", "draft_model", "mtp"})
+  for (const char* p : {"ngram", "suffix", "draft_model", "mtp"})
     for (const char* v : {"greedy", "rejection"})
       for (int b : {1, 16}) cases.push_back({p, v, 6, b, "mqa", true});
-  for (const char* p : {"ngram", "draft_model", "mtp"}) cases.push_back({p, "rejection", 6, 16, "mqa", true, true});
+  for (const char* p : {"ngram", "suffix", "draft_model", "mtp"})
+    cases.push_back({p, "rejection", 6, 16, "mqa", true, true});
   return cases;
 }
 
@@ -72,7 +73,7 @@ class SpecGreedyEquality : public testing::TestWithParam<Case> {};
 
 TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
   const Case& c = GetParam();
-  const bool ngram = c.proposer == "ngram";
+  const bool ngram = c.proposer == "ngram" || c.proposer == "suffix";  // they draft from the text
   // Dynamic k drafts only where drafting pays: on the fixture whose drafts the target mostly
   // accepts (layer std 0.004) for every proposer, so that the policy really drafts.
   const fs::path target = specd::spec_test::target_fixture(c.proposer == "mtp", ngram || c.dynamic ? 0.004 : 0.02);

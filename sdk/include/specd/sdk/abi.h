@@ -34,6 +34,11 @@
  *           ask for the target's hidden states of named layers (aux_hidden_layers, EAGLE-3).
  *           Model services load EAGLE-3 heads (specd_model_info.kind, input_hidden_width,
  *           aux_layers; specd_forward_batch.input_hidden_width).
+ *      1.4  finished outputs and tenants (suffix decoding): a proposer's optional on_finish gets
+ *           every sequence that finished (a stop or the length limit) with its whole text;
+ *           specd_sequence.tenant says whose text it is (0: a request nobody else may see); the
+ *           host's record service takes a proposer's own observations, which /metrics
+ *           publishes (docs/plugin-abi.md "Observations").
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -54,7 +59,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 3
+#define SPECD_ABI_MINOR 4
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -179,6 +184,13 @@ typedef struct specd_host_services {
 
   /* Model services, or NULL when the host has no model runtime (e.g. `specd plugins list`). */
   const struct specd_model_services* models;
+
+  /* Since 1.4, proposers only (NULL for other components): adds one observation `value` (finite,
+   * >= 0) to the series `name` (1 to 32 characters of [a-z0-9_]; at most 16 names per instance).
+   * Anything else is dropped, with one warning in the log per reason. /metrics publishes each
+   * series' count and sum as specd_spec_proposer_observations_total and
+   * specd_spec_proposer_observation_sum{proposer, verifier, name}. Thread-safe. */
+  void (*record)(void* host_ctx, const char* name, double value);
 } specd_host_services;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -286,6 +298,11 @@ typedef struct specd_sequence {
   uint64_t seed;           /* the request's seed */
   uint64_t step;           /* decode steps taken by this sequence so far */
   float temperature;       /* the request's sampling temperature (0 = greedy) */
+  /* Since 1.4 (read it only when struct_size covers it): who may see this sequence's text in
+   * drafts for other requests. Requests with the same non-zero tenant share one owner (the
+   * server derives it from the API key and the `user` field); 0: a request that shares with
+   * nobody. */
+  uint64_t tenant;
 } specd_sequence;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -383,6 +400,11 @@ typedef struct specd_proposer_vtable {
   /* Optional: the sequence ended (finished, cancelled, failed or preempted); free its state.
    * Always called once per sequence the component has seen. Never fails. */
   void (*on_release)(void* self, uint64_t seq_id);
+  /* Optional, since 1.4: the sequence finished (a stop token, stop string or the length limit;
+   * not a failure, cancellation or preemption). seq->tokens is its prompt and every generated
+   * token (past a stop string too). Called on every proposer that has it, whatever keeps_state
+   * says, before on_release. Never fails. */
+  void (*on_finish)(void* self, const specd_sequence* seq);
 } specd_proposer_vtable;
 
 /* ------------------------------------------------------------------------------------------ */

@@ -19,8 +19,16 @@ struct Sequence {
   uint64_t seed;
   uint64_t step;
   float temperature;
+  uint64_t tenant;  // ABI 1.4: whose text it is (0: shared with nobody; also from older hosts)
   static Sequence from(const specd_sequence& s) {
-    return {s.seq_id, {s.tokens.data, static_cast<size_t>(s.tokens.size)}, s.num_prompt, s.seed, s.step, s.temperature};
+    const bool has_tenant = s.struct_size >= offsetof(specd_sequence, tenant) + sizeof(uint64_t);
+    return {s.seq_id,
+            {s.tokens.data, static_cast<size_t>(s.tokens.size)},
+            s.num_prompt,
+            s.seed,
+            s.step,
+            s.temperature,
+            has_tenant ? s.tenant : 0};
   }
 };
 

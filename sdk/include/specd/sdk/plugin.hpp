@@ -324,6 +324,13 @@ class Host {
     return *models();
   }
   void* host_ctx() const { return raw_->host_ctx; }
+  // ABI 1.4: one observation of the series `name` for /metrics (abi.h: record); a no-op on
+  // older hosts.
+  void record(const char* name, double value) const {
+    if (raw_ != nullptr && raw_->struct_size >= offsetof(specd_host_services, record) + sizeof(void*) &&
+        raw_->record != nullptr)
+      raw_->record(raw_->host_ctx, name, value);
+  }
 
  private:
   const specd_host_services* raw_;
@@ -353,6 +360,8 @@ class Proposer {
   virtual void propose(ProposeBatch& batch) = 0;
   virtual void on_accept(uint64_t /*seq_id*/, int32_t /*num_accepted*/, std::span<const int32_t> /*emitted*/) {}
   virtual void on_release(uint64_t /*seq_id*/) {}
+  // ABI 1.4: the sequence finished (abi.h: on_finish); seq.tokens is its whole text.
+  virtual void on_finish(const Sequence& /*seq*/) {}
 };
 
 struct VerifierCaps {
@@ -422,6 +431,11 @@ inline const specd_proposer_vtable kProposerVtable = {
       });
     },
     [](void* self, uint64_t seq) { guard(nullptr, [&] { static_cast<Proposer*>(self)->on_release(seq); }); },
+    [](void* self, const specd_sequence* seq) {
+      guard(nullptr, [&] {
+        if (seq != nullptr) static_cast<Proposer*>(self)->on_finish(Sequence::from(*seq));
+      });
+    },
 };
 
 inline const specd_verifier_vtable kVerifierVtable = {

@@ -127,6 +127,9 @@ inline config::EngineConfig spec_config(const fs::path& target, const std::strin
   });
   if (proposer == "draft_model" && !own_draft) o.push_back({"speculative.proposer.layers", "1"});
   if (proposer == "ngram") o.push_back({"speculative.proposer.prompt_lookup_max", "3"});
+  // Drafts as long as k allows once a match is found, as ngram's (the default factor 1 drafts
+  // only as many tokens as matched: short drafts that the dynamic policy may find not worth it).
+  if (proposer == "suffix") o.push_back({"speculative.proposer.max_spec_factor", "8"});
   o.insert(o.end(), extra.begin(), extra.end());
   return config::for_model_dir(target.string(), o);
 }

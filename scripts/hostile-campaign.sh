@@ -164,6 +164,7 @@ start_server() {
   PIDS+=("$SRV_PID")
   SRV_URL=
   SRV_RC=
+  SRV_HEALTH=none
   SRV_HWM=$WORK/.hwm.$SRV_PID
   SRV_GUARD=$WORK/.guard.$SRV_PID
   : >"$SRV_GUARD"
@@ -182,7 +183,8 @@ start_server() {
     if [ -z "$SRV_URL" ] && addr=$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$logf" | head -1) && [ -n "$addr" ]; then
       SRV_URL=${addr#listening on }
     fi
-    if [ -n "$SRV_URL" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$SRV_URL/health")" = 200 ]; then
+    [ -n "$SRV_URL" ] && SRV_HEALTH=$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$SRV_URL/health")
+    if [ "$SRV_HEALTH" = 200 ]; then
       SRV_READY_MS=$(($(ms_now) - t0))
       sleep 0.3
       SRV_IDLE_KB=$(rss_kb "$SRV_PID" VmRSS)
@@ -206,7 +208,7 @@ start_outcome() {
   case $1 in
     0) echo "ready after $(secs "$SRV_READY_MS") s, idle RSS $((SRV_IDLE_KB / 1024)) MB" ;;
     1) echo "exit $SRV_RC after $(secs "$SRV_READY_MS") s: $(grep -v '^\[' "$2" | grep -v '^listening' | head -1 | cut -c1-150)" ;;
-    *) echo "not ready after $(secs "$SRV_READY_MS") s" ;;
+    *) echo "not ready after $(secs "$SRV_READY_MS") s (url ${SRV_URL:-none}, last /health: $SRV_HEALTH; log: $(tail -1 "$2" | cut -c1-200))" ;;
   esac
 }
 srv_alive() { kill -0 "$SRV_PID" 2>/dev/null; }
@@ -318,6 +320,7 @@ run_templates() {
     mdir=$(model_with_template "$name" "$file" "$how")
     local extra=()
     [ "$how" = option ] && extra=(--set "server.chat_template=$file")
+    [ "$how" = tokenizer_config_list ] && extra=(--set server.tool_call_parser=hermes)
     start_server "$WORK/tpl.log" --model "$mdir" "${SERVE_ARGS[@]}" "${extra[@]}"
     rc=$?
     vlog "$name: serve start-up: $(start_outcome "$rc" "$WORK/tpl.log")"
@@ -325,7 +328,7 @@ run_templates() {
       if [ "$rc" = 1 ] && [ -n "$(signal_of "$SRV_RC")" ]; then
         fail "$C" crash "$name" "server start-up: killed by SIG$(signal_of "$SRV_RC")"
       elif [ "$rc" = 2 ]; then
-        fail "$C" hang "$name" "server start-up: not ready after ${LIMIT_S} s"
+        fail "$C" hang "$name" "server start-up: $(start_outcome 2 "$WORK/tpl.log")"
         stop_server 1
       else
         anomaly "$C" "$name" "refused at start-up (exit $SRV_RC): $(grep -v '^\[' "$WORK/tpl.log" | grep -m1 -i error | cut -c1-160)"
@@ -413,16 +416,18 @@ run_gguf() {
   gen gguf
   while IFS=$'\t' read -r name file; do
     wanted "$name" || continue
+    local mb
+    mb=$(($(stat -c %s "$file") / 1048576))
     cli_run "$LIMIT_S" "$WORK/.out" "$WORK/.err" "$SPECD" inspect "$file"
     local ri=$R_KB
-    if [ "$name" != benign_baseline ]; then tried "$C"; judge_cli "$C" "$name" "inspect" "$base_i"; fi
+    if [ "$name" != benign_baseline ]; then tried "$C"; judge_cli "$C" "$name" "inspect ($mb MB file)" "$base_i"; fi
     cli_run "$LIMIT_S" "$WORK/.out" "$WORK/.err" "$SPECD" generate --model "$file" --prompt "$prompt" \
       --max-tokens 2 --temperature 0 --set model.num_threads=1 --set kv_cache.memory_mib=16
     local rg=$R_KB
     if [ "$name" = benign_baseline ] && [ "$R_RC" != 0 ]; then
       echo "hostile-campaign: the benign GGUF does not generate: $(head -c 300 "$WORK/.err")" >&2
     fi
-    [ "$name" != benign_baseline ] && judge_cli "$C" "$name" "generate" "$base_g"
+    [ "$name" != benign_baseline ] && judge_cli "$C" "$name" "generate ($mb MB file)" "$base_g"
     start_server "$WORK/gguf.log" --model "$file" "${SERVE_ARGS[@]}"
     rc=$?
     vlog "$name: serve start-up: $(start_outcome "$rc" "$WORK/gguf.log")"
@@ -442,11 +447,11 @@ run_gguf() {
     if [ "$rc" = 1 ] && [ -n "$(signal_of "$SRV_RC")" ]; then
       fail "$C" crash "$name" "serve start-up: killed by SIG$(signal_of "$SRV_RC")"
     fi
-    [ "$rc" = 2 ] && fail "$C" hang "$name" "serve start-up: not ready after ${LIMIT_S} s"
+    [ "$rc" = 2 ] && fail "$C" hang "$name" "serve start-up: $(start_outcome 2 "$WORK/gguf.log")"
     [ "$rc" = 0 ] && [ "$SRV_READY_MS" -gt $((HANG_S * 1000)) ] &&
       fail "$C" hang "$name" "serve start-up: ready after $(secs "$SRV_READY_MS") s"
     [ "$rc" != 1 ] && [ "$rs" -gt $((base_s + RSS_OVER_KB)) ] &&
-      fail "$C" rss "$name" "serve start-up: peak RSS $((rs / 1024)) MB (benign file $((base_s / 1024)) MB)"
+      fail "$C" rss "$name" "serve start-up ($mb MB file): peak RSS $((rs / 1024)) MB (benign file $((base_s / 1024)) MB)"
   done <"$WORK/gguf/manifest.tsv"
   note "$C" "each file: inspect, generate, serve start-up; idle = the same commands on a benign file"
 }
@@ -538,7 +543,7 @@ EOF
       case $rc in
         0) stop_server ;;
         1) [ -n "$(signal_of "$SRV_RC")" ] && fail "$C" crash "$name" "serve start-up: killed by SIG$(signal_of "$SRV_RC")" ;;
-        2) fail "$C" hang "$name" "serve start-up: not ready after ${LIMIT_S} s"; stop_server 1 ;;
+        2) fail "$C" hang "$name" "serve start-up: $(start_outcome 2 "$WORK/plug.log")"; stop_server 1 ;;
       esac
     fi
   done <"$WORK/plugins/manifest.tsv"

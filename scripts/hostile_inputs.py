@@ -402,9 +402,9 @@ def ablog(out, quick):
     add("deep_in_record", good[:-1] + ', "x": ' + "[" * 100000 + "]" * 100000 + "}\n")
     add("arms_1000", "".join(record(i, "arm%04d" % i) + "\n" for i in range(1000)))
     add("arms_5000_x2", "".join(record(i, "arm%05d" % (i // 2)) + "\n" for i in range(10000)))
-    add("shadows_300_arms_each", "".join(
-        record(i, "a%03d" % i, shadow=["a%03d" % j for j in range(300) if j != i]) + "\n" for i in range(300)))
-    add("records_20k", "".join(record(i, ("rejection", "typical")[i % 2], shadow=["x"]) + "\n" for i in range(20000)))
+    add("shadows_200_arms_each", "".join(
+        record(i, "a%03d" % i, shadow=["a%03d" % j for j in range(200) if j != i]) + "\n" for i in range(200)))
+    add("records_10k", "".join(record(i, ("rejection", "typical")[i % 2], shadow=["x"]) + "\n" for i in range(10000)))
     add("record_5M_steps", record(1, "rejection", steps=5000000) + "\n")
     add("binary_junk_10MB", bytes(rnd.getrandbits(8) for _ in range(1 << 20)) * 10)
     add("newlines_10M", "\n" * 10000000)
@@ -545,8 +545,7 @@ def plugins(out, quick, so_path):
             o = elf.phoff + 56 * i
             add("pt_load%d_vaddr_overlap" % i, patched(lambda b, o=o: struct.pack_into("<Q", b, o + 16, 0)))
             add("pt_load%d_memsz_huge" % i, patched(lambda b, o=o: struct.pack_into("<Q", b, o + 40, 1 << 46)))
-    variants = {"huge": lambda v: 0x7FFFFFFF0000, "zero": lambda v: 0, "shift": lambda v: v + 0x100000,
-                "allones": lambda v: 0xFFFFFFFFFFFFFFFF, "plus7": lambda v: v + 7}
+    variants = {"huge": lambda v: 0x7FFFFFFF0000, "zero": lambda v: 0, "plus7": lambda v: v + 7}
     for idx, tag, val, off in elf.dyn_entries():
         tname = DT_NAMES.get(tag, "0x%x" % tag)
         for vname, fn in variants.items():
@@ -723,15 +722,17 @@ def http(out, quick):
     add("response_format_1MB", chat(response_format={"type": "r" * 1000000}), path="/v1/chat/completions")
     add("role_1MB", chat().replace('"user"', '"' + "r" * 1000000 + '"'), path="/v1/chat/completions",
         expect="200,400")
-    for i in range(1 if quick else 8):
-        add("unknown_fields_100k_batch%d" % i, comp(**{"x%d_%07d_%s" % (i, j, "p" * 100): 1 for j in range(100000)}),
+    # 100k unknown field names in one body; then 3 bodies of 20k new names each (is every name kept?)
+    add("unknown_fields_100k", comp(**{"x_%07d_%s" % (j, "p" * 100): 1 for j in range(100000)}), expect="200")
+    for i in range(0 if quick else 3):
+        add("unknown_fields_20k_batch%d" % i, comp(**{"y%d_%07d_%s" % (i, j, "p" * 100): 1 for j in range(20000)}),
             expect="200")
     add("messages_100k", chat(messages=[{"role": "user", "content": "m"}] * 100000),
         path="/v1/chat/completions", expect="200,400")
     add("tokenize_4MB_word", json.dumps({"prompt": "x" * 4000000}), path="/tokenize", expect="200")
     add("tokenize_15MB_word", json.dumps({"prompt": "x" * 15000000}), path="/tokenize", expect="200,400")
     add("detokenize_2M_ids", json.dumps({"tokens": [5735] * 2000000}), path="/detokenize", expect="200,400")
-    add("completion_64_long_prompts", comp(prompt=[[5735] * 100000] * 64), expect="400")
+    add("completion_64_long_prompts", comp(prompt=[[5735] * 40000] * 64), expect="400")
     add("completion_prompt_4MB", comp(prompt="x " * 2000000), expect="400")
     add("get_with_body", body, method="GET", expect="405")
     add("not_json_content", b"\xff" * 1000)

@@ -1,6 +1,5 @@
 #include "plugin/probe.hpp"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,14 +10,25 @@
 #include <thread>
 
 namespace specd::plugin {
+namespace {
 
-std::string probe_load(const std::filesystem::path& file, std::chrono::milliseconds timeout) {
-  const std::string path = file.string();
+// The child's exit statuses for "the attempt came back".
+constexpr int kLoaded = 0;
+constexpr int kRefused = 3;
+
+}  // namespace
+
+std::string probe_in_child(const std::function<bool()>& attempt, std::chrono::milliseconds timeout) {
   const pid_t pid = ::fork();
   if (pid < 0) return "";  // cannot fork: load in this process, as without probing
   if (pid == 0) {
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ::_exit(handle != nullptr ? 0 : 3);
+    bool ok = false;
+    try {
+      ok = attempt();
+    } catch (...) {
+      ok = false;
+    }
+    ::_exit(ok ? kLoaded : kRefused);
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
@@ -37,6 +47,9 @@ std::string probe_load(const std::filesystem::path& file, std::chrono::milliseco
     const int sig = WTERMSIG(status);
     return "crashed the loader (signal " + std::to_string(sig) + ", " + ::strsignal(sig) + ")";
   }
+  if (WIFEXITED(status) && WEXITSTATUS(status) != kLoaded && WEXITSTATUS(status) != kRefused)
+    return "stopped the loader (exit status " + std::to_string(WEXITSTATUS(status)) +
+           "; the dynamic loader prints why, e.g. \"Inconsistency detected by ld.so\")";
   return "";
 }
 

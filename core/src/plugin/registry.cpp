@@ -171,6 +171,16 @@ Error refusal(const fs::path& file, const std::string& reason) {
   return Error(ErrorCode::kPluginLoad, "plugin " + file.string() + ": " + reason);
 }
 
+boost::dll::shared_library open_library(const fs::path& file, const fs::path& name) {
+  boost::dll::shared_library lib;
+  try {
+    lib.load(boost::dll::fs::path(file.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    throw refusal(name, std::string("cannot be loaded: ") + e.what());
+  }
+  return lib;
+}
+
 // The library's descriptor, from its entry point; throws a refusal naming what is missing.
 const specd_plugin_descriptor* entry_descriptor(const boost::dll::shared_library& lib, const fs::path& file,
                                                 const fs::path& name) {
@@ -227,17 +237,22 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
   if (!fs::exists(file, ec)) throw refusal(file_in, "no such file");
   // dlopen trusts the ELF headers; a truncated file would crash the process (SIGBUS).
   if (const std::string bad = check_elf_shared_object(file); !bad.empty()) throw refusal(file_in, bad);
-  // A file whose loading crashes (corrupt dynamic section, faulting constructor) is found out in
-  // a child process, so that it cannot take this one down.
-  if (probing_enabled())
-    if (const std::string bad = probe_load(file); !bad.empty()) throw refusal(file_in, bad);
-
-  boost::dll::shared_library lib;
-  try {
-    lib.load(boost::dll::fs::path(file.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
-  } catch (const std::exception& e) {
-    throw refusal(file_in, std::string("cannot be loaded: ") + e.what());
+  // A file whose loading crashes (corrupt dynamic section or symbol table, faulting constructor,
+  // entry point or destructor, the dynamic loader's own assertions) is found out in a child
+  // process that goes through the same steps and unloads the file again, so that it cannot
+  // take this one down.
+  if (probing_enabled()) {
+    const std::string bad = probe_in_child([&] {
+      boost::dll::shared_library lib = open_library(file, file_in);
+      const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
+      check_descriptor(*desc, file_in);
+      check_components(*desc, file, file_in);
+      lib.unload();  // runs its destructors, as this process's exit would
+      return true;
+    });
+    if (!bad.empty()) throw refusal(file_in, bad);
   }
+  boost::dll::shared_library lib = open_library(file, file_in);
   const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
   check_descriptor(*desc, file_in);
   check_components(*desc, file, file_in);

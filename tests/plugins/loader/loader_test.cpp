@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -204,6 +205,62 @@ TEST(PluginLoader, AFileThatCrashesTheLoaderIsReportedAndTheRestLoad) {
   const std::string& msg = reg.refusals()[0].reason;
   EXPECT_NE(msg.find("a_crashing.so"), std::string::npos) << msg;
   EXPECT_NE(msg.find("crashed the loader (signal " + std::to_string(SIGSEGV)), std::string::npos) << msg;
+  ASSERT_EQ(reg.plugins().size(), 1u);
+  EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
+}
+
+// The probe goes through every step the host takes with a file, and unloads it again: an entry
+// point that faults, a destructor that faults (the host would crash when it exits) and a dynamic
+// section the loader stops on with its own assertion (exit status 127, no signal) are refused by
+// name; before, each of these took the host down (the round-2 hostile campaign's 34 plugin files).
+TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "crashing_later";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(plugin_file("crashing_entry", "test_crashing_entry"), dir / "a_entry.so");
+  fs::copy_file(plugin_file("crashing_exit", "test_crashing_exit"), dir / "b_exit.so");
+  // c_pltrel.so: the good plugin with DT_PLTREL (which must say DT_RELA) set to garbage.
+  fs::copy_file(plugin_file("good", "test_good"), dir / "c_pltrel.so");
+  {
+    std::fstream f(dir / "c_pltrel.so", std::ios::in | std::ios::out | std::ios::binary);
+    auto read = [&](uint64_t at, auto& v) {
+      f.seekg(static_cast<std::streamoff>(at)), f.read(reinterpret_cast<char*>(&v), sizeof(v));
+    };
+    uint64_t phoff = 0;
+    uint16_t phentsize = 0, phnum = 0;
+    read(0x20, phoff);
+    read(0x36, phentsize);
+    read(0x38, phnum);
+    bool patched = false;
+    for (uint16_t i = 0; i < phnum && !patched; ++i) {
+      uint32_t type = 0;
+      uint64_t offset = 0, size = 0;
+      read(phoff + uint64_t{i} * phentsize, type);
+      read(phoff + uint64_t{i} * phentsize + 8, offset);
+      read(phoff + uint64_t{i} * phentsize + 32, size);
+      if (type != 2) continue;  // PT_DYNAMIC
+      for (uint64_t e = offset; e + 16 <= offset + size; e += 16) {
+        int64_t tag = 0;
+        read(e, tag);
+        if (tag != 20) continue;  // DT_PLTREL
+        const uint64_t garbage = 0x7777;
+        f.seekp(static_cast<std::streamoff>(e + 8));
+        f.write(reinterpret_cast<const char*>(&garbage), sizeof(garbage));
+        patched = true;
+        break;
+      }
+    }
+    ASSERT_TRUE(patched) << "no DT_PLTREL in the good plugin";
+  }
+  fs::copy_file(plugin_file("good", "test_good"), dir / "d_good.so");
+  Registry reg;
+  reg.scan({dir});
+  ASSERT_EQ(reg.refusals().size(), 3u);
+  const std::string sig = "crashed the loader (signal " + std::to_string(SIGSEGV);
+  EXPECT_NE(reg.refusals()[0].reason.find("a_entry.so: " + sig), std::string::npos) << reg.refusals()[0].reason;
+  EXPECT_NE(reg.refusals()[1].reason.find("b_exit.so: " + sig), std::string::npos) << reg.refusals()[1].reason;
+  EXPECT_NE(reg.refusals()[2].reason.find("c_pltrel.so: stopped the loader (exit status 127"), std::string::npos)
+      << reg.refusals()[2].reason;
   ASSERT_EQ(reg.plugins().size(), 1u);
   EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
 }

@@ -162,7 +162,7 @@ bool contains(const Value& container, const Value& item) {
   if (container.is_string()) {
     if (!item.is_string())
       throw TemplateError("'in <string>' requires string as left operand, not " + short_type_name(item));
-    return container.as_string().find(item.as_string()) != std::string::npos;
+    return pystr::search(container.as_string(), item.as_string()) != std::string::npos;
   }
   if (container.is_dict()) return container.as_dict().find(item) != nullptr;
   if (container.is_list()) {

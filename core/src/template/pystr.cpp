@@ -123,12 +123,61 @@ std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, 
 
 }  // namespace
 
+namespace {
+
+// Needles up to this long use the library's search: its worst case is |s| x |sub| comparisons,
+// bounded by 16 |s| here, and it is the faster one for short needles.
+constexpr size_t kShortNeedle = 16;
+
+// Knuth-Morris-Pratt: calls on_match(start) for every occurrence in s[from..] (overlapping ones
+// too) until it returns false. O(|s| + |sub|).
+template <class OnMatch>
+void kmp(std::string_view s, std::string_view sub, size_t from, OnMatch on_match) {
+  charge_work(sub.size() * sizeof(uint32_t));  // the table, against the render's budget
+  std::vector<uint32_t> fail(sub.size(), 0);
+  for (uint32_t i = 1, k = 0; i < sub.size(); ++i) {
+    while (k > 0 && sub[i] != sub[k]) k = fail[k - 1];
+    if (sub[i] == sub[k]) ++k;
+    fail[i] = k;
+  }
+  for (size_t i = from, k = 0; i < s.size(); ++i) {
+    while (k > 0 && s[i] != sub[k]) k = fail[k - 1];
+    if (s[i] == sub[k]) ++k;
+    if (k == sub.size()) {
+      if (!on_match(i + 1 - k)) return;
+      k = fail[k - 1];
+    }
+  }
+}
+
+}  // namespace
+
+size_t search(std::string_view s, std::string_view sub, size_t from) {
+  if (sub.size() <= kShortNeedle || from > s.size()) return s.find(sub, from);
+  size_t found = std::string_view::npos;
+  kmp(s, sub, from, [&](size_t at) {
+    found = at;
+    return false;
+  });
+  return found;
+}
+
+size_t search_last(std::string_view s, std::string_view sub) {
+  if (sub.size() <= kShortNeedle) return s.rfind(sub);
+  size_t found = std::string_view::npos;
+  kmp(s, sub, 0, [&](size_t at) {
+    found = at;
+    return true;
+  });
+  return found;
+}
+
 std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
   if (!sep) return split_whitespace(s, maxsplit, false);
   std::vector<std::string> out;
   size_t pos = 0;
   while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
-    const size_t at = s.find(*sep, pos);
+    const size_t at = search(s, *sep, pos);
     if (at == std::string_view::npos) break;
     out.emplace_back(s.substr(pos, at - pos));
     pos = at + sep->size();
@@ -195,7 +244,7 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
   size_t pos = 0;
   int64_t done = 0;
   while (count < 0 || done < count) {
-    const size_t at = s.find(old, pos);
+    const size_t at = search(s, old, pos);
     if (at == std::string_view::npos) break;
     charge_work(at - pos + with.size());
     out.append(s.substr(pos, at - pos));
@@ -210,12 +259,12 @@ std::string replace(std::string_view s, std::string_view old, std::string_view w
 int64_t count(std::string_view s, std::string_view sub) {
   if (sub.empty()) return static_cast<int64_t>(decode(s).size()) + 1;
   int64_t n = 0;
-  for (size_t pos = s.find(sub); pos != std::string_view::npos; pos = s.find(sub, pos + sub.size())) ++n;
+  for (size_t pos = search(s, sub); pos != std::string_view::npos; pos = search(s, sub, pos + sub.size())) ++n;
   return n;
 }
 
 int64_t find(std::string_view s, std::string_view sub, bool last) {
-  const size_t at = last ? s.rfind(sub) : s.find(sub);
+  const size_t at = last ? search_last(s, sub) : search(s, sub);
   if (at == std::string_view::npos) return -1;
   return static_cast<int64_t>(decode(s.substr(0, at)).size());
 }

@@ -20,6 +20,12 @@ bool is_space(char32_t c);  // str.isspace()
 // str.strip(chars) / lstrip / rstrip; chars == nullopt strips whitespace.
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);
 // str.split(sep, maxsplit): sep == nullopt splits on runs of whitespace and drops empty parts.
+// The first occurrence of sub in s at or after `from` (npos if none), in time linear in
+// |s| + |sub| whatever the input (a naive search over a 20 MB string with a long, almost
+// matching needle takes seconds inside one builtin call, where the render deadline cannot stop
+// it); the last occurrence likewise.
+size_t search(std::string_view s, std::string_view sub, size_t from = 0);
+size_t search_last(std::string_view s, std::string_view sub);
 std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit);
 std::vector<std::string> rsplit(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit);
 std::vector<std::string> splitlines(std::string_view s, bool keepends);

@@ -8,8 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "common/ordered_json_builder.hpp"
 #include "specd/error.hpp"
 
 namespace specd {
@@ -161,6 +163,12 @@ Json parse_limited(std::string_view text) {
     throw JsonError("a NUL byte at byte " + std::to_string(at) + " (JSON text has none; escape it as \\u0000)");
   if (const size_t at = excess_nesting_at(text, kMaxJsonDepth); at != std::string_view::npos) {
     throw JsonError("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " + std::to_string(at));
+  }
+  if constexpr (std::is_same_v<Json, nlohmann::ordered_json>) {
+    // Linear in the members of each object (ordered_json_builder.hpp); on any refusal the DOM
+    // parser below runs and reports it exactly as before.
+    OrderedJsonBuilder builder;
+    if (nlohmann::ordered_json::sax_parse(text.begin(), text.end(), &builder)) return std::move(builder.result());
   }
   try {
     return Json::parse(text.begin(), text.end());

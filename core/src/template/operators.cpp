@@ -45,8 +45,8 @@ int64_t checked_op(Op op, int64_t a, int64_t b) {
 
 Value repeat(const Value& seq, int64_t n) {
   n = std::max<int64_t>(n, 0);
-  const int64_t unit =
-      seq.is_string() ? static_cast<int64_t>(seq.as_string().size()) : static_cast<int64_t>(seq.as_list().size());
+  const int64_t unit = seq.is_string() ? static_cast<int64_t>(seq.as_string().size())
+                                       : static_cast<int64_t>(seq.as_list().size() * kListElementUnits);
   if (unit > 0 && n > (int64_t{64} << 20) / unit) throw TemplateError("sequence repetition is too large");
   charge_work(static_cast<uint64_t>(unit) * static_cast<uint64_t>(n));
   if (seq.is_string()) {

@@ -104,11 +104,13 @@ std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, 
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
       size_t e = cs.size();
       while (e > i && is_space(cs[e - 1])) --e;
+      charge_work(kListElementUnits + (e - i));
       parts.emplace_back(cs.substr(i, e - i));
       break;
     }
     size_t j = i;
     while (j < cs.size() && !is_space(cs[j])) ++j;
+    charge_work(kListElementUnits + (j - i));
     parts.emplace_back(cs.substr(i, j - i));
     i = j;
   }
@@ -179,6 +181,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
   while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
     const size_t at = search(s, *sep, pos);
     if (at == std::string_view::npos) break;
+    charge_work(kListElementUnits + (at - pos));
     out.emplace_back(s.substr(pos, at - pos));
     pos = at + sep->size();
   }
@@ -194,6 +197,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
     if (end < sep->size()) break;
     const size_t at = s.rfind(*sep, end - sep->size());
     if (at == std::string_view::npos) break;
+    charge_work(kListElementUnits + (end - at - sep->size()));
     out.emplace_back(s.substr(at + sep->size(), end - at - sep->size()));
     end = at;
   }

@@ -11,7 +11,7 @@
 
 namespace specd::jinja {
 
-Value::Value(List l) : v_((charge_work(l.size()), std::make_shared<List>(std::move(l)))) {}
+Value::Value(List l) : v_((charge_work(l.size() * kListElementUnits), std::make_shared<List>(std::move(l)))) {}
 
 double Value::as_double() const {
   if (is_int()) return static_cast<double>(as_int());
@@ -424,6 +424,7 @@ List iterate(const Value& v) {
     return keys;
   }
   if (v.is_string()) {
+    charge_work(v.as_string().size() * kListElementUnits);  // before the list of characters is built
     List chars;
     for (char32_t c : pystr::decode(v.as_string())) {
       std::string one;

@@ -2,8 +2,8 @@
 // specd_host_services.record): per series name, a count and a sum, which /metrics publishes
 // (specd_spec_proposer_observations_total / _observation_sum). Bounded: at most kMaxSeries names
 // of 1 to kMaxNameLength characters of [a-z0-9_], values finite and >= 0 (the sums are
-// Prometheus counters); anything else is dropped with one warning per reason. Thread-safe: a plugin may record from any
-// of its calls.
+// Prometheus counters); anything else is dropped with one warning per reason. Thread-safe: a
+// plugin may record from any of its calls.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "plugin/observations.hpp"
 #include "plugin/registry.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
@@ -263,6 +265,27 @@ TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
       << reg.refusals()[2].reason;
   ASSERT_EQ(reg.plugins().size(), 1u);
   EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
+}
+
+// A proposer's observations (ABI 1.4 record): counted and summed per name; a bad name, a value
+// that is negative or not finite, and a 17th series are dropped, never stored.
+TEST(PluginObservations, BoundedAndValidated) {
+  specd::plugin::Observations o;
+  specd::log::Logger& log = specd::log::get("test");
+  o.record("hits", 1, log);
+  o.record("hits", 2.5, log);
+  for (const char* bad : {"", "Hits", "a-b", "x y", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) o.record(bad, 1, log);
+  o.record(nullptr, 1, log);
+  o.record("neg", -1, log);
+  o.record("nan", std::nan(""), log);
+  for (int i = 0; i < 20; ++i) o.record(("s" + std::to_string(i)).c_str(), 1, log);
+  const auto s = o.snapshot();
+  ASSERT_EQ(s.size(), specd::plugin::Observations::kMaxSeries);
+  EXPECT_EQ(s[0].name, "hits");
+  EXPECT_EQ(s[0].count, 2u);
+  EXPECT_DOUBLE_EQ(s[0].sum, 3.5);
+  for (const auto& x : s) EXPECT_TRUE(specd::plugin::valid_series_name(x.name)) << x.name;
+  EXPECT_EQ(s.back().name, "s14");
 }
 
 TEST(PluginLoader, ThrowingFactoryIsALoadErrorNotACrash) {

@@ -278,7 +278,11 @@ TEST(PluginObservations, BoundedAndValidated) {
   o.record(nullptr, 1, log);
   o.record("neg", -1, log);
   o.record("nan", std::nan(""), log);
-  for (int i = 0; i < 20; ++i) o.record(("s" + std::to_string(i)).c_str(), 1, log);
+  for (int i = 0; i < 20; ++i) {
+    std::string name = "s";  // built with += (g++ 12 warns -Wrestrict on "s" + std::to_string(i))
+    name += std::to_string(i);
+    o.record(name.c_str(), 1, log);
+  }
   const auto s = o.snapshot();
   ASSERT_EQ(s.size(), specd::plugin::Observations::kMaxSeries);
   EXPECT_EQ(s[0].name, "hits");

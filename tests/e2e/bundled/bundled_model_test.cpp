@@ -146,8 +146,8 @@ struct SpecCase {
   const char* verifier;
   // Drafts of a model that has learned something are accepted far more often than random ones
   // (about 1 / vocab = 0.0002). On these prompts the shipped models measure about 0.37 (draft
-  // model), 0.45 (MTP), 0.46 (n-gram) and 0.36 (the EAGLE-3 head; its tree's mean accepted
-  // length 2.6); the bars leave room for other CPUs' rounding.
+  // model), 0.45 (MTP), 0.46 (n-gram) and 0.49 (the EAGLE-3 head; its tree's mean accepted
+  // length 3.3); the bars leave room for other CPUs' rounding.
   double min_acceptance;
   // eagle3 only: draft a tree (depth 4, top_k 2, 8 nodes); its bar is on the mean accepted length
   // (1 + accepted / drafts), since most of a tree's nodes are alternatives that cannot all pass.
@@ -221,8 +221,9 @@ INSTANTIATE_TEST_SUITE_P(BundledModels, GreedySpeculation,
                          testing::Values(SpecCase{"draft_model", "greedy", 0.2},
                                          SpecCase{"draft_model", "rejection", 0.2}, SpecCase{"mtp", "greedy", 0.25},
                                          SpecCase{"mtp", "rejection", 0.25}, SpecCase{"ngram", "greedy", 0.25},
-                                         SpecCase{"ngram", "rejection", 0.25}, SpecCase{"eagle3", "greedy", 0.2},
-                                         SpecCase{"eagle3", "rejection", 0.2}, SpecCase{"eagle3", "greedy", 2.0, true}),
+                                         SpecCase{"ngram", "rejection", 0.25}, SpecCase{"eagle3", "greedy", 0.35},
+                                         SpecCase{"eagle3", "rejection", 0.35},
+                                         SpecCase{"eagle3", "greedy", 2.8, true}),
                          [](const auto& info) {
                            return std::string(info.param.proposer) + "_" + info.param.verifier +
                                   (info.param.tree ? "_tree" : "");

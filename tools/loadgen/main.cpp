@@ -202,6 +202,32 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
+// Prints throughput and TTFT / TPOT / latency percentiles of the samples; returns how many succeeded.
+int print_latencies(const std::vector<Sample>& samples, double wall) {
+  std::vector<double> ttft, tpot, lat;
+  long tokens = 0;
+  int ok = 0;
+  for (const Sample& s : samples) {
+    if (!s.ok) continue;
+    ++ok;
+    tokens += s.tokens;
+    ttft.push_back(s.ttft_s);
+    tpot.push_back(s.tpot_s);
+    lat.push_back(s.latency_s);
+  }
+  auto ms = [](double s) { return s < 0 ? std::string("-") : std::to_string(s * 1000.0).substr(0, 7); };
+  std::printf("wall %.2f s, %.2f requests/s, %.1f output tokens/s\n", wall, ok / wall,
+              static_cast<double>(tokens) / wall);
+  std::printf("%-12s %10s %10s %10s\n", "ms", "p50", "p90", "p99");
+  std::printf("%-12s %10s %10s %10s\n", "TTFT", ms(percentile(ttft, 0.5)).c_str(), ms(percentile(ttft, 0.9)).c_str(),
+              ms(percentile(ttft, 0.99)).c_str());
+  std::printf("%-12s %10s %10s %10s\n", "TPOT", ms(percentile(tpot, 0.5)).c_str(), ms(percentile(tpot, 0.9)).c_str(),
+              ms(percentile(tpot, 0.99)).c_str());
+  std::printf("%-12s %10s %10s %10s\n", "latency", ms(percentile(lat, 0.5)).c_str(), ms(percentile(lat, 0.9)).c_str(),
+              ms(percentile(lat, 0.99)).c_str());
+  return ok;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"specd-loadgen: closed-loop load on an OpenAI-compatible /v1/completions endpoint"};
   std::string url = "http://127.0.0.1:8000";
@@ -249,25 +275,10 @@ int main(int argc, char** argv) {
   std::vector<std::thread> workers;
   for (int w = 0; w < concurrency; ++w) {
     workers.emplace_back([&, w] {
-      std::optional<specd::loadgen::AgentSession> session;
-      int sessions = 0, turn = 0;
+      specd::loadgen::PromptSource prompts(workload, w, turns, static_cast<size_t>(prompt_chars));
       std::string last_output;
       for (int i = next++; i < requests; i = next++) {
-        std::string prompt;
-        if (workload == specd::loadgen::Workload::kAgent) {
-          if (!session || turn == turns) {
-            session.emplace(static_cast<uint64_t>(w) * 1000 + static_cast<uint64_t>(sessions++),
-                            static_cast<size_t>(prompt_chars));
-            turn = 0;
-            last_output.clear();
-          }
-          prompt = session->next_prompt(last_output);
-          ++turn;
-        } else if (workload == specd::loadgen::Workload::kEdit) {
-          prompt = specd::loadgen::edit_prompt(static_cast<uint64_t>(i), static_cast<size_t>(prompt_chars));
-        } else {
-          prompt = "Load test request " + std::to_string(i) + ": once upon a time";
-        }
+        const std::string prompt = prompts.next(i, last_output);
         json body = {
             {"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
         if (stream) {
@@ -284,29 +295,10 @@ int main(int argc, char** argv) {
   for (auto& t : workers) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  std::vector<double> ttft, tpot, lat;
-  long tokens = 0;
-  int ok = 0;
-  for (const Sample& s : samples) {
-    if (!s.ok) continue;
-    ++ok;
-    tokens += s.tokens;
-    ttft.push_back(s.ttft_s);
-    tpot.push_back(s.tpot_s);
-    lat.push_back(s.latency_s);
-  }
-  auto ms = [](double s) { return s < 0 ? std::string("-") : std::to_string(s * 1000.0).substr(0, 7); };
+  const int ok = static_cast<int>(std::count_if(samples.begin(), samples.end(), [](const Sample& x) { return x.ok; }));
   std::printf("workload %s, concurrency %d, requests %d (%d ok, %d failed), max_tokens %d, %s\n", workload_name.c_str(),
               concurrency, requests, ok, requests - ok, max_tokens, stream ? "streaming" : "non-streaming");
-  std::printf("wall %.2f s, %.2f requests/s, %.1f output tokens/s\n", wall, ok / wall,
-              static_cast<double>(tokens) / wall);
-  std::printf("%-12s %10s %10s %10s\n", "ms", "p50", "p90", "p99");
-  std::printf("%-12s %10s %10s %10s\n", "TTFT", ms(percentile(ttft, 0.5)).c_str(), ms(percentile(ttft, 0.9)).c_str(),
-              ms(percentile(ttft, 0.99)).c_str());
-  std::printf("%-12s %10s %10s %10s\n", "TPOT", ms(percentile(tpot, 0.5)).c_str(), ms(percentile(tpot, 0.9)).c_str(),
-              ms(percentile(tpot, 0.99)).c_str());
-  std::printf("%-12s %10s %10s %10s\n", "latency", ms(percentile(lat, 0.5)).c_str(), ms(percentile(lat, 0.9)).c_str(),
-              ms(percentile(lat, 0.99)).c_str());
+  print_latencies(samples, wall);
   const SpecCounters after = spec_counters(host, port, api_key);
   const double drafts = after.drafts - before.drafts, drafted = after.draft_tokens - before.draft_tokens;
   const double accepted = after.accepted - before.accepted;

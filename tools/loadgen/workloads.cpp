@@ -113,4 +113,16 @@ std::string edit_prompt(uint64_t index, size_t prompt_chars, int pool) {
          renamed.substr(0, renamed.find('\n', renamed.size() / 3) + 1);
 }
 
+std::string PromptSource::next(int index, const std::string& last_output) {
+  if (workload_ == Workload::kEdit) return edit_prompt(static_cast<uint64_t>(index), prompt_chars_);
+  if (workload_ == Workload::kPlain) return "Load test request " + std::to_string(index) + ": once upon a time";
+  const bool fresh = !session_ || turn_ == turns_;
+  if (fresh) {
+    session_.emplace(static_cast<uint64_t>(worker_) * 1000 + static_cast<uint64_t>(sessions_++), prompt_chars_);
+    turn_ = 0;
+  }
+  ++turn_;
+  return session_->next_prompt(fresh ? std::string() : last_output);
+}
+
 }  // namespace specd::loadgen

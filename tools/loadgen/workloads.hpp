@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,23 @@ class AgentSession {
 
 // The prompt of edit request `index` (files and renames repeat with period `pool`).
 std::string edit_prompt(uint64_t index, size_t prompt_chars, int pool = 6);
+
+// The prompts of one closed-loop worker: agent sessions of `turns` turns (a new session after
+// each), edit requests, or plain ones.
+class PromptSource {
+ public:
+  PromptSource(Workload workload, int worker, int turns, size_t prompt_chars)
+      : workload_(workload), worker_(worker), turns_(turns), prompt_chars_(prompt_chars) {}
+  // The prompt of request `index`; `last_output`: the completion text of this worker's previous
+  // request.
+  std::string next(int index, const std::string& last_output);
+
+ private:
+  Workload workload_;
+  int worker_, turns_;
+  size_t prompt_chars_;
+  std::optional<AgentSession> session_;
+  int sessions_ = 0, turn_ = 0;
+};
 
 }  // namespace specd::loadgen

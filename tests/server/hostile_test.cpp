@@ -241,6 +241,21 @@ TEST_F(Hostile, ChunkedOrDeclaredBodyOverTheLimitIs413) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+// A chat template's raise_exception message is clipped in the 400 (a template can make it as long
+// as its budget allows: the round-2 campaign got a 10 MB error body back).
+TEST(HostileTemplate, RaisedMessageIsClipped) {
+  const fs::path tpl = work_dir() / "raise_long.jinja";
+  fs::create_directories(work_dir());
+  std::ofstream(tpl) << "{{ raise_exception('boom ' * 2000000) }}";
+  ServerProcess s(hostile_config("raise_long", "  chat_template: " + tpl.string() + "\n"));
+  ASSERT_TRUE(s.ready()) << s.log();
+  const json body = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}};
+  const HttpResponse r = http_call(s.port(), "POST", "/v1/chat/completions", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body.substr(0, 200);
+  EXPECT_LT(r.body.size(), 2000u);
+  EXPECT_NE(r.body.find("the chat template failed: boom boom"), std::string::npos) << r.body.substr(0, 200);
+}
+
 TEST_F(Hostile, MalformedRequestsGet4xx) {
   auto raw = [&](const std::string& bytes) {
     HttpConnection c(port(), 10000);

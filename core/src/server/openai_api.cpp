@@ -499,7 +499,8 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     }
     req.prompt_ids = prompter.encode(text);
   } catch (const jinja::TemplateError& e) {
-    throw bad_request(std::string("the chat template failed: ") + e.what(), "messages");
+    // A template's own message (raise_exception) may be as long as the template made it.
+    throw bad_request("the chat template failed: " + clip(e.what(), 1000), "messages");
   }
   if (req.prompt_ids.empty()) throw bad_request("the chat template rendered an empty prompt", "messages");
   check_prompt_length(req, limits, "messages");

@@ -124,6 +124,15 @@ struct EngineStats {
   int32_t kv_blocks_cached = 0;
   uint64_t prefix_cache_queries = 0;
   uint64_t prefix_cache_hits = 0;
+  // Structured output (docs/structured-output.md): constrained requests admitted; token masks
+  // computed (a walk of the vocabulary trie) and taken from the cache, and the walks' time;
+  // draft tokens the grammar cut (forbidden, never scored) and added (forced text).
+  uint64_t structured_requests = 0;
+  uint64_t grammar_masks_computed = 0;
+  uint64_t grammar_masks_cached = 0;
+  double grammar_mask_seconds = 0;
+  uint64_t grammar_cut_drafts = 0;
+  uint64_t grammar_forced_drafts = 0;
 };
 
 // The version of the specd library an application runs with ("0.1.0"): defined by libspecd.so.

@@ -78,6 +78,24 @@ struct SpeculativeOptions {
   std::string tenant;
 };
 
+// Structured output (docs/structured-output.md): the generated text must be a sentence of the
+// constraint; every token it forbids is masked, at each speculative position too, and the
+// choice finishes (reason stop) where the constraint's text is complete and nothing may follow.
+struct StructuredOutput {
+  enum class Kind {
+    kNone,
+    kJsonObject,  // any JSON object
+    kJsonSchema,  // spec: a JSON Schema (text)
+    kRegex,       // spec: a regular expression the whole text matches
+    kChoice,      // one of `choices`, exactly
+    kGrammar,     // spec: a GBNF grammar (start rule `root`)
+  };
+  Kind kind = Kind::kNone;
+  std::string spec;
+  std::vector<std::string> choices;
+  bool active() const { return kind != Kind::kNone; }
+};
+
 // How generated text carries tool calls (output/tool_calls.hpp); kNone leaves text as it is.
 enum class ToolCallFormat { kNone, kHermes, kLlama3Json };
 
@@ -90,6 +108,7 @@ struct Request {
   // prompt is prefilled once and its KV blocks shared. [1, kMaxChoices].
   int32_t n = 1;
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
+  StructuredOutput structured = {};
 };
 
 enum class FinishReason {

@@ -1,4 +1,5 @@
 // specd generate (--config FILE | --model DIR) --prompt TEXT [sampling flags] [--json]
+// [--json-schema FILE | --regex R | --grammar FILE | --choice C... | --json-object]
 // Streams the completion to stdout and prints throughput (and, with a `speculative` config
 // section, the request's draft acceptance) to stderr; --json prints one object with the text,
 // token ids, finish reason, timings and a "speculative" object instead.
@@ -16,6 +17,7 @@
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "cli/policy_json.hpp"
+#include "common/untrusted.hpp"
 #include "specd/engine.hpp"
 #include "specd/error.hpp"
 
@@ -32,7 +34,45 @@ struct GenerateOptions {
   std::optional<bool> dynamic;                    // per-request speculative.dynamic
   bool no_speculation = false;
   std::string arm;  // the A/B arm to serve with ("" = assigned)
+  // Structured output (at most one): a JSON Schema file, a regex, a GBNF grammar file, choices.
+  std::string json_schema_file, regex, grammar_file;
+  std::vector<std::string> choices;
+  bool json_object = false;
 };
+
+// The --json-schema / --regex / --grammar / --choice / --json-object flags as one constraint.
+StructuredOutput structured_from_flags(const GenerateOptions& o) {
+  StructuredOutput so;
+  int given = 0;
+  if (!o.json_schema_file.empty()) {
+    so.kind = StructuredOutput::Kind::kJsonSchema;
+    so.spec = read_file_limited(o.json_schema_file, 8u << 20, "--json-schema");
+    ++given;
+  }
+  if (!o.regex.empty()) {
+    so.kind = StructuredOutput::Kind::kRegex;
+    so.spec = o.regex;
+    ++given;
+  }
+  if (!o.grammar_file.empty()) {
+    so.kind = StructuredOutput::Kind::kGrammar;
+    so.spec = read_file_limited(o.grammar_file, 8u << 20, "--grammar");
+    ++given;
+  }
+  if (!o.choices.empty()) {
+    so.kind = StructuredOutput::Kind::kChoice;
+    so.choices = o.choices;
+    ++given;
+  }
+  if (o.json_object) {
+    so.kind = StructuredOutput::Kind::kJsonObject;
+    ++given;
+  }
+  if (given > 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                "give at most one of --json-schema, --regex, --grammar, --choice and --json-object");
+  return so;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -112,6 +152,13 @@ void report(const GenerateOptions& o, const Engine& engine, const Generated& g, 
                           {"arm", arm.empty() ? nlohmann::json(nullptr) : nlohmann::json(arm)},
                           {"arms", arms_json(info, engine.arm_metrics(), engine.spec_metrics())}};
     }
+    if (const EngineStats s = engine.stats(); s.structured_requests > 0) {
+      j["structured"] = {{"masks_computed", s.grammar_masks_computed},
+                         {"masks_cached", s.grammar_masks_cached},
+                         {"mask_seconds", s.grammar_mask_seconds},
+                         {"forced_draft_tokens", s.grammar_forced_drafts},
+                         {"cut_draft_tokens", s.grammar_cut_drafts}};
+    }
     std::cout << j.dump() << "\n";
     return;
   }
@@ -145,6 +192,7 @@ void run_generate(GenerateOptions& o) {
   req.speculative.num_speculative_tokens = o.num_speculative_tokens;
   req.speculative.dynamic = o.dynamic;
   req.speculative.arm = o.arm;
+  req.structured = structured_from_flags(o);
   const Generated g = generate(engine, req, o.json);
   report(o, engine, g, load_s);
 }
@@ -173,6 +221,11 @@ void add_generate_command(CLI::App& app) {
                   "true: the policy picks 0..k drafts every step; false: k every step (default: speculative.dynamic)");
   cmd->add_flag("--no-speculation", o->no_speculation, "decode this request without speculation");
   cmd->add_option("--arm", o->arm, "the A/B arm (speculative.arms) that serves the request");
+  cmd->add_option("--json-schema", o->json_schema_file, "structured output: a JSON Schema file the text must satisfy");
+  cmd->add_option("--regex", o->regex, "structured output: a regular expression the whole text must match");
+  cmd->add_option("--grammar", o->grammar_file, "structured output: a GBNF grammar file (start rule `root`)");
+  cmd->add_option("--choice", o->choices, "structured output: the text is one of these (repeatable)");
+  cmd->add_flag("--json-object", o->json_object, "structured output: any JSON object");
   cmd->callback([o] { run_generate(*o); });
 }
 

@@ -234,6 +234,10 @@ void Engine::add_request(RequestId id, const Request& request) {
     return;
   }
   std::unique_ptr<sched::Sequence> seq = m.first_choice(id, request, std::move(v.prompt));
+  if (std::string err = m.attach_constraint(request, *seq); !err.empty()) {
+    m.pending.push_back(output::OutputProcessor::refuse(id, err, num_prompt));
+    return;
+  }
   if (std::string err = m.spec->accounting().assign(id, request, *seq); !err.empty()) {
     m.pending.push_back(output::OutputProcessor::refuse(id, err, num_prompt));
     return;
@@ -259,6 +263,19 @@ std::unique_ptr<sched::Sequence> Engine::Impl::first_choice(RequestId id, const 
   seq->tenant = tenant_key(request.speculative.tenant);
   if (!request.sampling.ignore_eos) seq->stop_ids.insert(seq->stop_ids.end(), eos_ids.begin(), eos_ids.end());
   return seq;
+}
+
+std::string Engine::Impl::attach_constraint(const Request& request, sched::Sequence& seq) {
+  if (!request.structured.active()) return "";
+  try {
+    if (!constraints)
+      constraints = std::make_unique<constrain::ConstraintCompiler>(constrain::TokenTrie::from_tokenizer(*tok));
+    seq.constraint.emplace(constraints->compile(request.structured));
+    ++structured_requests;
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Choices 1..n-1: copies of choice 0, each with its own seed stream (vLLM: seed + index).
@@ -384,6 +401,15 @@ EngineStats Engine::stats() const {
   const sched::Scheduler::PrefixCacheStats prefix = m.scheduler->prefix_cache_stats();
   s.prefix_cache_queries = prefix.queries;
   s.prefix_cache_hits = prefix.hits;
+  s.structured_requests = m.structured_requests;
+  if (m.constraints) {
+    const constrain::MaskCache::Stats masks = m.constraints->mask_stats();
+    s.grammar_masks_computed = masks.misses;
+    s.grammar_masks_cached = masks.hits;
+    s.grammar_mask_seconds = masks.compute_seconds;
+  }
+  s.grammar_cut_drafts = m.spec->grammar_cut_drafts();
+  s.grammar_forced_drafts = m.spec->grammar_forced_drafts();
   return s;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "constrain/constraint.hpp"
 #include "engine/request_validator.hpp"
 #include "engine/step_pipeline.hpp"
 #include "kv/kv_cache.hpp"
@@ -53,6 +54,10 @@ struct Engine::Impl {
   std::unique_ptr<speculative::Scorer> scorer;
   std::unique_ptr<output::OutputProcessor> output;
   std::optional<RequestValidator> validator;  // once the tokenizer and the context length are known
+  // Structured output: built with the first constrained request (its vocabulary trie reads every
+  // token's bytes once).
+  std::unique_ptr<constrain::ConstraintCompiler> constraints;
+  uint64_t structured_requests = 0;
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   std::vector<RequestOutput> pending;  // failures and aborts reported by the next step
@@ -116,6 +121,8 @@ struct Engine::Impl {
   void end_waiting_choices(RequestId request, const std::string& error, std::vector<RequestOutput>& outputs);
   // The sequences of a valid request: choice 0 and the choices waiting for its prompt.
   std::unique_ptr<sched::Sequence> first_choice(RequestId id, const Request& request, std::vector<int32_t> prompt);
+  // The request's compiled structured-output constraint; "" or the message it fails with.
+  std::string attach_constraint(const Request& request, sched::Sequence& seq);
   std::vector<std::unique_ptr<sched::Sequence>> other_choices(const sched::Sequence& first, const Request& request);
 };
 

@@ -113,6 +113,7 @@ void Engine::Impl::collect_row(sched::StepRow& row) {
   r.count = static_cast<uint32_t>(row.num_appended);
   outbox.tokens.insert(outbox.tokens.end(), row.emitted.begin(), row.emitted.begin() + row.num_appended);
   r.finish = row.finish;
+  r.grammar_complete = row.grammar_complete;
   r.committed = row.num_appended > 0 || !row.failed();  // max_tokens 0 appends nothing
   r.speculated = row.speculates();
   r.spec = {row.lookahead, static_cast<int32_t>(row.drafts.size()), row.num_accepted};
@@ -175,7 +176,8 @@ void Engine::Impl::process_row(StepResult& r, std::vector<RequestOutput>& output
   const StepOutbox& outbox = pipeline->outbox();
   const std::span<const int32_t> appended(outbox.tokens.data() + r.first, r.count);
   const float* logits = r.logits_at >= 0 ? outbox.logits.data() + r.logits_at : nullptr;
-  RequestOutput out = output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits});
+  RequestOutput out =
+      output->process(r.id, {appended, r.finish, r.speculated ? &r.spec : nullptr, logits, r.grammar_complete});
   if (r.spec.drafted > 0) {
     const auto emitted = static_cast<int32_t>(out.new_token_ids.size());
     spec_metrics.record(r.spec.k, r.spec.drafted, r.spec.accepted, emitted);

@@ -49,6 +49,7 @@ struct StepResult {
   uint32_t first = 0;  // the tokens appended this step: StepOutbox::tokens[first, first + count)
   uint32_t count = 0;
   FinishReason finish = FinishReason::kNone;  // the scheduler's token-level verdict
+  bool grammar_complete = false;              // finish kStop because the constraint's text is complete
   bool committed = false;                     // false: the row failed before its tokens were appended
   bool speculated = false;                    // proposed this step (k > 0)
   output::SpecStep spec;

@@ -110,7 +110,7 @@ RequestOutput OutputProcessor::process(sched::SeqId seq, const Committed& c) {
     if (r.logprobs >= 0 && c.logits != nullptr)
       out.logprobs.push_back(token_logprobs(c.logits + i * static_cast<size_t>(vocab_), token, r.logprobs));
     bool stop_string = false;
-    if (last && c.token_finish == FinishReason::kStop) {
+    if (last && c.token_finish == FinishReason::kStop && !c.grammar_complete) {
       finish = FinishReason::kStop;  // a stop token: as in vLLM, its text is not output
     } else {
       auto pushed = r.stops.push(r.detok->push({&token, 1}));

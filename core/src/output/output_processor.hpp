@@ -41,6 +41,9 @@ struct Committed {
   FinishReason token_finish = FinishReason::kNone;  // the scheduler's verdict on the last one
   const SpecStep* spec = nullptr;                   // the step's outcome when the sequence proposed
   const float* logits = nullptr;                    // [appended, vocab] raw target logits, row i for token i
+  // token_finish kStop because the structured-output constraint is complete (the last token is
+  // text, not a stop token).
+  bool grammar_complete = false;
 };
 
 class OutputProcessor {

@@ -65,6 +65,14 @@ void record(void* ctx, const char* name, double value) {
   c->observations().record(name, value, c->logger());
 }
 
+int32_t allowed_tokens(void* ctx, uint64_t seq_id, const int32_t* prefix, int32_t n_prefix, uint64_t* mask,
+                       int64_t mask_words) {
+  const GrammarSource* g = static_cast<HostContext*>(ctx)->grammar();
+  if (g == nullptr) return 0;
+  if (n_prefix < 0 || (n_prefix > 0 && prefix == nullptr) || mask == nullptr || mask_words <= 0) return -1;
+  return g->allowed_tokens(seq_id, {prefix, static_cast<size_t>(n_prefix)}, {mask, static_cast<size_t>(mask_words)});
+}
+
 }  // namespace
 
 HostContext::HostContext(const std::string& plugin_name, ModelBinding models, bool offers_record)
@@ -79,6 +87,7 @@ HostContext::HostContext(const std::string& plugin_name, ModelBinding models, bo
   services_.device_stream = &device_stream;
   services_.models = models.table;
   services_.record = offers_record ? &record : nullptr;
+  services_.allowed_tokens = offers_record ? &allowed_tokens : nullptr;
 }
 
 int host_cuda_runtime_major() {

@@ -48,7 +48,12 @@ void ProposerInstance::on_prefill(const specd_prefill_batch& batch) {
   if (vt_.on_prefill != nullptr) call(&specd_proposer_vtable::on_prefill, "on_prefill", &batch);
 }
 
-void ProposerInstance::propose(specd_propose_batch& batch) {
+void ProposerInstance::propose(specd_propose_batch& batch, const GrammarSource* grammar) {
+  struct Scope {  // the service answers only during this call, whatever it throws
+    HostContext& ctx;
+    ~Scope() { ctx.set_grammar(nullptr); }
+  } scope{mutable_context()};
+  mutable_context().set_grammar(grammar);
   call(&specd_proposer_vtable::propose, "propose", &batch);
 }
 

@@ -80,6 +80,7 @@ class Instance {
     if (status != SPECD_OK) fail_call(what, status);
   }
   [[noreturn]] void fail_call(const char* what, int32_t status) const;
+  HostContext& mutable_context() { return *ctx_; }
 
   Vtable vt_{};
   void* self_;
@@ -99,7 +100,8 @@ class ProposerInstance : public Instance<specd_proposer_vtable> {
   const specd_proposer_caps& capabilities() const { return caps_; }
   // Entries a plugin may leave out are no-ops then.
   void on_prefill(const specd_prefill_batch& batch);
-  void propose(specd_propose_batch& batch);
+  // `grammar` answers the allowed_tokens service during the call (null: no constraints).
+  void propose(specd_propose_batch& batch, const GrammarSource* grammar = nullptr);
   void on_accept(uint64_t seq_id, int32_t num_accepted, specd_token_view emitted);
   void on_release(uint64_t seq_id) noexcept;
   void on_finish(const specd_sequence& seq) noexcept;

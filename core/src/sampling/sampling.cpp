@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "constrain/constraint.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/argmax.hpp"
 #include "specd/kernels/softmax.hpp"
@@ -73,9 +74,10 @@ void transform_logits_to_probs(std::span<const float> raw, const SamplingParams&
               "transform_logits_to_probs: probs must have the logits' (non-zero) size");
   const auto cols = static_cast<int64_t>(V);
   std::span<const float> logits = raw;
-  if (adjusts_logits(p, history)) {
+  if (adjusts_logits(p, history) || history.constraint != nullptr) {
     std::copy(raw.begin(), raw.end(), probs.begin());
     adjust_logits(probs, p, history);
+    if (history.constraint != nullptr) history.constraint->mask_logits(probs, history.drafts, history.stop_ids);
     logits = probs;  // softmax and argmax below read and write the same buffer (they may alias)
   }
   if (p.temperature == 0.0f) {

@@ -8,6 +8,10 @@
 
 #include "specd/request.hpp"
 
+namespace specd::constrain {
+class SequenceConstraint;
+}
+
 namespace specd::sampling {
 
 // What the sampler of one position knows of its sequence: the prompt, the tokens generated
@@ -19,14 +23,18 @@ struct TokenHistory {
   std::span<const int32_t> generated;
   std::span<const int32_t> drafts;
   std::span<const int32_t> stop_ids;
+  // The sequence's structured-output state after its committed tokens (null = unconstrained):
+  // tokens the grammar forbids after the drafts are masked (constrain/constraint.hpp).
+  const constrain::SequenceConstraint* constraint = nullptr;
   size_t num_generated() const { return generated.size() + drafts.size(); }
 };
 
 // probs[i] = the probability that `params` draws token i from `logits`, in order:
 //   logit_bias, min_tokens (stop ids -inf while fewer than min_tokens were generated),
 //   repetition penalty (prompt and generated tokens), frequency and presence penalties
-//   (generated tokens), then temperature 0 → one-hot at argmax (ties: lowest id);
-//   else softmax(logits / temperature) → min-p → top-k → top-p → renormalize.
+//   (generated tokens), the structured-output mask (history.constraint), then temperature 0 →
+//   one-hot at argmax (ties: lowest id); else softmax(logits / temperature) → min-p → top-k →
+//   top-p → renormalize.
 // logits and probs have the vocabulary's size (may not alias). Allocation-free after the
 // first call on a thread.
 void transform_logits_to_probs(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,

@@ -308,11 +308,22 @@ void Scheduler::commit(StepRow& row) {
   seq.num_computed = keep;
   row.num_appended = 0;
   row.finish = FinishReason::kNone;
+  row.grammar_complete = false;
   for (const int32_t token : row.emitted) {
+    const bool stop = std::find(seq.stop_ids.begin(), seq.stop_ids.end(), token) != seq.stop_ids.end();
+    if (seq.constraint && !stop) {
+      if (std::string err = seq.constraint->commit(token); !err.empty()) {
+        row.fail(std::move(err));
+        return;
+      }
+    }
     seq.tokens.push_back(token);
     ++row.num_appended;
-    if (std::find(seq.stop_ids.begin(), seq.stop_ids.end(), token) != seq.stop_ids.end()) {
+    // A complete sentence that nothing may follow ends the choice (what comes after it in
+    // `emitted`, e.g. a bonus token past a draft that closed the grammar, is dropped).
+    if (stop || (seq.constraint && seq.constraint->closed())) {
       row.finish = FinishReason::kStop;
+      row.grammar_complete = !stop;
     } else if (seq.num_generated() >= seq.params.max_tokens ||
                static_cast<int64_t>(seq.tokens.size()) >= limits_.max_model_len) {
       row.finish = FinishReason::kLength;

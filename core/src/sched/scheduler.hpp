@@ -39,9 +39,11 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "constrain/constraint.hpp"
 #include "kv/kv_cache.hpp"
 #include "sampling/sampling.hpp"
 #include "sched/step_batch.hpp"
@@ -64,6 +66,8 @@ struct Sequence {
   bool dynamic_k = false;         // the speculation policy picks k in [0, spec_k] every step
   int32_t arm = -1;               // the A/B arm whose verifier serves it (speculative/arms.hpp); -1 = none
   uint64_t tenant = 0;            // whose text it is (SpeculativeOptions::tenant hashed; 0 = nobody else's)
+  // Structured output: the grammar state after the generated tokens (a value: each choice its own).
+  std::optional<constrain::SequenceConstraint> constraint;
   // KV positions [0, kv_reserved) held for the running multi-step (0 = none): a rollback keeps
   // them; the first full schedule after the multi-step gives back what was not used.
   int32_t kv_reserved = 0;
@@ -75,7 +79,8 @@ struct Sequence {
   // What penalties and min_tokens see at the next position, after `drafts` (speculative rows).
   sampling::TokenHistory history(std::span<const int32_t> drafts = {}) const {
     const std::span<const int32_t> all(tokens);
-    return {all.first(static_cast<size_t>(num_prompt)), all.subspan(static_cast<size_t>(num_prompt)), drafts, stop_ids};
+    return {all.first(static_cast<size_t>(num_prompt)), all.subspan(static_cast<size_t>(num_prompt)), drafts, stop_ids,
+            constraint ? &*constraint : nullptr};
   }
 };
 

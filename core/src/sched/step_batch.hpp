@@ -48,6 +48,9 @@ struct StepRow {
   // A draft tree (ABI 1.3): parents of d_0..d_{m-1} (an earlier draft, or -1 for a child of
   // the chunk's last token). Empty for a chain, which every later stage treats as before.
   std::span<const int32_t> draft_parents;
+  // Structured output: of a chain's drafts, the last num_forced were added by the host from the
+  // text the request's grammar forces (the proposer drafted the others).
+  int32_t num_forced = 0;
 
   // Scorer: raw target logits [1 + m, vocab] of the chunk's last token and each draft (sample
   // rows only), and, when asked for, final hidden states [n + m, hidden] of every position the
@@ -75,6 +78,7 @@ struct StepRow {
   // context length ended the sequence (finish kStop / kLength; kNone = it goes on).
   int32_t num_appended = 0;
   FinishReason finish = FinishReason::kNone;
+  bool grammar_complete = false;  // finish kStop: the structured-output text is complete
 
   // Any stage: why this row failed (its request fails; the step goes on).
   std::string error;

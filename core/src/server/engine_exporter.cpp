@@ -22,7 +22,18 @@ EngineExporter::EngineExporter(MetricsRegistry& r)
                               "Engine step time by phase (StepStats, docs/scheduling.md): wall, forward (the "
                               "target's), propose, verify, commit, schedule, output; with async scheduling "
                               "in_flight, overlap (worker busy meanwhile) and wait.",
-                              {"phase"})) {}
+                              {"phase"})),
+      structured_requests_(
+          r.counter("specd_structured_requests_total", "Requests with structured output (docs/structured-output.md).")
+              .with({})),
+      grammar_masks_(r.counter("specd_grammar_masks_total",
+                               "Grammar token masks: computed (a vocabulary-trie walk) or taken from the cache.",
+                               {"source"})),
+      grammar_mask_seconds_(
+          r.counter("specd_grammar_mask_seconds_total", "Time spent computing grammar token masks.").with({})),
+      grammar_drafts_(r.counter("specd_grammar_draft_tokens_total",
+                                "Draft tokens the grammar cut before scoring (cut) or added from forced text (forced).",
+                                {"kind"})) {}
 
 void EngineExporter::set_engine(const EngineInfo& info) {
   kv_blocks_.set(info.kv_num_blocks);
@@ -36,6 +47,12 @@ void EngineExporter::collect(const EngineStats& e, const StepStats& s) {
   preemptions_.set_total(static_cast<double>(e.num_preemptions));
   prefix_queries_.set_total(static_cast<double>(e.prefix_cache_queries));
   prefix_hits_.set_total(static_cast<double>(e.prefix_cache_hits));
+  structured_requests_.set_total(static_cast<double>(e.structured_requests));
+  grammar_masks_.with({"computed"}).set_total(static_cast<double>(e.grammar_masks_computed));
+  grammar_masks_.with({"cached"}).set_total(static_cast<double>(e.grammar_masks_cached));
+  grammar_mask_seconds_.set_total(e.grammar_mask_seconds);
+  grammar_drafts_.with({"cut"}).set_total(static_cast<double>(e.grammar_cut_drafts));
+  grammar_drafts_.with({"forced"}).set_total(static_cast<double>(e.grammar_forced_drafts));
   const std::pair<const char*, double> phases[] = {
       {"wall", s.wall},       {"forward", s.forward},   {"propose", s.propose}, {"verify", s.verify},
       {"commit", s.commit},   {"schedule", s.schedule}, {"output", s.output},   {"in_flight", s.in_flight},

@@ -26,6 +26,10 @@ class EngineExporter {
   Counter& prefix_queries_;
   Counter& prefix_hits_;
   Family<Counter>& step_seconds_;
+  Counter& structured_requests_;
+  Family<Counter>& grammar_masks_;
+  Counter& grammar_mask_seconds_;
+  Family<Counter>& grammar_drafts_;
 };
 
 }  // namespace specd::server

@@ -18,6 +18,7 @@ Request to_engine_request(const GenerationRequest& g) {
   r.sampling = g.sampling;
   r.n = g.n;
   r.tool_calls = g.tool_calls;
+  r.structured = g.structured;
   if (g.speculative.enabled) r.speculative.enabled = *g.speculative.enabled;
   r.speculative.num_speculative_tokens = g.speculative.num_speculative_tokens;
   r.speculative.dynamic = g.speculative.dynamic;

@@ -13,6 +13,7 @@
 #include "config/config.hpp"
 #include "server/chat_messages.hpp"
 #include "server/chat_template.hpp"
+#include "server/structured_request.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -132,18 +133,11 @@ void check_unsupported(const ordered_json& body) {
   auto fail = [](const std::string& key, const std::string& why) {
     throw bad_request("'" + key + "' is not supported by specd: " + why, key);
   };
-  if (present(body, "response_format")) {
-    const ordered_json& v = body["response_format"];
-    if (!(v.is_object() && v.contains("type") && v["type"] == "text"))
-      fail("response_format", "JSON modes need constrained decoding; only {\"type\": \"text\"} is accepted");
-  }
   if (present(body, "suffix") && !(body["suffix"].is_string() && body["suffix"].get_ref<const std::string&>().empty()))
     fail("suffix", "insertion (fill-in-the-middle) is not implemented");
   if (present(body, "functions") && !(body["functions"].is_array() && body["functions"].empty()))
     fail("functions", "use 'tools' (the deprecated functions field is not read)");
   if (present(body, "function_call") && body["function_call"] != "none") fail("function_call", "use 'tool_choice'");
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
-    if (present(body, key)) fail(key, "guided decoding is not implemented");
   for (const char* key : {"chat_template", "logits_processors", "prediction", "audio"})
     if (present(body, key)) fail(key, "not implemented");
   if (present(body, "modalities") && body["modalities"] != ordered_json::array({"text"}))
@@ -296,6 +290,7 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
     throw bad_request("best_of must equal n: specd returns every choice it generates", "best_of");
   read_stream_options(body, req);
   if (body.contains("speculative")) req.speculative = read_speculative(body["speculative"]);
+  req.structured = read_structured_output(body);
   if (present(body, "user")) req.user = read_string(body["user"], "user");
 }
 

@@ -86,8 +86,9 @@ struct GenerationRequest {
   bool want_logprobs = false;     // completions logprobs: N / chat logprobs: true
   ToolCallFormat tool_calls = ToolCallFormat::kNone;
   SpeculativeOptions speculative;
-  std::string user;    // OpenAI `user`: sticky A/B arm assignment
-  std::string tenant;  // whose text it is (specd::SpeculativeOptions::tenant): API key and user
+  std::string user;             // OpenAI `user`: sticky A/B arm assignment
+  std::string tenant;           // whose text it is (specd::SpeculativeOptions::tenant): API key and user
+  StructuredOutput structured;  // response_format, guided_*, structured_outputs
 };
 
 // Parse and validate a request body. Throw ApiError (400 naming the field, 404 for an unknown

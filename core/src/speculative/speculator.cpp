@@ -8,6 +8,7 @@
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "speculative/abi_views.hpp"
+#include "speculative/propose_grammar.hpp"
 
 namespace specd::speculative {
 namespace {
@@ -243,7 +244,8 @@ void Speculator::propose(sched::StepBatch& batch) {
       pb.num_hidden = num_hidden_.data();
       split_features(feature_buf_, pb.target_hidden, pb.target_aux_hidden);
     }
-    proposer_->propose(pb);
+    const ProposeGrammar grammar(rows_);
+    proposer_->propose(pb, grammar.any() ? &grammar : nullptr);
     check_drafts(rows_);
   } catch (const Error& e) {
     fail(rows_, "proposer", e);
@@ -259,6 +261,61 @@ void Speculator::propose(sched::StepBatch& batch) {
     for (size_t j = 0; j < parents.size(); ++j)
       if (parents[j] != static_cast<int32_t>(j) - 1) {
         row.draft_parents = parents;  // a real tree; a chain stays a chain
+        break;
+      }
+  }
+  apply_grammar(with_probs, probs_stride);
+}
+
+void Speculator::apply_grammar(bool with_probs, size_t probs_stride) {
+  const auto V = static_cast<size_t>(vocab_);
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    sched::StepRow& row = *rows_[i];
+    row.num_forced = 0;
+    if (!row.seq->constraint) continue;
+    const constrain::SequenceConstraint& c = *row.seq->constraint;
+    if (!row.tree()) {
+      int32_t* tokens = draft_tokens_.data() + i * static_cast<size_t>(k_max_);
+      size_t n = c.allowed_prefix(row.drafts, row.seq->stop_ids);
+      grammar_cut_.fetch_add(row.drafts.size() - n, std::memory_order_relaxed);
+      const auto room = static_cast<size_t>(std::max(0, row.lookahead)) - std::min<size_t>(n, row.lookahead);
+      const std::vector<int32_t> forced = room > 0 ? c.forced_drafts({tokens, n}, room) : std::vector<int32_t>{};
+      for (const int32_t t : forced) {
+        tokens[n] = t;
+        if (with_probs) {  // drawn from nothing but the grammar: one-hot
+          float* q = draft_probs_.data() + i * probs_stride + n * V;
+          std::fill_n(q, V, 0.0f);
+          q[static_cast<size_t>(t)] = 1.0f;
+        }
+        ++n;
+      }
+      row.num_forced = static_cast<int32_t>(forced.size());
+      grammar_forced_.fetch_add(forced.size(), std::memory_order_relaxed);
+      row.drafts = {tokens, n};
+      num_drafted_[i] = static_cast<int32_t>(n);
+      continue;
+    }
+    c.allowed_nodes(row.drafts, row.draft_parents, row.seq->stop_ids, keep_);
+    int32_t* tokens = draft_tokens_.data() + i * static_cast<size_t>(k_max_);
+    int32_t* parents = draft_parents_.data() + i * static_cast<size_t>(k_max_);
+    float* probs = with_probs ? draft_probs_.data() + i * probs_stride : nullptr;
+    remap_.assign(row.drafts.size(), -1);
+    size_t w = 0;
+    for (size_t j = 0; j < row.drafts.size(); ++j) {  // parents come first: compact in place
+      if (!keep_[j]) continue;
+      remap_[j] = static_cast<int32_t>(w);
+      tokens[w] = tokens[j];
+      parents[w] = parents[j] < 0 ? -1 : remap_[static_cast<size_t>(parents[j])];
+      if (probs != nullptr && w != j) std::copy_n(probs + j * V, V, probs + w * V);
+      ++w;
+    }
+    grammar_cut_.fetch_add(row.drafts.size() - w, std::memory_order_relaxed);
+    row.drafts = {tokens, w};
+    num_drafted_[i] = static_cast<int32_t>(w);
+    row.draft_parents = {};
+    for (size_t j = 0; j < w; ++j)
+      if (parents[j] != static_cast<int32_t>(j) - 1) {
+        row.draft_parents = {parents, w};
         break;
       }
   }
@@ -394,8 +451,15 @@ void Speculator::accept(sched::StepRow& row) {
   try {
     // Committed and through the target: the chunk's positions and the accepted drafts.
     if (wants_hidden() && row.drafted()) feed_->add_hidden(row, row.n + row.num_accepted);
-    if (keeps_state_)
-      proposer_->on_accept(row.seq->id, row.num_accepted, {row.emitted.data(), static_cast<int64_t>(row.num_appended)});
+    if (keeps_state_) {
+      // The proposer hears of its own drafts only: accepted drafts the grammar forced are, to it,
+      // tokens committed after them (which it catches up on as on any later step).
+      const int32_t own = static_cast<int32_t>(row.drafts.size()) - row.num_forced;
+      const int32_t accepted = std::min(row.num_accepted, own);
+      const int32_t appended =
+          accepted < row.num_accepted ? std::min(row.num_appended, accepted + 1) : row.num_appended;
+      proposer_->on_accept(row.seq->id, accepted, {row.emitted.data(), static_cast<int64_t>(appended)});
+    }
   } catch (const Error& e) {
     fail(row, "proposer on_accept", e);
   }

@@ -32,6 +32,7 @@
 // calibrate, describe) run once, before the first step.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -110,9 +111,19 @@ class Speculator {
   std::vector<spec::ProposerSeries> observations() const;
   ArmAccounting& accounting() { return *accounting_; }
 
+  // Structured output: draft tokens the grammar cut before scoring, and tokens of forced text it
+  // added (apply_grammar). Thread-safe.
+  uint64_t grammar_cut_drafts() const { return grammar_cut_.load(std::memory_order_relaxed); }
+  uint64_t grammar_forced_drafts() const { return grammar_forced_.load(std::memory_order_relaxed); }
+
  private:
   bool on() const { return proposer_ != nullptr; }
   void check_drafts(std::span<sched::StepRow* const> rows) const;
+  // Structured output (rows_[i] drafted into slot i of the buffers): drafts a request's grammar
+  // forbids end a chain there, or leave a tree with their subtrees, before any forward is spent
+  // on them; a chain with room left goes on with the text the grammar forces (row.num_forced).
+  void apply_grammar(bool with_probs, size_t probs_stride);
+  std::atomic<uint64_t> grammar_cut_{0}, grammar_forced_{0};  // read by Engine::stats on another thread
   void observe(sched::StepBatch& batch);
   void prefill(std::span<sched::StepRow* const> rows);
   void split_features(std::vector<float>& features, specd_tensor_view& final_view, specd_tensor_view& aux_view);
@@ -145,6 +156,8 @@ class Speculator {
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
   std::vector<int32_t> max_draft_, draft_tokens_, draft_parents_, num_drafted_, num_new_, num_hidden_;
+  std::vector<int32_t> remap_;
+  std::vector<char> keep_;
   std::vector<float> draft_probs_, hidden_buf_, aux_buf_, feature_buf_;
   // The target layers whose hidden states the proposer reads (abi.h aux_hidden_layers).
   std::vector<int32_t> aux_layers_;

@@ -27,6 +27,15 @@ size_t utf8_length(unsigned char lead);  // bytes of the sequence this lead byte
 // WHATWG "utf-8 decode" with replacement (U+FFFD per maximal subpart), the decoder that
 // TextDecoder and Rust's from_utf8_lossy implement.
 std::string utf8_lossy(std::string_view bytes);
+// While one is alive on a thread, utf8_lossy returns its input unchanged, so the decoders hand
+// back a token's bytes as they are, half a code point included (Tokenizer::Impl::token_bytes).
+class RawBytesScope {
+ public:
+  RawBytesScope();
+  ~RawBytesScope();
+  RawBytesScope(const RawBytesScope&) = delete;
+  RawBytesScope& operator=(const RawBytesScope&) = delete;
+};
 bool is_valid_utf8(std::string_view bytes);
 // True for what JavaScript's String.prototype.trim removes (WhiteSpace + LineTerminator).
 bool is_js_whitespace(char32_t cp);

@@ -135,7 +135,8 @@ class Strip final : public Decoder {
       size_t begin = 0;
       for (size_t n = 0; n < start_ && begin < token.size(); ++n) {
         size_t pos = begin;
-        if (next_code_point(token, pos) != content_) break;
+        // pos past the end: half a code point (token_bytes reads raw byte-fallback runs)
+        if (next_code_point(token, pos) != content_ || pos > token.size()) break;
         begin = pos;
       }
       size_t end = token.size();
@@ -143,7 +144,7 @@ class Strip final : public Decoder {
         size_t start = end - 1;
         while (start > begin && (static_cast<unsigned char>(token[start]) & 0xC0) == 0x80) --start;
         size_t pos = start;
-        if (next_code_point(token, pos) != content_) break;
+        if (next_code_point(token, pos) != content_ || pos > token.size()) break;
         end = start;
       }
       token = token.substr(begin, end - begin);

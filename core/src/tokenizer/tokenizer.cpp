@@ -221,6 +221,18 @@ std::string Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_
   return text;
 }
 
+std::string Tokenizer::Impl::token_bytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= tokens.size() || !has_token[id] || special[id]) return {};
+  // Decoders strip a leading space from the first token only: the second copy of [id, id] is
+  // the token as it reads mid-sequence.
+  const tokenizer::detail::RawBytesScope raw;
+  const int32_t pair[2] = {id, id};
+  const std::string one = decode_raw(std::span<const int32_t>(pair, 1), false);
+  std::string two = decode_raw(pair, false);
+  if (two.size() >= one.size() && two.compare(0, one.size(), one) == 0) return two.substr(one.size());
+  return one;
+}
+
 std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   std::string text = decode_raw(ids, skip_special_tokens);
   if (clean_up_spaces) text = tokenizer::detail::clean_up_tokenization(text);

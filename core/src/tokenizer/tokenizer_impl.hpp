@@ -103,6 +103,10 @@ struct Tokenizer::Impl {
   // The decoder chain's text, before clean_up_tokenization_spaces.
   std::string decode_raw(std::span<const int32_t> ids, bool skip_special_tokens) const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  // The bytes token `id` adds to the text in the middle of a sequence (no leading-space
+  // stripping, no UTF-8 repair: a byte token is its one byte). Empty for special tokens and
+  // ids with no token. What a grammar sees of a token (constrain/token_mask.hpp).
+  std::string token_bytes(int32_t id) const;
 
  private:
   void encode_section(std::string_view text, bool at_origin, bool parse_special, std::vector<int32_t>& out) const;

@@ -152,8 +152,19 @@ bool is_valid_utf8(std::string_view bytes) {
   return true;
 }
 
+namespace {
+thread_local int raw_bytes_depth = 0;
+}  // namespace
+
+RawBytesScope::RawBytesScope() {
+  ++raw_bytes_depth;
+}
+RawBytesScope::~RawBytesScope() {
+  --raw_bytes_depth;
+}
+
 std::string utf8_lossy(std::string_view bytes) {
-  if (is_valid_utf8(bytes)) return std::string(bytes);
+  if (raw_bytes_depth > 0 || is_valid_utf8(bytes)) return std::string(bytes);
   std::string out;
   out.reserve(bytes.size() + 8);
   Utf8Decoder dec;

@@ -85,7 +85,8 @@ Settings read_settings(sdk::Params& params) {
 
 class DraftModelProposer : public sdk::Proposer {
  public:
-  DraftModelProposer(sdk::Host host, sdk::Params& params) : log_(host.log()), settings_(read_settings(params)) {
+  DraftModelProposer(sdk::Host host, sdk::Params& params)
+      : host_(host), log_(host.log()), settings_(read_settings(params)) {
     params.check();  // report parameter mistakes before loading anything
     if (host.models() == nullptr)
       throw sdk::Error("draft_model proposer needs the host's model services, and this host provides none",
@@ -204,8 +205,13 @@ class DraftModelProposer : public sdk::Proposer {
       for (size_t r = 0; r < rows_.size(); ++r) {
         const size_t w = rows_[r];
         const sdk::Sequence seq = batch.seq(work_[w].index);
-        const std::span<const float> logits(logits_.data() + r * static_cast<size_t>(vocab_),
-                                            static_cast<size_t>(vocab_));
+        const std::span<float> logits(logits_.data() + r * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
+        if (!specd::proposers::mask_by_grammar(host_, work_[w].id, {&drafts_[w * steps], static_cast<size_t>(j)},
+                                               logits)) {
+          work_[w].count = j;  // the grammar allows nothing here: the draft ends
+          seqs_[work_[w].id].drafted = j;
+          continue;
+        }
         std::span<float> probs;
         if (settings_.temperature > 0) probs = batch.draft_probs(work_[w].index, j);
         drafts_[w * steps + j] = specd::proposers::choose_draft(logits, settings_.temperature, seq.seed, seq.step, j,
@@ -327,6 +333,7 @@ class DraftModelProposer : public sdk::Proposer {
     client_->forward(draft_, fb);
   }
 
+  sdk::Host host_;  // the allowed_tokens service (structured output)
   sdk::Logger log_;
   Settings settings_;
   std::optional<ModelClient> client_;

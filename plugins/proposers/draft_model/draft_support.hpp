@@ -1,5 +1,6 @@
 // Pieces shared by the model-backed proposers (draft_model, mtp): the choice of a draft token
-// from a row of logits (greedy, or an inverse-CDF sample driven by the request's Philox stream).
+// from a row of logits (greedy, or an inverse-CDF sample driven by the request's Philox stream),
+// restricted to what the request's grammar allows (structured output, ABI 1.5).
 // Header-only, built into each plugin; SDK headers only (model services: sdk/model_client.hpp).
 #pragma once
 
@@ -10,12 +11,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <vector>
 
 namespace specd::proposers {
 
 // Philox lane used to sample drafts; lanes 0 and 1 belong to the verifier (philox.hpp).
 inline constexpr int kDraftLane = 2;
+
+// Structured output: sets the logits of the tokens the sequence's grammar forbids after `prefix`
+// (its drafts so far) to -inf, so that drafts are drawn from the constrained distribution and
+// the host need not cut them. False when the grammar allows nothing there (past a stop token,
+// or a complete text): the sequence stops drafting. True, logits untouched, when the sequence
+// has no constraint (or the host predates ABI 1.5).
+inline bool mask_by_grammar(const sdk::Host& host, uint64_t seq_id, std::span<const int32_t> prefix,
+                            std::span<float> logits) {
+  thread_local std::vector<uint64_t> mask;
+  mask.assign((logits.size() + 63) / 64, 0);
+  if (!host.allowed_tokens(seq_id, prefix, mask)) return true;
+  if (std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; })) return false;
+  for (size_t v = 0; v < logits.size(); ++v)
+    if (((mask[v / 64] >> (v % 64)) & 1) == 0) logits[v] = -std::numeric_limits<float>::infinity();
+  return true;
+}
 
 // Index of the largest logit; the lowest id wins ties.
 inline int32_t argmax(std::span<const float> logits) {

@@ -114,7 +114,7 @@ struct SeqState {
 
 class MtpProposer : public sdk::Proposer {
  public:
-  MtpProposer(sdk::Host host, sdk::Params& params) : log_(host.log()), settings_(read_settings(params)) {
+  MtpProposer(sdk::Host host, sdk::Params& params) : host_(host), log_(host.log()), settings_(read_settings(params)) {
     params.check();
     if (host.models() == nullptr)
       throw sdk::Error("mtp proposer needs the host's model services, and this host provides none",
@@ -406,16 +406,18 @@ class MtpProposer : public sdk::Proposer {
       }
       if (feed.drafting && piece.offset + piece.count == feed.count) {
         const sdk::Sequence seq = batch->seq(work_[w].index);
-        const std::span<const float> logits(logits_.data() + last * static_cast<size_t>(vocab_),
-                                            static_cast<size_t>(vocab_));
+        const std::span<float> logits(logits_.data() + last * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
+        const bool allowed = specd::proposers::mask_by_grammar(
+            host_, work_[w].id, {&drafts_[w * k_stride_], static_cast<size_t>(j)}, logits);
         std::span<float> probs;
         if (settings_.temperature > 0) probs = batch->draft_probs(work_[w].index, j);
         drafts_[w * k_stride_ + static_cast<size_t>(j)] = specd::proposers::choose_draft(
             logits, settings_.temperature, seq.seed, seq.step, j, probs, settings_.gumbel_drafts);
-        // Below the confidence cut-off: draft j is dropped and later steps only catch up, as
-        // when a module cannot draft (the modules' entries are settled from num_accepted alone).
-        if (settings_.draft_p_min > 0 &&
-            specd::proposers::confidence(logits, settings_.temperature, probs) < settings_.draft_p_min)
+        // Below the confidence cut-off, or nothing the grammar allows: draft j is dropped and
+        // later steps only catch up, as when a module cannot draft (the modules' entries are
+        // settled from num_accepted alone).
+        if (!allowed || (settings_.draft_p_min > 0 &&
+                         specd::proposers::confidence(logits, settings_.temperature, probs) < settings_.draft_p_min))
           work_[w].k = j;
         std::memcpy(last_hidden_.data() + w * static_cast<size_t>(hidden_),
                     out_hidden_.data() + last * static_cast<size_t>(hidden_),
@@ -449,6 +451,7 @@ class MtpProposer : public sdk::Proposer {
     int64_t count;
   };
 
+  sdk::Host host_;  // the allowed_tokens service (structured output)
   sdk::Logger log_;
   Settings settings_;
   std::optional<ModelClient> client_;

@@ -39,6 +39,9 @@
  *           specd_sequence.tenant says whose text it is (0: a request nobody else may see); the
  *           host's record service takes a proposer's own observations, which /metrics
  *           publishes (docs/plugin-abi.md "Observations").
+ *      1.5  structured output: the host's allowed_tokens service tells a proposer, during
+ *           propose, which tokens a sequence's grammar allows after a draft prefix, so that it
+ *           drafts only those (the host cuts a draft at the first forbidden token anyway).
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -59,7 +62,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 4
+#define SPECD_ABI_MINOR 5
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -191,6 +194,18 @@ typedef struct specd_host_services {
    * series' count and sum as specd_spec_proposer_observations_total and
    * specd_spec_proposer_observation_sum{proposer, verifier, name}. Thread-safe. */
   void (*record)(void* host_ctx, const char* name, double value);
+
+  /* Since 1.5, proposers only (NULL for other components), from inside propose: structured
+   * output (docs/structured-output.md). For sequence seq_id of the propose batch, after its
+   * tokens and then the n_prefix drafts in prefix, sets bit t of mask (bit t % 64 of word
+   * t / 64; mask_words >= (vocab_size + 63) / 64) for every token t the request's grammar
+   * allows next (stop tokens where the text may end; none if the prefix itself is forbidden)
+   * and returns 1. Returns 0, mask untouched, for a sequence without a constraint or outside a
+   * propose call; -1 for bad arguments or a sequence not in the batch. The host cuts every
+   * draft at its first forbidden token before scoring: drafting only allowed tokens keeps the
+   * draft whole. */
+  int32_t (*allowed_tokens)(void* host_ctx, uint64_t seq_id, const int32_t* prefix, int32_t n_prefix, uint64_t* mask,
+                            int64_t mask_words);
 } specd_host_services;
 
 /* ------------------------------------------------------------------------------------------ */

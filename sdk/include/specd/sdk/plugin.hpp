@@ -331,6 +331,15 @@ class Host {
         raw_->record != nullptr)
       raw_->record(raw_->host_ctx, name, value);
   }
+  // ABI 1.5, from inside propose: the tokens the sequence's grammar allows after `prefix`
+  // (abi.h: allowed_tokens). False (mask untouched) when it has none or the host is older.
+  bool allowed_tokens(uint64_t seq_id, std::span<const int32_t> prefix, std::span<uint64_t> mask) const {
+    if (raw_ == nullptr || raw_->struct_size < offsetof(specd_host_services, allowed_tokens) + sizeof(void*) ||
+        raw_->allowed_tokens == nullptr)
+      return false;
+    return raw_->allowed_tokens(raw_->host_ctx, seq_id, prefix.data(), static_cast<int32_t>(prefix.size()), mask.data(),
+                                static_cast<int64_t>(mask.size())) == 1;
+  }
 
  private:
   const specd_host_services* raw_;

@@ -1,0 +1,163 @@
+// Request fields → StructuredOutput (structured_request.hpp).
+#include "server/structured_request.hpp"
+
+#include <string>
+#include <vector>
+
+#include "constrain/constraint.hpp"
+#include "constrain/grammar.hpp"
+#include "server/openai_api.hpp"
+#include "specd/error.hpp"
+
+namespace specd::server {
+namespace {
+
+using nlohmann::ordered_json;
+using Kind = StructuredOutput::Kind;
+
+bool given(const ordered_json& body, const char* key) {
+  return body.contains(key) && !body[key].is_null();
+}
+
+std::string string_field(const ordered_json& v, const std::string& name) {
+  if (!v.is_string()) throw bad_request(name + " must be a string", name);
+  return v.get<std::string>();
+}
+
+// A schema as an object (or, as vLLM also takes, its JSON text).
+std::string schema_field(const ordered_json& v, const std::string& name) {
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  if (v.is_string()) {
+    const ordered_json parsed = ordered_json::parse(v.get<std::string>(), nullptr, false);
+    if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean()))
+      throw bad_request(name + " must be a JSON Schema (an object, or its JSON text)", name);
+    return parsed.dump();
+  }
+  throw bad_request(name + " must be a JSON Schema object", name);
+}
+
+std::vector<std::string> choice_field(const ordered_json& v, const std::string& name) {
+  if (!v.is_array() || v.empty()) throw bad_request(name + " must be a non-empty array of strings", name);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(string_field(v[i], name + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+StructuredOutput from_response_format(const ordered_json& v) {
+  if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+    throw bad_request("response_format must be an object with a string 'type'", "response_format");
+  const std::string type = v["type"].get<std::string>();
+  StructuredOutput so;
+  if (type == "text") return so;
+  if (type == "json_object") {
+    so.kind = Kind::kJsonObject;
+    return so;
+  }
+  if (type != "json_schema")
+    throw bad_request("response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"",
+                      "response_format.type");
+  if (!v.contains("json_schema") || !v["json_schema"].is_object())
+    throw bad_request("response_format.json_schema must be an object with the schema", "response_format.json_schema");
+  const ordered_json& js = v["json_schema"];
+  if (js.contains("name")) string_field(js["name"], "response_format.json_schema.name");
+  if (js.contains("strict") && !js["strict"].is_null() && !js["strict"].is_boolean())
+    throw bad_request("response_format.json_schema.strict must be a boolean", "response_format.json_schema.strict");
+  if (!js.contains("schema") || js["schema"].is_null()) {  // OpenAI: no schema = any JSON object
+    so.kind = Kind::kJsonObject;
+    return so;
+  }
+  so.kind = Kind::kJsonSchema;
+  so.spec = schema_field(js["schema"], "response_format.json_schema.schema");
+  return so;
+}
+
+// vLLM's structured_outputs object: exactly one of its constraint keys.
+StructuredOutput from_structured_outputs(const ordered_json& v) {
+  if (!v.is_object()) throw bad_request("structured_outputs must be an object", "structured_outputs");
+  StructuredOutput so;
+  std::string chosen;
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null()) continue;
+    const std::string name = "structured_outputs." + key;
+    StructuredOutput next;
+    if (key == "json") {
+      next.kind = Kind::kJsonSchema;
+      next.spec = schema_field(value, name);
+    } else if (key == "regex") {
+      next.kind = Kind::kRegex;
+      next.spec = string_field(value, name);
+    } else if (key == "choice") {
+      next.kind = Kind::kChoice;
+      next.choices = choice_field(value, name);
+    } else if (key == "grammar") {
+      next.kind = Kind::kGrammar;
+      next.spec = string_field(value, name);
+    } else if (key == "json_object") {
+      if (!value.is_boolean()) throw bad_request(name + " must be a boolean", name);
+      if (!value.get<bool>()) continue;
+      next.kind = Kind::kJsonObject;
+    } else {
+      continue;  // vLLM's options that do not constrain (backend choices, whitespace) are not read
+    }
+    if (so.active())
+      throw bad_request(
+          "structured_outputs: give one of json, regex, choice, grammar, json_object; got " + chosen + " and " + key,
+          name);
+    so = std::move(next);
+    chosen = key;
+  }
+  return so;
+}
+
+}  // namespace
+
+StructuredOutput read_structured_output(const ordered_json& body) {
+  StructuredOutput so;
+  std::string from;
+  auto take = [&](StructuredOutput next, const std::string& field) {
+    if (!next.active()) return;
+    if (so.active())
+      throw bad_request("both " + from + " and " + field + " ask for structured output; give one", field);
+    so = std::move(next);
+    from = field;
+  };
+  if (given(body, "response_format")) take(from_response_format(body["response_format"]), "response_format");
+  if (given(body, "guided_json")) {
+    StructuredOutput s;
+    s.kind = Kind::kJsonSchema;
+    s.spec = schema_field(body["guided_json"], "guided_json");
+    take(std::move(s), "guided_json");
+  }
+  if (given(body, "guided_regex")) {
+    StructuredOutput s;
+    s.kind = Kind::kRegex;
+    s.spec = string_field(body["guided_regex"], "guided_regex");
+    take(std::move(s), "guided_regex");
+  }
+  if (given(body, "guided_choice")) {
+    StructuredOutput s;
+    s.kind = Kind::kChoice;
+    s.choices = choice_field(body["guided_choice"], "guided_choice");
+    take(std::move(s), "guided_choice");
+  }
+  if (given(body, "guided_grammar")) {
+    StructuredOutput s;
+    s.kind = Kind::kGrammar;
+    s.spec = string_field(body["guided_grammar"], "guided_grammar");
+    take(std::move(s), "guided_grammar");
+  }
+  if (given(body, "structured_outputs"))
+    take(from_structured_outputs(body["structured_outputs"]), "structured_outputs");
+  if (so.active()) {
+    // Compiled here too, so that a constraint that cannot be is the client's 400, not the
+    // engine's failure (the engine keeps its own compiled copy, with the token masks).
+    try {
+      (void)constrain::compile_gbnf(constrain::to_gbnf(so), from);
+    } catch (const Error& e) {
+      throw bad_request(std::string(e.what()), from);
+    }
+  }
+  return so;
+}
+
+}  // namespace specd::server

@@ -93,6 +93,9 @@ struct StructuredOutput {
   Kind kind = Kind::kNone;
   std::string spec;
   std::vector<std::string> choices;
+  // Literal text the output must start and end with around the constrained part (e.g. a
+  // tool-call block's tags, for tool_choice "required" or a named function).
+  std::string prefix, suffix;
   bool active() const { return kind != Kind::kNone; }
 };
 

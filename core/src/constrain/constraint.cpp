@@ -41,9 +41,8 @@ bool state_can_end(const MatchState& state) {
          std::any_of(state.stacks.begin(), state.stacks.end(), [](const Stack& s) { return s.empty(); });
 }
 
-}  // namespace
-
-std::string to_gbnf(const StructuredOutput& so) {
+// The constraint's own grammar, start rule `root`.
+std::string unwrapped_gbnf(const StructuredOutput& so) {
   switch (so.kind) {
     case StructuredOutput::Kind::kJsonObject:
       return json_object_gbnf();
@@ -69,10 +68,45 @@ std::string to_gbnf(const StructuredOutput& so) {
   throw Error(ErrorCode::kInternal, "to_gbnf: no constraint");
 }
 
+constexpr std::string_view kWrappedRule = "specd-wrapped";
+
+}  // namespace
+
+std::string to_gbnf(const StructuredOutput& so) {
+  std::string text = unwrapped_gbnf(so);
+  if (so.prefix.empty() && so.suffix.empty()) return text;
+  text += '\n';
+  text += kWrappedRule;
+  text += " ::= ";
+  if (!so.prefix.empty()) {
+    text += gbnf_literal(so.prefix);
+    text += ' ';
+  }
+  text += "root";
+  if (!so.suffix.empty()) {
+    text += ' ';
+    text += gbnf_literal(so.suffix);
+  }
+  text += '\n';
+  return text;
+}
+
+std::string_view start_rule(const StructuredOutput& so) {
+  return so.prefix.empty() && so.suffix.empty() ? std::string_view("root") : kWrappedRule;
+}
+
+std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so) {
+  return compile_gbnf(to_gbnf(so), kind_name(so.kind), start_rule(so));
+}
+
 std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile(const StructuredOutput& so) {
   std::string key = kind_name(so.kind);
   key += '\n';
   key += so.spec;
+  key += '\x1e';
+  key += so.prefix;
+  key += '\x1e';
+  key += so.suffix;
   for (const std::string& c : so.choices) {
     key += '\x1f';
     key += c;
@@ -86,7 +120,7 @@ std::shared_ptr<const CompiledConstraint> ConstraintCompiler::compile(const Stru
     }
   }
   auto c = std::make_shared<CompiledConstraint>();
-  c->grammar = compile_gbnf(to_gbnf(so), kind_name(so.kind));
+  c->grammar = compile_structured(so);
   c->masks = std::make_shared<MaskCache>(trie_);
   c->description = kind_name(so.kind);
   Matcher probe(c->grammar);  // a grammar ambiguous from its first character fails here

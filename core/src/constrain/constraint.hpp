@@ -32,9 +32,13 @@ struct CompiledConstraint {
   std::string description;  // e.g. "json_schema", for metrics and messages
 };
 
-// The GBNF text a request's structured output stands for (json_schema.hpp, regex_gbnf.hpp).
-// Throws kInvalidArgument naming the field and what is wrong.
+// The GBNF text a request's structured output stands for (json_schema.hpp, regex_gbnf.hpp),
+// and the rule it starts from (not `root` when a prefix or suffix wraps it). Throws
+// kInvalidArgument naming the field and what is wrong.
 std::string to_gbnf(const StructuredOutput& so);
+std::string_view start_rule(const StructuredOutput& so);
+// to_gbnf compiled from start_rule.
+std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so);
 
 class ConstraintCompiler {
  public:

@@ -144,6 +144,23 @@ void check_unsupported(const ordered_json& body) {
     fail("modalities", "only [\"text\"] output is produced");
 }
 
+// tool_choice: "none" (parse_tools off; the template still sees the tools, as in vLLM), "auto",
+// or a forced call: "required" ("") or {"type": "function", "function": {"name": N}} (N).
+std::optional<std::string> read_tool_choice(const ordered_json& tc, bool& parse_tools) {
+  if (tc == "none") {
+    parse_tools = false;
+    return std::nullopt;
+  }
+  if (tc == "auto") return std::nullopt;
+  if (tc == "required") return std::string();
+  if (tc.is_object() && tc.contains("function") && tc["function"].is_object() && tc["function"].contains("name") &&
+      tc["function"]["name"].is_string() && (!tc.contains("type") || tc["type"] == "function"))
+    return tc["function"]["name"].get<std::string>();
+  throw bad_request(
+      "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+      "tool_choice");
+}
+
 SpeculativeOptions read_speculative(const ordered_json& v) {
   SpeculativeOptions s;
   if (v.is_null()) return s;
@@ -448,18 +465,23 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
     in.tools = template_tools(body["tools"]);
     parse_tools = true;
   }
-  if (present(body, "tool_choice")) {
-    const ordered_json& tc = body["tool_choice"];
-    if (tc == "none") {
-      parse_tools = false;  // the template still sees the tools, as in vLLM
-    } else if (tc != "auto") {
-      throw bad_request(
-          "tool_choice must be \"auto\" or \"none\": \"required\" and named functions need constrained "
-          "decoding, which specd does not implement",
-          "tool_choice");
-    }
-  }
+  std::optional<std::string> forced_call;  // tool_choice "required" ("") or a named function
+  if (present(body, "tool_choice")) forced_call = read_tool_choice(body["tool_choice"], parse_tools);
   if (parse_tools) req.tool_calls = prompter.tool_call_format();
+  if (forced_call) {
+    if (!parse_tools) throw bad_request("tool_choice \"required\" or a named function needs tools", "tool_choice");
+    if (req.tool_calls == ToolCallFormat::kNone)
+      throw bad_request(
+          "tool_choice \"required\" or a named function needs a tool-call format, and this server "
+          "has none for this model (server.tool_call_parser)",
+          "tool_choice");
+    if (req.structured.active())
+      throw bad_request(
+          "tool_choice \"required\" or a named function constrains the output already; drop the "
+          "other structured-output field",
+          "tool_choice");
+    req.structured = tool_call_output(body["tools"], *forced_call, req.tool_calls);
+  }
   if (parse_tools && req.tool_calls == ToolCallFormat::kNone && !limits.allow_unsupported_tools)
     throw bad_request(
         "tools need a tool-call parser and this server has none (server.tool_call_parser: none, or auto with a "

@@ -109,7 +109,46 @@ StructuredOutput from_structured_outputs(const ordered_json& v) {
   return so;
 }
 
+void check_compiles(const StructuredOutput& so, const std::string& field) {
+  // Compiled here too, so that a constraint that cannot be is the client's 400, not the
+  // engine's failure (the engine keeps its own compiled copy, with the token masks).
+  try {
+    (void)constrain::compile_structured(so);
+  } catch (const Error& e) {
+    throw bad_request(std::string(e.what()), field);
+  }
+}
+
 }  // namespace
+
+StructuredOutput tool_call_output(const ordered_json& tools, const std::string& name, ToolCallFormat format) {
+  const char* args = format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
+  ordered_json calls = ordered_json::array();
+  for (const ordered_json& t : tools) {
+    const ordered_json& fn = t["function"];
+    const std::string& fn_name = fn["name"].get_ref<const std::string&>();
+    if (!name.empty() && fn_name != name) continue;
+    const bool has_params = fn.contains("parameters") && !fn["parameters"].is_null();
+    ordered_json call = {
+        {"type", "object"},
+        {"properties",
+         {{"name", {{"const", fn_name}}}, {args, has_params ? fn["parameters"] : ordered_json{{"type", "object"}}}}},
+        {"required", {"name", args}},
+        {"additionalProperties", false}};
+    calls.push_back(std::move(call));
+  }
+  if (calls.empty())
+    throw bad_request("tool_choice names the function '" + name + "', which is not in tools", "tool_choice");
+  StructuredOutput so;
+  so.kind = StructuredOutput::Kind::kJsonSchema;
+  so.spec = (calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}}).dump();
+  if (format == ToolCallFormat::kHermes) {
+    so.prefix = "<tool_call>\n";
+    so.suffix = "\n</tool_call>";
+  }
+  check_compiles(so, "tool_choice");
+  return so;
+}
 
 StructuredOutput read_structured_output(const ordered_json& body) {
   StructuredOutput so;
@@ -148,15 +187,7 @@ StructuredOutput read_structured_output(const ordered_json& body) {
   }
   if (given(body, "structured_outputs"))
     take(from_structured_outputs(body["structured_outputs"]), "structured_outputs");
-  if (so.active()) {
-    // Compiled here too, so that a constraint that cannot be is the client's 400, not the
-    // engine's failure (the engine keeps its own compiled copy, with the token masks).
-    try {
-      (void)constrain::compile_gbnf(constrain::to_gbnf(so), from);
-    } catch (const Error& e) {
-      throw bad_request(std::string(e.what()), from);
-    }
-  }
+  if (so.active()) check_compiles(so, from);
   return so;
 }
 

@@ -18,4 +18,11 @@ namespace specd::server {
 // Throws ApiError (400) naming the field.
 StructuredOutput read_structured_output(const nlohmann::ordered_json& body);
 
+// tool_choice "required" (name "") or a named function: the output is one call, in `format`, of
+// one of `tools` (the request's, already checked) with arguments that satisfy its parameters
+// schema: hermes `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, llama3_json
+// `{"name": ..., "parameters": {...}}`. Throws ApiError (400) for an unknown name or a parameters
+// schema that does not compile.
+StructuredOutput tool_call_output(const nlohmann::ordered_json& tools, const std::string& name, ToolCallFormat format);
+
 }  // namespace specd::server

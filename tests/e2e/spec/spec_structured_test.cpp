@@ -75,7 +75,7 @@ std::string text_of(const specd::Tokenizer& tok, const std::vector<int32_t>& ids
 
 void expect_valid(const specd::Tokenizer& tok, const Request& r, const Generation& g) {
   ASSERT_TRUE(g.error.empty()) << g.error;
-  const auto grammar = specd::constrain::compile_gbnf(specd::constrain::to_gbnf(r.structured));
+  const auto grammar = specd::constrain::compile_structured(r.structured);
   std::vector<int32_t> ids = g.tokens;
   const bool eos = !ids.empty() && ids.back() == tok.eos_id();
   if (eos) ids.pop_back();

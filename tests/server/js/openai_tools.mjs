@@ -2,7 +2,8 @@
 // model with Qwen 3's own chat template (Hermes <tool_call> format): tools and tool_choice reach
 // the template, the assistant's tool_calls and the tool's result are accepted as the next turn's
 // history and rendered into the prompt, chat_template_kwargs reach the template, and tool_choice
-// values specd cannot honour are a 400. Prints the transcript. Environment as openai_client.mjs.
+// "required" or a named function forces a valid call (structured output). Prints the transcript.
+// Environment as openai_client.mjs.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -54,10 +55,21 @@ assert.equal(streamed, second.choices[0].message.content ?? '');
 const think = await client.chat.completions.create({ model, messages: [user], max_tokens: 1, chat_template_kwargs: { enable_thinking: false } });
 assert.equal(think.usage.prompt_tokens, noTools.usage.prompt_tokens + 4);
 
-// tool_choice values that need constrained decoding are refused, naming the field.
-await assert.rejects(client.chat.completions.create({ model, messages: [user], tools, tool_choice: 'required' }),
-  (e) => e.status === 400 && /tool_choice/.test(e.message));
+// tool_choice "required" and a named function constrain the output to one call (structured
+// output): it comes back as tool_calls whose arguments satisfy the function's schema.
+const flag = { type: 'function', function: { name: 'set_flag', parameters: {
+  type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'], additionalProperties: false } } };
+for (const tool_choice of ['required', { type: 'function', function: { name: 'set_flag' } }]) {
+  const forced = await client.chat.completions.create({
+    model, messages: [user], tools: tool_choice === 'required' ? [flag] : [...tools, flag], tool_choice, max_tokens: 200, temperature: 0 });
+  console.log('forced call:', JSON.stringify(forced.choices[0]));
+  const calls = forced.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, 'set_flag');
+  assert.equal(typeof JSON.parse(calls[0].function.arguments).on, 'boolean');
+  assert.equal(forced.choices[0].finish_reason, 'tool_calls');
+}
 await assert.rejects(client.chat.completions.create({
-  model, messages: [user], tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
-}), (e) => e.status === 400 && /tool_choice/.test(e.message));
+  model, messages: [user], tools, tool_choice: { type: 'function', function: { name: 'no_such_tool' } },
+}), (e) => e.status === 400 && /no_such_tool/.test(e.message));
 console.log('all openai tool checks passed');

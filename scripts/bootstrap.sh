@@ -32,8 +32,9 @@ packages=(
 case "$what" in
   test)
     # clang, clang-format and clang-tidy (lint.format, make lint, the fuzz preset), the tests'
-    # oracles, and the kernel suite built for aarch64 and run under emulation (tests/kernels/aarch64).
-    packages+=(clang clang-format clang-tidy lld libclang-rt-14-dev python3-numpy python3-jinja2
+    # oracles (python3-jsonschema: the structured-output schema suite), and the kernel suite
+    # built for aarch64 and run under emulation (tests/kernels/aarch64).
+    packages+=(clang clang-format clang-tidy lld libclang-rt-14-dev python3-numpy python3-jinja2 python3-jsonschema
       prometheus chromium g++-aarch64-linux-gnu qemu-user)
     ;;
   train)

@@ -39,37 +39,36 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(gr
 // has no left recursion (grammar.cpp checks).
 void Matcher::expand(Stack stack, std::vector<Stack>& out, size_t& budget) const {
   const Grammar& g = *grammar_;
-  std::vector<Stack> work;
+  thread_local std::vector<Stack> work;  // stacks still to resolve (reused: no allocation per call)
+  work.clear();
   work.push_back(std::move(stack));
   while (!work.empty()) {
     Stack s = std::move(work.back());
     work.pop_back();
-    if (budget-- == 0)
-      throw Error(ErrorCode::kInvalidArgument, "the grammar is too ambiguous: more than " +
-                                                   std::to_string(kExpansionBudget) + " expansions for one character");
-    if (s.empty()) {
-      out.push_back(std::move(s));
-      continue;
-    }
-    const uint32_t p = s.back();
-    const Element e = g.elements[p];
-    if (e.op == Op::kChars) {
-      out.push_back(std::move(s));
-      continue;
-    }
-    s.pop_back();
-    if (e.op == Op::kEnd) {
-      work.push_back(std::move(s));
-      continue;
-    }
-    // A rule: continue after it once it is done (unless the alternative ends there: a tail
-    // call, so `x*` does not grow the stack by one per repetition).
-    if (g.elements[p + 1].op != Op::kEnd) s.push_back(p + 1);
-    const std::vector<uint32_t>& alts = g.rule_alts[e.arg];
-    for (size_t i = 0; i < alts.size(); ++i) {
-      Stack next = i + 1 == alts.size() ? std::move(s) : s;
-      next.push_back(alts[i]);
-      work.push_back(std::move(next));
+    // Resolve s in place; a rule's other alternatives wait in `work`.
+    while (true) {
+      if (budget-- == 0)
+        throw Error(ErrorCode::kInvalidArgument, "the grammar is too ambiguous: more than " +
+                                                     std::to_string(kExpansionBudget) +
+                                                     " expansions for one character");
+      if (s.empty() || g.elements[s.back()].op == Op::kChars) {
+        out.push_back(std::move(s));
+        break;
+      }
+      const uint32_t p = s.back();
+      const Element e = g.elements[p];
+      s.pop_back();
+      if (e.op == Op::kEnd) continue;  // the alternative is done: go on below it
+      // A rule: continue after it once it is done (unless the alternative ends there: a tail
+      // call, so `x*` does not grow the stack by one per repetition).
+      if (g.elements[p + 1].op != Op::kEnd) s.push_back(p + 1);
+      const std::vector<uint32_t>& alts = g.rule_alts[e.arg];
+      if (alts.empty()) break;  // a rule without alternatives matches nothing
+      for (size_t a = 0; a + 1 < alts.size(); ++a) {
+        work.push_back(s);
+        work.back().push_back(alts[a]);
+      }
+      s.push_back(alts.back());
     }
   }
 }

@@ -17,8 +17,8 @@ int32_t StateTable::intern(const MatchState& state) {
   states_.push_back(state);
   ids_.emplace(state, id);
   next_.emplace_back().fill(kUnknown);
-  loops_.push_back({0, 0});
-  loops_known_.push_back(0);
+  uniform_.emplace_back();
+  uniform_known_.push_back(0);
   return id;
 }
 
@@ -32,24 +32,39 @@ int32_t StateTable::next(const Matcher& matcher, int32_t id, uint8_t byte) {
   return to;
 }
 
-const std::array<uint64_t, 2>& StateTable::loops(const Matcher& matcher, int32_t id) {
+const StateTable::Uniform& StateTable::uniform(const Matcher& matcher, int32_t id) {
   const auto u = static_cast<size_t>(id);
-  if (!loops_known_[u]) {
-    std::array<uint64_t, 2> bits{0, 0};
-    for (uint32_t b = 0; b < 128; ++b)
-      if (next(matcher, id, static_cast<uint8_t>(b)) == id) bits[b >> 6] |= uint64_t{1} << (b & 63);
-    loops_[u] = bits;  // (next may have grown loops_)
-    loops_known_[u] = 1;
+  if (!uniform_known_[u]) {
+    int32_t to[128];
+    for (uint32_t b = 0; b < 128; ++b) to[b] = next(matcher, id, static_cast<uint8_t>(b));
+    Uniform best;
+    int best_count = 0;
+    for (uint32_t b = 0; b < 128; ++b) {
+      if (to[b] < 0) continue;
+      Uniform cand{to[b], {0, 0}};
+      int count = 0;
+      for (uint32_t c = 0; c < 128; ++c)
+        if (to[c] == to[b]) {
+          cand.bytes[c >> 6] |= uint64_t{1} << (c & 63);
+          ++count;
+        }
+      if (count > best_count) {
+        best = cand;
+        best_count = count;
+      }
+    }
+    uniform_[u] = best;  // (next may have grown uniform_)
+    uniform_known_[u] = 1;
   }
-  return loops_[u];
+  return uniform_[u];
 }
 
 void StateTable::clear() {
   states_.clear();
   ids_.clear();
   next_.clear();
-  loops_.clear();
-  loops_known_.clear();
+  uniform_.clear();
+  uniform_known_.clear();
 }
 
 TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) {
@@ -89,6 +104,7 @@ TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
   // one level up.
   alphabet_.assign(nodes_.size(), {0, 0});
   non_ascii_.assign(nodes_.size(), 0);
+  height_.assign(nodes_.size(), 1);
   std::vector<uint32_t> last_at_depth(kMaxTokenBytes + 1, 0);
   std::vector<uint32_t> parent(nodes_.size(), UINT32_MAX);
   for (uint32_t i = 0; i < nodes_.size(); ++i) {
@@ -107,6 +123,7 @@ TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
     alphabet_[parent[i]][0] |= alphabet_[i][0];
     alphabet_[parent[i]][1] |= alphabet_[i][1];
     non_ascii_[parent[i]] |= non_ascii_[i];
+    height_[parent[i]] = std::max<uint16_t>(height_[parent[i]], static_cast<uint16_t>(height_[i] + 1));
   }
 }
 
@@ -122,6 +139,19 @@ void TokenTrie::mark_subtree(uint32_t node, std::span<uint64_t> mask) const {
   }
 }
 
+bool TokenTrie::whole_subtree(const Matcher& matcher, StateTable& table, uint32_t node, int32_t from) const {
+  constexpr uint16_t kMaxChain = 32;  // longer subtrees are walked
+  if (height_[node] > kMaxChain) return false;
+  const std::array<uint64_t, 2>& alpha = alphabet_[node];
+  int32_t s = from;
+  for (uint16_t d = 0; d < height_[node]; ++d) {
+    const StateTable::Uniform& u = table.uniform(matcher, s);
+    if (u.next < 0 || (alpha[0] & ~u.bytes[0]) != 0 || (alpha[1] & ~u.bytes[1]) != 0) return false;
+    s = u.next;
+  }
+  return true;
+}
+
 bool TokenTrie::allowed(const Matcher& matcher, StateTable& table, const MatchState& state,
                         std::span<uint64_t> mask) const {
   std::fill(mask.begin(), mask.end(), 0);
@@ -132,13 +162,10 @@ bool TokenTrie::allowed(const Matcher& matcher, StateTable& table, const MatchSt
   for (uint32_t i = 0; i < nodes_.size();) {
     const Node& n = nodes_[i];
     const int32_t from = at_depth[n.depth - 1u];
-    if (!non_ascii_[i]) {
-      const std::array<uint64_t, 2>& loops = table.loops(matcher, from);
-      if ((alphabet_[i][0] & ~loops[0]) == 0 && (alphabet_[i][1] & ~loops[1]) == 0) {
-        mark_subtree(i, mask);  // every byte below leads back here: the whole subtree is allowed
-        i = n.skip;
-        continue;
-      }
+    if (!non_ascii_[i] && whole_subtree(matcher, table, i, from)) {
+      mark_subtree(i, mask);
+      i = n.skip;
+      continue;
     }
     const int32_t to = table.next(matcher, from, n.byte);
     if (to == StateTable::kFull) return false;

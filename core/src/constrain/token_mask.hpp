@@ -44,8 +44,14 @@ class StateTable {
 
   int32_t intern(const MatchState& state);  // kFull when the table is full
   int32_t next(const Matcher& matcher, int32_t id, uint8_t byte);
-  // ASCII bytes whose transition leads back to the same state (bit b of word b / 64).
-  const std::array<uint64_t, 2>& loops(const Matcher& matcher, int32_t id);
+  // The successor most ASCII bytes lead to and those bytes (bit b of word b / 64): inside a
+  // JSON string every letter leads back to the same state (a loop); inside one of at most 20
+  // characters, every letter leads to the next state of a chain. next kDead: none is alive.
+  struct Uniform {
+    int32_t next = kDead;
+    std::array<uint64_t, 2> bytes{0, 0};
+  };
+  const Uniform& uniform(const Matcher& matcher, int32_t id);
   void clear();
   size_t size() const { return states_.size(); }
 
@@ -57,8 +63,8 @@ class StateTable {
   std::vector<MatchState> states_;
   std::unordered_map<MatchState, int32_t, Hash> ids_;
   std::vector<std::array<int32_t, 256>> next_;
-  std::vector<std::array<uint64_t, 2>> loops_;
-  std::vector<char> loops_known_;
+  std::vector<Uniform> uniform_;
+  std::vector<char> uniform_known_;
 };
 
 class TokenTrie {
@@ -82,8 +88,10 @@ class TokenTrie {
   // Sets bit id of `mask` (vocab_size() bits, cleared first) for every token whose bytes the
   // state accepts.
   void allowed(const Matcher& matcher, const MatchState& state, std::span<uint64_t> mask) const;
-  // The same through `table`: a subtree whose bytes all lead a state back to itself is allowed
-  // whole without walking it. False (mask unspecified) when the table filled up on the way.
+  // The same through `table`: a subtree is allowed whole, without walking it, when each of its
+  // bytes leads every state of its depths along one chain of uniform successors (a loop inside
+  // a JSON string, a chain inside a bounded one). False (mask unspecified) when the table filled
+  // up on the way.
   bool allowed(const Matcher& matcher, StateTable& table, const MatchState& state, std::span<uint64_t> mask) const;
 
  private:
@@ -96,6 +104,8 @@ class TokenTrie {
     uint32_t subtree = 0;  // the subtree's tokens: ids_[subtree, nodes_[skip].subtree)
   };
   void mark_subtree(uint32_t node, std::span<uint64_t> mask) const;
+  // Whether every token below `node` (ASCII bytes only) is allowed from state `from`.
+  bool whole_subtree(const Matcher& matcher, StateTable& table, uint32_t node, int32_t from) const;
   uint32_t subtree_end(uint32_t node) const;
   std::vector<std::string> bytes_;
   std::vector<Node> nodes_;
@@ -103,6 +113,7 @@ class TokenTrie {
   // Per node, the bytes of its subtree: ASCII ones (bit b of word b / 64), and whether any is not.
   std::vector<std::array<uint64_t, 2>> alphabet_;
   std::vector<char> non_ascii_;
+  std::vector<uint16_t> height_;  // the longest token below, in bytes from this node on
 };
 
 // Masks per matcher state for one grammar and vocabulary. Thread-safe.

@@ -9,6 +9,7 @@
 #include "constrain/grammar.hpp"
 #include "constrain/json_schema.hpp"
 #include "constrain/json_schema_detail.hpp"
+#include "tokenizer/components.hpp"
 
 namespace specd::constrain::schema_detail {
 namespace {
@@ -46,21 +47,7 @@ std::vector<uint32_t> code_points(std::string_view s) {
 
 std::string utf8(uint32_t cp) {
   std::string out;
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
+  tokenizer::detail::append_utf8(out, cp);
   return out;
 }
 

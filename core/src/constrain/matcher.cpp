@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "specd/error.hpp"
+#include "tokenizer/components.hpp"
 
 namespace specd::constrain {
 
@@ -146,22 +147,7 @@ std::string Matcher::forced_text(const MatchState& state, size_t max_bytes) cons
       forced = set.ranges[0].first;
     }
     if (!one || forced == 0) break;
-    // UTF-8 of the forced code point.
-    if (forced < 0x80) {
-      out += static_cast<char>(forced);
-    } else if (forced < 0x800) {
-      out += static_cast<char>(0xc0 | (forced >> 6));
-      out += static_cast<char>(0x80 | (forced & 0x3f));
-    } else if (forced < 0x10000) {
-      out += static_cast<char>(0xe0 | (forced >> 12));
-      out += static_cast<char>(0x80 | ((forced >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (forced & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (forced >> 18));
-      out += static_cast<char>(0x80 | ((forced >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((forced >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (forced & 0x3f));
-    }
+    tokenizer::detail::append_utf8(out, forced);
     advance_code_point(a, forced, b);
     std::swap(a, b);
   }

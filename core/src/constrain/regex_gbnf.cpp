@@ -10,6 +10,7 @@
 #include "constrain/grammar.hpp"
 #include "constrain/regex_ast.hpp"
 #include "specd/error.hpp"
+#include "tokenizer/components.hpp"
 
 namespace specd::constrain {
 namespace {
@@ -36,21 +37,7 @@ struct Expr {
 };
 
 void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
+  tokenizer::detail::append_utf8(out, cp);
 }
 
 Expr literal_expr(std::string lit) {

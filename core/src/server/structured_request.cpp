@@ -161,29 +161,22 @@ StructuredOutput read_structured_output(const ordered_json& body) {
     from = field;
   };
   if (given(body, "response_format")) take(from_response_format(body["response_format"]), "response_format");
-  if (given(body, "guided_json")) {
+  // vLLM's guided_* fields: one constraint each.
+  for (const auto& [key, kind] :
+       {std::pair{"guided_json", Kind::kJsonSchema}, std::pair{"guided_regex", Kind::kRegex},
+        std::pair{"guided_choice", Kind::kChoice}, std::pair{"guided_grammar", Kind::kGrammar}}) {
+    if (!given(body, key)) continue;
     StructuredOutput s;
-    s.kind = Kind::kJsonSchema;
-    s.spec = schema_field(body["guided_json"], "guided_json");
-    take(std::move(s), "guided_json");
-  }
-  if (given(body, "guided_regex")) {
-    StructuredOutput s;
-    s.kind = Kind::kRegex;
-    s.spec = string_field(body["guided_regex"], "guided_regex");
-    take(std::move(s), "guided_regex");
-  }
-  if (given(body, "guided_choice")) {
-    StructuredOutput s;
-    s.kind = Kind::kChoice;
-    s.choices = choice_field(body["guided_choice"], "guided_choice");
-    take(std::move(s), "guided_choice");
-  }
-  if (given(body, "guided_grammar")) {
-    StructuredOutput s;
-    s.kind = Kind::kGrammar;
-    s.spec = string_field(body["guided_grammar"], "guided_grammar");
-    take(std::move(s), "guided_grammar");
+    s.kind = kind;
+    const ordered_json& v = body[key];
+    if (kind == Kind::kJsonSchema) {
+      s.spec = schema_field(v, key);
+    } else if (kind == Kind::kChoice) {
+      s.choices = choice_field(v, key);
+    } else {
+      s.spec = string_field(v, key);
+    }
+    take(std::move(s), key);
   }
   if (given(body, "structured_outputs"))
     take(from_structured_outputs(body["structured_outputs"]), "structured_outputs");

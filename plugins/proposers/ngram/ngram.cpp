@@ -1,7 +1,8 @@
 // ngram: prompt-lookup decoding. For each sequence it finds the longest suffix n-gram
 // (n in [prompt_lookup_min, prompt_lookup_max], longest first) that occurred earlier in
 // prompt + generated tokens, and proposes up to k tokens that followed its most recent earlier
-// occurrence.
+// occurrence. With structured output (ABI 1.5 allowed_tokens) it skips a match whose next token
+// the request's grammar forbids and takes the next shorter n-gram's match instead.
 //
 // Complexity: an index per sequence maps each n-gram (hashed) to the end of its most recent
 // occurrence. Each step indexes only the tokens appended since the previous step, n-grams of
@@ -38,7 +39,7 @@ struct SequenceIndex {
 
 class NgramProposer : public specd::sdk::Proposer {
  public:
-  NgramProposer(specd::sdk::Host host, specd::sdk::Params& params) : log_(host.log()) {
+  NgramProposer(specd::sdk::Host host, specd::sdk::Params& params) : host_(host), log_(host.log()) {
     read(params, &min_n_, &max_n_);
     log_.debug("ngram proposer: n in [", min_n_, ", ", max_n_, "]");
   }
@@ -74,7 +75,10 @@ class NgramProposer : public specd::sdk::Proposer {
       index.indexed = std::max(index.indexed, len - 1);
       if (k <= 0) continue;
 
-      const int64_t e = find(index, seq.tokens.data(), len);
+      // The grammar's allowed next tokens, when the request has one (else no mask: any match).
+      mask_.assign((static_cast<size_t>(batch.vocab_size()) + 63) / 64, 0);
+      const bool constrained = host_.allowed_tokens(seq.id, {}, mask_);
+      const int64_t e = find(index, seq.tokens.data(), len, constrained ? &mask_ : nullptr);
       if (e < 0) continue;
       const int64_t count = std::min<int64_t>(k, len - e);
       draft_.assign(seq.tokens.begin() + e, seq.tokens.begin() + e + count);
@@ -95,23 +99,30 @@ class NgramProposer : public specd::sdk::Proposer {
     }
   }
 
-  // End (exclusive) of the most recent earlier occurrence of the longest matching suffix, or -1.
-  int64_t find(const SequenceIndex& index, const int32_t* tokens, int64_t len) const {
+  // End (exclusive) of the most recent earlier occurrence of the longest matching suffix whose
+  // next token `allowed` (a bit per token id; null = any) lets through, or -1.
+  int64_t find(const SequenceIndex& index, const int32_t* tokens, int64_t len,
+               const std::vector<uint64_t>* allowed) const {
     for (int64_t n = std::min(max_n_, len - 1); n >= min_n_; --n) {
       auto it = index.last_end.find(ngram_hash(tokens, len, n));
       if (it == index.last_end.end()) continue;
       const int64_t e = it->second;
       // Verify: a hash collision must never turn into a wrong claim of a match.
-      if (std::equal(tokens + e - n, tokens + e, tokens + len - n)) return e;
+      if (!std::equal(tokens + e - n, tokens + e, tokens + len - n)) continue;
+      const auto next = static_cast<size_t>(tokens[e]);
+      if (allowed == nullptr || (next / 64 < allowed->size() && ((*allowed)[next / 64] >> (next % 64) & 1) != 0))
+        return e;
     }
     return -1;
   }
 
+  specd::sdk::Host host_;  // the allowed_tokens service (structured output)
   specd::sdk::Logger log_;
   int64_t min_n_ = 1;
   int64_t max_n_ = 4;
   std::unordered_map<uint64_t, SequenceIndex> indexes_;
   std::vector<int32_t> draft_;
+  std::vector<uint64_t> mask_;
 };
 
 }  // namespace

@@ -97,12 +97,16 @@ TEST_P(SpecGreedyEquality, SameTokensAsTargetAlone) {
                                                 {"scheduler.num_scheduler_steps", c.async ? "2" : "1"}}),
                  requests, &metrics);
   if (c.dynamic) {
-    // The policy planned the steps and, where drafts are mostly accepted, chose to draft: drafts
-    // were verified and accepted (how many depends on the measured costs; the policy tests check
-    // the choice itself). A policy that fell back to plain decoding everywhere fails here.
+    // The policy planned the steps and gave rows drafts. How many depends on the costs it
+    // measures: on a busy machine (CI runs two tests on two cores) a calibration can find drafts
+    // too dear for this compute-bound fixture, and then only its probes draft (k = 1 after
+    // kMinProbeInterval plain steps, by step count, not by time). Asserting accepted drafts made
+    // this test fail twice in CI that way; the policy tests check the choice itself. A policy
+    // that never gives a row drafts fails here.
     EXPECT_GT(metrics.policy.steps, 0u) << metrics.summary();
-    EXPECT_GT(metrics.draft_tokens, 0u) << metrics.summary();
-    EXPECT_GT(metrics.accepted_tokens, 0u) << metrics.summary();
+    uint64_t given = 0;
+    for (size_t k = 1; k < metrics.policy.chosen_k.size(); ++k) given += metrics.policy.chosen_k[k];
+    EXPECT_GT(given, 0u) << metrics.summary();
     RecordProperty("policy", metrics.policy.summary());
   } else {
     // Speculation really happened, with both accepted and rejected drafts along the way.

@@ -16,6 +16,10 @@ Qwen2ForCausalLM / Qwen3ForCausalLM (written from the equations, not from transf
     x = x + a Wo^T (+ bo)
     h = rmsnorm(x) * w_post
     x = x + Wdown (silu(h Wgate^T) * (h Wup^T))
+      mixture of experts (Qwen3-MoE, Mixtral): p = softmax(h Wrouter^T); the
+      num_experts_per_tok experts of highest p (stable: the lower index first), weights p
+      (divided by their sum when norm_topk_prob; Mixtral always); x = x + sum of weight *
+      expert's Wdown (silu(h Wgate^T) * (h Wup^T))
   logits = (rmsnorm(x) * w_final) W_head^T        W_head = embed when tie_word_embeddings
 
 Usage:
@@ -34,7 +38,8 @@ import sys
 
 import numpy as np
 
-SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+             "Qwen3MoeForCausalLM", "MixtralForCausalLM")
 
 
 class Weights:
@@ -181,10 +186,33 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
     x = x + linear(attn, w.get(prefix + "self_attn.o_proj.weight"), bias("self_attn.o_proj.bias"))
 
     h = rms_norm(x, w.get(prefix + "post_attention_layernorm.weight"), eps)
+    if "MixtralForCausalLM" in cfg.get("architectures", []):
+        return (x + moe(h, w, prefix + "block_sparse_moe.", cfg, ("w1", "w3", "w2"), True)).astype(dtype)
+    if "Qwen3MoeForCausalLM" in cfg.get("architectures", []):
+        norm = cfg.get("norm_topk_prob", False)
+        return (x + moe(h, w, prefix + "mlp.", cfg, ("gate_proj", "up_proj", "down_proj"), norm)).astype(dtype)
     gate = linear(h, w.get(prefix + "mlp.gate_proj.weight"))
     up = linear(h, w.get(prefix + "mlp.up_proj.weight"))
     x = x + linear(silu(gate) * up, w.get(prefix + "mlp.down_proj.weight"))
     return x.astype(dtype)
+
+
+def moe(h, w, prefix, cfg, names, norm_topk):
+    """The routed experts' weighted sum, token by token."""
+    k = cfg.get("num_experts_per_tok", 2)
+    probs = softmax(linear(h, w.get(prefix + "gate.weight")))
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        order = np.argsort(-probs[t], kind="stable")[:k]
+        weights = probs[t][order]
+        if norm_topk:
+            weights = weights / np.sum(weights)
+        for e, weight in zip(order, weights):
+            x = f"{prefix}experts.{e}."
+            gate = linear(h[t:t + 1], w.get(x + names[0] + ".weight"))
+            up = linear(h[t:t + 1], w.get(x + names[1] + ".weight"))
+            out[t] += weight * linear(silu(gate) * up, w.get(x + names[2] + ".weight"))[0]
+    return out
 
 
 def forward(model_dir, tokens, dtype):

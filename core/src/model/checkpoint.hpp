@@ -31,7 +31,7 @@ using kernels::parse_dtype;
 // Bytes of one element of an unquantized dtype (f32, f16, bf16); throws kInternal otherwise.
 size_t dtype_size(DType dtype);
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral };
 std::string_view architecture_name(Architecture arch);  // the HF class name
 
 struct RopeScaling {
@@ -73,6 +73,20 @@ struct ModelConfig {
   // divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
   int64_t num_mtp_modules = 0;  // DeepSeek-V3-style MTP modules present as mtp.* tensors
+  // Mixture-of-experts MLPs (Qwen3-MoE, Mixtral; docs/model-formats.md "Mixture of experts"):
+  // every layer's MLP is `num_experts` SwiGLU experts of width `expert_intermediate` and a router
+  // [num_experts, hidden]; each token goes through the `experts_per_token` experts of highest
+  // softmax(router) probability, their outputs weighted by those probabilities (renormalized to
+  // sum 1 when `norm_topk_prob`). Absent: dense MLPs of width intermediate_size.
+  struct Moe {
+    int64_t num_experts = 0;
+    int64_t experts_per_token = 0;
+    int64_t expert_intermediate = 0;
+    bool norm_topk_prob = true;
+  };
+  std::optional<Moe> moe;
+  // The width of one MLP (an expert's for MoE models).
+  int64_t mlp_width() const { return moe ? moe->expert_intermediate : intermediate_size; }
   // An EAGLE-3 draft head (architectures LlamaForCausalLMEagle3; docs/model-formats.md): one
   // decoder layer `midlayer.*` whose attention reads [input_layernorm(embed) | hidden_norm(g)],
   // the fusion `fc` of the target's auxiliary hidden states, and an LM head over a reduced draft

@@ -35,8 +35,22 @@ constexpr std::pair<std::string_view, std::string_view> kBlockNames[] = {
 };
 constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
 
+// A mixture-of-experts block's router and merged expert tensors ([experts, rows, cols]), under
+// the family's Hugging Face names (weights.cpp reads the merged form as well as one tensor per
+// expert).
+std::string hf_moe_name(std::string_view part, Architecture arch) {
+  const bool mixtral = arch == Architecture::kMixtral;
+  const std::string p = mixtral ? "block_sparse_moe." : "mlp.";
+  if (part == "ffn_gate_inp") return p + "gate";
+  if (part == "ffn_gate_exps") return p + (mixtral ? "experts.w1" : "experts.gate_proj");
+  if (part == "ffn_up_exps") return p + (mixtral ? "experts.w3" : "experts.up_proj");
+  if (part == "ffn_down_exps") return p + (mixtral ? "experts.w2" : "experts.down_proj");
+  return {};
+}
+
 // The HF name of a GGUF tensor, or "" when specd has no use for it.
-std::string hf_name(std::string_view name, int64_t num_layers) {
+std::string hf_name(std::string_view name, const ModelConfig& c) {
+  const int64_t num_layers = c.num_layers;
   for (const auto& [g, h] : kGlobalNames)
     if (name == g) return std::string(h);
   if (!name.starts_with("blk.")) return {};
@@ -48,9 +62,15 @@ std::string hf_name(std::string_view name, int64_t num_layers) {
   if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos)
     return {};
   if (std::stoll(std::string(digits)) >= num_layers || (kind != "weight" && kind != "bias")) return {};
+  std::string hf;
+  if (c.moe) {
+    hf = hf_moe_name(part, c.arch);
+    if (part == "ffn_gate" || part == "ffn_up" || part == "ffn_down") return {};  // no dense MLP
+  }
   for (const auto& [g, h] : kBlockNames)
-    if (part == g) return "model.layers." + std::string(digits) + "." + std::string(h) + "." + std::string(kind);
-  return {};
+    if (hf.empty() && part == g) hf = h;
+  if (hf.empty()) return {};
+  return "model.layers." + std::string(digits) + "." + hf + "." + std::string(kind);
 }
 
 std::optional<DType> in_place_dtype(uint32_t ggml_type) {
@@ -132,12 +152,32 @@ std::optional<int32_t> token_id(const File& f, const std::string& key, int64_t v
 
 Architecture architecture(const File& f) {
   const std::string_view arch = f.require_string("general.architecture");
-  if (arch == "llama") return Architecture::kLlama;
+  if (arch == "llama")  // Mixtral is a llama file with experts
+    return f.integer("llama.expert_count").value_or(0) > 0 ? Architecture::kMixtral : Architecture::kLlama;
   if (arch == "qwen2") return Architecture::kQwen2;
   if (arch == "qwen3") return Architecture::kQwen3;
+  if (arch == "qwen3moe") return Architecture::kQwen3Moe;
   f.fail("general.architecture '" + std::string(arch).substr(0, 40) +
-             "' is not supported (specd runs llama, qwen2 and qwen3)",
+             "' is not supported (specd runs llama, qwen2, qwen3 and qwen3moe)",
          true);
+}
+
+// <arch>.expert_count and friends (llama.cpp's names); both families renormalize the top-k
+// weights (llama.cpp's norm_w).
+void moe_config(const File& f, const std::string& p, ModelConfig& c) {
+  if (c.arch != Architecture::kQwen3Moe && c.arch != Architecture::kMixtral) return;
+  ModelConfig::Moe m;
+  m.num_experts = positive(f, p + "expert_count");
+  m.experts_per_token = positive(f, p + "expert_used_count");
+  m.expert_intermediate = c.arch == Architecture::kMixtral ? c.intermediate_size
+                                                           : positive(f, p + "expert_feed_forward_length",
+                                                                      c.intermediate_size / m.experts_per_token);
+  if (m.experts_per_token > m.num_experts)
+    f.fail("metadata key '" + p + "expert_used_count' = " + std::to_string(m.experts_per_token) + " exceeds " + p +
+           "expert_count = " + std::to_string(m.num_experts));
+  if (f.integer(p + "expert_shared_count").value_or(0) > 0) f.fail("shared experts are not supported", true);
+  m.norm_topk_prob = true;
+  c.moe = m;
 }
 
 void rope_config(const File& f, const std::string& p, ModelConfig& c) {
@@ -187,8 +227,10 @@ ModelConfig model_config(const File& f) {
   c.rms_norm_eps = f.real(p + "attention.layer_norm_rms_epsilon").value_or(1e-5);
   if (!(c.rms_norm_eps > 0)) f.fail("metadata key '" + p + "attention.layer_norm_rms_epsilon' must be positive");
   rope_config(f, p, c);
-  c.qk_norm = c.arch == Architecture::kQwen3;
-  c.qk_rows_interleaved = c.arch == Architecture::kLlama;  // llama.cpp's converter permutes only llama
+  moe_config(f, p, c);
+  c.qk_norm = c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe;
+  // llama.cpp's converter permutes only llama (Mixtral's files are llama files)
+  c.qk_rows_interleaved = c.arch == Architecture::kLlama || c.arch == Architecture::kMixtral;
 
   const gguf::TensorInfo* embed = f.find_tensor("token_embd.weight");
   if (embed == nullptr || embed->n_dims != 2) f.fail("missing 2-D tensor 'token_embd.weight'");
@@ -243,7 +285,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
       ckpt->config_.rope_freq_factors = rope_freq_factors(f, t, c.head_dim);
       continue;
     }
-    std::string hf = hf_name(t.name, c.num_layers);
+    std::string hf = hf_name(t.name, c);
     if (hf.empty()) {
       f.fail("tensor '" + std::string(t.name).substr(0, 80) + "' is not part of a " +
                  std::string(f.require_string("general.architecture")) + " model as specd runs it (" +

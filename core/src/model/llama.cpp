@@ -361,6 +361,10 @@ void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, ke
 
 // o [T, hidden] = down(silu(gate(h)) * up(h)), all-reduced across ranks.
 void LlamaModel::mlp(const LayerWeights& w, int64_t T) {
+  if (!w.experts.empty()) {
+    moe_mlp(w, T);
+    return;
+  }
   const int64_t I = weights_->dims().intermediate;
   const float* h = s_.h.data();
   if (w.w_gate.dtype == w.w_up.dtype) {

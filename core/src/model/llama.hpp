@@ -62,12 +62,25 @@ class LlamaModel {
   // Not thread-safe: one call at a time per LlamaModel (it owns its scratch buffers).
   void forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
 
+  // Mixture-of-experts work since construction (all zero for a dense model): layer passes (one
+  // per MoE layer per forward), distinct experts read over them, and routed (token, expert)
+  // pairs. experts_read / (layer_passes * experts_per_token) is the expert bytes a forward read
+  // against what one row alone would read: 1 for a single token, up to the batch's rows when
+  // no two rows share an expert.
+  struct MoeStats {
+    uint64_t layer_passes = 0;
+    uint64_t experts_read = 0;
+    uint64_t expert_rows = 0;
+  };
+  const MoeStats& moe_stats() const { return moe_stats_; }
+
  private:
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows, tree_offsets,
-        tree_parents, depth;
+        tree_parents, depth, route_ids, expert_start, expert_slots, expert_fill;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all, router,
+        route_weights, expert_in, expert_out;
     int32_t block_table_stride = 1;
   };
   // The batch layout in s_ (token order, positions, slots, block tables, output rows), with the
@@ -89,6 +102,9 @@ class LlamaModel {
   void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,
                  const float* h);
   void mlp(const LayerWeights& w, int64_t T);
+  // A mixture-of-experts MLP, expert-grouped (moe_forward.cpp): o = the routed experts' weighted
+  // sum over s_.h.
+  void moe_mlp(const LayerWeights& w, int64_t T);
   void outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
@@ -105,6 +121,7 @@ class LlamaModel {
   Announce announce_;
   std::vector<float> inv_freq_;
   Scratch s_;
+  MoeStats moe_stats_;
 };
 
 }  // namespace specd::model

@@ -21,6 +21,10 @@ std::string_view architecture_name(Architecture arch) {
       return "Qwen2ForCausalLM";
     case Architecture::kQwen3:
       return "Qwen3ForCausalLM";
+    case Architecture::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case Architecture::kMixtral:
+      return "MixtralForCausalLM";
   }
   return "unknown";
 }
@@ -30,7 +34,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kSupportedArchitectures =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+    "MixtralForCausalLM";
 
 [[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
   throw Error(code, file.string() + ": " + what);
@@ -141,6 +146,10 @@ Architecture parse_architecture(const Fields& f) {
       *out = Architecture::kQwen2;
     else if (name == "Qwen3ForCausalLM")
       *out = Architecture::kQwen3;
+    else if (name == "Qwen3MoeForCausalLM")
+      *out = Architecture::kQwen3Moe;
+    else if (name == "MixtralForCausalLM")
+      *out = Architecture::kMixtral;
     else if (name == "LlamaForCausalLMEagle3" || name == "Eagle3LlamaForCausalLM")
       *out = Architecture::kLlama;  // an EAGLE-3 head: Llama blocks (read_eagle3)
     else
@@ -171,6 +180,8 @@ Architecture parse_architecture(const Fields& f) {
   if (model_type == "mistral") return Architecture::kMistral;
   if (model_type == "qwen2") return Architecture::kQwen2;
   if (model_type == "qwen3") return Architecture::kQwen3;
+  if (model_type == "qwen3_moe") return Architecture::kQwen3Moe;
+  if (model_type == "mixtral") return Architecture::kMixtral;
   fail(ErrorCode::kUnsupported, f.file(),
        "unsupported model_type '" + clip(model_type) + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
@@ -297,6 +308,7 @@ void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig
       refuse_sliding_window(f, path, c, true);
       break;
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
       // Qwen3: per-head q/k RMSNorm; attention_bias (default false) covers q, k, v and o.
       c.qk_norm = true;
       c.attention_bias = f.bool_or("attention_bias", false);
@@ -304,9 +316,46 @@ void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig
       refuse_sliding_window(f, path, c, true);
       break;
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       refuse_sliding_window(f, path, c, false);
       break;
   }
+}
+
+// The mixture-of-experts fields (ModelConfig::Moe) of Qwen3-MoE and Mixtral. Layouts specd does
+// not run (dense layers between sparse ones, shared experts) are refused, naming the field.
+void read_moe(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
+  ModelConfig::Moe m;
+  if (c.arch == Architecture::kQwen3Moe) {
+    m.num_experts = f.require_int("num_experts");
+    m.expert_intermediate = f.require_int("moe_intermediate_size");
+    m.norm_topk_prob = f.bool_or("norm_topk_prob", false);  // transformers' Qwen3MoeConfig default
+    require_positive(f, "moe_intermediate_size", m.expert_intermediate);
+    if (f.int_or("decoder_sparse_step", 1) != 1)
+      fail(ErrorCode::kUnsupported, path,
+           "decoder_sparse_step " + std::to_string(f.int_or("decoder_sparse_step", 1)) +
+               ": specd runs MoE models whose every layer is sparse (decoder_sparse_step 1)");
+    if (f.has("mlp_only_layers") &&
+        !(f.doc().at("mlp_only_layers").is_array() && f.doc().at("mlp_only_layers").empty()))
+      fail(ErrorCode::kUnsupported, path,
+           "mlp_only_layers is not empty: specd runs MoE models whose every layer is sparse");
+    if (f.int_or("shared_expert_intermediate_size", 0) > 0)
+      fail(ErrorCode::kUnsupported, path, "shared_expert_intermediate_size: shared experts are not supported");
+  } else if (c.arch == Architecture::kMixtral) {
+    m.num_experts = f.int_or("num_local_experts", 8);
+    m.expert_intermediate = c.intermediate_size;
+    m.norm_topk_prob = true;  // Mixtral always renormalizes its top-k weights
+  } else {
+    return;
+  }
+  m.experts_per_token = f.int_or("num_experts_per_tok", 2);
+  require_positive(f, c.arch == Architecture::kMixtral ? "num_local_experts" : "num_experts", m.num_experts);
+  require_positive(f, "num_experts_per_tok", m.experts_per_token);
+  if (m.experts_per_token > m.num_experts)
+    fail(ErrorCode::kModelFormat, path,
+         "num_experts_per_tok " + std::to_string(m.experts_per_token) + " exceeds the " +
+             std::to_string(m.num_experts) + " experts");
+  c.moe = m;
 }
 
 // An EAGLE-3 head's fields (ModelConfig::Eagle3), when config.json names that architecture.
@@ -400,6 +449,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   require_positive(f, "max_position_embeddings", c.max_position_embeddings);
   c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
   read_family(f, path, c);
+  read_moe(f, path, c);
   read_eagle3(f, path, c);
 
   c.num_mtp_modules = f.int_or("num_nextn_predict_layers", 0);

@@ -55,11 +55,12 @@ ShardDims ShardDims::of(const ModelConfig& c, TensorShard shard) {
   };
   require_divides(c.num_heads, "num_attention_heads", "each rank holds whole attention heads");
   require_divides(c.num_kv_heads, "num_key_value_heads", "each rank holds whole KV heads");
-  require_divides(c.intermediate_size, "intermediate_size", "each rank holds an equal part of the MLP");
+  require_divides(c.mlp_width(), c.arch == Architecture::kQwen3Moe ? "moe_intermediate_size" : "intermediate_size",
+                  "each rank holds an equal part of the MLP");
   ShardDims d;
   d.num_heads = c.num_heads / n;
   d.num_kv_heads = c.num_kv_heads / n;
-  d.intermediate = c.intermediate_size / n;
+  d.intermediate = c.mlp_width() / n;
   d.vocab_stride = ceil_div(c.vocab_size, n);
   d.vocab_begin = std::min(c.vocab_size, shard.rank * d.vocab_stride);
   d.vocab_rows = std::min(c.vocab_size - d.vocab_begin, d.vocab_stride);
@@ -121,7 +122,12 @@ std::byte* LlamaWeights::allocate(size_t bytes) {
 
 WeightView LlamaWeights::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> want,
                                 Slice rows_part, Slice cols_part) {
-  const TensorView& t = checkpoint_->require(name, {rows, cols});
+  return matrix_of(checkpoint_->require(name, {rows, cols}), rows, cols, want, rows_part, cols_part);
+}
+
+WeightView LlamaWeights::matrix_of(const TensorView& t, int64_t rows, int64_t cols, std::optional<DType> want,
+                                   Slice rows_part, Slice cols_part) {
+  const std::string& name = t.name;
   const DType dtype = want.value_or(t.dtype);
   const int64_t r0 = rows_part.begin, nr = rows_part.count < 0 ? rows : rows_part.count;
   const int64_t c0 = cols_part.begin, nc = cols_part.count < 0 ? cols : cols_part.count;
@@ -210,6 +216,10 @@ void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights&
   // Row-parallel: the ranks' partial outputs are summed, so the bias is added by one of them.
   if (c.attention_out_bias && rank == 0) l.bo = vector(p + "self_attn.o_proj.bias", H);
   l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
+  if (c.moe && index >= 0) {
+    load_experts(p, index, l);
+    return;
+  }
   l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, want(LayerMatrix::kGate), mlp_part);
   l.w_up = matrix(p + "mlp.up_proj.weight", I, H, want(LayerMatrix::kUp), mlp_part);
   l.w_down = matrix(p + "mlp.down_proj.weight", H, I, want(LayerMatrix::kDown), {}, mlp_part);
@@ -281,9 +291,12 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
 
 DType LlamaWeights::layers_dtype() const {
   size_t bytes[kernels::kNumDTypes] = {};
-  for (const LayerWeights& l : layers_)
+  for (const LayerWeights& l : layers_) {
     for (const WeightView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      bytes[static_cast<int>(m->dtype)] += m->bytes();
+      if (m->data != nullptr) bytes[static_cast<int>(m->dtype)] += m->bytes();
+    for (const ExpertWeights& e : l.experts)
+      for (const WeightView* m : {&e.gate, &e.up, &e.down}) bytes[static_cast<int>(m->dtype)] += m->bytes();
+  }
   return static_cast<DType>(std::max_element(std::begin(bytes), std::end(bytes)) - std::begin(bytes));
 }
 
@@ -295,8 +308,12 @@ size_t LlamaWeights::decode_bytes(int64_t num_layers) const {
   size_t bytes = 0;
   for (int64_t i = 0; i < num_layers; ++i) {
     const LayerWeights& l = layer(i);
-    bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() + l.w_up.bytes() +
-             l.w_down.bytes() + 2 * H * sizeof(float);
+    bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + 2 * H * sizeof(float);
+    if (l.experts.empty()) {
+      bytes += l.w_gate.bytes() + l.w_up.bytes() + l.w_down.bytes();
+    } else {
+      bytes += l.router.bytes() + expert_bytes(i) * static_cast<size_t>(c.moe->experts_per_token);
+    }
     if (c.attention_bias) bytes += (q_out + 2 * kv_out) * sizeof(float);
     if (l.bo != nullptr) bytes += H * sizeof(float);
     if (c.qk_norm) bytes += 2 * static_cast<size_t>(c.head_dim) * sizeof(float);

@@ -78,6 +78,13 @@ struct ShardDims {
   static ShardDims of(const ModelConfig& config, TensorShard shard);
 };
 
+// One expert of a mixture-of-experts MLP: a SwiGLU MLP of the expert width (this rank's part).
+struct ExpertWeights {
+  WeightView gate;  // [expert intermediate, hidden]
+  WeightView up;    // [expert intermediate, hidden]
+  WeightView down;  // [hidden, expert intermediate]
+};
+
 // One decoder layer. Shapes follow the checkpoint ([out, in] for projections); the biases are
 // null unless the architecture has them (Qwen2), q_norm/k_norm unless it has them (Qwen3).
 struct LayerWeights {
@@ -96,6 +103,10 @@ struct LayerWeights {
   WeightView w_gate;                // [intermediate, hidden]
   WeightView w_up;                  // [intermediate, hidden]
   WeightView w_down;                // [hidden, intermediate]
+  // Mixture of experts (ModelConfig::moe): the router [num_experts, hidden] in F32 and the
+  // experts; the dense w_gate/w_up/w_down are then empty.
+  WeightView router;
+  std::vector<ExpertWeights> experts;
 };
 
 // A decoder layer's projection, for dtype choices that differ by tensor.
@@ -196,8 +207,11 @@ class LlamaWeights {
 
   // Bytes of weights a decode step with `num_layers` layers reads once per step: every layer's
   // projections and norms, the final norm and the LM head (one embedding row is negligible),
-  // in the stored dtypes; this rank's shard only.
+  // in the stored dtypes; this rank's shard only. A mixture-of-experts layer counts its router
+  // and experts_per_token experts of average size (what one row reads).
   size_t decode_bytes(int64_t num_layers) const;
+  // Bytes of one expert of layer `layer` (0 for a dense layer): gate, up and down.
+  size_t expert_bytes(int64_t layer) const;
   // Bytes held in owned buffers (the rest is used in place in the checkpoint's map).
   size_t owned_bytes() const { return owned_bytes_; }
 
@@ -211,6 +225,12 @@ class LlamaWeights {
   // `index`: the layer's index in the checkpoint (-1: an MTP module's block, in the base dtype).
   // in_features: the q/k/v input width (0: hidden; an EAGLE-3 midlayer: 2 * hidden).
   void load_layer(const std::string& prefix, int64_t index, LayerWeights& l, int64_t in_features = 0);
+  // A mixture-of-experts MLP (moe_weights.cpp): the router and every expert, from one tensor per
+  // expert (Hugging Face) or the merged [experts, rows, cols] tensors (GGUF).
+  void load_experts(const std::string& prefix, int64_t index, LayerWeights& l);
+  // Rows x columns of `t` as matrix() takes them, for a tensor view of its own.
+  WeightView matrix_of(const TensorView& t, int64_t rows, int64_t cols, std::optional<DType> dtype,
+                       Slice rows_part = {}, Slice cols_part = {});
   DType layers_dtype() const;  // the dtype holding most of the layers' projection bytes
   std::byte* allocate(size_t bytes);
 

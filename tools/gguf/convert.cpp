@@ -110,6 +110,27 @@ class TensorPlan {
     ++added_;
   }
 
+  // The router of a mixture-of-experts layer: [experts, hidden], kept in F32 (as llama.cpp's
+  // converter keeps ffn_gate_inp: the routing decisions are sensitive to rounding).
+  void add_f32(const std::string& hf, const std::string& gguf, const std::vector<int64_t>& shape) {
+    const TensorView& t = ckpt_.require(hf, shape);
+    writer_.add_tensor(gguf, std::vector<uint64_t>(shape.rbegin(), shape.rend()), TensorType::kF32,
+                       [&t](std::ostream& out) { write_rows(out, t, TensorType::kF32, 0); });
+    ++added_;
+  }
+
+  // One merged [experts, rows, cols] tensor from the per-expert tensors `hf[e]`, each [rows, cols].
+  void add_merged(const std::vector<std::string>& hf, const std::string& gguf, int64_t rows, int64_t cols) {
+    std::vector<const TensorView*> parts;
+    for (const std::string& name : hf) parts.push_back(&ckpt_.require(name, {rows, cols}));
+    const TensorType type = type_;
+    writer_.add_tensor(gguf, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), hf.size()}, type,
+                       [parts, type](std::ostream& out) {
+                         for (const TensorView* t : parts) write_rows(out, *t, type, 0);
+                       });
+    added_ += hf.size();
+  }
+
   size_t added() const { return added_; }
 
  private:
@@ -118,6 +139,23 @@ class TensorPlan {
   TensorType type_;
   size_t added_ = 0;
 };
+
+// A mixture-of-experts MLP as llama.cpp stores it: ffn_gate_inp and the merged ffn_*_exps.
+void add_experts(TensorPlan& plan, const ModelConfig& c, const std::string& hf, const std::string& gg) {
+  const bool mixtral = c.arch == Architecture::kMixtral;
+  const std::string p = hf + (mixtral ? "block_sparse_moe." : "mlp.");
+  const int64_t h = c.hidden_size, inter = c.moe->expert_intermediate;
+  plan.add_f32(p + "gate.weight", gg + "ffn_gate_inp.weight", {c.moe->num_experts, h});
+  const auto names = [&](const char* proj) {
+    std::vector<std::string> out;
+    for (int64_t e = 0; e < c.moe->num_experts; ++e)
+      out.push_back(p + "experts." + std::to_string(e) + "." + proj + ".weight");
+    return out;
+  };
+  plan.add_merged(names(mixtral ? "w1" : "gate_proj"), gg + "ffn_gate_exps.weight", inter, h);
+  plan.add_merged(names(mixtral ? "w3" : "up_proj"), gg + "ffn_up_exps.weight", inter, h);
+  plan.add_merged(names(mixtral ? "w2" : "down_proj"), gg + "ffn_down_exps.weight", h, inter);
+}
 
 void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_qk) {
   const std::string hf = "model.layers." + std::to_string(i) + ".";
@@ -141,6 +179,10 @@ void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_q
   plan.add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {h, q});
   if (c.attention_out_bias) plan.add(hf + "self_attn.o_proj.bias", gg + "attn_output.bias", {h});
   plan.add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {h});
+  if (c.moe) {
+    add_experts(plan, c, hf, gg);
+    return;
+  }
   plan.add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {inter, h});
   plan.add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {inter, h});
   plan.add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {h, inter});
@@ -173,6 +215,12 @@ void add_hparams(Writer& w, const std::string& arch, const ModelConfig& c, int64
   w.set_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
   w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (c.moe) {
+    w.set_u32(p + "expert_count", static_cast<uint32_t>(c.moe->num_experts));
+    w.set_u32(p + "expert_used_count", static_cast<uint32_t>(c.moe->experts_per_token));
+    if (c.arch == Architecture::kQwen3Moe)
+      w.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(c.moe->expert_intermediate));
+  }
   if (c.rope_scaling.type == model::RopeScaling::Type::kLinear) {
     w.set_string(p + "rope.scaling.type", "linear");
     w.set_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
@@ -191,7 +239,14 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   const std::unique_ptr<Checkpoint> ckpt = Checkpoint::open(model_dir);
   const ModelConfig& c = ckpt->config();
   ConvertSummary summary;
-  summary.architecture = c.arch == Architecture::kQwen2 ? "qwen2" : c.arch == Architecture::kQwen3 ? "qwen3" : "llama";
+  summary.architecture = c.arch == Architecture::kQwen2      ? "qwen2"
+                         : c.arch == Architecture::kQwen3    ? "qwen3"
+                         : c.arch == Architecture::kQwen3Moe ? "qwen3moe"
+                                                             : "llama";  // llama, mistral, mixtral
+  if (c.moe && !c.moe->norm_topk_prob)
+    throw Error(ErrorCode::kUnsupported, c.config_path.string() +
+                                             ": norm_topk_prob false has no GGUF form (llama.cpp renormalizes the "
+                                             "top-k expert weights of qwen3moe)");
   const bool llama_arch = summary.architecture == "llama";
   if (options.layers < 0 || options.layers > c.num_layers) {
     throw Error(ErrorCode::kInvalidArgument, "--layers " + std::to_string(options.layers) + ": " + model_dir.string() +

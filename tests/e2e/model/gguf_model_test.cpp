@@ -80,6 +80,13 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   EXPECT_EQ(b.attention_bias, a.attention_bias);
   EXPECT_EQ(b.attention_out_bias, a.attention_out_bias);
   EXPECT_EQ(b.qk_norm, a.qk_norm);
+  ASSERT_EQ(b.moe.has_value(), a.moe.has_value());
+  if (a.moe) {
+    EXPECT_EQ(b.moe->num_experts, a.moe->num_experts);
+    EXPECT_EQ(b.moe->experts_per_token, a.moe->experts_per_token);
+    EXPECT_EQ(b.moe->expert_intermediate, a.moe->expert_intermediate);
+    EXPECT_EQ(b.moe->norm_topk_prob, a.moe->norm_topk_prob);
+  }
   if (b.bos_token_id) {  // Qwen's tokenizer has no BOS token (config.json names one)
     EXPECT_EQ(b.bos_token_id, a.bos_token_id);
   }
@@ -90,7 +97,16 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   const auto mapped = LlamaWeights::load(gg, -1, std::nullopt, WeightPlacement::kMap);
   EXPECT_EQ(mapped->dtype(), *st_dtype);
   // In place: the layers' matrices are the file's bytes; only norms and biases are owned.
-  EXPECT_EQ(mapped->layer(0).w_down.data, gg->find("model.layers.0.mlp.down_proj.weight")->data);
+  if (a.moe) {  // expert 1 of the merged tensor, in place
+    const std::string down = a.arch == Architecture::kMixtral ? "model.layers.0.block_sparse_moe.experts.w2.weight"
+                                                              : "model.layers.0.mlp.experts.down_proj.weight";
+    const TensorView* merged = gg->find(down);
+    ASSERT_NE(merged, nullptr);
+    EXPECT_EQ(mapped->layer(0).experts.at(1).down.data,
+              merged->data + merged->nbytes / static_cast<size_t>(a.moe->num_experts));
+  } else {
+    EXPECT_EQ(mapped->layer(0).w_down.data, gg->find("model.layers.0.mlp.down_proj.weight")->data);
+  }
   EXPECT_EQ(mapped->layer(1).wq.data, gg->find("model.layers.1.self_attn.q_proj.weight")->data);
   EXPECT_LT(mapped->owned_bytes(), size_t{64} << 10);
   const auto got = run(mapped, tokens);
@@ -115,7 +131,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-llama3", TensorType::kF32}, Case{"tiny-rope-linear", TensorType::kF32},
                       Case{"tiny-tied", TensorType::kQ4_0}, Case{"tiny-qwen2", TensorType::kF32},
                       Case{"tiny-qwen2", TensorType::kQ8_0}, Case{"tiny-qwen3", TensorType::kF32},
-                      Case{"tiny-qwen3", TensorType::kQ4_0}),
+                      Case{"tiny-qwen3", TensorType::kQ4_0}, Case{"tiny-qwen3-moe", TensorType::kF32},
+                      Case{"tiny-qwen3-moe", TensorType::kQ4_0}, Case{"tiny-mixtral", TensorType::kF32},
+                      Case{"tiny-mixtral", TensorType::kQ8_0}),
     [](const auto& info) {
       std::string n = info.param.preset + "_" + std::string(specd::gguf::tensor_type_name(info.param.type));
       for (char& ch : n) ch = ch == '-' ? '_' : ch;

@@ -133,6 +133,14 @@ struct EngineStats {
   double grammar_mask_seconds = 0;
   uint64_t grammar_cut_drafts = 0;
   uint64_t grammar_forced_drafts = 0;
+  // Mixture-of-experts targets (docs/model-formats.md "Mixture of experts"; zero otherwise): MoE
+  // layer passes, distinct experts read over them (each read once per forward however many of
+  // the forward's rows chose it), and (token, expert) pairs routed. experts_read /
+  // (layer_passes * experts_per_token) is the expert bytes read against what one row alone reads.
+  uint64_t moe_layer_passes = 0;
+  uint64_t moe_experts_read = 0;
+  uint64_t moe_expert_rows = 0;
+  int32_t moe_experts_per_token = 0;
 };
 
 // The version of the specd library an application runs with ("0.1.0"): defined by libspecd.so.

@@ -410,6 +410,13 @@ EngineStats Engine::stats() const {
   }
   s.grammar_cut_drafts = m.spec->grammar_cut_drafts();
   s.grammar_forced_drafts = m.spec->grammar_forced_drafts();
+  if (const auto& moe = m.model->config().moe) {
+    const model::LlamaModel::MoeStats& x = m.in_flight() ? m.moe_at_launch : m.model->moe_stats();
+    s.moe_layer_passes = x.layer_passes;
+    s.moe_experts_read = x.experts_read;
+    s.moe_expert_rows = x.expert_rows;
+    s.moe_experts_per_token = static_cast<int32_t>(moe->experts_per_token);
+  }
   return s;
 }
 

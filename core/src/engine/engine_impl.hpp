@@ -84,6 +84,7 @@ struct Engine::Impl {
   std::optional<SteadyClock::time_point> busy_since;  // the engine has had work since then
   int32_t kv_free_at_launch = 0;
   int32_t kv_cached_at_launch = 0;
+  model::LlamaModel::MoeStats moe_at_launch;
 
   // The step: prepared and collected on the engine thread, executed by the pipeline (on its
   // model worker with async scheduling). Last: its worker stops before the rest goes.

@@ -153,6 +153,7 @@ void Engine::Impl::launch() {
   ++stats.steps;
   kv_free_at_launch = kv->num_free_blocks();
   kv_cached_at_launch = kv->num_cached_free_blocks();
+  moe_at_launch = model->moe_stats();
   pipeline->launch();
   if (!pipeline->in_flight()) collect();
 }

@@ -33,7 +33,20 @@ EngineExporter::EngineExporter(MetricsRegistry& r)
           r.counter("specd_grammar_mask_seconds_total", "Time spent computing grammar token masks.").with({})),
       grammar_drafts_(r.counter("specd_grammar_draft_tokens_total",
                                 "Draft tokens the grammar cut before scoring (cut) or added from forced text (forced).",
-                                {"kind"})) {}
+                                {"kind"})),
+      moe_layer_passes_(r.counter("specd_moe_layer_passes_total",
+                                  "Mixture-of-experts layers run by the target's forwards (one per layer per forward).")
+                            .with({})),
+      moe_experts_read_(r.counter("specd_moe_experts_read_total",
+                                  "Experts whose weights the target read: each chosen expert once per layer pass, "
+                                  "however many of the forward's rows (batch, scoring positions) chose it.")
+                            .with({})),
+      moe_expert_rows_(
+          r.counter("specd_moe_expert_rows_total", "(token, expert) pairs the target's routers chose.").with({})),
+      moe_read_ratio_(r.gauge("specd_moe_expert_read_ratio",
+                              "Expert bytes read over what one row alone would read (experts read / (layer passes "
+                              "* experts per token)), since start: 1 when each forward runs one token.")
+                          .with({})) {}
 
 void EngineExporter::set_engine(const EngineInfo& info) {
   kv_blocks_.set(info.kv_num_blocks);
@@ -53,6 +66,13 @@ void EngineExporter::collect(const EngineStats& e, const StepStats& s) {
   grammar_mask_seconds_.set_total(e.grammar_mask_seconds);
   grammar_drafts_.with({"cut"}).set_total(static_cast<double>(e.grammar_cut_drafts));
   grammar_drafts_.with({"forced"}).set_total(static_cast<double>(e.grammar_forced_drafts));
+  if (e.moe_layer_passes > 0) {
+    moe_layer_passes_.set_total(static_cast<double>(e.moe_layer_passes));
+    moe_experts_read_.set_total(static_cast<double>(e.moe_experts_read));
+    moe_expert_rows_.set_total(static_cast<double>(e.moe_expert_rows));
+    moe_read_ratio_.set(static_cast<double>(e.moe_experts_read) /
+                        (static_cast<double>(e.moe_layer_passes) * e.moe_experts_per_token));
+  }
   const std::pair<const char*, double> phases[] = {
       {"wall", s.wall},       {"forward", s.forward},   {"propose", s.propose}, {"verify", s.verify},
       {"commit", s.commit},   {"schedule", s.schedule}, {"output", s.output},   {"in_flight", s.in_flight},

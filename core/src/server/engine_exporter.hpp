@@ -30,6 +30,10 @@ class EngineExporter {
   Family<Counter>& grammar_masks_;
   Counter& grammar_mask_seconds_;
   Family<Counter>& grammar_drafts_;
+  Counter& moe_layer_passes_;
+  Counter& moe_experts_read_;
+  Counter& moe_expert_rows_;
+  Gauge& moe_read_ratio_;
 };
 
 }  // namespace specd::server

@@ -77,3 +77,34 @@ INSTANTIATE_TEST_SUITE_P(MoeTargets, SpecMoeGreedyEquality, testing::ValuesIn(al
                          });
 
 }  // namespace
+
+namespace {
+
+// The engine's MoE counters: every routed (token, expert) pair is counted, and an expert chosen
+// by several rows of one forward is read once. With k = 3 drafts scored per step (4 rows of
+// one sequence) rows share experts, so fewer experts are read than rows route to; a dense model
+// reports nothing.
+TEST(SpecMoeStats, ExpertsAreReadOncePerForwardForAllTheirRows) {
+  const fs::path target = moe_target("tiny-mixtral", 0.02);
+  auto requests = specd::spec_test::mixed_requests(1, 77);
+  specd::Engine engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3));
+  specd::spec_test::add_request(engine, requests[0]);
+  while (engine.has_unfinished()) engine.step();
+  const specd::EngineStats s = engine.stats();
+  const int64_t layers = 2, k = 2, experts = 4;
+  EXPECT_EQ(s.moe_experts_per_token, k);
+  EXPECT_GT(s.moe_layer_passes, 0u);
+  EXPECT_EQ(s.moe_layer_passes % layers, 0u);
+  EXPECT_GE(s.moe_expert_rows, s.moe_layer_passes * k);
+  EXPECT_LE(s.moe_experts_read, s.moe_layer_passes * experts);
+  EXPECT_GE(s.moe_experts_read, s.moe_layer_passes * k);
+  EXPECT_LT(s.moe_experts_read, s.moe_expert_rows) << "rows of one forward that share an expert read it once";
+
+  specd::Engine dense(specd::config::for_model_dir(specd::spec_test::target_fixture().string()));
+  specd::spec_test::add_request(dense, requests[0]);
+  while (dense.has_unfinished()) dense.step();
+  EXPECT_EQ(dense.stats().moe_layer_passes, 0u);
+  EXPECT_EQ(dense.stats().moe_experts_per_token, 0);
+}
+
+}  // namespace

@@ -105,6 +105,11 @@ json inspect(const std::filesystem::path& path) {
                      {"rms_norm_eps", c.rms_norm_eps},
                      {"tied_embeddings", c.tie_word_embeddings},
                      {"qk_norm", c.qk_norm}};
+    if (c.moe)
+      out["config"]["experts"] = {{"count", c.moe->num_experts},
+                                  {"per_token", c.moe->experts_per_token},
+                                  {"intermediate", c.moe->expert_intermediate},
+                                  {"norm_topk_prob", c.moe->norm_topk_prob}};
   } else if (const auto arch = gguf->string("general.architecture")) {
     out["architecture"] = std::string(*arch);
   }
@@ -170,6 +175,12 @@ void print_text(const json& j) {
         c["heads"].get<long long>(), c["kv_heads"].get<long long>(), c["head_dim"].get<long long>(),
         c["vocab"].get<long long>(), c["context"].get<long long>(),
         c["tied_embeddings"].get<bool>() ? ", tied embeddings" : "", c["qk_norm"].get<bool>() ? ", q/k norm" : "");
+    if (c.contains("experts")) {
+      const json& e = c["experts"];
+      std::printf("experts       %lld of width %lld, %lld per token%s\n", e["count"].get<long long>(),
+                  e["intermediate"].get<long long>(), e["per_token"].get<long long>(),
+                  e["norm_topk_prob"].get<bool>() ? ", weights renormalized" : "");
+    }
   }
   const json& t = j["tensors"];
   std::printf("tensors       %lld, %s\n", t["count"].get<long long>(), mib(t["bytes"].get<uint64_t>()).c_str());

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
+
 #include "model/checkpoint.hpp"
+#include "model/weights.hpp"
 #include "model_test_util.hpp"
 
 namespace specd::model::test {
@@ -225,6 +228,51 @@ TEST(CheckpointErrors, MtpModulesNotNumberedFromZero) {
   fixture::write_safetensors(dir / "model.safetensors",
                              {fixture::tensor_from_f32("mtp.1.enorm.weight", DType::kF32, {2}, {1.0f, 1.0f})});
   expect_open_error(dir, ErrorCode::kModelFormat, {"mtp", "0..0"});
+}
+
+}  // namespace
+}  // namespace specd::model::test
+
+namespace specd::model::test {
+namespace {
+
+// ---- mixtures of experts --------------------------------------------------------------------
+
+fs::path moe_dir_with(const std::string& preset, const std::function<void(json&)>& edit) {
+  fixture::Options o;
+  o.preset = preset;
+  const fs::path src = fixture::write(o, fixture_dir(preset + "-f32"));
+  const fs::path dir = scratch_dir();
+  for (const auto& entry : fs::directory_iterator(src))
+    if (entry.path().filename().string().front() != '.') fs::copy_file(entry.path(), dir / entry.path().filename());
+  json config = json::parse(read_file(dir / "config.json"));
+  edit(config);
+  write_file(dir / "config.json", config.dump());
+  return dir;
+}
+
+TEST(CheckpointErrors, MoeFieldsOutOfRangeOrUnsupported) {
+  expect_open_error(moe_dir_with("tiny-qwen3-moe", [](json& c) { c["num_experts_per_tok"] = 9; }),
+                    ErrorCode::kModelFormat, {"config.json", "num_experts_per_tok 9 exceeds the 8 experts"});
+  expect_open_error(moe_dir_with("tiny-qwen3-moe", [](json& c) { c["decoder_sparse_step"] = 2; }),
+                    ErrorCode::kUnsupported, {"config.json", "decoder_sparse_step 2"});
+  expect_open_error(moe_dir_with("tiny-qwen3-moe", [](json& c) { c["mlp_only_layers"] = {0}; }),
+                    ErrorCode::kUnsupported, {"config.json", "mlp_only_layers"});
+  expect_open_error(moe_dir_with("tiny-qwen3-moe", [](json& c) { c.erase("moe_intermediate_size"); }),
+                    ErrorCode::kModelFormat, {"config.json", "missing field 'moe_intermediate_size'"});
+}
+
+TEST(CheckpointErrors, MoeExpertTensorsMissingOrMisShapedAreNamed) {
+  // Five experts declared, four stored: the router has the wrong shape.
+  const fs::path dir = moe_dir_with("tiny-mixtral", [](json& c) { c["num_local_experts"] = 5; });
+  const std::shared_ptr<const Checkpoint> ckpt(Checkpoint::open(dir));
+  expect_error([&] { LlamaWeights::load(ckpt, -1, DType::kF32); }, ErrorCode::kModelFormat,
+               {"model.layers.0.block_sparse_moe.gate.weight", "expected [5, 64]"});
+  // A wider expert than stored.
+  const fs::path wide = moe_dir_with("tiny-qwen3-moe", [](json& c) { c["moe_intermediate_size"] = 64; });
+  const std::shared_ptr<const Checkpoint> w(Checkpoint::open(wide));
+  expect_error([&] { LlamaWeights::load(w, -1, DType::kF32); }, ErrorCode::kModelFormat,
+               {"model.layers.0.mlp.experts.0.gate_proj.weight", "expected [64, 64]"});
 }
 
 }  // namespace

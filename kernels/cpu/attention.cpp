@@ -38,6 +38,8 @@ void validate(const PagedAttentionParams& p) {
             std::to_string(p.num_kv_heads));
   }
   if (p.num_seqs > 0 && p.query_start[0] != 0) invalid("query_start[0] must be 0");
+  if (p.window < 0) invalid("negative window " + std::to_string(p.window));
+  if (!(p.softcap >= 0.0f)) invalid("softcap must be >= 0");
   if ((p.tree_offsets == nullptr) != (p.tree_parents == nullptr)) invalid("tree_offsets and tree_parents go together");
   if (p.tree_offsets != nullptr && p.num_seqs > 0 && p.tree_offsets[0] != 0) invalid("tree_offsets[0] must be 0");
   for (int32_t s = 0; s < p.num_seqs; ++s) {
@@ -97,19 +99,31 @@ struct Keys {
   int32_t len = 0;
   int32_t linear = 0;
   const int32_t* path = nullptr;
+  int32_t first = 0;  // the first logical position the token sees (its sliding window)
 };
+
+// The soft-capped score (PagedAttentionParams::softcap).
+inline float soft_cap(float x, float cap) {
+  return cap * std::tanh(x / cap);
+}
 
 Keys keys_of(const PagedAttentionParams& p, int32_t s, int32_t t, std::vector<int32_t>& path) {
   const int32_t n_new = p.query_start[s + 1] - p.query_start[s];
   const int32_t pos = p.context_lens[s] - n_new + (t - p.query_start[s]);  // its cache position
   const int32_t m = p.tree_offsets == nullptr ? 0 : p.tree_offsets[s + 1] - p.tree_offsets[s];
   const int32_t base = p.context_lens[s] - m;
-  if (pos < base) return {pos + 1, pos + 1, nullptr};
-  const int32_t* parents = p.tree_parents + p.tree_offsets[s];
-  path.clear();
-  for (int32_t r = pos - base; r >= 0; r = parents[r]) path.push_back(base + r);  // parents[r] < r: ends
-  std::reverse(path.begin(), path.end());
-  return {base + static_cast<int32_t>(path.size()), base, path.data()};
+  Keys keys;
+  if (pos < base) {
+    keys = {pos + 1, pos + 1, nullptr};
+  } else {
+    const int32_t* parents = p.tree_parents + p.tree_offsets[s];
+    path.clear();
+    for (int32_t r = pos - base; r >= 0; r = parents[r]) path.push_back(base + r);  // parents[r] < r: ends
+    std::reverse(path.begin(), path.end());
+    keys = {base + static_cast<int32_t>(path.size()), base, path.data()};
+  }
+  if (p.window > 0) keys.first = std::max(0, keys.len - p.window);
+  return keys;
 }
 
 }  // namespace
@@ -159,18 +173,19 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
       const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
       const int32_t s = tok_seq[t];
       const Keys keys = keys_of(p, s, t, path);
-      const int32_t len = keys.len;
+      const int32_t first = keys.first, len = keys.len - first;  // scores of positions [first, keys.len)
       if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
       const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
       const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.block_table_stride;
-      // The rows of logical block [j0, j0 + nn) of one cache, and their stride: in place while the
-      // block is linear, else gathered (tree ancestors), so that every kernel call covers the same
-      // logical block as for a chain.
+      // The rows of logical positions [j0, j0 + nn) (within one cache block) of one cache, and their
+      // stride: in place while they are linear, else gathered (tree ancestors), so that every kernel
+      // call covers the same logical rows as for a chain.
       auto block = [&](const uint8_t* base, int32_t j0, int32_t nn, int64_t& row_stride) -> const uint8_t* {
         if (j0 + nn <= keys.linear) {
           row_stride = stride;
-          const int64_t off = (static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size * p.num_kv_heads + g) * hd;
+          const int64_t row0 = static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size + j0 % p.block_size;
+          const int64_t off = (row0 * p.num_kv_heads + g) * hd;
           return base + static_cast<size_t>(off) * elem;
         }
         row_stride = hd;
@@ -182,15 +197,18 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
         }
         return gathered.data();
       };
-      // Scores: one pass over the keys, block by block, every query head of the group per key.
-      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
-        const int32_t nn = std::min(p.block_size, len - j0);
+      // Scores: one pass over the keys, a cache block's part at a time, every query head of the
+      // group per key.
+      for (int32_t j0 = first; j0 < keys.len; j0 = (j0 / p.block_size + 1) * p.block_size) {
+        const int32_t nn = std::min((j0 / p.block_size + 1) * p.block_size, keys.len) - j0;
         int64_t row_stride = 0;
         const uint8_t* rows = block(k_base, j0, nn, row_stride);
-        scores_fn(q0, group, hd, rows, row_stride, nn, p.scale, scores.data() + j0, len);
+        scores_fn(q0, group, hd, rows, row_stride, nn, p.scale, scores.data() + (j0 - first), len);
       }
       for (int32_t h = 0; h < group; ++h) {
         float* sc = scores.data() + static_cast<size_t>(h) * len;
+        if (p.softcap > 0.0f)
+          for (int32_t j = 0; j < len; ++j) sc[j] = soft_cap(sc[j], p.softcap);
         float m = -std::numeric_limits<float>::infinity();
         for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
         const float inv = 1.0f / isa.exp_sum(sc, len, m);
@@ -198,11 +216,11 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
         std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
       }
       // Weighted values: one pass over the values.
-      for (int32_t j0 = 0; j0 < len; j0 += p.block_size) {
-        const int32_t nn = std::min(p.block_size, len - j0);
+      for (int32_t j0 = first; j0 < keys.len; j0 = (j0 / p.block_size + 1) * p.block_size) {
+        const int32_t nn = std::min((j0 / p.block_size + 1) * p.block_size, keys.len) - j0;
         int64_t row_stride = 0;
         const uint8_t* rows = block(v_base, j0, nn, row_stride);
-        values_fn(scores.data() + j0, len, group, hd, rows, row_stride, nn, o0);
+        values_fn(scores.data() + (j0 - first), len, group, hd, rows, row_stride, nn, o0);
       }
     }
   });
@@ -265,23 +283,26 @@ void paged_attention(const PagedAttentionParams& p) {
       for (int32_t h = 0; h < p.num_heads; ++h) {
         const int32_t g = h / group;
         const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
-        std::vector<double> sc(static_cast<size_t>(pos) + 1);
+        std::vector<double> sc(static_cast<size_t>(pos) + 1, 0.0);
         double m = -std::numeric_limits<double>::infinity();
-        for (int32_t j = 0; j <= pos; ++j) {
+        for (int32_t j = keys.first; j <= pos; ++j) {
           const std::vector<float> k = reference_row(p, p.k_cache, cache_offset(p, s, key_pos(j), g));
           double d = 0.0;
           for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(q[e]) * k[static_cast<size_t>(e)];
-          sc[static_cast<size_t>(j)] = d * p.scale;
-          m = std::max(m, sc[static_cast<size_t>(j)]);
+          d *= p.scale;
+          if (p.softcap > 0.0f) d = p.softcap * std::tanh(d / p.softcap);
+          sc[static_cast<size_t>(j)] = d;
+          m = std::max(m, d);
         }
         double sum = 0.0;
-        for (double& x : sc) {
+        for (int32_t j = keys.first; j <= pos; ++j) {
+          double& x = sc[static_cast<size_t>(j)];
           x = std::exp(x - m);
           sum += x;
         }
         float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
         std::vector<double> acc(static_cast<size_t>(hd), 0.0);
-        for (int32_t j = 0; j <= pos; ++j) {
+        for (int32_t j = keys.first; j <= pos; ++j) {
           const std::vector<float> v = reference_row(p, p.v_cache, cache_offset(p, s, key_pos(j), g));
           for (int64_t e = 0; e < hd; ++e)
             acc[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] * v[static_cast<size_t>(e)];

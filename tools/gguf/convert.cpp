@@ -243,6 +243,11 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
                          : c.arch == Architecture::kQwen3    ? "qwen3"
                          : c.arch == Architecture::kQwen3Moe ? "qwen3moe"
                                                              : "llama";  // llama, mistral, mixtral
+  if (c.sliding_window > 0)
+    throw Error(ErrorCode::kUnsupported, c.config_path.string() + ": sliding_window " +
+                                             std::to_string(c.sliding_window) +
+                                             " has no GGUF form in llama.cpp's llama architecture (it would run "
+                                             "without the window)");
   if (c.moe && !c.moe->norm_topk_prob)
     throw Error(ErrorCode::kUnsupported, c.config_path.string() +
                                              ": norm_topk_prob false has no GGUF form (llama.cpp renormalizes the "

@@ -12,7 +12,8 @@ Qwen2ForCausalLM / Qwen3ForCausalLM (written from the equations, not from transf
     q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
     q, k = rmsnorm(q) * w_qn, rmsnorm(k) * w_kn   Qwen3 only: per head, over head_dim
     q, k = rope(q), rope(k)                       rotate-half RoPE, inv_freq scaled per rope_scaling
-    a = softmax(q k^T / sqrt(head_dim) + causal) v    (kv heads repeated for GQA)
+    a = softmax(q k^T / sqrt(head_dim) + causal) v    (kv heads repeated for GQA; Mistral's
+                                                  sliding_window: key j unseen when i - j >= window)
     x = x + a Wo^T (+ bo)
     h = rmsnorm(x) * w_post
     x = x + Wdown (silu(h Wgate^T) * (h Wup^T))
@@ -180,6 +181,9 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
     v = np.repeat(v, group, axis=1)
     scores = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(head_dim)
     causal = np.triu(np.ones((t, t), dtype=bool), k=1)
+    window = cfg.get("sliding_window") if "MistralForCausalLM" in cfg.get("architectures", []) else None
+    if window and window < cfg.get("max_position_embeddings", 2048):  # key j unseen from i when i - j >= window
+        causal |= np.tril(np.ones((t, t), dtype=bool), k=-window)
     scores = np.where(causal[None, :, :], -np.inf, scores)
     probs = softmax(scores)
     attn = np.einsum("hqk,khd->qhd", probs, v).reshape(t, heads * head_dim)

@@ -73,6 +73,16 @@ struct ModelConfig {
   // divided by factor i. Empty: none.
   std::vector<float> rope_freq_factors;
   int64_t num_mtp_modules = 0;  // DeepSeek-V3-style MTP modules present as mtp.* tensors
+  // Sliding-window attention (Mistral, Phi-3, Gemma's local layers): attention in a sliding
+  // layer sees only the last `sliding_window` positions, the token's own included (0: none).
+  // `sliding_layers` empty: every layer slides; else one flag per layer.
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;
+  int32_t layer_window(int64_t layer) const {
+    if (sliding_window <= 0) return 0;
+    if (!sliding_layers.empty() && !sliding_layers[static_cast<size_t>(layer)]) return 0;
+    return static_cast<int32_t>(sliding_window);
+  }
   // Mixture-of-experts MLPs (Qwen3-MoE, Mixtral; docs/model-formats.md "Mixture of experts"):
   // every layer's MLP is `num_experts` SwiGLU experts of width `expert_intermediate` and a router
   // [num_experts, hidden]; each token goes through the `experts_per_token` experts of highest

@@ -354,6 +354,7 @@ void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, ke
                     kv.dtype(), k_cache, v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
+  ap.window = weights_->is_mtp() || weights_->is_eagle3() ? 0 : c.layer_window(l);
   kernels::paged_attention(kCpu, ap);
   kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, s_.o.data(), T);
   all_reduce(s_.o.data(), T * c.hidden_size);

@@ -283,15 +283,24 @@ void read_shape(const Fields& f, const std::filesystem::path& path, ModelConfig&
   }
 }
 
-// Sliding-window attention is not implemented; a window at least as long as the context is plain
-// causal attention. qwen: the window counts only with use_sliding_window (Mistral has no flag).
-void refuse_sliding_window(const Fields& f, const std::filesystem::path& path, const ModelConfig& c, bool qwen) {
-  if (qwen && !f.bool_or("use_sliding_window", false)) return;
+// Qwen2/Qwen3's use_sliding_window (windows on the layers from max_window_layers on) is not
+// implemented; a window at least as long as the context is plain causal attention.
+void refuse_sliding_window(const Fields& f, const std::filesystem::path& path, const ModelConfig& c) {
+  if (!f.bool_or("use_sliding_window", false)) return;
   if (!f.has("sliding_window") || f.require_int("sliding_window") >= c.max_position_embeddings) return;
   fail(ErrorCode::kUnsupported, path,
-       std::string(qwen ? "use_sliding_window with sliding_window " : "sliding_window ") +
-           std::to_string(f.require_int("sliding_window")) + " < max_position_embeddings " +
-           std::to_string(c.max_position_embeddings) + ": specd does not implement sliding-window attention");
+       "use_sliding_window with sliding_window " + std::to_string(f.require_int("sliding_window")) +
+           " < max_position_embeddings " + std::to_string(c.max_position_embeddings) +
+           ": specd does not implement Qwen's per-layer sliding windows (max_window_layers)");
+}
+
+// Mistral-style sliding_window: every layer's attention sees the last `sliding_window`
+// positions. null, or at least the context, is plain causal attention.
+void read_sliding_window(const Fields& f, ModelConfig& c) {
+  if (!f.has("sliding_window")) return;
+  const int64_t w = f.require_int("sliding_window");
+  require_positive(f, "sliding_window", w);
+  if (w < c.max_position_embeddings) c.sliding_window = w;
 }
 
 // What differs between the families: biases, Qwen3's q/k norms, sliding windows refused.
@@ -305,7 +314,7 @@ void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig
       break;
     case Architecture::kQwen2:
       c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-      refuse_sliding_window(f, path, c, true);
+      refuse_sliding_window(f, path, c);
       break;
     case Architecture::kQwen3:
     case Architecture::kQwen3Moe:
@@ -313,11 +322,11 @@ void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig
       c.qk_norm = true;
       c.attention_bias = f.bool_or("attention_bias", false);
       c.attention_out_bias = c.attention_bias;
-      refuse_sliding_window(f, path, c, true);
+      refuse_sliding_window(f, path, c);
       break;
     case Architecture::kMistral:
     case Architecture::kMixtral:
-      refuse_sliding_window(f, path, c, false);
+      read_sliding_window(f, c);
       break;
   }
 }

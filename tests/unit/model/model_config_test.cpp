@@ -106,10 +106,15 @@ TEST(ModelConfig, MistralSlidingWindow) {
   j["max_position_embeddings"] = 32768;
   j["sliding_window"] = nullptr;
   EXPECT_EQ(parse(j).arch, Architecture::kMistral);
+  EXPECT_EQ(parse(j).sliding_window, 0);
   j["sliding_window"] = 32768;  // as long as the context: plain causal attention
-  EXPECT_EQ(parse(j).arch, Architecture::kMistral);
+  EXPECT_EQ(parse(j).sliding_window, 0);
   j["sliding_window"] = 4096;
-  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "sliding_window 4096", "32768"});
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.layer_window(0), 4096);
+  j["sliding_window"] = 0;
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "sliding_window", "got 0"});
 }
 
 TEST(ModelConfig, ModelTypeWithoutArchitectures) {

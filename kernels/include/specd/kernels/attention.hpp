@@ -41,6 +41,13 @@ struct PagedAttentionParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  // Sliding-window attention (Mistral, Phi-3, Gemma's local layers): > 0 lets a token see only
+  // the last `window` positions of its run, itself included (key j of a token at position i
+  // when i - j < window, in the token's linear order: a tree node counts its ancestors). 0: all.
+  int32_t window = 0;
+  // Attention logit soft-capping (Gemma 2): > 0 replaces each scaled score x by
+  // softcap * tanh(x / softcap) before the softmax. 0: none.
+  float softcap = 0.0f;
   // Optional (both null: every sequence causal). Sequence s's tree region has
   // m_s = tree_offsets[s + 1] - tree_offsets[s] positions (0: none, m_s <= context_lens[s]);
   // tree_parents[tree_offsets[s] + r] is the parent of region index r, in [-1, r).

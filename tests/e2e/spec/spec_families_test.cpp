@@ -1,7 +1,10 @@
-// Speculative decoding on mixture-of-experts targets (Mixtral, Qwen3-MoE): the k+1 scored rows
-// of a step route to different experts and each expert runs once over all rows that chose it,
-// yet greedy output equals the target-only output token for token, in every dtype, batch size
-// and proposer here (a row's result does not depend on which rows share its experts).
+// Speculative decoding on the model families beyond dense full attention: greedy output equals
+// the target-only output token for token.
+//  - Mixture-of-experts targets (Mixtral, Qwen3-MoE): the k+1 scored rows of a step route to
+//    different experts and each expert runs once over all rows that chose it, in every dtype,
+//    batch size and proposer here (a row's result does not depend on which rows share its experts).
+//  - Sliding-window attention (Mistral's sliding_window): drafts scored as a chain or a tree, the
+//    prompts and outputs longer than the window.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -105,6 +108,32 @@ TEST(SpecMoeStats, ExpertsAreReadOncePerForwardForAllTheirRows) {
   while (dense.has_unfinished()) dense.step();
   EXPECT_EQ(dense.stats().moe_layer_passes, 0u);
   EXPECT_EQ(dense.stats().moe_experts_per_token, 0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SpecSlidingWindow, GreedyOutputEqualsTargetAloneForChainsAndTrees) {
+  specd::fixture::Options o;
+  o.preset = "tiny-mistral-swa";  // a window of 8
+  o.seed = 19;
+  o.layer_std = 0.02;
+  const fs::path target = specd::fixture::write(o, specd::spec_test::work_dir() / "tiny-mistral-swa");
+  auto requests = specd::spec_test::mixed_requests(4, 7100);
+  const auto plain = run_engine(specd::config::for_model_dir(target.string()), requests);
+  const specd::config::Overrides tree = {{"speculative.proposer.tree.depth", "3"},
+                                         {"speculative.proposer.tree.top_k", "2"}};
+  for (const auto& [name, extra] : {std::pair{"chain", specd::config::Overrides{}}, std::pair{"tree", tree}}) {
+    specd::spec::SpecMetrics m;
+    const auto spec =
+        run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 6, extra), requests, &m);
+    EXPECT_GT(m.accepted_tokens, 0u) << name;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << name << " request " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -149,6 +149,18 @@ void silu_mul(Device device, float* g, const float* u, int64_t n) {
   parallel_for(n, 16384, [&](int64_t b, int64_t e) { isa.silu_mul(g + b, u + b, e - b); });
 }
 
+void gelu_tanh_mul(Device device, float* g, const float* u, int64_t n) {
+  detail::require_cpu(device, "gelu_tanh_mul");
+  if (n <= 0) return;
+  parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = b; i < e; ++i) {
+      const float x = g[i];
+      g[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
+    }
+  });
+}
+
 namespace reference {
 void matmul(const float* a, const WeightView& w, const float* bias, float* c, int64_t m) {
   std::vector<float> row(static_cast<size_t>(w.cols));

@@ -130,7 +130,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny", "safetensors", DType::kBF16}, Case{"tiny", "safetensors", DType::kQ8_0},
                       Case{"tiny", "safetensors", DType::kQ4_0}, Case{"tiny", "f32", std::nullopt},
                       Case{"tiny-qwen2", "q8_0", std::nullopt}, Case{"tiny-qwen3-moe", "safetensors", DType::kF32},
-                      Case{"tiny-mixtral", "safetensors", DType::kQ8_0}, Case{"tiny-mixtral", "f32", std::nullopt}),
+                      Case{"tiny-mixtral", "safetensors", DType::kQ8_0}, Case{"tiny-mixtral", "f32", std::nullopt},
+                      Case{"tiny-phi3", "safetensors", DType::kQ8_0}, Case{"tiny-gemma2", "safetensors", DType::kF32},
+                      Case{"tiny-gemma3", "f32", std::nullopt}),
     case_name);
 
 // Rank r's value at element i (every rank can compute every rank's part).

@@ -1,5 +1,6 @@
 #include "convert.hpp"
 
+#include <cmath>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -73,7 +74,9 @@ model::DType kernel_dtype(TensorType type) {
 // Writes `t` row by row as `type`. permute_head_dim > 0 reorders the rows within each head
 // (rope_source_row); 0 keeps the checkpoint's order.
 // A permuted 1-D tensor (a Q/K bias) is permuted element by element: rows of one element.
-void write_rows(std::ostream& out, const TensorView& t, TensorType type, int64_t permute_head_dim) {
+// `add` is added to every value (Gemma's norm weights w become 1 + w, as llama.cpp's converter
+// writes them).
+void write_rows(std::ostream& out, const TensorView& t, TensorType type, int64_t permute_head_dim, float add = 0.0f) {
   const int64_t rows = t.shape.size() == 1 ? (permute_head_dim > 0 ? t.shape[0] : 1) : t.shape[0];
   const int64_t cols = t.numel() / rows;
   const size_t src_row_bytes = static_cast<size_t>(cols) * model::dtype_size(t.dtype);
@@ -88,6 +91,8 @@ void write_rows(std::ostream& out, const TensorView& t, TensorType type, int64_t
     const int64_t src = permute_head_dim > 0 ? rope_source_row(r, permute_head_dim) : r;
     row.data = t.data + static_cast<size_t>(src) * src_row_bytes;
     Checkpoint::to_f32(row, values.data());
+    if (add != 0.0f)
+      for (float& x : values) x += add;
     kernels::from_f32(kernels::Device::kCpu, values.data(), dtype, encoded.data(), cols);
     out.write(encoded.data(), static_cast<std::streamsize>(encoded.size()));
   }
@@ -131,6 +136,14 @@ class TensorPlan {
     added_ += hf.size();
   }
 
+  // A Gemma norm weight w ([n], F32) written as 1 + w.
+  void add_gemma_norm(const std::string& hf, const std::string& gguf, int64_t n) {
+    const TensorView& t = ckpt_.require(hf, {n});
+    writer_.add_tensor(gguf, {static_cast<uint64_t>(n)}, TensorType::kF32,
+                       [&t](std::ostream& out) { write_rows(out, t, TensorType::kF32, 0, 1.0f); });
+    ++added_;
+  }
+
   size_t added() const { return added_; }
 
  private:
@@ -157,16 +170,43 @@ void add_experts(TensorPlan& plan, const ModelConfig& c, const std::string& hf, 
   plan.add_merged(names(mixtral ? "w2" : "down_proj"), gg + "ffn_down_exps.weight", h, inter);
 }
 
+// A Gemma block: norms written as 1 + w around both blocks, Gemma 3's q/k norms.
+void add_gemma_layer(TensorPlan& plan, const ModelConfig& c, const std::string& hf, const std::string& gg) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  plan.add_gemma_norm(hf + "input_layernorm.weight", gg + "attn_norm.weight", h);
+  plan.add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q, h});
+  plan.add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv, h});
+  plan.add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv, h});
+  if (c.qk_norm) {
+    plan.add_gemma_norm(hf + "self_attn.q_norm.weight", gg + "attn_q_norm.weight", c.head_dim);
+    plan.add_gemma_norm(hf + "self_attn.k_norm.weight", gg + "attn_k_norm.weight", c.head_dim);
+  }
+  plan.add(hf + "self_attn.o_proj.weight", gg + "attn_output.weight", {h, q});
+  plan.add_gemma_norm(hf + "post_attention_layernorm.weight", gg + "post_attention_norm.weight", h);
+  plan.add_gemma_norm(hf + "pre_feedforward_layernorm.weight", gg + "ffn_norm.weight", h);
+  plan.add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {inter, h});
+  plan.add(hf + "mlp.up_proj.weight", gg + "ffn_up.weight", {inter, h});
+  plan.add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {h, inter});
+  plan.add_gemma_norm(hf + "post_feedforward_layernorm.weight", gg + "post_ffw_norm.weight", h);
+}
+
 void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_qk) {
   const std::string hf = "model.layers." + std::to_string(i) + ".";
   const std::string gg = "blk." + std::to_string(i) + ".";
+  if (c.gemma) return add_gemma_layer(plan, c, hf, gg);
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t perm = permute_qk ? c.head_dim : 0;
+  const bool phi3 = c.arch == Architecture::kPhi3;  // fused attn_qkv and ffn_up (gate, then up)
   plan.add(hf + "input_layernorm.weight", gg + "attn_norm.weight", {h});
-  plan.add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q, h}, perm);
-  plan.add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv, h}, perm);
-  plan.add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv, h});
+  if (phi3) {
+    plan.add(hf + "self_attn.qkv_proj.weight", gg + "attn_qkv.weight", {q + 2 * kv, h});
+  } else {
+    plan.add(hf + "self_attn.q_proj.weight", gg + "attn_q.weight", {q, h}, perm);
+    plan.add(hf + "self_attn.k_proj.weight", gg + "attn_k.weight", {kv, h}, perm);
+    plan.add(hf + "self_attn.v_proj.weight", gg + "attn_v.weight", {kv, h});
+  }
   if (c.attention_bias) {
     plan.add(hf + "self_attn.q_proj.bias", gg + "attn_q.bias", {q}, perm);
     plan.add(hf + "self_attn.k_proj.bias", gg + "attn_k.bias", {kv}, perm);
@@ -181,6 +221,11 @@ void add_layer(TensorPlan& plan, const ModelConfig& c, int64_t i, bool permute_q
   plan.add(hf + "post_attention_layernorm.weight", gg + "ffn_norm.weight", {h});
   if (c.moe) {
     add_experts(plan, c, hf, gg);
+    return;
+  }
+  if (phi3) {
+    plan.add(hf + "mlp.gate_up_proj.weight", gg + "ffn_up.weight", {2 * inter, h});
+    plan.add(hf + "mlp.down_proj.weight", gg + "ffn_down.weight", {h, inter});
     return;
   }
   plan.add(hf + "mlp.gate_proj.weight", gg + "ffn_gate.weight", {inter, h});
@@ -215,6 +260,12 @@ void add_hparams(Writer& w, const std::string& arch, const ModelConfig& c, int64
   w.set_f32(p + "rope.freq_base", static_cast<float>(c.rope_theta));
   w.set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.head_dim));
   w.set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  if (c.sliding_window > 0) w.set_u32(p + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  if (c.gemma) {
+    if (c.gemma->attn_softcap > 0) w.set_f32(p + "attn_logit_softcapping", static_cast<float>(c.gemma->attn_softcap));
+    if (c.gemma->final_softcap > 0)
+      w.set_f32(p + "final_logit_softcapping", static_cast<float>(c.gemma->final_softcap));
+  }
   if (c.moe) {
     w.set_u32(p + "expert_count", static_cast<uint32_t>(c.moe->num_experts));
     w.set_u32(p + "expert_used_count", static_cast<uint32_t>(c.moe->experts_per_token));
@@ -225,6 +276,25 @@ void add_hparams(Writer& w, const std::string& arch, const ModelConfig& c, int64
     w.set_string(p + "rope.scaling.type", "linear");
     w.set_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
   }
+}
+
+// llama.cpp fixes what Gemma's GGUF files do not say: the query scale (1 / sqrt(head_dim), the
+// 27B models' hidden / heads), the sliding pattern and Gemma 3's local RoPE base. A checkpoint
+// that differs would run differently there: refused.
+void check_gemma_has_gguf_form(const ModelConfig& c) {
+  const bool gemma2 = c.arch == Architecture::kGemma2;
+  const bool big = c.num_layers == (gemma2 ? 46 : 62);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(big ? c.hidden_size / c.num_heads : c.head_dim));
+  bool pattern = true;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    pattern = pattern && (c.layer_window(i) > 0) == (gemma2 ? i % 2 == 0 : (i + 1) % 6 != 0);
+  std::string why;
+  if (std::abs(c.gemma->query_scale - scale) > 1e-9 * scale) why = "query_pre_attn_scalar is not llama.cpp's";
+  if (!pattern) why = "the sliding layers are not llama.cpp's pattern";
+  if (!gemma2 && c.gemma->rope_local_theta != 10000.0) why = "rope_local_base_freq is not 10000";
+  if (!why.empty())
+    throw Error(ErrorCode::kUnsupported, c.config_path.string() + ": " + why + ", which a " +
+                                             (gemma2 ? "gemma2" : "gemma3") + " GGUF file cannot say");
 }
 
 }  // namespace
@@ -242,8 +312,12 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   summary.architecture = c.arch == Architecture::kQwen2      ? "qwen2"
                          : c.arch == Architecture::kQwen3    ? "qwen3"
                          : c.arch == Architecture::kQwen3Moe ? "qwen3moe"
+                         : c.arch == Architecture::kPhi3     ? "phi3"
+                         : c.arch == Architecture::kGemma2   ? "gemma2"
+                         : c.arch == Architecture::kGemma3   ? "gemma3"
                                                              : "llama";  // llama, mistral, mixtral
-  if (c.sliding_window > 0)
+  if (c.gemma) check_gemma_has_gguf_form(c);
+  if (c.sliding_window > 0 && summary.architecture == "llama")
     throw Error(ErrorCode::kUnsupported, c.config_path.string() + ": sliding_window " +
                                              std::to_string(c.sliding_window) +
                                              " has no GGUF form in llama.cpp's llama architecture (it would run "
@@ -283,7 +357,11 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
     });
   }
   for (int64_t i = 0; i < summary.layers; ++i) add_layer(plan, c, i, llama_arch);
-  plan.add("model.norm.weight", "output_norm.weight", {h});
+  if (c.gemma) {
+    plan.add_gemma_norm("model.norm.weight", "output_norm.weight", h);
+  } else {
+    plan.add("model.norm.weight", "output_norm.weight", {h});
+  }
   // Tied embeddings: llama.cpp uses token_embd.weight when output.weight is absent.
   if (!c.tie_word_embeddings || ckpt->find("lm_head.weight") != nullptr)
     plan.add("lm_head.weight", "output.weight", {v, h}, 0, true);

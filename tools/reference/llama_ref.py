@@ -4,7 +4,9 @@
 Reads a Hugging Face model directory (config.json + model.safetensors or a sharded
 model.safetensors.index.json) and computes the logits of every position of a token list,
 following the math of transformers' LlamaForCausalLM / MistralForCausalLM /
-Qwen2ForCausalLM / Qwen3ForCausalLM (written from the equations, not from transformers' code):
+Qwen2ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM / MixtralForCausalLM /
+Phi3ForCausalLM (written from the equations, not from transformers' code; Gemma 2 and 3 in
+gemma_ref.py):
 
   x = embed[tokens]
   for each layer:
@@ -40,7 +42,8 @@ import sys
 import numpy as np
 
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-             "Qwen3MoeForCausalLM", "MixtralForCausalLM")
+             "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM", "Gemma2ForCausalLM",
+             "Gemma3ForCausalLM")
 
 
 class Weights:
@@ -165,9 +168,13 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
         return w.get(prefix + name) if w.has(prefix + name) else None
 
     h = rms_norm(x, w.get(prefix + "input_layernorm.weight"), eps)
-    q = linear(h, w.get(prefix + "self_attn.q_proj.weight"), bias("self_attn.q_proj.bias"))
-    k = linear(h, w.get(prefix + "self_attn.k_proj.weight"), bias("self_attn.k_proj.bias"))
-    v = linear(h, w.get(prefix + "self_attn.v_proj.weight"), bias("self_attn.v_proj.bias"))
+    if w.has(prefix + "self_attn.qkv_proj.weight"):  # Phi-3: one fused projection, q then k then v
+        qkv = linear(h, w.get(prefix + "self_attn.qkv_proj.weight"))
+        q, k, v = np.split(qkv, [heads * head_dim, (heads + kv_heads) * head_dim], axis=-1)
+    else:
+        q = linear(h, w.get(prefix + "self_attn.q_proj.weight"), bias("self_attn.q_proj.bias"))
+        k = linear(h, w.get(prefix + "self_attn.k_proj.weight"), bias("self_attn.k_proj.bias"))
+        v = linear(h, w.get(prefix + "self_attn.v_proj.weight"), bias("self_attn.v_proj.bias"))
     q = q.reshape(t, heads, head_dim)
     k = k.reshape(t, kv_heads, head_dim)
     if w.has(prefix + "self_attn.q_norm.weight"):  # Qwen3
@@ -181,7 +188,8 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
     v = np.repeat(v, group, axis=1)
     scores = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(head_dim)
     causal = np.triu(np.ones((t, t), dtype=bool), k=1)
-    window = cfg.get("sliding_window") if "MistralForCausalLM" in cfg.get("architectures", []) else None
+    windowed = ("MistralForCausalLM", "MixtralForCausalLM", "Phi3ForCausalLM")
+    window = cfg.get("sliding_window") if any(a in windowed for a in cfg.get("architectures", [])) else None
     if window and window < cfg.get("max_position_embeddings", 2048):  # key j unseen from i when i - j >= window
         causal |= np.tril(np.ones((t, t), dtype=bool), k=-window)
     scores = np.where(causal[None, :, :], -np.inf, scores)
@@ -195,8 +203,11 @@ def decoder_block(x, w, prefix, cfg, cos, sin, dtype):
     if "Qwen3MoeForCausalLM" in cfg.get("architectures", []):
         norm = cfg.get("norm_topk_prob", False)
         return (x + moe(h, w, prefix + "mlp.", cfg, ("gate_proj", "up_proj", "down_proj"), norm)).astype(dtype)
-    gate = linear(h, w.get(prefix + "mlp.gate_proj.weight"))
-    up = linear(h, w.get(prefix + "mlp.up_proj.weight"))
+    if w.has(prefix + "mlp.gate_up_proj.weight"):  # Phi-3: gate rows, then up rows
+        gate, up = np.split(linear(h, w.get(prefix + "mlp.gate_up_proj.weight")), 2, axis=-1)
+    else:
+        gate = linear(h, w.get(prefix + "mlp.gate_proj.weight"))
+        up = linear(h, w.get(prefix + "mlp.up_proj.weight"))
     x = x + linear(silu(gate) * up, w.get(prefix + "mlp.down_proj.weight"))
     return x.astype(dtype)
 
@@ -226,6 +237,14 @@ def forward(model_dir, tokens, dtype):
     if not any(a in SUPPORTED for a in archs):
         raise SystemExit(f"{model_dir}/config.json: unsupported architectures {archs}")
     w = Weights(model_dir, dtype)
+    embed = w.get("model.embed_tokens.weight")
+    bad = [t for t in tokens if t < 0 or t >= embed.shape[0]]
+    if bad:
+        raise SystemExit(f"token ids {bad} are outside the vocabulary [0, {embed.shape[0]})")
+    if any(a.startswith("Gemma") for a in archs):  # gemma_ref.py
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import gemma_ref
+        return gemma_ref.forward(cfg, w, tokens, dtype)
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     eps = float(cfg.get("rms_norm_eps", 1e-6))
@@ -236,10 +255,6 @@ def forward(model_dir, tokens, dtype):
     cos = np.cos(angles).astype(dtype)
     sin = np.sin(angles).astype(dtype)
 
-    embed = w.get("model.embed_tokens.weight")
-    bad = [t for t in tokens if t < 0 or t >= embed.shape[0]]
-    if bad:
-        raise SystemExit(f"token ids {bad} are outside the vocabulary [0, {embed.shape[0]})")
     x = embed[np.asarray(tokens, dtype=np.int64)]
     for i in range(cfg["num_hidden_layers"]):
         x = decoder_block(x, w, f"model.layers.{i}.", cfg, cos, sin, dtype)

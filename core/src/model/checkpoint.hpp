@@ -31,7 +31,7 @@ using kernels::parse_dtype;
 // Bytes of one element of an unquantized dtype (f32, f16, bf16); throws kInternal otherwise.
 size_t dtype_size(DType dtype);
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral, kPhi3, kGemma2, kGemma3 };
 std::string_view architecture_name(Architecture arch);  // the HF class name
 
 struct RopeScaling {
@@ -83,6 +83,18 @@ struct ModelConfig {
     if (!sliding_layers.empty() && !sliding_layers[static_cast<size_t>(layer)]) return 0;
     return static_cast<int32_t>(sliding_window);
   }
+  // Gemma 2 and 3 (docs/model-formats.md "Gemma"): embeddings scaled by sqrt(hidden), a
+  // GELU-tanh gated MLP, norms around both blocks (post_attention_layernorm and
+  // post_feedforward_layernorm normalize the blocks' outputs before the residual add) whose
+  // weights w act as (1 + w) (the loader stores 1 + w; GGUF files already hold it), attention
+  // scaled by query_pre_attn_scalar^-0.5, and interleaved sliding-window layers.
+  struct Gemma {
+    double attn_softcap = 0;      // attn_logit_softcapping (Gemma 2; 0: none)
+    double final_softcap = 0;     // final_logit_softcapping (Gemma 2; 0: none)
+    double query_scale = 0;       // the attention scale, query_pre_attn_scalar^-0.5
+    double rope_local_theta = 0;  // Gemma 3: the sliding layers' RoPE base, unscaled (0: as the others)
+  };
+  std::optional<Gemma> gemma;
   // Mixture-of-experts MLPs (Qwen3-MoE, Mixtral; docs/model-formats.md "Mixture of experts"):
   // every layer's MLP is `num_experts` SwiGLU experts of width `expert_intermediate` and a router
   // [num_experts, hidden]; each token goes through the `experts_per_token` experts of highest

@@ -1,6 +1,7 @@
 // A GGUF file as a Checkpoint: llama.cpp's metadata mapped to ModelConfig and its tensors to
 // the Hugging Face names the weights loader looks up (docs/model-formats.md "GGUF files").
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
@@ -63,6 +64,16 @@ std::string hf_name(std::string_view name, const ModelConfig& c) {
     return {};
   if (std::stoll(std::string(digits)) >= num_layers || (kind != "weight" && kind != "bias")) return {};
   std::string hf;
+  if (c.arch == Architecture::kPhi3) {  // fused projections
+    if (part == "attn_qkv") hf = "self_attn.qkv_proj";
+    if (part == "ffn_up") hf = "mlp.gate_up_proj";
+    if (part == "attn_q" || part == "attn_k" || part == "attn_v" || part == "ffn_gate") return {};
+  }
+  if (c.gemma) {  // the norms around both blocks
+    if (part == "post_attention_norm") hf = "post_attention_layernorm";
+    if (part == "ffn_norm") hf = "pre_feedforward_layernorm";
+    if (part == "post_ffw_norm") hf = "post_feedforward_layernorm";
+  }
   if (c.moe) {
     hf = hf_moe_name(part, c.arch);
     if (part == "ffn_gate" || part == "ffn_up" || part == "ffn_down") return {};  // no dense MLP
@@ -157,9 +168,32 @@ Architecture architecture(const File& f) {
   if (arch == "qwen2") return Architecture::kQwen2;
   if (arch == "qwen3") return Architecture::kQwen3;
   if (arch == "qwen3moe") return Architecture::kQwen3Moe;
+  if (arch == "phi3") return Architecture::kPhi3;
+  if (arch == "gemma2") return Architecture::kGemma2;
+  if (arch == "gemma3") return Architecture::kGemma3;
   f.fail("general.architecture '" + std::string(arch).substr(0, 40) +
-             "' is not supported (specd runs llama, qwen2, qwen3 and qwen3moe)",
+             "' is not supported (specd runs llama, qwen2, qwen3, qwen3moe, phi3, gemma2 and gemma3)",
          true);
+}
+
+// gemma2 / gemma3 as llama.cpp runs them: soft caps from the file; the query scale, the sliding
+// pattern (every other layer; 5 of 6) and Gemma 3's local RoPE base (10000) are the families'
+// fixed values, and the 27B models scale queries by hidden / heads instead of the head size.
+void gemma_config(const File& f, const std::string& p, ModelConfig& c) {
+  if (c.arch != Architecture::kGemma2 && c.arch != Architecture::kGemma3) return;
+  const bool gemma2 = c.arch == Architecture::kGemma2;
+  ModelConfig::Gemma g;
+  g.attn_softcap = f.real(p + "attn_logit_softcapping").value_or(0.0);
+  g.final_softcap = f.real(p + "final_logit_softcapping").value_or(0.0);
+  if (g.attn_softcap < 0 || g.final_softcap < 0) f.fail("negative logit soft-capping");
+  const bool big = c.num_layers == (gemma2 ? 46 : 62);  // Gemma 2 27B, Gemma 3 27B
+  g.query_scale = 1.0 / std::sqrt(static_cast<double>(big ? c.hidden_size / c.num_heads : c.head_dim));
+  if (!gemma2) g.rope_local_theta = 10000.0;
+  c.sliding_window = positive(f, p + "attention.sliding_window", 4096);
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    c.sliding_layers[static_cast<size_t>(i)] = gemma2 ? i % 2 == 0 : (i + 1) % 6 != 0;
+  c.gemma = g;
 }
 
 // <arch>.expert_count and friends (llama.cpp's names); both families renormalize the top-k
@@ -228,7 +262,14 @@ ModelConfig model_config(const File& f) {
   if (!(c.rms_norm_eps > 0)) f.fail("metadata key '" + p + "attention.layer_norm_rms_epsilon' must be positive");
   rope_config(f, p, c);
   moe_config(f, p, c);
-  c.qk_norm = c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe;
+  gemma_config(f, p, c);
+  // phi3: the window llama.cpp's converter writes from config.json (llama.cpp itself runs Phi-3
+  // without it for now; transformers applies it, and so does specd).
+  if (c.arch == Architecture::kPhi3)
+    if (const std::optional<int64_t> w = f.integer(p + "attention.sliding_window");
+        w && *w > 0 && *w < c.max_position_embeddings)
+      c.sliding_window = *w;
+  c.qk_norm = c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kGemma3;
   // llama.cpp's converter permutes only llama (Mixtral's files are llama files)
   c.qk_rows_interleaved = c.arch == Architecture::kLlama || c.arch == Architecture::kMixtral;
 

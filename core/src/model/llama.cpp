@@ -80,6 +80,8 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
                 "LlamaModel: rope_freq_factors do not match head_dim");
     for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= c.rope_freq_factors[i];
   }
+  if (c.gemma && c.gemma->rope_local_theta > 0)
+    inv_freq_local_ = kernels::rope_inv_freq(c.head_dim, c.gemma->rope_local_theta, {});
 }
 
 kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const {
@@ -243,6 +245,12 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   input_embeddings(batch, T);
   out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
+  if (!inv_freq_local_.empty()) {
+    ensure(s_.cos_local, T * (hd / 2));
+    ensure(s_.sin_local, T * (hd / 2));
+    kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_local_.data(), hd / 2, s_.cos_local.data(),
+                          s_.sin_local.data());
+  }
   kernels::PagedAttentionParams ap = attention_params(kv, static_cast<int32_t>(batch.seqs.size()));
   const float eps = static_cast<float>(c.rms_norm_eps);
   float* x = s_.x.data();
@@ -259,8 +267,10 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
     }
     capture_aux(batch, l, T, out);
     attention(w, static_cast<int32_t>(l), kv, ap, T, l == 0 && weights_->is_eagle3() ? s_.cat.data() : h);
+    if (w.post_attn_norm != nullptr) kernels::rmsnorm(kCpu, o, w.post_attn_norm, o, T, H, eps);  // Gemma
     kernels::rmsnorm_residual(kCpu, o, x, w.mlp_norm, h, T, H, eps);
     mlp(w, T);
+    if (w.post_mlp_norm != nullptr) kernels::rmsnorm(kCpu, o, w.post_mlp_norm, o, T, H, eps);
   }
   kernels::rmsnorm_residual(kCpu, o, x, weights_->final_norm(), h, T, H, eps);
   capture_aux(batch, num_layers_, T, out);
@@ -288,6 +298,10 @@ void LlamaModel::input_embeddings(const ForwardBatch& batch, int64_t T) {
   float* x = s_.x.data();
   if (weights_->is_eagle3()) return eagle3_input(batch, T);
   embed(T, x);
+  if (config().gemma) {  // Gemma scales its embeddings by sqrt(hidden)
+    const float scale = std::sqrt(static_cast<float>(H));
+    for (int64_t i = 0; i < T * H; ++i) x[i] *= scale;
+  }
   if (!weights_->is_mtp()) return;
   float* h = s_.h.data();
   float* o = s_.o.data();
@@ -318,7 +332,9 @@ kernels::PagedAttentionParams LlamaModel::attention_params(const kv::KvCache& kv
   ap.num_heads = static_cast<int32_t>(d.num_heads);
   ap.num_kv_heads = static_cast<int32_t>(d.num_kv_heads);
   ap.head_dim = static_cast<int32_t>(hd);
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto& gemma = config().gemma;
+  ap.scale = gemma ? static_cast<float>(gemma->query_scale) : 1.0f / std::sqrt(static_cast<float>(hd));
+  ap.softcap = gemma ? static_cast<float>(gemma->attn_softcap) : 0.0f;
   if (!s_.tree_offsets.empty()) {
     ap.tree_offsets = s_.tree_offsets.data();
     ap.tree_parents = s_.tree_parents.data();
@@ -347,11 +363,14 @@ void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, ke
     kernels::rmsnorm(kCpu, s_.q.data(), w.q_norm, s_.q.data(), T * nh, hd, eps);
     kernels::rmsnorm(kCpu, s_.k.data(), w.k_norm, s_.k.data(), T * nkv, hd, eps);
   }
-  kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, s_.cos.data(), s_.sin.data());
+  const bool local = !inv_freq_local_.empty() && c.layer_window(l) > 0;  // Gemma 3's sliding layers
+  const float* cos = local ? s_.cos_local.data() : s_.cos.data();
+  const float* sin = local ? s_.sin_local.data() : s_.sin.data();
+  kernels::rope_apply(kCpu, s_.q.data(), T, nh, hd, cos, sin);
   void* k_cache = kv.k_layer(l);
   void* v_cache = kv.v_layer(l);
-  kernels::write_kv(kCpu, s_.k.data(), s_.v.data(), T, nkv, hd, s_.cos.data(), s_.sin.data(), s_.slots.data(),
-                    kv.dtype(), k_cache, v_cache);
+  kernels::write_kv(kCpu, s_.k.data(), s_.v.data(), T, nkv, hd, cos, sin, s_.slots.data(), kv.dtype(), k_cache,
+                    v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
   ap.window = weights_->is_mtp() || weights_->is_eagle3() ? 0 : c.layer_window(l);
@@ -368,7 +387,16 @@ void LlamaModel::mlp(const LayerWeights& w, int64_t T) {
   }
   const int64_t I = weights_->dims().intermediate;
   const float* h = s_.h.data();
-  if (w.w_gate.dtype == w.w_up.dtype) {
+  if (config().gemma) {  // GELU-tanh gate
+    ensure(s_.up, T * I);
+    const kernels::MatmulOutput gate_up[] = {{w.w_gate, nullptr, s_.gate.data()}, {w.w_up, nullptr, s_.up.data()}};
+    if (w.w_gate.dtype == w.w_up.dtype) {
+      kernels::matmul_multi(kCpu, h, T, w.w_gate.cols, gate_up);
+    } else {
+      for (const kernels::MatmulOutput& m : gate_up) kernels::matmul(kCpu, h, m.w, nullptr, m.c, T);
+    }
+    kernels::gelu_tanh_mul(kCpu, s_.gate.data(), s_.up.data(), T * I);
+  } else if (w.w_gate.dtype == w.w_up.dtype) {
     kernels::matmul_swiglu(kCpu, h, w.w_gate, w.w_up, s_.gate.data(), T);
   } else {  // mixed types: the two GEMVs, then silu(gate) * up
     ensure(s_.up, T * I);
@@ -400,6 +428,10 @@ void LlamaModel::outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
                   static_cast<size_t>(H) * sizeof(float));
   } else if (R > 0) {
     lm_head(s_.rows.data(), R, out.logits.data());
+    if (const auto& g = config().gemma; g && g->final_softcap > 0) {  // Gemma 2's final soft cap
+      const auto cap = static_cast<float>(g->final_softcap);
+      for (float& z : out.logits) z = cap * std::tanh(z / cap);
+    }
   }
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {

@@ -79,8 +79,8 @@ class LlamaModel {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows, tree_offsets,
         tree_parents, depth, route_ids, expert_start, expert_slots, expert_fill;
     std::vector<int64_t> slots;
-    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, rows, cat, head, head_local, head_all, router,
-        route_weights, expert_in, expert_out;
+    std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, cos_local, sin_local, rows, cat, head, head_local,
+        head_all, router, route_weights, expert_in, expert_out;
     int32_t block_table_stride = 1;
   };
   // The batch layout in s_ (token order, positions, slots, block tables, output rows), with the
@@ -120,6 +120,7 @@ class LlamaModel {
   dist::Communicator* comm_ = nullptr;  // null or size 1: no collectives
   Announce announce_;
   std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_local_;  // Gemma 3's sliding layers (ModelConfig::Gemma::rope_local_theta)
   Scratch s_;
   MoeStats moe_stats_;
 };

@@ -1,11 +1,13 @@
 // config.json (+ generation_config.json) -> ModelConfig, for the Llama family.
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "common/untrusted.hpp"
 #include "model/checkpoint.hpp"
+#include "model/config_fields.hpp"
 #include "model/json_file.hpp"
 #include "specd/error.hpp"
 
@@ -25,115 +27,28 @@ std::string_view architecture_name(Architecture arch) {
       return "Qwen3MoeForCausalLM";
     case Architecture::kMixtral:
       return "MixtralForCausalLM";
+    case Architecture::kPhi3:
+      return "Phi3ForCausalLM";
+    case Architecture::kGemma2:
+      return "Gemma2ForCausalLM";
+    case Architecture::kGemma3:
+      return "Gemma3ForCausalLM";
   }
   return "unknown";
 }
 
 namespace {
 
+using config_json::fail;
+using config_json::Fields;
+using config_json::read_family;
+using config_json::read_moe;
+using config_json::require_positive;
 using nlohmann::json;
 
 constexpr std::string_view kSupportedArchitectures =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-    "MixtralForCausalLM";
-
-[[noreturn]] void fail(ErrorCode code, const std::filesystem::path& file, const std::string& what) {
-  throw Error(code, file.string() + ": " + what);
-}
-
-// Typed access to the fields of one JSON object, with errors naming the file and the key.
-class Fields {
- public:
-  Fields(const json& doc, const std::filesystem::path& file) : doc_(doc), file_(file) {}
-
-  // Present and not null.
-  bool has(const char* key) const {
-    auto it = doc_.find(key);
-    return it != doc_.end() && !it->is_null();
-  }
-
-  int64_t require_int(const char* key) const {
-    if (!has(key)) fail(ErrorCode::kModelFormat, file_, std::string("missing field '") + key + "'");
-    return get_int(key);
-  }
-  int64_t int_or(const char* key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
-
-  double number_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = doc_.at(key);
-    if (!v.is_number()) bad_type(key, "a number");
-    return v.get<double>();
-  }
-  double require_number(const char* key) const {
-    if (!has(key)) fail(ErrorCode::kModelFormat, file_, std::string("missing field '") + key + "'");
-    return number_or(key, 0.0);
-  }
-
-  bool bool_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = doc_.at(key);
-    if (!v.is_boolean()) bad_type(key, "true or false");
-    return v.get<bool>();
-  }
-
-  std::string string_or(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = doc_.at(key);
-    if (!v.is_string()) bad_type(key, "a string");
-    return v.get<std::string>();
-  }
-
-  // An int or a list of ints (eos_token_id).
-  std::vector<int32_t> int_list(const char* key) const {
-    std::vector<int32_t> out;
-    if (!has(key)) return out;
-    const json& v = doc_.at(key);
-    if (v.is_number_integer()) {
-      out.push_back(to_token(key, v));
-    } else if (v.is_array()) {
-      for (const json& item : v) {
-        if (!item.is_number_integer()) bad_type(key, "an integer or a list of integers");
-        out.push_back(to_token(key, item));
-      }
-    } else {
-      bad_type(key, "an integer or a list of integers");
-    }
-    return out;
-  }
-
-  const json& doc() const { return doc_; }
-  const std::filesystem::path& file() const { return file_; }
-
- private:
-  int64_t get_int(const char* key) const {
-    const json& v = doc_.at(key);
-    if (!v.is_number_integer()) bad_type(key, "an integer");
-    return v.get<int64_t>();
-  }
-  int32_t to_token(const char* key, const json& v) const {
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id > INT32_MAX) {
-      fail(ErrorCode::kModelFormat, file_,
-           std::string("field '") + key + "' holds token id " + std::to_string(id) + ", out of range");
-    }
-    return static_cast<int32_t>(id);
-  }
-  [[noreturn]] void bad_type(const char* key, const char* expected) const {
-    fail(ErrorCode::kModelFormat, file_,
-         std::string("field '") + key + "' must be " + expected + ", got " + describe(doc_.at(key)));
-  }
-
-  // A scalar as written (numbers and short strings), anything else by its type: never a dump of
-  // an untrusted tree.
-  static std::string describe(const json& v) {
-    if (v.is_number() || v.is_boolean()) return v.dump();
-    if (v.is_string()) return "\"" + clip(v.get_ref<const std::string&>(), 40) + "\"";
-    return std::string("an ") + json_type_name(v);
-  }
-
-  const json& doc_;
-  const std::filesystem::path& file_;
-};
+    "MixtralForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM";
 
 Architecture parse_architecture(const Fields& f) {
   const json& doc = f.doc();
@@ -150,6 +65,12 @@ Architecture parse_architecture(const Fields& f) {
       *out = Architecture::kQwen3Moe;
     else if (name == "MixtralForCausalLM")
       *out = Architecture::kMixtral;
+    else if (name == "Phi3ForCausalLM")
+      *out = Architecture::kPhi3;
+    else if (name == "Gemma2ForCausalLM")
+      *out = Architecture::kGemma2;
+    else if (name == "Gemma3ForCausalLM")
+      *out = Architecture::kGemma3;
     else if (name == "LlamaForCausalLMEagle3" || name == "Eagle3LlamaForCausalLM")
       *out = Architecture::kLlama;  // an EAGLE-3 head: Llama blocks (read_eagle3)
     else
@@ -182,6 +103,9 @@ Architecture parse_architecture(const Fields& f) {
   if (model_type == "qwen3") return Architecture::kQwen3;
   if (model_type == "qwen3_moe") return Architecture::kQwen3Moe;
   if (model_type == "mixtral") return Architecture::kMixtral;
+  if (model_type == "phi3") return Architecture::kPhi3;
+  if (model_type == "gemma2") return Architecture::kGemma2;
+  if (model_type == "gemma3_text") return Architecture::kGemma3;
   fail(ErrorCode::kUnsupported, f.file(),
        "unsupported model_type '" + clip(model_type) + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
@@ -221,16 +145,6 @@ RopeScaling parse_rope_scaling(const Fields& config) {
   }
   fail(ErrorCode::kUnsupported, config.file(),
        "rope_scaling type '" + clip(type) + "' is not supported (specd implements llama3 and linear)");
-}
-
-// Dimensions and counts: positive and within int32, so products of two never overflow int64 and
-// kernels may index with int32.
-void require_positive(const Fields& f, const char* key, int64_t value) {
-  if (value <= 0 || value > INT32_MAX) {
-    fail(ErrorCode::kModelFormat, f.file(),
-         std::string("field '") + key + "' must be in [1, " + std::to_string(INT32_MAX) + "], got " +
-             std::to_string(value));
-  }
 }
 
 }  // namespace
@@ -281,90 +195,6 @@ void read_shape(const Fields& f, const std::filesystem::path& path, ModelConfig&
   if (c.head_dim % 2 != 0) {
     fail(ErrorCode::kModelFormat, path, "head_dim " + std::to_string(c.head_dim) + " must be even for RoPE");
   }
-}
-
-// Qwen2/Qwen3's use_sliding_window (windows on the layers from max_window_layers on) is not
-// implemented; a window at least as long as the context is plain causal attention.
-void refuse_sliding_window(const Fields& f, const std::filesystem::path& path, const ModelConfig& c) {
-  if (!f.bool_or("use_sliding_window", false)) return;
-  if (!f.has("sliding_window") || f.require_int("sliding_window") >= c.max_position_embeddings) return;
-  fail(ErrorCode::kUnsupported, path,
-       "use_sliding_window with sliding_window " + std::to_string(f.require_int("sliding_window")) +
-           " < max_position_embeddings " + std::to_string(c.max_position_embeddings) +
-           ": specd does not implement Qwen's per-layer sliding windows (max_window_layers)");
-}
-
-// Mistral-style sliding_window: every layer's attention sees the last `sliding_window`
-// positions. null, or at least the context, is plain causal attention.
-void read_sliding_window(const Fields& f, ModelConfig& c) {
-  if (!f.has("sliding_window")) return;
-  const int64_t w = f.require_int("sliding_window");
-  require_positive(f, "sliding_window", w);
-  if (w < c.max_position_embeddings) c.sliding_window = w;
-}
-
-// What differs between the families: biases, Qwen3's q/k norms, sliding windows refused.
-void read_family(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
-  switch (c.arch) {
-    case Architecture::kLlama:
-      // Llama's attention_bias covers q, k, v and o; mlp_bias would add biases to the MLP.
-      c.attention_bias = f.bool_or("attention_bias", false);
-      c.attention_out_bias = c.attention_bias;
-      if (f.bool_or("mlp_bias", false)) fail(ErrorCode::kUnsupported, path, "mlp_bias: true is not supported");
-      break;
-    case Architecture::kQwen2:
-      c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
-      refuse_sliding_window(f, path, c);
-      break;
-    case Architecture::kQwen3:
-    case Architecture::kQwen3Moe:
-      // Qwen3: per-head q/k RMSNorm; attention_bias (default false) covers q, k, v and o.
-      c.qk_norm = true;
-      c.attention_bias = f.bool_or("attention_bias", false);
-      c.attention_out_bias = c.attention_bias;
-      refuse_sliding_window(f, path, c);
-      break;
-    case Architecture::kMistral:
-    case Architecture::kMixtral:
-      read_sliding_window(f, c);
-      break;
-  }
-}
-
-// The mixture-of-experts fields (ModelConfig::Moe) of Qwen3-MoE and Mixtral. Layouts specd does
-// not run (dense layers between sparse ones, shared experts) are refused, naming the field.
-void read_moe(const Fields& f, const std::filesystem::path& path, ModelConfig& c) {
-  ModelConfig::Moe m;
-  if (c.arch == Architecture::kQwen3Moe) {
-    m.num_experts = f.require_int("num_experts");
-    m.expert_intermediate = f.require_int("moe_intermediate_size");
-    m.norm_topk_prob = f.bool_or("norm_topk_prob", false);  // transformers' Qwen3MoeConfig default
-    require_positive(f, "moe_intermediate_size", m.expert_intermediate);
-    if (f.int_or("decoder_sparse_step", 1) != 1)
-      fail(ErrorCode::kUnsupported, path,
-           "decoder_sparse_step " + std::to_string(f.int_or("decoder_sparse_step", 1)) +
-               ": specd runs MoE models whose every layer is sparse (decoder_sparse_step 1)");
-    if (f.has("mlp_only_layers") &&
-        !(f.doc().at("mlp_only_layers").is_array() && f.doc().at("mlp_only_layers").empty()))
-      fail(ErrorCode::kUnsupported, path,
-           "mlp_only_layers is not empty: specd runs MoE models whose every layer is sparse");
-    if (f.int_or("shared_expert_intermediate_size", 0) > 0)
-      fail(ErrorCode::kUnsupported, path, "shared_expert_intermediate_size: shared experts are not supported");
-  } else if (c.arch == Architecture::kMixtral) {
-    m.num_experts = f.int_or("num_local_experts", 8);
-    m.expert_intermediate = c.intermediate_size;
-    m.norm_topk_prob = true;  // Mixtral always renormalizes its top-k weights
-  } else {
-    return;
-  }
-  m.experts_per_token = f.int_or("num_experts_per_tok", 2);
-  require_positive(f, c.arch == Architecture::kMixtral ? "num_local_experts" : "num_experts", m.num_experts);
-  require_positive(f, "num_experts_per_tok", m.experts_per_token);
-  if (m.experts_per_token > m.num_experts)
-    fail(ErrorCode::kModelFormat, path,
-         "num_experts_per_tok " + std::to_string(m.experts_per_token) + " exceeds the " +
-             std::to_string(m.num_experts) + " experts");
-  c.moe = m;
 }
 
 // An EAGLE-3 head's fields (ModelConfig::Eagle3), when config.json names that architecture.
@@ -443,9 +273,13 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   ModelConfig c;
   c.config_path = path;
   c.arch = parse_architecture(f);
-  const std::string act = f.string_or("hidden_act", "silu");
-  if (act != "silu") {
-    fail(ErrorCode::kUnsupported, path, "hidden_act '" + clip(act) + "' is not supported (specd implements silu)");
+  const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
+  const std::string act =
+      f.string_or("hidden_activation", f.string_or("hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
+  if (act != (gemma ? "gelu_pytorch_tanh" : "silu")) {
+    fail(ErrorCode::kUnsupported, path,
+         "hidden_act '" + clip(act) + "' is not supported (specd implements " +
+             (gemma ? "gelu_pytorch_tanh for Gemma" : "silu") + ")");
   }
   read_shape(f, path, c);
 
@@ -456,7 +290,7 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   c.rope_scaling = parse_rope_scaling(f);
   c.max_position_embeddings = f.int_or("max_position_embeddings", 2048);
   require_positive(f, "max_position_embeddings", c.max_position_embeddings);
-  c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
+  c.tie_word_embeddings = f.bool_or("tie_word_embeddings", gemma);  // Gemma configs may leave it to the default
   read_family(f, path, c);
   read_moe(f, path, c);
   read_eagle3(f, path, c);

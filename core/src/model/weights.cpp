@@ -180,12 +180,19 @@ WeightView LlamaWeights::matrix_of(const TensorView& t, int64_t rows, int64_t co
   return {dtype, dst, nr, nc};
 }
 
-const float* LlamaWeights::vector(const std::string& name, int64_t n, Slice part) {
+const float* LlamaWeights::vector(const std::string& name, int64_t n, Slice part, float add) {
   const TensorView& t = checkpoint_->require(name, {n});
   const int64_t count = part.count < 0 ? n : part.count;
   auto* dst = reinterpret_cast<float*>(allocate(static_cast<size_t>(count) * sizeof(float)));
   Checkpoint::to_f32(t, t.data + stored_bytes(t, part.begin), dst, count);
+  if (add != 0.0f)
+    for (int64_t i = 0; i < count; ++i) dst[i] += add;
   return dst;
+}
+
+const float* LlamaWeights::norm(const std::string& name, int64_t n) {
+  // llama.cpp's converter writes Gemma's norms as 1 + w already.
+  return vector(name, n, {}, config().gemma && !checkpoint_->is_gguf() ? 1.0f : 0.0f);
 }
 
 void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights& l, int64_t in_features) {
@@ -199,29 +206,49 @@ void LlamaWeights::load_layer(const std::string& p, int64_t index, LayerWeights&
   const Slice q_part{rank * dims_.num_heads * hd, dims_.num_heads * hd};
   const Slice kv_part{rank * dims_.num_kv_heads * hd, dims_.num_kv_heads * hd};
   const Slice mlp_part{rank * dims_.intermediate, dims_.intermediate};
-  l.attn_norm = vector(p + "input_layernorm.weight", H);
-  l.wq = matrix(p + "self_attn.q_proj.weight", q_out, in, want(LayerMatrix::kQ), q_part);
-  l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, in, want(LayerMatrix::kK), kv_part);
-  l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, in, want(LayerMatrix::kV), kv_part);
+  l.attn_norm = norm(p + "input_layernorm.weight", H);
+  if (c.arch == Architecture::kPhi3) {  // q, k and v as row ranges of one fused projection
+    const std::string qkv = p + "self_attn.qkv_proj.weight";
+    const int64_t rows = q_out + 2 * kv_out;
+    l.wq = matrix(qkv, rows, in, want(LayerMatrix::kQ), q_part);
+    l.wk = matrix(qkv, rows, in, want(LayerMatrix::kK), {q_out + kv_part.begin, kv_part.count});
+    l.wv = matrix(qkv, rows, in, want(LayerMatrix::kV), {q_out + kv_out + kv_part.begin, kv_part.count});
+  } else {
+    l.wq = matrix(p + "self_attn.q_proj.weight", q_out, in, want(LayerMatrix::kQ), q_part);
+    l.wk = matrix(p + "self_attn.k_proj.weight", kv_out, in, want(LayerMatrix::kK), kv_part);
+    l.wv = matrix(p + "self_attn.v_proj.weight", kv_out, in, want(LayerMatrix::kV), kv_part);
+  }
   if (c.attention_bias) {
     l.bq = vector(p + "self_attn.q_proj.bias", q_out, q_part);
     l.bk = vector(p + "self_attn.k_proj.bias", kv_out, kv_part);
     l.bv = vector(p + "self_attn.v_proj.bias", kv_out, kv_part);
   }
   if (c.qk_norm) {
-    l.q_norm = vector(p + "self_attn.q_norm.weight", c.head_dim);
-    l.k_norm = vector(p + "self_attn.k_norm.weight", c.head_dim);
+    l.q_norm = norm(p + "self_attn.q_norm.weight", c.head_dim);
+    l.k_norm = norm(p + "self_attn.k_norm.weight", c.head_dim);
   }
   l.wo = matrix(p + "self_attn.o_proj.weight", H, q_out, want(LayerMatrix::kO), {}, q_part);
   // Row-parallel: the ranks' partial outputs are summed, so the bias is added by one of them.
   if (c.attention_out_bias && rank == 0) l.bo = vector(p + "self_attn.o_proj.bias", H);
-  l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
+  if (c.gemma) {  // post_attention_layernorm is Gemma's attention output norm
+    l.post_attn_norm = norm(p + "post_attention_layernorm.weight", H);
+    l.mlp_norm = norm(p + "pre_feedforward_layernorm.weight", H);
+    l.post_mlp_norm = norm(p + "post_feedforward_layernorm.weight", H);
+  } else {
+    l.mlp_norm = vector(p + "post_attention_layernorm.weight", H);
+  }
   if (c.moe && index >= 0) {
     load_experts(p, index, l);
     return;
   }
-  l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, want(LayerMatrix::kGate), mlp_part);
-  l.w_up = matrix(p + "mlp.up_proj.weight", I, H, want(LayerMatrix::kUp), mlp_part);
+  if (c.arch == Architecture::kPhi3) {  // gate rows first, then up rows
+    const std::string gate_up = p + "mlp.gate_up_proj.weight";
+    l.w_gate = matrix(gate_up, 2 * I, H, want(LayerMatrix::kGate), mlp_part);
+    l.w_up = matrix(gate_up, 2 * I, H, want(LayerMatrix::kUp), {I + mlp_part.begin, mlp_part.count});
+  } else {
+    l.w_gate = matrix(p + "mlp.gate_proj.weight", I, H, want(LayerMatrix::kGate), mlp_part);
+    l.w_up = matrix(p + "mlp.up_proj.weight", I, H, want(LayerMatrix::kUp), mlp_part);
+  }
   l.w_down = matrix(p + "mlp.down_proj.weight", H, I, want(LayerMatrix::kDown), {}, mlp_part);
 }
 
@@ -280,7 +307,7 @@ std::shared_ptr<const LlamaWeights> LlamaWeights::load(std::shared_ptr<const Che
   const bool tied = c.tie_word_embeddings && w->checkpoint_->find("lm_head.weight") == nullptr;
   const Slice vocab_part{w->dims_.vocab_begin, w->dims_.vocab_rows};
   w->embed_ = w->matrix("model.embed_tokens.weight", V, H, tied ? dtype.lm_head() : dtype.embeddings(), vocab_part);
-  w->final_norm_ = w->vector("model.norm.weight", H);
+  w->final_norm_ = w->norm("model.norm.weight", H);
   w->lm_head_ = tied ? w->embed_ : w->matrix("lm_head.weight", V, H, dtype.lm_head(), vocab_part);
   w->layers_.resize(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i)
@@ -317,6 +344,7 @@ size_t LlamaWeights::decode_bytes(int64_t num_layers) const {
     if (c.attention_bias) bytes += (q_out + 2 * kv_out) * sizeof(float);
     if (l.bo != nullptr) bytes += H * sizeof(float);
     if (c.qk_norm) bytes += 2 * static_cast<size_t>(c.head_dim) * sizeof(float);
+    if (l.post_attn_norm != nullptr) bytes += 2 * H * sizeof(float);
   }
   bytes += H * sizeof(float) + lm_head_.bytes();
   if (is_mtp()) bytes += 2 * H * sizeof(float) + eh_proj_.bytes();

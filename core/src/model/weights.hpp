@@ -100,9 +100,12 @@ struct LayerWeights {
   WeightView wo;                    // [hidden, num_heads * head_dim]
   const float* bo = nullptr;        // [hidden]; Llama with attention_bias (not Qwen2)
   const float* mlp_norm = nullptr;  // [hidden]
-  WeightView w_gate;                // [intermediate, hidden]
-  WeightView w_up;                  // [intermediate, hidden]
-  WeightView w_down;                // [hidden, intermediate]
+  // Gemma: the attention block's and the MLP's outputs are normalized before the residual add.
+  const float* post_attn_norm = nullptr;  // [hidden]
+  const float* post_mlp_norm = nullptr;   // [hidden]
+  WeightView w_gate;                      // [intermediate, hidden]
+  WeightView w_up;                        // [intermediate, hidden]
+  WeightView w_down;                      // [hidden, intermediate]
   // Mixture of experts (ModelConfig::moe): the router [num_experts, hidden] in F32 and the
   // experts; the dense w_gate/w_up/w_down are then empty.
   WeightView router;
@@ -221,7 +224,10 @@ class LlamaWeights {
   // `dtype` nullopt: the tensor's own (compute) dtype.
   WeightView matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<DType> dtype,
                     Slice rows_part = {}, Slice cols_part = {});
-  const float* vector(const std::string& name, int64_t n, Slice part = {});
+  // `add` is added to every element (Gemma's norm weights w act as 1 + w).
+  const float* vector(const std::string& name, int64_t n, Slice part = {}, float add = 0.0f);
+  // A norm weight: as stored, or 1 + w for a Gemma checkpoint in the Hugging Face layout.
+  const float* norm(const std::string& name, int64_t n);
   // `index`: the layer's index in the checkpoint (-1: an MTP module's block, in the base dtype).
   // in_features: the q/k/v input width (0: hidden; an EAGLE-3 midlayer: 2 * hidden).
   void load_layer(const std::string& prefix, int64_t index, LayerWeights& l, int64_t in_features = 0);

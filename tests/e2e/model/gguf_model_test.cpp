@@ -80,6 +80,15 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   EXPECT_EQ(b.attention_bias, a.attention_bias);
   EXPECT_EQ(b.attention_out_bias, a.attention_out_bias);
   EXPECT_EQ(b.qk_norm, a.qk_norm);
+  EXPECT_EQ(b.sliding_window, a.sliding_window);
+  EXPECT_EQ(b.sliding_layers, a.sliding_layers);
+  ASSERT_EQ(b.gemma.has_value(), a.gemma.has_value());
+  if (a.gemma) {
+    EXPECT_NEAR(b.gemma->query_scale, a.gemma->query_scale, 1e-12);
+    EXPECT_FLOAT_EQ(static_cast<float>(b.gemma->attn_softcap), static_cast<float>(a.gemma->attn_softcap));
+    EXPECT_FLOAT_EQ(static_cast<float>(b.gemma->final_softcap), static_cast<float>(a.gemma->final_softcap));
+    EXPECT_EQ(b.gemma->rope_local_theta, a.gemma->rope_local_theta);
+  }
   ASSERT_EQ(b.moe.has_value(), a.moe.has_value());
   if (a.moe) {
     EXPECT_EQ(b.moe->num_experts, a.moe->num_experts);
@@ -107,7 +116,14 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   } else {
     EXPECT_EQ(mapped->layer(0).w_down.data, gg->find("model.layers.0.mlp.down_proj.weight")->data);
   }
-  EXPECT_EQ(mapped->layer(1).wq.data, gg->find("model.layers.1.self_attn.q_proj.weight")->data);
+  if (a.arch == Architecture::kPhi3) {  // k: rows of the fused projection, in place
+    const TensorView* qkv = gg->find("model.layers.1.self_attn.qkv_proj.weight");
+    ASSERT_NE(qkv, nullptr);
+    EXPECT_EQ(mapped->layer(1).wk.data, qkv->data + qkv->nbytes / static_cast<size_t>(qkv->shape[0]) *
+                                                        static_cast<size_t>(a.num_heads * a.head_dim));
+  } else {
+    EXPECT_EQ(mapped->layer(1).wq.data, gg->find("model.layers.1.self_attn.q_proj.weight")->data);
+  }
   EXPECT_LT(mapped->owned_bytes(), size_t{64} << 10);
   const auto got = run(mapped, tokens);
   const auto copied = run(LlamaWeights::load(gg, -1, std::nullopt, WeightPlacement::kCopy), tokens);
@@ -133,7 +149,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2", TensorType::kQ8_0}, Case{"tiny-qwen3", TensorType::kF32},
                       Case{"tiny-qwen3", TensorType::kQ4_0}, Case{"tiny-qwen3-moe", TensorType::kF32},
                       Case{"tiny-qwen3-moe", TensorType::kQ4_0}, Case{"tiny-mixtral", TensorType::kF32},
-                      Case{"tiny-mixtral", TensorType::kQ8_0}),
+                      Case{"tiny-mixtral", TensorType::kQ8_0}, Case{"tiny-phi3", TensorType::kF32},
+                      Case{"tiny-phi3", TensorType::kQ8_0}, Case{"tiny-gemma2", TensorType::kF32},
+                      Case{"tiny-gemma2", TensorType::kQ8_0}, Case{"tiny-gemma3", TensorType::kF32}),
     [](const auto& info) {
       std::string n = info.param.preset + "_" + std::string(specd::gguf::tensor_type_name(info.param.type));
       for (char& ch : n) ch = ch == '-' ? '_' : ch;

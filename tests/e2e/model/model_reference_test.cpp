@@ -70,7 +70,8 @@ TEST_P(ReferenceLogits, MatchNumpyReference) {
 INSTANTIATE_TEST_SUITE_P(Flavours, ReferenceLogits,
                          ::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral",
                                            "tiny-tied", "tiny-rope-linear", "tiny-llama-bias", "tiny-qwen3-moe",
-                                           "tiny-mistral-swa", "tiny-mixtral"),
+                                           "tiny-mistral-swa", "tiny-mixtral", "tiny-phi3", "tiny-gemma2",
+                                           "tiny-gemma3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) {

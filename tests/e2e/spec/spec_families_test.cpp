@@ -3,6 +3,8 @@
 //  - Mixture-of-experts targets (Mixtral, Qwen3-MoE): the k+1 scored rows of a step route to
 //    different experts and each expert runs once over all rows that chose it, in every dtype,
 //    batch size and proposer here (a row's result does not depend on which rows share its experts).
+//  - Phi-3 (fused projections, a window), Gemma 2 (soft caps, GELU, sandwich norms, a window on the
+//    even layers) and Gemma 3 (q/k norms, local and global RoPE bases).
 //  - Sliding-window attention (Mistral's sliding_window): drafts scored as a chain or a tree, the
 //    prompts and outputs longer than the window.
 #include <gtest/gtest.h>
@@ -18,7 +20,7 @@ using specd::spec_test::run_engine;
 
 namespace {
 
-fs::path moe_target(const std::string& preset, double layer_std) {
+fs::path family_target(const std::string& preset, double layer_std) {
   specd::fixture::Options o;
   o.preset = preset;
   o.seed = 17;
@@ -28,8 +30,8 @@ fs::path moe_target(const std::string& preset, double layer_std) {
 }
 
 struct Case {
-  std::string preset;    // tiny-mixtral | tiny-qwen3-moe
-  std::string dtype;     // f32 | q8_0 | q4_0
+  std::string preset;    // tiny-mixtral | tiny-qwen3-moe | tiny-phi3 | tiny-gemma2 | tiny-gemma3
+  std::string dtype;     // f32 | bf16 | q8_0 | q4_0
   std::string proposer;  // ngram | draft_model
   std::string verifier;  // greedy | rejection
   int batch;
@@ -43,15 +45,21 @@ std::vector<Case> all_cases() {
   cases.push_back({"tiny-mixtral", "q8_0", "draft_model", "rejection", 6});
   cases.push_back({"tiny-qwen3-moe", "f32", "draft_model", "greedy", 4});
   cases.push_back({"tiny-qwen3-moe", "q4_0", "ngram", "greedy", 4});
+  cases.push_back({"tiny-phi3", "f32", "draft_model", "greedy", 4});
+  cases.push_back({"tiny-phi3", "q8_0", "ngram", "greedy", 4});
+  cases.push_back({"tiny-gemma2", "f32", "draft_model", "greedy", 4});
+  cases.push_back({"tiny-gemma2", "q8_0", "ngram", "rejection", 4});
+  cases.push_back({"tiny-gemma3", "bf16", "draft_model", "greedy", 4});
+  cases.push_back({"tiny-gemma3", "q4_0", "ngram", "greedy", 1});
   return cases;
 }
 
-class SpecMoeGreedyEquality : public testing::TestWithParam<Case> {};
+class SpecFamilyGreedyEquality : public testing::TestWithParam<Case> {};
 
-TEST_P(SpecMoeGreedyEquality, SameTokensAsTargetAlone) {
+TEST_P(SpecFamilyGreedyEquality, SameTokensAsTargetAlone) {
   const Case& c = GetParam();
   const bool ngram = c.proposer == "ngram";
-  const fs::path target = moe_target(c.preset, ngram ? 0.004 : 0.02);
+  const fs::path target = family_target(c.preset, ngram ? 0.004 : 0.02);
   auto requests = specd::spec_test::mixed_requests(c.batch, /*seed=*/5000 + c.batch);
   if (ngram) specd::spec_test::plant_continuations(requests, target, 6000 + c.batch);
   const specd::config::Overrides dtype = {{"model.dtype", c.dtype}};
@@ -70,7 +78,7 @@ TEST_P(SpecMoeGreedyEquality, SameTokensAsTargetAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(MoeTargets, SpecMoeGreedyEquality, testing::ValuesIn(all_cases()),
+INSTANTIATE_TEST_SUITE_P(Families, SpecFamilyGreedyEquality, testing::ValuesIn(all_cases()),
                          [](const testing::TestParamInfo<Case>& i) {
                            const Case& c = i.param;
                            std::string n = c.preset + "_" + c.dtype + "_" + c.proposer + "_" + c.verifier + "_b" +
@@ -88,7 +96,7 @@ namespace {
 // one sequence) rows share experts, so fewer experts are read than rows route to; a dense model
 // reports nothing.
 TEST(SpecMoeStats, ExpertsAreReadOncePerForwardForAllTheirRows) {
-  const fs::path target = moe_target("tiny-mixtral", 0.02);
+  const fs::path target = family_target("tiny-mixtral", 0.02);
   auto requests = specd::spec_test::mixed_requests(1, 77);
   specd::Engine engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 3));
   specd::spec_test::add_request(engine, requests[0]);

@@ -177,8 +177,8 @@ TEST(ModelConfig, Refusals) {
   j.erase("vocab_size");
   expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "missing field 'vocab_size'"});
   j = llama_config();
-  j["architectures"] = {"MixtralForCausalLM", "SomethingElse"};
-  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "MixtralForCausalLM", "LlamaForCausalLM"});
+  j["architectures"] = {"GPTNeoXForCausalLM", "SomethingElse"};
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "GPTNeoXForCausalLM", "LlamaForCausalLM"});
 
   const fs::path dir = scratch_dir();
   write_file(dir / "config.json", "{\"vocab_size\": 3,");
@@ -186,6 +186,63 @@ TEST(ModelConfig, Refusals) {
   write_file(dir / "config.json", llama_config().dump());
   write_file(dir / "generation_config.json", "not json");
   expect_error([&] { read_model_config(dir); }, ErrorCode::kModelFormat, {"generation_config.json", "invalid JSON"});
+}
+
+}  // namespace
+}  // namespace specd::model::test
+
+namespace specd::model::test {
+namespace {
+
+TEST(ModelConfig, GemmaFieldsAndSlidingLayers) {
+  json j = llama_config();
+  j["architectures"] = {"Gemma2ForCausalLM"};
+  j["num_hidden_layers"] = 4;
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["query_pre_attn_scalar"] = 144;
+  ModelConfig c = parse(j);
+  ASSERT_TRUE(c.gemma.has_value());
+  EXPECT_DOUBLE_EQ(c.gemma->query_scale, 1.0 / 12.0);
+  EXPECT_EQ(c.gemma->attn_softcap, 50.0);  // transformers' Gemma 2 defaults
+  EXPECT_EQ(c.gemma->final_softcap, 30.0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(c.layer_window(0), 4096);
+  EXPECT_EQ(c.layer_window(1), 0);
+
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["num_hidden_layers"] = 7;
+  j["sliding_window"] = 512;
+  c = parse(j);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.gemma->attn_softcap, 0.0);
+  EXPECT_EQ(c.gemma->rope_local_theta, 10000.0);
+  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, true, true, true, true, false, true}));
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention",
+                      "full_attention", "full_attention",    "full_attention"};
+  EXPECT_EQ(parse(j).layer_window(1), 512);
+  EXPECT_EQ(parse(j).layer_window(0), 0);
+  j["layer_types"] = {"chunked_attention"};
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "layer_types must list one type per layer"});
+  j["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention",
+                      "full_attention", "full_attention",    "full_attention"};
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "layer_types[1]", "chunked_attention"});
+  j.erase("layer_types");
+  j["hidden_activation"] = "silu";
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "hidden_act 'silu'", "gelu_pytorch_tanh"});
+}
+
+TEST(ModelConfig, Phi3PartialRotaryIsRefused) {
+  json j = llama_config();
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["sliding_window"] = 2047;
+  j["max_position_embeddings"] = 4096;
+  EXPECT_EQ(parse(j).sliding_window, 2047);
+  j["partial_rotary_factor"] = 0.75;
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "partial_rotary_factor", "whole heads"});
+  j.erase("partial_rotary_factor");
+  j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "longrope"});
 }
 
 }  // namespace

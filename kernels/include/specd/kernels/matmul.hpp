@@ -59,6 +59,10 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
 // matmul_swiglu computes it (for gate and up projections of different dtypes).
 void silu_mul(Device device, float* g, const float* u, int64_t n);
 
+// The GELU-gated product of Gemma's MLP, in place: g[i] = gelu_tanh(g[i]) * u[i], with
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (PyTorch's "tanh" GELU).
+void gelu_tanh_mul(Device device, float* g, const float* u, int64_t n);
+
 namespace reference {
 // Naive triple loop with double accumulation over F32 activations and the exactly widened
 // (dequantized) weights: the ground truth for tests.

@@ -272,6 +272,11 @@ void add_hparams(Writer& w, const std::string& arch, const ModelConfig& c, int64
     if (c.arch == Architecture::kQwen3Moe)
       w.set_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(c.moe->expert_intermediate));
   }
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLongRope) {
+    w.set_f32(p + "rope.scaling.attn_factor", static_cast<float>(c.rope_scaling.attention_factor));
+    w.set_u32(p + "rope.scaling.original_context_length",
+              static_cast<uint32_t>(c.rope_scaling.original_max_position_embeddings));
+  }
   if (c.rope_scaling.type == model::RopeScaling::Type::kLinear) {
     w.set_string(p + "rope.scaling.type", "linear");
     w.set_f32(p + "rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
@@ -350,11 +355,17 @@ ConvertSummary convert_checkpoint(const fs::path& model_dir, const fs::path& out
   TensorPlan plan(w, *ckpt, options.type);
   const int64_t h = c.hidden_size, v = c.vocab_size;
   plan.add("model.embed_tokens.weight", "token_embd.weight", {v, h}, 0, true);
-  if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3) {
-    auto factors = std::make_shared<std::vector<float>>(llama3_rope_factors(c));
-    w.add_tensor("rope_freqs.weight", {factors->size()}, TensorType::kF32, [factors](std::ostream& out) {
+  auto add_factors = [&w](const std::string& name, std::vector<float> values) {
+    auto factors = std::make_shared<std::vector<float>>(std::move(values));
+    w.add_tensor(name, {factors->size()}, TensorType::kF32, [factors](std::ostream& out) {
       out.write(reinterpret_cast<const char*>(factors->data()), static_cast<std::streamsize>(factors->size() * 4));
     });
+  };
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3)
+    add_factors("rope_freqs.weight", llama3_rope_factors(c));
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLongRope) {  // phi3, as llama.cpp's converter
+    add_factors("rope_factors_long.weight", c.rope_scaling.long_factor);
+    add_factors("rope_factors_short.weight", c.rope_scaling.short_factor);
   }
   for (int64_t i = 0; i < summary.layers; ++i) add_layer(plan, c, i, llama_arch);
   if (c.gemma) {

@@ -112,6 +112,11 @@ def inv_frequencies(cfg, head_dim):
     if kind == "linear":
         # Positions divided by factor == frequencies divided by factor.
         return inv_freq / float(scaling["factor"])
+    if kind in ("longrope", "su"):
+        # Phi-3: per-frequency factors, the long ones when the served context (--context)
+        # exceeds original_max_position_embeddings.
+        long = cfg.get("_context", 0) > cfg["original_max_position_embeddings"]
+        return inv_freq / np.asarray(scaling["long_factor" if long else "short_factor"], dtype=np.float64)
     if kind == "llama3":
         factor = float(scaling["factor"])
         low = float(scaling["low_freq_factor"])
@@ -128,6 +133,15 @@ def inv_frequencies(cfg, head_dim):
         medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
         return np.where(medium, smoothed, scaled)
     raise SystemExit(f"unsupported rope_scaling type {kind!r}")
+
+
+def longrope_attention_factor(cfg):
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) not in ("longrope", "su"):
+        return 1.0
+    original = cfg["original_max_position_embeddings"]
+    factor = scaling.get("factor", cfg["max_position_embeddings"] / original)
+    return scaling.get("attention_factor", 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original)))
 
 
 def rope(x, cos, sin):
@@ -230,9 +244,10 @@ def moe(h, w, prefix, cfg, names, norm_topk):
     return out
 
 
-def forward(model_dir, tokens, dtype):
+def forward(model_dir, tokens, dtype, context=0):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
+    cfg["_context"] = context
     archs = cfg.get("architectures") or []
     if not any(a in SUPPORTED for a in archs):
         raise SystemExit(f"{model_dir}/config.json: unsupported architectures {archs}")
@@ -252,8 +267,9 @@ def forward(model_dir, tokens, dtype):
     positions = np.arange(len(tokens), dtype=np.float64)
     freqs = np.outer(positions, inv_frequencies(cfg, head_dim))  # [T, head_dim / 2]
     angles = np.concatenate([freqs, freqs], axis=-1)
-    cos = np.cos(angles).astype(dtype)
-    sin = np.sin(angles).astype(dtype)
+    scale = longrope_attention_factor(cfg)
+    cos = (np.cos(angles) * scale).astype(dtype)
+    sin = (np.sin(angles) * scale).astype(dtype)
 
     x = embed[np.asarray(tokens, dtype=np.int64)]
     for i in range(cfg["num_hidden_layers"]):
@@ -271,6 +287,9 @@ def main(argv):
     parser.add_argument("--tokens", required=True, help="comma-separated token ids")
     parser.add_argument("--out", required=True, help="output JSON file")
     parser.add_argument("--hidden", action="store_true", help="also write the final hidden states")
+    parser.add_argument("--context", type=int, default=0,
+                        help="the served context (specd's max_model_len): picks longrope's long factors "
+                             "when above original_max_position_embeddings (default 0: the short ones)")
     parser.add_argument("--precision", choices=("float64", "float32"), default="float64",
                         help="arithmetic precision (default float64)")
     args = parser.parse_args(argv)
@@ -279,7 +298,7 @@ def main(argv):
     if not tokens:
         raise SystemExit("--tokens is empty")
     dtype = np.float64 if args.precision == "float64" else np.float32
-    logits, hidden = forward(args.model, tokens, dtype)
+    logits, hidden = forward(args.model, tokens, dtype, args.context)
     out = {"logits": logits.tolist(), "vocab_size": int(logits.shape[1]), "tokens": tokens}
     if args.hidden:
         out["hidden"] = hidden.tolist()

@@ -98,6 +98,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
 
   std::shared_ptr<const model::LlamaWeights> weights = load_target();
   model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true));
+  model->set_context_length(max_model_len);
   models->attach(*model, tp::ModelFactory::kTarget);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
@@ -147,9 +148,9 @@ std::shared_ptr<const model::LlamaWeights> Engine::Impl::load_target() {
   std::shared_ptr<const model::LlamaWeights> weights;
   auto load_here = [&] { weights = model::LlamaWeights::load(checkpoint, -1, dtype, placement, {0, tp}); };
   const int32_t proposer = info.proposer_tensor_parallel_size > 0 ? info.proposer_tensor_parallel_size : tp;
-  models =
-      tp::open_models(dist::Session::current(), tp,
-                      tp::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer}, load_here);
+  models = tp::open_models(
+      dist::Session::current(), tp,
+      tp::TargetSpec{cfg.model.path, dtype, placement, cfg.model.num_threads, proposer, max_model_len}, load_here);
   return weights;
 }
 

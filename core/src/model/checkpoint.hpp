@@ -35,12 +35,16 @@ enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral,
 std::string_view architecture_name(Architecture arch);  // the HF class name
 
 struct RopeScaling {
-  enum class Type { kNone, kLlama3, kLinear };
+  // kLongRope (Phi-3-*-128k, Phi-3.5): frequency i divided by short_factor[i] or long_factor[i]
+  // and cos/sin scaled by attention_factor; which factors, LlamaModel::set_context_length says.
+  enum class Type { kNone, kLlama3, kLinear, kLongRope };
   Type type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  std::vector<float> short_factor = {}, long_factor = {};  // [head_dim / 2] each (kLongRope)
+  double attention_factor = 1.0;                           // (kLongRope)
 };
 
 // Parsed config.json, normalized: head_dim and num_kv_heads always filled in.

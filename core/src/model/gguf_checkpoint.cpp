@@ -298,17 +298,41 @@ ModelConfig model_config(const File& f) {
   return c;
 }
 
-// rope_freqs.weight: one F32 factor per rotated pair.
+// rope_freqs.weight (and phi3's rope_factors_long/short.weight): one F32 factor per rotated pair.
 std::vector<float> rope_freq_factors(const File& f, const gguf::TensorInfo& t, int64_t head_dim) {
+  const std::string name(t.name);
   if (t.type != gguf::kTypeF32 || t.n_dims != 1 || static_cast<int64_t>(t.ne[0]) != head_dim / 2) {
-    f.fail("tensor 'rope_freqs.weight' must be F32 [" + std::to_string(head_dim / 2) + "], got " +
-           gguf::type_name(t.type) + " with " + std::to_string(t.ne[0]) + " elements");
+    f.fail("tensor '" + name + "' must be F32 [" + std::to_string(head_dim / 2) + "], got " + gguf::type_name(t.type) +
+           " with " + std::to_string(t.ne[0]) + " elements");
   }
   std::vector<float> factors(static_cast<size_t>(t.ne[0]));
   std::memcpy(factors.data(), t.data, factors.size() * sizeof(float));
   for (float x : factors)
-    if (!(x > 0)) f.fail("tensor 'rope_freqs.weight' holds a factor that is not positive");
+    if (!(x > 0)) f.fail("tensor '" + name + "' holds a factor that is not positive");
   return factors;
+}
+
+// phi3's longrope as llama.cpp's converter writes it: the two factor tensors, the original
+// context and the cos/sin scale.
+void longrope_config(const File& f, ModelConfig& c) {
+  const gguf::TensorInfo* lo = f.find_tensor("rope_factors_short.weight");
+  const gguf::TensorInfo* hi = f.find_tensor("rope_factors_long.weight");
+  if (lo == nullptr && hi == nullptr) return;
+  if (lo == nullptr || hi == nullptr || c.arch != Architecture::kPhi3)
+    f.fail("rope_factors_short/long.weight come in pairs, in phi3 files");
+  RopeScaling& r = c.rope_scaling;
+  r.type = RopeScaling::Type::kLongRope;
+  r.short_factor = rope_freq_factors(f, *lo, c.head_dim);
+  r.long_factor = rope_freq_factors(f, *hi, c.head_dim);
+  r.original_max_position_embeddings = positive(f, "phi3.rope.scaling.original_context_length");
+  r.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(r.original_max_position_embeddings);
+  r.attention_factor =
+      f.real("phi3.rope.scaling.attn_factor")
+          .value_or(r.factor <= 1.0
+                        ? 1.0
+                        : std::sqrt(1.0 + std::log(r.factor) /
+                                              std::log(static_cast<double>(r.original_max_position_embeddings))));
+  if (!(r.attention_factor > 0)) f.fail("metadata key 'phi3.rope.scaling.attn_factor' must be positive");
 }
 
 }  // namespace
@@ -319,6 +343,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
   ckpt->gguf_ = File::open(file);
   const File& f = *ckpt->gguf_;
   ckpt->config_ = model_config(f);
+  longrope_config(f, ckpt->config_);
   const ModelConfig& c = ckpt->config_;
   std::set<uint32_t> converted;  // GGUF types read by conversion, for one warning each
   for (const gguf::TensorInfo& t : f.tensors()) {
@@ -326,6 +351,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::filesystem::path& f
       ckpt->config_.rope_freq_factors = rope_freq_factors(f, t, c.head_dim);
       continue;
     }
+    if (t.name == "rope_factors_short.weight" || t.name == "rope_factors_long.weight") continue;  // longrope_config
     std::string hf = hf_name(t.name, c);
     if (hf.empty()) {
       f.fail("tensor '" + std::string(t.name).substr(0, 80) + "' is not part of a " +

@@ -29,6 +29,9 @@ kernels::RopeScalingParams to_kernel_scaling(const RopeScaling& r) {
     case RopeScaling::Type::kLlama3:
       p.kind = kernels::RopeScalingParams::Kind::kLlama3;
       break;
+    case RopeScaling::Type::kLongRope:  // per-frequency factors, applied by LlamaModel
+      p.kind = kernels::RopeScalingParams::Kind::kNone;
+      break;
   }
   p.factor = r.factor;
   p.low_freq_factor = r.low_freq_factor;
@@ -74,14 +77,25 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
                                                  std::to_string(weights_->num_layers()));
   }
   const ModelConfig& c = config();
-  inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
-  if (!c.rope_freq_factors.empty()) {
-    SPECD_CHECK(c.rope_freq_factors.size() == inv_freq_.size(), ErrorCode::kInternal,
-                "LlamaModel: rope_freq_factors do not match head_dim");
-    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= c.rope_freq_factors[i];
-  }
+  set_context_length(0);
   if (c.gemma && c.gemma->rope_local_theta > 0)
     inv_freq_local_ = kernels::rope_inv_freq(c.head_dim, c.gemma->rope_local_theta, {});
+}
+
+void LlamaModel::set_context_length(int64_t max_model_len) {
+  const ModelConfig& c = config();
+  inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));
+  const RopeScaling& r = c.rope_scaling;
+  const bool longrope = r.type == RopeScaling::Type::kLongRope;
+  const std::vector<float>& factors =
+      !longrope ? c.rope_freq_factors
+                : (max_model_len > r.original_max_position_embeddings ? r.long_factor : r.short_factor);
+  if (!factors.empty()) {
+    SPECD_CHECK(factors.size() == inv_freq_.size(), ErrorCode::kInternal,
+                "LlamaModel: RoPE frequency factors do not match head_dim");
+    for (size_t i = 0; i < inv_freq_.size(); ++i) inv_freq_[i] /= factors[i];
+  }
+  rope_scale_ = longrope ? static_cast<float>(r.attention_factor) : 1.0f;
 }
 
 kv::KvCacheShape LlamaModel::kv_shape(int32_t block_size, DType kv_dtype) const {
@@ -245,6 +259,12 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   input_embeddings(batch, T);
   out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
+  if (rope_scale_ != 1.0f) {  // longrope's attention factor
+    for (int64_t i = 0; i < T * (hd / 2); ++i) {
+      s_.cos[static_cast<size_t>(i)] *= rope_scale_;
+      s_.sin[static_cast<size_t>(i)] *= rope_scale_;
+    }
+  }
   if (!inv_freq_local_.empty()) {
     ensure(s_.cos_local, T * (hd / 2));
     ensure(s_.sin_local, T * (hd / 2));

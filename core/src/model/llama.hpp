@@ -35,6 +35,11 @@ class LlamaModel {
                       dist::Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return weights_->config(); }
+  // The context the model serves (the engine's max_model_len), which picks longrope's factors
+  // (RopeScaling::kLongRope): the long ones when it exceeds original_max_position_embeddings,
+  // else the short ones (the default), for every position alike, as llama.cpp picks them by its
+  // context size: a row's rotation never depends on the batch. No effect on other RoPE types.
+  void set_context_length(int64_t max_model_len);
   const LlamaWeights& weights() const { return *weights_; }
   int64_t num_layers() const { return num_layers_; }
   int64_t vocab_size() const { return config().vocab_size; }
@@ -120,6 +125,7 @@ class LlamaModel {
   dist::Communicator* comm_ = nullptr;  // null or size 1: no collectives
   Announce announce_;
   std::vector<float> inv_freq_;
+  float rope_scale_ = 1.0f;            // longrope's attention_factor on cos/sin
   std::vector<float> inv_freq_local_;  // Gemma 3's sliding layers (ModelConfig::Gemma::rope_local_theta)
   Scratch s_;
   MoeStats moe_stats_;

@@ -110,7 +110,43 @@ Architecture parse_architecture(const Fields& f) {
        "unsupported model_type '" + clip(model_type) + "' (specd runs " + std::string(kSupportedArchitectures) + ")");
 }
 
-RopeScaling parse_rope_scaling(const Fields& config) {
+// Phi-3's longrope: per-frequency short and long factors of head_dim / 2 entries each, the
+// original context (top-level original_max_position_embeddings) and the cos/sin scale
+// (attention_factor, or sqrt(1 + ln(factor) / ln(original)) with factor = context / original).
+RopeScaling parse_longrope(const Fields& config, const Fields& f, const ModelConfig& c) {
+  RopeScaling scaling;
+  scaling.type = RopeScaling::Type::kLongRope;
+  const size_t n = static_cast<size_t>(c.head_dim / 2);
+  for (const auto& [key, out] :
+       {std::pair{"short_factor", &scaling.short_factor}, std::pair{"long_factor", &scaling.long_factor}}) {
+    const json* v = f.has(key) ? &f.doc().at(key) : nullptr;
+    if (v == nullptr || !v->is_array() || v->size() != n)
+      fail(ErrorCode::kModelFormat, config.file(),
+           std::string("rope_scaling.") + key + " must list head_dim / 2 = " + std::to_string(n) + " numbers");
+    for (const json& x : *v) {
+      if (!x.is_number() || !(x.get<double>() > 0))
+        fail(ErrorCode::kModelFormat, config.file(),
+             std::string("rope_scaling.") + key + " holds a factor that is not positive");
+      out->push_back(static_cast<float>(x.get<double>()));
+    }
+  }
+  scaling.original_max_position_embeddings =
+      config.int_or("original_max_position_embeddings", f.int_or("original_max_position_embeddings", 0));
+  require_positive(config, "original_max_position_embeddings", scaling.original_max_position_embeddings);
+  const double factor = f.number_or("factor", static_cast<double>(c.max_position_embeddings) /
+                                                  static_cast<double>(scaling.original_max_position_embeddings));
+  scaling.factor = factor;
+  scaling.attention_factor = f.number_or(
+      "attention_factor",
+      factor <= 1.0 ? 1.0
+                    : std::sqrt(1.0 + std::log(factor) /
+                                          std::log(static_cast<double>(scaling.original_max_position_embeddings))));
+  if (!(scaling.attention_factor > 0))
+    fail(ErrorCode::kModelFormat, config.file(), "rope_scaling.attention_factor must be positive");
+  return scaling;
+}
+
+RopeScaling parse_rope_scaling(const Fields& config, const ModelConfig& c) {
   RopeScaling scaling;
   if (!config.has("rope_scaling")) return scaling;
   const json& doc = config.doc().at("rope_scaling");
@@ -143,8 +179,9 @@ RopeScaling parse_rope_scaling(const Fields& config) {
     }
     return scaling;
   }
+  if (type == "longrope" || type == "su") return parse_longrope(config, f, c);
   fail(ErrorCode::kUnsupported, config.file(),
-       "rope_scaling type '" + clip(type) + "' is not supported (specd implements llama3 and linear)");
+       "rope_scaling type '" + clip(type) + "' is not supported (specd implements llama3, linear and longrope)");
 }
 
 }  // namespace
@@ -287,9 +324,9 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   c.rope_theta = f.number_or("rope_theta", 10000.0);
   if (!(c.rms_norm_eps > 0)) fail(ErrorCode::kModelFormat, path, "field 'rms_norm_eps' must be positive");
   if (!(c.rope_theta > 0)) fail(ErrorCode::kModelFormat, path, "field 'rope_theta' must be positive");
-  c.rope_scaling = parse_rope_scaling(f);
   c.max_position_embeddings = f.int_or("max_position_embeddings", 2048);
   require_positive(f, "max_position_embeddings", c.max_position_embeddings);
+  c.rope_scaling = parse_rope_scaling(f, c);
   c.tie_word_embeddings = f.bool_or("tie_word_embeddings", gemma);  // Gemma configs may leave it to the default
   read_family(f, path, c);
   read_moe(f, path, c);

@@ -221,6 +221,7 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedMod
     h->weights = tp::load_hosted_weights(spec, target_weights_, mtp_base, shard);
     h->own_model = std::make_unique<model::LlamaModel>(h->weights, spec.mtp_module >= 0 ? -1 : spec.layers,
                                                        factory_.group(all_ranks));
+    h->own_model->set_context_length(max_context_);
   };
   h->tp_id = factory_.load(spec, all_ranks, build);
   factory_.attach(*h->own_model, h->tp_id);

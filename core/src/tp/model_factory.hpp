@@ -30,8 +30,9 @@ struct TargetSpec {
   std::string path;           // checkpoint directory or GGUF file
   model::WeightDTypes dtype;  // model.dtype
   model::WeightPlacement placement = model::WeightPlacement::kCopy;
-  int32_t num_threads = 0;    // CPU kernel threads per rank (0: this machine's share)
-  int32_t proposer_size = 1;  // the draft's group: ranks [0, proposer_size)
+  int32_t num_threads = 0;     // CPU kernel threads per rank (0: this machine's share)
+  int32_t proposer_size = 1;   // the draft's group: ranks [0, proposer_size)
+  int64_t context_length = 0;  // the engine's max_model_len (LlamaModel::set_context_length)
 };
 
 // A model loaded next to the target through model services, described so that every rank of

@@ -103,6 +103,7 @@ void put_target(MessageWriter& w, const TargetSpec& t) {
   w.put<int32_t>(static_cast<int32_t>(t.placement));
   w.put<int32_t>(t.num_threads);
   w.put<int32_t>(t.proposer_size);
+  w.put<int64_t>(t.context_length);
 }
 
 TargetSpec get_target(MessageReader& in) {
@@ -112,6 +113,7 @@ TargetSpec get_target(MessageReader& in) {
   t.placement = static_cast<model::WeightPlacement>(in.get<int32_t>());
   t.num_threads = in.get<int32_t>();
   t.proposer_size = in.get<int32_t>();
+  t.context_length = in.get<int64_t>();
   return t;
 }
 
@@ -346,6 +348,7 @@ void Follower::open(MessageReader& in) {
     m->weights = model::LlamaWeights::load(model::Checkpoint::open(spec_.path), -1, spec_.dtype, spec_.placement,
                                            {session_.rank(), session_.size()});
     m->llama = std::make_unique<model::LlamaModel>(m->weights, -1, &session_.world());
+    m->llama->set_context_length(spec_.context_length);
     models_.push_back(std::move(m));
   });
   if (!ok) models_.clear();
@@ -365,6 +368,7 @@ void Follower::load(MessageReader& in) {
                                      {session_.rank(), session_.size()});
     m->llama =
         std::make_unique<model::LlamaModel>(m->weights, spec.mtp_module >= 0 ? -1 : spec.layers, &session_.world());
+    m->llama->set_context_length(spec_.context_length);
     models_[id] = std::move(m);
   });
   if (!ok) models_[id].reset();

@@ -82,6 +82,12 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   EXPECT_EQ(b.qk_norm, a.qk_norm);
   EXPECT_EQ(b.sliding_window, a.sliding_window);
   EXPECT_EQ(b.sliding_layers, a.sliding_layers);
+  if (a.rope_scaling.type == model::RopeScaling::Type::kLongRope) {  // (llama3's becomes rope_freqs)
+    EXPECT_EQ(b.rope_scaling.type, a.rope_scaling.type);
+    EXPECT_EQ(b.rope_scaling.short_factor, a.rope_scaling.short_factor);
+    EXPECT_EQ(b.rope_scaling.long_factor, a.rope_scaling.long_factor);
+    EXPECT_NEAR(b.rope_scaling.attention_factor, a.rope_scaling.attention_factor, 1e-6);
+  }
   ASSERT_EQ(b.gemma.has_value(), a.gemma.has_value());
   if (a.gemma) {
     EXPECT_NEAR(b.gemma->query_scale, a.gemma->query_scale, 1e-12);
@@ -151,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen3-moe", TensorType::kQ4_0}, Case{"tiny-mixtral", TensorType::kF32},
                       Case{"tiny-mixtral", TensorType::kQ8_0}, Case{"tiny-phi3", TensorType::kF32},
                       Case{"tiny-phi3", TensorType::kQ8_0}, Case{"tiny-gemma2", TensorType::kF32},
-                      Case{"tiny-gemma2", TensorType::kQ8_0}, Case{"tiny-gemma3", TensorType::kF32}),
+                      Case{"tiny-gemma2", TensorType::kQ8_0}, Case{"tiny-gemma3", TensorType::kF32},
+                      Case{"tiny-phi3-longrope", TensorType::kF32}),
     [](const auto& info) {
       std::string n = info.param.preset + "_" + std::string(specd::gguf::tensor_type_name(info.param.type));
       for (char& ch : n) ch = ch == '-' ? '_' : ch;

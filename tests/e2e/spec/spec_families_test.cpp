@@ -47,6 +47,7 @@ std::vector<Case> all_cases() {
   cases.push_back({"tiny-qwen3-moe", "q4_0", "ngram", "greedy", 4});
   cases.push_back({"tiny-phi3", "f32", "draft_model", "greedy", 4});
   cases.push_back({"tiny-phi3", "q8_0", "ngram", "greedy", 4});
+  cases.push_back({"tiny-phi3-longrope", "f32", "draft_model", "greedy", 4});  // served at 4096: long factors
   cases.push_back({"tiny-gemma2", "f32", "draft_model", "greedy", 4});
   cases.push_back({"tiny-gemma2", "q8_0", "ngram", "rejection", 4});
   cases.push_back({"tiny-gemma3", "bf16", "draft_model", "greedy", 4});

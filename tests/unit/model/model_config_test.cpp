@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "model/checkpoint.hpp"
 #include "model_test_util.hpp"
 
@@ -241,8 +243,19 @@ TEST(ModelConfig, Phi3PartialRotaryIsRefused) {
   j["partial_rotary_factor"] = 0.75;
   expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "partial_rotary_factor", "whole heads"});
   j.erase("partial_rotary_factor");
+  // head_dim 16 (llama_config): 8 factors each.
   j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
-  expect_config_error(j, ErrorCode::kUnsupported, {"config.json", "longrope"});
+  j["original_max_position_embeddings"] = 1024;
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "rope_scaling.short_factor", "head_dim / 2"});
+  j["rope_scaling"] = {{"type", "longrope"},
+                       {"short_factor", std::vector<double>(8, 1.0)},
+                       {"long_factor", std::vector<double>(8, 2.0)}};
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLongRope);
+  EXPECT_EQ(c.rope_scaling.long_factor, std::vector<float>(8, 2.0f));
+  EXPECT_NEAR(c.rope_scaling.attention_factor, std::sqrt(1.0 + std::log(4.0) / std::log(1024.0)), 1e-12);
+  j.erase("original_max_position_embeddings");
+  expect_config_error(j, ErrorCode::kModelFormat, {"config.json", "original_max_position_embeddings"});
 }
 
 }  // namespace

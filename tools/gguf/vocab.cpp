@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "convert.hpp"
 #include "model/json_file.hpp"
 #include "specd/error.hpp"
@@ -187,7 +188,7 @@ void add_special_tokens(Writer& w, const tokenizer::Tokenizer& tok, const json& 
 std::string add_vocab(Writer& w, const fs::path& model_dir, int64_t n_vocab) {
   const auto tok = tokenizer::Tokenizer::load(model_dir);
   const std::string file = tok->source().string();
-  const json root = model::read_json_file(tok->source());
+  const json root = model::read_json_file(tok->source(), kMaxTokenizerJsonBytes);
   const fs::path config_file = tok->source().parent_path() / "tokenizer_config.json";
   const json config = fs::is_regular_file(config_file) ? model::read_json_file(config_file) : json::object();
   const json& bpe = root["model"];  // Tokenizer::load accepted it: a BPE model object

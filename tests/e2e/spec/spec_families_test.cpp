@@ -146,3 +146,61 @@ TEST(SpecSlidingWindow, GreedyOutputEqualsTargetAloneForChainsAndTrees) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every family under every proposer that needs no extra checkpoint (n-gram, suffix, self-draft)
+// and MTP (the fixtures' MTP modules are dense blocks), in sync, async and multi-step scheduling.
+struct ModeCase {
+  std::string preset;
+  std::string proposer;
+  std::string mode;  // sync | async (async scheduling, 2 steps) | multistep (4 scheduler steps)
+};
+
+std::vector<ModeCase> mode_cases() {
+  std::vector<ModeCase> cases;
+  for (const char* f :
+       {"tiny-mixtral", "tiny-qwen3-moe", "tiny-phi3", "tiny-gemma2", "tiny-gemma3", "tiny-mistral-swa"})
+    for (const char* p : {"ngram", "suffix", "draft_model", "mtp"})
+      for (const char* m : {"sync", "async", "multistep"}) cases.push_back({f, p, m});
+  return cases;
+}
+
+class SpecFamilyModes : public testing::TestWithParam<ModeCase> {};
+
+TEST_P(SpecFamilyModes, SameTokensAsTargetAlone) {
+  const ModeCase& c = GetParam();
+  const bool text = c.proposer == "ngram" || c.proposer == "suffix";
+  specd::fixture::Options o;
+  o.preset = c.preset;
+  o.seed = 23;
+  o.layer_std = text ? 0.004 : 0.02;
+  o.mtp_modules = c.proposer == "mtp" ? 2 : 0;
+  o.mtp_identity = c.proposer == "mtp";
+  const fs::path target = specd::fixture::write(
+      o, specd::spec_test::work_dir() / (c.preset + (text ? "-markov" : "") + (o.mtp_modules > 0 ? "-mtp" : "")));
+  auto requests = specd::spec_test::mixed_requests(3, 8100);
+  if (text) specd::spec_test::plant_continuations(requests, target, 8200);
+  const auto plain = run_engine(specd::config::for_model_dir(target.string()), requests);
+  const bool async = c.mode == "async";
+  const specd::config::Overrides mode = {{"scheduler.async_scheduling", async ? "true" : "false"},
+                                         {"scheduler.num_scheduler_steps", async                   ? "2"
+                                                                           : c.mode == "multistep" ? "4"
+                                                                                                   : "1"}};
+  specd::spec::SpecMetrics m;
+  const auto spec = run_engine(specd::spec_test::spec_config(target, c.proposer, "greedy", 3, mode), requests, &m);
+  EXPECT_GT(m.draft_tokens, 0u);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SpecFamilyModes, testing::ValuesIn(mode_cases()),
+                         [](const testing::TestParamInfo<ModeCase>& i) {
+                           std::string n = i.param.preset + "_" + i.param.proposer + "_" + i.param.mode;
+                           for (char& ch : n) ch = ch == '-' ? '_' : ch;
+                           return n;
+                         });
+
+}  // namespace

@@ -189,7 +189,8 @@ TEST(GgufCheckpoint, RefusalsNameTheFileKeyOrTensorAndValue) {
   TinyGguf g;
   g.strings["general.architecture"] = "gptneox";
   refused(g, ErrorCode::kUnsupported,
-          {"general.architecture 'gptneox' is not supported (specd runs llama, qwen2 and qwen3)"});
+          {"general.architecture 'gptneox' is not supported (specd runs llama, qwen2, qwen3, qwen3moe, phi3, gemma2 "
+           "and gemma3)"});
   g = {};
   g.types["blk.0.ffn_up.weight"] = 16;  // IQ2_XXS
   refused(g, ErrorCode::kUnsupported, {"tensor 'blk.0.ffn_up.weight' has type IQ2_XXS, which specd does not read"});

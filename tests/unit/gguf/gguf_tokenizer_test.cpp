@@ -80,8 +80,8 @@ TEST_P(GgufTokenizer, EqualsTokenizerJsonOnTheOracleCorpus) {
   EXPECT_EQ(mismatches, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(RealTokenizers, GgufTokenizer, ::testing::Values("tiny", "tiny-llama3", "tiny-qwen2"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, GgufTokenizer,
+                         ::testing::Values("tiny", "tiny-llama3", "tiny-qwen2", "tiny-gemma2"), [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;
                            return n;

@@ -71,8 +71,8 @@ TEST_P(OracleTest, MatchesOfficialImplementation) {
   EXPECT_EQ(total, 0u) << summary;
 }
 
-INSTANTIATE_TEST_SUITE_P(RealTokenizers, OracleTest, ::testing::Values("llama2", "llama3", "qwen3", "specd-py"),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, OracleTest,
+                         ::testing::Values("llama2", "llama3", "qwen3", "gemma", "specd-py"), [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;

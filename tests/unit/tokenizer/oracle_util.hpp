@@ -12,7 +12,7 @@
 
 namespace specd::tokenizer::testing {
 
-inline const char* const kRealTokenizers[] = {"llama2", "llama3", "qwen3"};
+inline const char* const kRealTokenizers[] = {"llama2", "llama3", "qwen3", "gemma"};
 // The bundled default model's tokenizer (byte-level BPE trained by tools/train), in models/.
 inline const char* const kBundledTokenizer = "specd-py";
 

@@ -142,6 +142,74 @@ void matmul_swiglu(Device device, const float* a, const WeightView& gate, const 
   }
 }
 
+namespace {
+
+// Output features [j0, j1) of one group (the SwiGLU form: gate into c, up into a tile, then
+// silu(gate) * up), as matmul / matmul_swiglu compute them.
+void grouped_range(const cpu::IsaKernels& isa, const Prepared& x, const GroupedMatmul& g, int64_t j0, int64_t j1) {
+  const int64_t n = g.w.rows;
+  gemv_range(isa, x, g.m, g.w, nullptr, g.c, n, j0, j1);
+  if (g.up.data == nullptr) return;
+  thread_local std::vector<float> up_tile;
+  const int64_t w = j1 - j0, k = g.w.cols;
+  if (up_tile.size() < static_cast<size_t>(g.m * w)) up_tile.resize(static_cast<size_t>(g.m * w));
+  const WeightView up_part{g.up.dtype, static_cast<const uint8_t*>(g.up.data) + row_bytes(g.up.dtype, k) * j0, w, k};
+  gemv_range(isa, x, g.m, up_part, nullptr, up_tile.data(), w, 0, w);
+  for (int64_t r = 0; r < g.m; ++r) isa.silu_mul(g.c + r * n + j0, up_tile.data() + r * w, w);
+}
+
+}  // namespace
+
+void matmul_grouped(Device device, std::span<const GroupedMatmul> groups) {
+  detail::require_cpu(device, "matmul_grouped");
+  std::vector<const GroupedMatmul*> small;
+  for (const GroupedMatmul& g : groups) {
+    validate(g.w, g.w.cols, g.m);
+    if (g.up.data != nullptr && (g.up.rows != g.w.rows || g.up.cols != g.w.cols || g.up.dtype != g.w.dtype))
+      invalid("gate and up projections differ in shape or dtype");
+    if (g.m > kRowChunk) {  // prefill-sized groups: the row-chunked single calls
+      if (g.up.data != nullptr) {
+        matmul_swiglu(device, g.a, g.w, g.up, g.c, g.m);
+      } else {
+        matmul(device, g.a, g.w, nullptr, g.c, g.m);
+      }
+    } else if (g.m > 0) {
+      small.push_back(&g);
+    }
+  }
+  if (small.empty()) return;
+  const cpu::IsaKernels& isa = cpu::active_kernels();
+  // Each group's activations in a buffer of its own, prepared once.
+  thread_local std::vector<std::vector<uint8_t>> buffers;
+  if (buffers.size() < small.size()) buffers.resize(small.size());
+  std::vector<Prepared> x(small.size());
+  std::vector<int64_t> first(small.size() + 1, 0);
+  for (size_t i = 0; i < small.size(); ++i) {
+    const GroupedMatmul& g = *small[i];
+    const DType dt = g.w.dtype;
+    const cpu::PrepFn prep = isa.prep[static_cast<int>(dt)];
+    if (prep == nullptr) {
+      x[i] = {reinterpret_cast<const uint8_t*>(g.a), static_cast<size_t>(g.w.cols) * sizeof(float)};
+    } else {
+      const auto stride = static_cast<size_t>(cpu::act_row_bytes(dt, g.w.cols) + 63) / 64 * 64;
+      std::vector<uint8_t>& buf = buffers[i];
+      if (buf.size() < stride * static_cast<size_t>(g.m)) buf.resize(stride * static_cast<size_t>(g.m));
+      for (int64_t r = 0; r < g.m; ++r)
+        prep(g.a + r * g.w.cols, buf.data() + static_cast<size_t>(r) * stride, g.w.cols);
+      x[i] = {buf.data(), stride};
+    }
+    first[i + 1] = first[i] + (g.w.rows + kGemvTask - 1) / kGemvTask;
+  }
+  parallel_for(first.back(), 1, [&](int64_t b, int64_t e) {
+    size_t i = 0;
+    for (int64_t t = b; t < e; ++t) {
+      while (t >= first[i + 1]) ++i;
+      const int64_t j0 = (t - first[i]) * kGemvTask;
+      grouped_range(isa, x[i], *small[i], j0, std::min(small[i]->w.rows, j0 + kGemvTask));
+    }
+  });
+}
+
 void silu_mul(Device device, float* g, const float* u, int64_t n) {
   detail::require_cpu(device, "silu_mul");
   if (n <= 0) return;

@@ -149,6 +149,41 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
   }
 }
 
+// The experts of a mixture-of-experts layer in one call: each group's rows equal, bit for bit,
+// what matmul / matmul_swiglu give them alone (1 row, a few, none, and one group past the
+// 256-row chunk that takes the single-call path).
+TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
+  SPECD_USE_BACKEND(backend());
+  const int64_t k = cols(64), n = 40;
+  const Weights g0(dtype(), n, k, 51), u0(dtype(), n, k, 52), g1(dtype(), n, k, 53), u1(dtype(), n, k, 54),
+      d(dtype(), 24, k, 55);
+  const std::vector<int64_t> rows = {1, 5, 0, 300};
+  std::vector<std::vector<float>> a, got, want;
+  std::vector<GroupedMatmul> groups;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    a.push_back(random_vector(static_cast<size_t>(std::max<int64_t>(rows[i], 1) * k), 56 + static_cast<uint32_t>(i)));
+    const WeightView& w = i == 2 ? d.view : i % 2 == 0 ? g0.view : g1.view;
+    const WeightView up = i == 2 ? WeightView{} : i % 2 == 0 ? u0.view : u1.view;
+    got.emplace_back(static_cast<size_t>(std::max<int64_t>(rows[i], 1) * w.rows), -1.0f);
+    want.push_back(got.back());
+    groups.push_back({a[i].data(), rows[i], w, got[i].data(), up});
+  }
+  groups.push_back({a[0].data(), 1, d.view, nullptr});  // a plain product among SwiGLU ones
+  std::vector<float> plain(static_cast<size_t>(d.view.rows), -1.0f), plain_want(plain);
+  groups.back().c = plain.data();
+  matmul_grouped(backend().device, groups);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (groups[i].up.data != nullptr) {
+      matmul_swiglu(backend().device, a[i].data(), groups[i].w, groups[i].up, want[i].data(), rows[i]);
+    } else {
+      matmul(backend().device, a[i].data(), groups[i].w, nullptr, want[i].data(), rows[i]);
+    }
+    EXPECT_EQ(got[i], want[i]) << "group " << i << " of " << rows[i] << " rows";
+  }
+  matmul(backend().device, a[0].data(), d.view, nullptr, plain_want.data(), 1);
+  EXPECT_EQ(plain, plain_want);
+}
+
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
   const int64_t k = cols(64);

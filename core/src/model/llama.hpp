@@ -1,7 +1,9 @@
-// The Llama-family decoder (Llama 2/3, TinyLlama, Mistral, Qwen2, Qwen3): pre-norm blocks of
-// GQA attention with rotary embeddings (Qwen3: per-head q/k RMSNorm first) and a SwiGLU MLP,
-// on the CPU kernels. Weights are in
-// their compute dtype (weights.hpp), activations in F32, the KV cache in its own dtype.
+// The Llama-family decoder (Llama 2/3, TinyLlama, Mistral, Qwen2, Qwen3) and its relatives:
+// pre-norm blocks of GQA attention with rotary embeddings (Qwen3, Gemma 3: per-head q/k RMSNorm
+// first; Mistral, Phi-3, Gemma: sliding windows) and a SwiGLU MLP, a mixture of SwiGLU experts
+// (Qwen3-MoE, Mixtral: moe_forward.cpp) or Gemma's GELU MLP between extra norms, on the CPU
+// kernels (docs/model-formats.md). Weights are in their compute dtype (weights.hpp),
+// activations in F32, the KV cache in its own dtype.
 //
 // Tensor parallelism (docs/distributed.md): built from sharded weights and their group's
 // communicator, every rank runs the same forward on its shard (Megatron): q/k/v and gate/up
@@ -22,6 +24,7 @@
 #include "model/forward.hpp"
 #include "model/weights.hpp"
 #include "specd/kernels/attention.hpp"
+#include "specd/kernels/matmul.hpp"
 
 namespace specd::model {
 
@@ -82,7 +85,8 @@ class LlamaModel {
  private:
   struct Scratch {
     std::vector<int32_t> tokens, positions, query_start, context_lens, block_tables, out_rows, tree_offsets,
-        tree_parents, depth, route_ids, expert_start, expert_slots, expert_fill;
+        tree_parents, depth, route_ids, expert_start, expert_slots, expert_fill, expert_pos;
+    std::vector<kernels::GroupedMatmul> groups, groups_up, groups_down;
     std::vector<int64_t> slots;
     std::vector<float> x, h, q, k, v, attn, o, gate, up, cos, sin, cos_local, sin_local, rows, cat, head, head_local,
         head_all, router, route_weights, expert_in, expert_out;

@@ -6,7 +6,8 @@
 //   o_t = sum over them, in that order, of weight * down(silu(gate(h_t)) * up(h_t)).
 // Every token of the batch (prefill chunks, decode rows, the k+1 rows of speculative scoring)
 // is routed first; then each expert that any of them chose runs once over all its rows, so its
-// weights are read once per forward however many rows use it. The dense kernels' rows do not
+// weights are read once per forward however many rows use it; all experts of a projection share
+// one parallel region (kernels::matmul_grouped). The dense kernels' rows do not
 // depend on the other rows of a call (kernels/matmul.hpp), and each token sums its experts in
 // its own fixed order, so a row's output is the same whatever else the batch routes where:
 // scoring k+1 positions gives the logits of k+1 single-token decodes, bit for bit.
@@ -72,32 +73,48 @@ void LlamaModel::moe_mlp(const LayerWeights& w, int64_t T) {
   std::vector<int32_t>& fill = s_.expert_fill;
   fill.assign(s_.expert_start.begin(), s_.expert_start.end() - 1);
   for (int64_t i = 0; i < T * K; ++i) s_.expert_slots[fill[s_.route_ids[i]]++] = static_cast<int32_t>(i);
-  // Each chosen expert over its rows; its outputs into their (token, choice) slots.
-  ensure(s_.expert_in, T * H);
-  ensure(s_.expert_out, T * K * H);
-  ensure(s_.gate, T * I);
-  ensure(s_.up, T * I);
+  // Every chosen expert over its rows, all experts in one parallel region per projection
+  // (kernels::matmul_grouped): inputs gathered in expert order, outputs in the same order.
+  const int64_t n = T * K;
+  ensure(s_.expert_in, n * H);
+  ensure(s_.expert_out, n * H);
+  ensure(s_.gate, n * I);
+  ensure(s_.up, n * I);
+  ensure(s_.expert_pos, n);
+  for (int64_t p = 0; p < n; ++p) {
+    const int32_t slot = s_.expert_slots[p];
+    s_.expert_pos[slot] = static_cast<int32_t>(p);
+    std::memcpy(s_.expert_in.data() + p * H, h + (slot / K) * H, static_cast<size_t>(H) * sizeof(float));
+  }
+  std::vector<kernels::GroupedMatmul>& gate_up = s_.groups;
+  std::vector<kernels::GroupedMatmul>& up_only = s_.groups_up;
+  std::vector<kernels::GroupedMatmul>& down = s_.groups_down;
+  gate_up.clear();
+  up_only.clear();
+  down.clear();
   int64_t read = 0;
+  bool mixed = false;
   for (int64_t e = 0; e < E; ++e) {
-    const int32_t begin = s_.expert_start[e], n = s_.expert_start[e + 1] - begin;
-    if (n == 0) continue;
+    const int32_t begin = s_.expert_start[e], rows = s_.expert_start[e + 1] - begin;
+    if (rows == 0) continue;
     ++read;
     const ExpertWeights& x = w.experts[static_cast<size_t>(e)];
-    for (int32_t r = 0; r < n; ++r)
-      std::memcpy(s_.expert_in.data() + r * H, h + (s_.expert_slots[begin + r] / K) * H,
-                  static_cast<size_t>(H) * sizeof(float));
-    if (x.gate.dtype == x.up.dtype) {
-      kernels::matmul_swiglu(kCpu, s_.expert_in.data(), x.gate, x.up, s_.gate.data(), n);
-    } else {
-      kernels::matmul(kCpu, s_.expert_in.data(), x.gate, nullptr, s_.gate.data(), n);
-      kernels::matmul(kCpu, s_.expert_in.data(), x.up, nullptr, s_.up.data(), n);
-      kernels::silu_mul(kCpu, s_.gate.data(), s_.up.data(), n * I);
-    }
-    kernels::matmul(kCpu, s_.gate.data(), x.down, nullptr, s_.expert_in.data(), n);
-    for (int32_t r = 0; r < n; ++r)
-      std::memcpy(s_.expert_out.data() + static_cast<int64_t>(s_.expert_slots[begin + r]) * H,
-                  s_.expert_in.data() + r * H, static_cast<size_t>(H) * sizeof(float));
+    const bool fused = x.gate.dtype == x.up.dtype;
+    mixed = mixed || !fused;
+    gate_up.push_back({s_.expert_in.data() + begin * H, rows, x.gate, s_.gate.data() + begin * I,
+                       fused ? x.up : kernels::WeightView{}});
+    if (!fused) up_only.push_back({s_.expert_in.data() + begin * H, rows, x.up, s_.up.data() + begin * I});
+    down.push_back({s_.gate.data() + begin * I, rows, x.down, s_.expert_out.data() + begin * H});
   }
+  kernels::matmul_grouped(kCpu, gate_up);
+  if (mixed) {  // an expert whose gate and up differ in dtype: up apart, then silu(gate) * up
+    kernels::matmul_grouped(kCpu, up_only);
+    for (const kernels::GroupedMatmul& g : up_only) {
+      float* gate = s_.gate.data() + (g.c - s_.up.data());  // the same rows of the gate output
+      kernels::silu_mul(kCpu, gate, g.c, g.m * I);
+    }
+  }
+  kernels::matmul_grouped(kCpu, down);
   // o_t = the weighted sum of its experts' outputs, in its own choice order.
   float* o = s_.o.data();
   for (int64_t t = 0; t < T; ++t) {
@@ -105,7 +122,7 @@ void LlamaModel::moe_mlp(const LayerWeights& w, int64_t T) {
     std::fill(out, out + H, 0.0f);
     for (int64_t j = 0; j < K; ++j) {
       const float wj = s_.route_weights[t * K + j];
-      const float* y = s_.expert_out.data() + (t * K + j) * H;
+      const float* y = s_.expert_out.data() + static_cast<int64_t>(s_.expert_pos[t * K + j]) * H;
       for (int64_t i = 0; i < H; ++i) out[i] += wj * y[i];
     }
   }

@@ -55,6 +55,23 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
 // gate and up [n, k] of the same dtype.
 void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out, int64_t m);
 
+// One product of a grouped call: c [m, w.rows] = a [m, w.cols] · wᵀ; with `up`, the SwiGLU
+// form c = silu(a · wᵀ) * (a · upᵀ) (w the gate, up of the same shape and dtype).
+struct GroupedMatmul {
+  const float* a = nullptr;
+  int64_t m = 0;
+  WeightView w;
+  float* c = nullptr;
+  WeightView up = {};
+};
+
+// Independent products with their own inputs (the experts of a mixture-of-experts layer, each
+// over the rows routed to it) in one parallel region: each group's activations are prepared
+// once and the groups' output features are one task space, instead of one region per product.
+// Every row gets bit for bit what matmul / matmul_swiglu give it alone. Groups of more than
+// 256 rows go through matmul / matmul_swiglu one by one. Throws like matmul.
+void matmul_grouped(Device device, std::span<const GroupedMatmul> groups);
+
 // The SwiGLU product alone, in place: g[i] = silu(g[i]) * u[i] for i < n, computed as
 // matmul_swiglu computes it (for gate and up projections of different dtypes).
 void silu_mul(Device device, float* g, const float* u, int64_t n);

@@ -71,12 +71,7 @@ TEST_P(SpecFamilyGreedyEquality, SameTokensAsTargetAlone) {
       run_engine(specd::spec_test::spec_config(target, c.proposer, c.verifier, 3, dtype), requests, &metrics);
   EXPECT_GT(metrics.draft_tokens, 0u);
   EXPECT_GT(metrics.accepted_tokens, 0u);
-  ASSERT_EQ(plain.size(), spec.size());
-  for (size_t i = 0; i < plain.size(); ++i) {
-    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
-    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-    EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << "request " << i;
-  }
+  specd::spec_test::expect_same_generations(plain, spec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SpecFamilyGreedyEquality, testing::ValuesIn(all_cases()),
@@ -138,10 +133,7 @@ TEST(SpecSlidingWindow, GreedyOutputEqualsTargetAloneForChainsAndTrees) {
     const auto spec =
         run_engine(specd::spec_test::spec_config(target, "draft_model", "greedy", 6, extra), requests, &m);
     EXPECT_GT(m.accepted_tokens, 0u) << name;
-    for (size_t i = 0; i < plain.size(); ++i) {
-      EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
-      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << name << " request " << i;
-    }
+    specd::spec_test::expect_same_generations(plain, spec, name);
   }
 }
 
@@ -190,10 +182,7 @@ TEST_P(SpecFamilyModes, SameTokensAsTargetAlone) {
   specd::spec::SpecMetrics m;
   const auto spec = run_engine(specd::spec_test::spec_config(target, c.proposer, "greedy", 3, mode), requests, &m);
   EXPECT_GT(m.draft_tokens, 0u);
-  for (size_t i = 0; i < plain.size(); ++i) {
-    EXPECT_TRUE(spec[i].error.empty()) << spec[i].error;
-    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-  }
+  specd::spec_test::expect_same_generations(plain, spec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SpecFamilyModes, testing::ValuesIn(mode_cases()),

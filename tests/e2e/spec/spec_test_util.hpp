@@ -134,6 +134,17 @@ inline config::EngineConfig spec_config(const fs::path& target, const std::strin
   return config::for_model_dir(target.string(), o);
 }
 
+// Speculative generations equal the plain ones: no errors, the same tokens and finish reasons.
+inline void expect_same_generations(const std::vector<Generation>& plain, const std::vector<Generation>& spec,
+                                    const std::string& what = "") {
+  ASSERT_EQ(plain.size(), spec.size()) << what;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_TRUE(spec[i].error.empty()) << what << " " << spec[i].error;
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << what << " request " << i;
+    EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << what << " request " << i;
+  }
+}
+
 // Runs every request to completion on a fresh engine; results in request order.
 inline std::vector<Generation> run_engine(const config::EngineConfig& cfg, const std::vector<Request>& requests,
                                           spec::SpecMetrics* metrics = nullptr) {

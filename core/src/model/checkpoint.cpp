@@ -126,6 +126,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
                 "no " + std::string(kSingleFile) + " or " + kIndexFile + " in " + model_dir.string());
   }
 
+  if (ckpt->config_.multimodal_text) ckpt->keep_language_model();
+
   // MTP modules: tensors mtp.<i>.*, numbered 0..M-1.
   std::set<int64_t> mtp;
   for (const auto& [name, view] : ckpt->tensors_) {
@@ -166,6 +168,28 @@ std::unique_ptr<Checkpoint> Checkpoint::open_dir(const std::filesystem::path& mo
   }
 
   return ckpt;
+}
+
+void Checkpoint::keep_language_model() {
+  // transformers wrote language_model.model.* (before 4.52) or model.language_model.*; the LM head
+  // is language_model.lm_head.* or lm_head.*.
+  constexpr std::pair<std::string_view, std::string_view> kPrefixes[] = {{"language_model.model.", "model."},
+                                                                         {"model.language_model.", "model."},
+                                                                         {"language_model.lm_head.", "lm_head."},
+                                                                         {"lm_head.", "lm_head."}};
+  std::map<std::string, TensorView, std::less<>> kept;
+  for (auto& [name, view] : tensors_) {
+    for (const auto& [from, to] : kPrefixes) {
+      if (!name.starts_with(from)) continue;
+      std::string renamed(to);
+      renamed += std::string_view(name).substr(from.size());
+      view.name = renamed;
+      if (!kept.emplace(renamed, view).second)
+        fail(ErrorCode::kModelFormat, view.file, "tensor '" + clip(renamed) + "' appears under two names");
+      break;
+    }  // anything else (vision_tower.*, multi_modal_projector.*) is not loaded
+  }
+  tensors_ = std::move(kept);
 }
 
 bool Checkpoint::holds_last_layer() const {

@@ -99,6 +99,11 @@ struct ModelConfig {
     double rope_local_theta = 0;  // Gemma 3: the sliding layers' RoPE base, unscaled (0: as the others)
   };
   std::optional<Gemma> gemma;
+  // Gemma3ForConditionalGeneration (the multimodal Gemma 3 checkpoints, 4B and up): config.json's
+  // text_config describes the language model, whose tensors are read under their Gemma3ForCausalLM
+  // names (language_model.model.* / model.language_model.* -> model.*); the vision tower and the
+  // projector are not loaded.
+  bool multimodal_text = false;
   // Mixture-of-experts MLPs (Qwen3-MoE, Mixtral; docs/model-formats.md "Mixture of experts"):
   // every layer's MLP is `num_experts` SwiGLU experts of width `expert_intermediate` and a router
   // [num_experts, hidden]; each token goes through the `experts_per_token` experts of highest
@@ -202,6 +207,9 @@ class Checkpoint {
   // Whether a tensor of the last layer the config declares exists: the loader sizes its layer
   // table from the declared count, so an untrusted count is checked against the weights first.
   bool holds_last_layer() const;
+  // Gemma3ForConditionalGeneration (ModelConfig::multimodal_text): the language model's tensors
+  // under their Gemma3ForCausalLM names; the rest dropped.
+  void keep_language_model();
   struct Mapping;
   std::filesystem::path dir_;
   ModelConfig config_;

@@ -273,6 +273,43 @@ void read_eagle3(const Fields& f, const std::filesystem::path& path, ModelConfig
   c.eagle3 = std::move(e);
 }
 
+// Gemma3ForConditionalGeneration's config.json: the language model's text_config over
+// transformers' Gemma3TextConfig defaults (the released configs leave many fields to them), as a
+// Gemma3ForCausalLM config; BOS/EOS from the top level when text_config has none.
+bool is_gemma3_multimodal(const json& doc) {
+  const auto it = doc.find("architectures");
+  if (it == doc.end() || !it->is_array()) return false;
+  for (const json& a : *it)
+    if (a.is_string() && a.get<std::string>() == "Gemma3ForConditionalGeneration") return true;
+  return false;
+}
+
+json gemma3_text_config(const json& doc, const std::filesystem::path& path) {
+  const auto text = doc.find("text_config");
+  if (text == doc.end() || !text->is_object())
+    fail(ErrorCode::kModelFormat, path, "Gemma3ForConditionalGeneration without a text_config object");
+  json c = {{"vocab_size", 262208},
+            {"hidden_size", 2304},
+            {"intermediate_size", 9216},
+            {"num_hidden_layers", 26},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 4},
+            {"head_dim", 256},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"max_position_embeddings", 131072},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 1000000.0},
+            {"query_pre_attn_scalar", 256},
+            {"sliding_window", 4096},
+            {"rope_local_base_freq", 10000.0},
+            {"tie_word_embeddings", true}};
+  for (const auto& [key, value] : text->items()) c[key] = value;
+  c["architectures"] = json::array({"Gemma3ForCausalLM"});
+  for (const char* key : {"bos_token_id", "eos_token_id"})
+    if (!c.contains(key) && doc.contains(key)) c[key] = doc.at(key);
+  return c;
+}
+
 // generation_config.json, when present: BOS/EOS over config.json's, and the sampling defaults.
 void read_generation_config(const std::filesystem::path& model_dir, ModelConfig& c) {
   const std::filesystem::path gen_path = model_dir / "generation_config.json";
@@ -304,11 +341,14 @@ ModelConfig read_model_config(const std::filesystem::path& model_dir) {
   if (!std::filesystem::exists(path, ec)) {  // anything else that is there is read (and refused) below
     throw Error(ErrorCode::kNotFound, "missing config.json in " + model_dir.string() + " (" + path.string() + ")");
   }
-  const json doc = read_json_file(path);
+  json doc = read_json_file(path);
+  const bool multimodal = is_gemma3_multimodal(doc);
+  if (multimodal) doc = gemma3_text_config(doc, path);
   const Fields f(doc, path);
 
   ModelConfig c;
   c.config_path = path;
+  c.multimodal_text = multimodal;
   c.arch = parse_architecture(f);
   const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
   const std::string act =

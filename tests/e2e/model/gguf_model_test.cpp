@@ -4,11 +4,14 @@
 // at load (model.dtype q8_0 / q4_0) exactly: the same bytes through the same kernels, Q/K rows
 // de-interleaved after the projection. With model.mmap the tensors are used in place.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "convert.hpp"
+#include "fixture.hpp"
 #include "runtime_test_util.hpp"
 
 namespace specd::model::test {
@@ -166,4 +169,55 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
+// A Gemma3ForConditionalGeneration checkpoint (the multimodal layout of Gemma 3 4B and up): the
+// tiny-gemma3 language model under language_model.model.* with a text_config that leaves fields to
+// transformers' defaults, plus a vision tower that is not loaded, gives tiny-gemma3's logits.
+TEST(MultimodalGemma3, LanguageModelEqualsTheTextCheckpoint) {
+  const fs::path text = fixture("tiny-gemma3");
+  const std::shared_ptr<const Checkpoint> st(Checkpoint::open(text));
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "runtime" / "tiny-gemma3-multimodal";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(text / f, dir / f);
+  nlohmann::json cfg;
+  {
+    std::ifstream in(text / "config.json");
+    cfg = nlohmann::json::parse(in);
+  }
+  nlohmann::json text_config = cfg;
+  text_config.erase("architectures");
+  text_config["model_type"] = "gemma3_text";
+  text_config.erase("rope_local_base_freq");  // transformers' default, 10000
+  text_config.erase("tie_word_embeddings");   // default true
+  text_config.erase("bos_token_id");          // the top level's
+  text_config.erase("eos_token_id");
+  const nlohmann::json top = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                              {"model_type", "gemma3"},
+                              {"text_config", text_config},
+                              {"vision_config", {{"hidden_size", 16}}},
+                              {"eos_token_id", {1, 106}}};
+  std::ofstream(dir / "config.json") << top.dump(2);
+  std::vector<fixture::TensorSource> tensors;
+  for (const std::string& name : st->tensor_names()) {
+    const TensorView& t = *st->find(name);
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    Checkpoint::to_f32(t, values.data());
+    const std::string renamed = name.starts_with("model.") ? "language_model.model." + name.substr(6) : name;
+    tensors.push_back(fixture::tensor_from_f32(renamed, t.dtype, t.shape, std::move(values)));
+  }
+  tensors.push_back(fixture::tensor_from_f32("vision_tower.vision_model.embeddings.patch_embedding.weight", DType::kF32,
+                                             {4, 4}, std::vector<float>(16, 0.5f)));
+  fixture::write_safetensors(dir / "model.safetensors", tensors);
+
+  const std::shared_ptr<const Checkpoint> mm(Checkpoint::open(dir));
+  EXPECT_EQ(mm->config().arch, Architecture::kGemma3);
+  EXPECT_TRUE(mm->config().multimodal_text);
+  EXPECT_EQ(mm->config().eos_token_ids, (std::vector<int32_t>{1, 106}));
+  EXPECT_EQ(mm->find("vision_tower.vision_model.embeddings.patch_embedding.weight"), nullptr);
+  ASSERT_NE(mm->find("model.layers.5.self_attn.q_norm.weight"), nullptr);
+  const auto tokens = some_tokens(11, static_cast<int32_t>(st->config().vocab_size), 5);
+  EXPECT_EQ(run(LlamaWeights::load(mm, -1, std::nullopt), tokens),
+            run(LlamaWeights::load(st, -1, std::nullopt), tokens));
+}
+
 }  // namespace specd::model::test

@@ -209,13 +209,16 @@ TEST_P(ForwardProperties, ErrorsLeaveTheCacheUnchanged) {
   EXPECT_EQ(r.kv->num_tokens(1), 3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Flavours, ForwardProperties, ::testing::Values("tiny", "tiny-qwen2"), [](const auto& info) {
-  std::string n = info.param;
-  for (char& c : n) {
-    if (c == '-') c = '_';
-  }
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Flavours, ForwardProperties,
+                         ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3-moe", "tiny-mixtral", "tiny-mistral-swa",
+                                           "tiny-phi3", "tiny-gemma2", "tiny-gemma3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace specd::model::test

@@ -105,6 +105,20 @@ json inspect(const std::filesystem::path& path) {
                      {"rms_norm_eps", c.rms_norm_eps},
                      {"tied_embeddings", c.tie_word_embeddings},
                      {"qk_norm", c.qk_norm}};
+    if (c.sliding_window > 0) {
+      int64_t sliding = 0;
+      for (int64_t l = 0; l < c.num_layers; ++l) sliding += c.layer_window(l) > 0 ? 1 : 0;
+      out["config"]["sliding_window"] = {{"window", c.sliding_window}, {"layers", sliding}};
+    }
+    if (c.gemma)
+      out["config"]["gemma"] = {{"query_scale", c.gemma->query_scale},
+                                {"attn_logit_softcapping", c.gemma->attn_softcap},
+                                {"final_logit_softcapping", c.gemma->final_softcap},
+                                {"rope_local_base_freq", c.gemma->rope_local_theta}};
+    if (c.rope_scaling.type == model::RopeScaling::Type::kLongRope)
+      out["config"]["longrope"] = {
+          {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings},
+          {"attention_factor", c.rope_scaling.attention_factor}};
     if (c.moe)
       out["config"]["experts"] = {{"count", c.moe->num_experts},
                                   {"per_token", c.moe->experts_per_token},
@@ -175,6 +189,19 @@ void print_text(const json& j) {
         c["heads"].get<long long>(), c["kv_heads"].get<long long>(), c["head_dim"].get<long long>(),
         c["vocab"].get<long long>(), c["context"].get<long long>(),
         c["tied_embeddings"].get<bool>() ? ", tied embeddings" : "", c["qk_norm"].get<bool>() ? ", q/k norm" : "");
+    if (c.contains("sliding_window"))
+      std::printf("window        %lld positions in %lld of the layers\n",
+                  c["sliding_window"]["window"].get<long long>(), c["sliding_window"]["layers"].get<long long>());
+    if (c.contains("gemma")) {
+      const json& g = c["gemma"];
+      std::printf("gemma         query scale %.6g, soft caps %g (attention) %g (logits), local RoPE base %g\n",
+                  g["query_scale"].get<double>(), g["attn_logit_softcapping"].get<double>(),
+                  g["final_logit_softcapping"].get<double>(), g["rope_local_base_freq"].get<double>());
+    }
+    if (c.contains("longrope"))
+      std::printf("longrope      original context %lld, attention factor %.6g\n",
+                  c["longrope"]["original_max_position_embeddings"].get<long long>(),
+                  c["longrope"]["attention_factor"].get<double>());
     if (c.contains("experts")) {
       const json& e = c["experts"];
       std::printf("experts       %lld of width %lld, %lld per token%s\n", e["count"].get<long long>(),

@@ -184,6 +184,29 @@ TEST(Cli, GgufFileGeneratesTokenizesAndInspects) {
   EXPECT_NE(missing.out.find("/nonexistent/model does not exist"), std::string::npos) << missing.out;
 }
 
+// `specd inspect` shows each family's own fields: experts, windows, Gemma's scale and caps,
+// longrope.
+TEST(Cli, InspectShowsTheFamilyFields) {
+  const auto field = [&](const std::string& preset) {
+    const CliRun r = run("inspect '" + fixture(preset).string() + "' --json");
+    EXPECT_EQ(r.status, 0) << r.out;
+    return nlohmann::json::parse(r.out).at("config");
+  };
+  const nlohmann::json moe = field("tiny-qwen3-moe");
+  EXPECT_EQ(moe.at("experts").at("count"), 8);
+  EXPECT_EQ(moe.at("experts").at("per_token"), 2);
+  EXPECT_EQ(moe.at("experts").at("intermediate"), 32);
+  const nlohmann::json gemma = field("tiny-gemma3");
+  EXPECT_EQ(gemma.at("sliding_window").at("window"), 4);
+  EXPECT_EQ(gemma.at("sliding_window").at("layers"), 5);
+  EXPECT_EQ(gemma.at("gemma").at("rope_local_base_freq"), 10000.0);
+  EXPECT_EQ(field("tiny-phi3-longrope").at("longrope").at("original_max_position_embeddings"), 32);
+  EXPECT_FALSE(field("tiny").contains("experts"));
+  const CliRun text = run("inspect '" + fixture("tiny-gemma2").string() + "'");
+  EXPECT_NE(text.out.find("window        4 positions in 1 of the layers"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("soft caps 0.1 (attention) 3 (logits)"), std::string::npos) << text.out;
+}
+
 // `specd template render` prints the prompt exactly: the model's own template (Qwen 3's) from a
 // directory and from its GGUF file alike, with the generation prompt, tools and kwargs; a
 // template's raise_exception fails the command with the template's message.

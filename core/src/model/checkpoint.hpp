@@ -79,12 +79,17 @@ struct ModelConfig {
   int64_t num_mtp_modules = 0;  // DeepSeek-V3-style MTP modules present as mtp.* tensors
   // Sliding-window attention (Mistral, Phi-3, Gemma's local layers): attention in a sliding
   // layer sees only the last `sliding_window` positions, the token's own included (0: none).
-  // `sliding_layers` empty: every layer slides; else one flag per layer.
+  // Which layers slide: one flag per layer in `sliding_layers` (Gemma's layer_types); else every
+  // layer but those with (layer + 1) % sliding_period == 0 (Gemma 2: period 2, the even layers
+  // slide; Gemma 3: period 6); period 0: every layer (Mistral, Phi-3).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;
+  int64_t sliding_period = 0;
   int32_t layer_window(int64_t layer) const {
     if (sliding_window <= 0) return 0;
-    if (!sliding_layers.empty() && !sliding_layers[static_cast<size_t>(layer)]) return 0;
+    if (!sliding_layers.empty())
+      return sliding_layers[static_cast<size_t>(layer)] ? static_cast<int32_t>(sliding_window) : 0;
+    if (sliding_period > 0 && (layer + 1) % sliding_period == 0) return 0;
     return static_cast<int32_t>(sliding_window);
   }
   // Gemma 2 and 3 (docs/model-formats.md "Gemma"): embeddings scaled by sqrt(hidden), a

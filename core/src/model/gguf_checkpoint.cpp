@@ -190,9 +190,7 @@ void gemma_config(const File& f, const std::string& p, ModelConfig& c) {
   g.query_scale = 1.0 / std::sqrt(static_cast<double>(big ? c.hidden_size / c.num_heads : c.head_dim));
   if (!gemma2) g.rope_local_theta = 10000.0;
   c.sliding_window = positive(f, p + "attention.sliding_window", 4096);
-  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    c.sliding_layers[static_cast<size_t>(i)] = gemma2 ? i % 2 == 0 : (i + 1) % 6 != 0;
+  c.sliding_period = gemma2 ? 2 : 6;
   c.gemma = g;
 }
 

@@ -96,11 +96,11 @@ void read_gemma(const Fields& f, const std::filesystem::path& path, ModelConfig&
   c.attention_out_bias = c.attention_bias;
   c.sliding_window = f.int_or("sliding_window", 4096);
   require_positive(f, "sliding_window", c.sliding_window);
-  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
-  if (f.has("layer_types")) {
+  if (f.has("layer_types")) {  // its length is checked against num_hidden_layers before the table is sized
     const json& types = f.doc().at("layer_types");
     if (!types.is_array() || static_cast<int64_t>(types.size()) != c.num_layers)
       fail(ErrorCode::kModelFormat, path, "layer_types must list one type per layer (num_hidden_layers)");
+    c.sliding_layers.assign(types.size(), false);
     for (size_t i = 0; i < types.size(); ++i) {
       const std::string t = types[i].is_string() ? types[i].get<std::string>() : std::string();
       if (t != "sliding_attention" && t != "full_attention") {
@@ -114,10 +114,8 @@ void read_gemma(const Fields& f, const std::filesystem::path& path, ModelConfig&
       c.sliding_layers[i] = t == "sliding_attention";
     }
   } else {
-    const int64_t pattern = gemma2 ? 2 : f.int_or("sliding_window_pattern", 6);
-    require_positive(f, "sliding_window_pattern", pattern);
-    for (int64_t i = 0; i < c.num_layers; ++i)
-      c.sliding_layers[static_cast<size_t>(i)] = gemma2 ? i % 2 == 0 : (i + 1) % pattern != 0;
+    c.sliding_period = gemma2 ? 2 : f.int_or("sliding_window_pattern", 6);
+    require_positive(f, "sliding_window_pattern", c.sliding_period);
   }
   c.gemma = g;
 }

@@ -84,7 +84,7 @@ TEST_P(GgufLogits, EqualTheSafetensorsPath) {
   EXPECT_EQ(b.attention_out_bias, a.attention_out_bias);
   EXPECT_EQ(b.qk_norm, a.qk_norm);
   EXPECT_EQ(b.sliding_window, a.sliding_window);
-  EXPECT_EQ(b.sliding_layers, a.sliding_layers);
+  for (int64_t l = 0; l < a.num_layers; ++l) EXPECT_EQ(b.layer_window(l), a.layer_window(l)) << "layer " << l;
   if (a.rope_scaling.type == model::RopeScaling::Type::kLongRope) {  // (llama3's becomes rope_freqs)
     EXPECT_EQ(b.rope_scaling.type, a.rope_scaling.type);
     EXPECT_EQ(b.rope_scaling.short_factor, a.rope_scaling.short_factor);

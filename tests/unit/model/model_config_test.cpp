@@ -208,7 +208,7 @@ TEST(ModelConfig, GemmaFieldsAndSlidingLayers) {
   EXPECT_EQ(c.gemma->attn_softcap, 50.0);  // transformers' Gemma 2 defaults
   EXPECT_EQ(c.gemma->final_softcap, 30.0);
   EXPECT_TRUE(c.tie_word_embeddings);
-  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, false, true, false}));
+  for (int64_t l = 0; l < 4; ++l) EXPECT_EQ(c.layer_window(l), l % 2 == 0 ? 4096 : 0) << l;
   EXPECT_EQ(c.layer_window(0), 4096);
   EXPECT_EQ(c.layer_window(1), 0);
 
@@ -219,7 +219,7 @@ TEST(ModelConfig, GemmaFieldsAndSlidingLayers) {
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(c.gemma->attn_softcap, 0.0);
   EXPECT_EQ(c.gemma->rope_local_theta, 10000.0);
-  EXPECT_EQ(c.sliding_layers, (std::vector<bool>{true, true, true, true, true, false, true}));
+  for (int64_t l = 0; l < 7; ++l) EXPECT_EQ(c.layer_window(l), l == 5 ? 0 : 512) << l;
   j["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention",
                       "full_attention", "full_attention",    "full_attention"};
   EXPECT_EQ(parse(j).layer_window(1), 512);

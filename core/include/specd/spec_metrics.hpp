@@ -21,6 +21,7 @@ struct PolicyMetrics {
   uint64_t steps = 0;              // steps with at least one row the policy planned
   std::vector<uint64_t> chosen_k;  // [k] rows the policy gave k drafts (0 = plain decoding)
   uint64_t probes = 0;             // rows given k = 1 to re-measure acceptance after a long pause
+  uint64_t trimmed = 0;            // drafts cut after the proposer's confidence (policy.hpp "Trimming")
   // Rows the policy planned that drafted: expected accepted drafts (the acceptance model's
   // prediction for the drafts actually proposed) against the accepted drafts.
   uint64_t drafts = 0;

@@ -6,6 +6,7 @@ nlohmann::json policy_json(const spec::PolicyMetrics& m) {
   return {{"steps", m.steps},
           {"chosen_k", m.chosen_k},
           {"probes", m.probes},
+          {"trimmed", m.trimmed},
           {"drafts", m.drafts},
           {"predicted_accepted", m.predicted_accepted},
           {"accepted", m.accepted},

@@ -8,7 +8,7 @@
 
 namespace specd::cli {
 
-// {"steps", "chosen_k": [rows per k], "probes", "drafts", "predicted_accepted", "accepted",
+// {"steps", "chosen_k": [rows per k], "probes", "trimmed", "drafts", "predicted_accepted", "accepted",
 //  "predicted_step_s", "observed_step_s", "step_abs_error_s", "calibration_s"}
 nlohmann::json policy_json(const spec::PolicyMetrics& m);
 

@@ -75,6 +75,9 @@ SpecExporter::SpecExporter(MetricsRegistry& r)
                                  {"proposer", "verifier", "k"})),
       policy_steps_(r.counter("specd_spec_dynamic_steps_total", "Steps the dynamic speculation policy planned.",
                               {"proposer", "verifier"})),
+      policy_trimmed_(r.counter("specd_spec_dynamic_trimmed_drafts_total",
+                                "Drafts the dynamic speculation policy cut after the proposer's confidence.",
+                                {"proposer", "verifier"})),
       policy_accepted_(
           r.counter("specd_spec_dynamic_accepted_tokens_total",
                     "Accepted drafts of rows the policy planned: predicted by its acceptance model, and observed.",
@@ -159,6 +162,7 @@ void SpecExporter::collect_policy(const spec::PolicyMetrics& m) {
   for (size_t k = 0; k < m.chosen_k.size(); ++k)
     policy_chosen_k_.with({proposer_, verifier_, std::to_string(k)}).set_total(d(m.chosen_k[k]));
   policy_steps_.with({proposer_, verifier_}).set_total(d(m.steps));
+  policy_trimmed_.with({proposer_, verifier_}).set_total(d(m.trimmed));
   const std::pair<const char*, double> accepted[] = {{"predicted", m.predicted_accepted}, {"observed", d(m.accepted)}};
   for (const auto& [source, v] : accepted) policy_accepted_.with({proposer_, verifier_, source}).set_total(v);
   const std::pair<const char*, double> seconds[] = {{"predicted", m.predicted_seconds},

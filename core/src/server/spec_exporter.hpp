@@ -65,6 +65,7 @@ class SpecExporter {
   // Dynamic speculation (spec::PolicyMetrics), {proposer, verifier} plus:
   Family<Counter>& policy_chosen_k_;  // k
   Family<Counter>& policy_steps_;
+  Family<Counter>& policy_trimmed_;
   Family<Counter>& policy_accepted_;  // source: predicted | observed
   Family<Counter>& policy_seconds_;   // source: predicted | observed | abs_error | *_propose
 };

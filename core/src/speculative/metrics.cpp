@@ -73,6 +73,7 @@ SpecMetrics SpecMetrics::since(const SpecMetrics& before) const {
   p.steps -= b.steps;
   p.chosen_k = minus(policy.chosen_k, b.chosen_k);
   p.probes -= b.probes;
+  p.trimmed -= b.trimmed;
   p.drafts -= b.drafts;
   p.predicted_accepted -= b.predicted_accepted;
   p.accepted -= b.accepted;
@@ -118,10 +119,12 @@ std::string PolicyMetrics::summary() const {
   std::string hist;
   for (size_t k = 0; k < chosen_k.size(); ++k)
     if (chosen_k[k] > 0) hist += fmt::format("{}{}:{}", hist.empty() ? "" : " ", k, chosen_k[k]);
+  std::string trimmed;
+  if (this->trimmed > 0) trimmed = fmt::format(" ({} drafts trimmed by confidence)", this->trimmed);
   return fmt::format(
-      "chosen k [{}], accepted {} of {:.1f} predicted over {} drafts, step time {:.1f} ms observed vs {:.1f} ms "
+      "chosen k [{}]{}, accepted {} of {:.1f} predicted over {} drafts, step time {:.1f} ms observed vs {:.1f} ms "
       "predicted over {} steps (mean |error| {:.1f}%; propose {:.1f} ms observed vs {:.1f} ms predicted)",
-      hist, accepted, predicted_accepted, drafts, observed_seconds * 1e3, predicted_seconds * 1e3, steps,
+      hist, trimmed, accepted, predicted_accepted, drafts, observed_seconds * 1e3, predicted_seconds * 1e3, steps,
       observed_seconds > 0 ? 100.0 * abs_error_seconds / observed_seconds : 0.0, observed_propose_seconds * 1e3,
       predicted_propose_seconds * 1e3);
 }

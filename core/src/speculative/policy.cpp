@@ -16,6 +16,10 @@ double expected_tokens(std::span<const double> accept, int32_t k) {
   return total;
 }
 
+double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, int32_t catch_up) {
+  return base.proposed_seconds >= 0 ? base.proposed_seconds : cost.propose_seconds(steps, drafts, catch_up);
+}
+
 double decode_seconds(const StepBase& base, double drafts, const CostModel& cost) {
   const double whole = cost.target_seconds(base.tokens + drafts, base.logit_rows + drafts);
   if (base.prefill_tokens <= 0) return whole;
@@ -39,12 +43,12 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
     for (size_t i = 1; i < k.size(); ++i)
       if (k[i] != k[0]) return {};  // not a choice such a proposer can take
   }
-  p.seconds = cost.propose_seconds(steps, drafts, catch_up) + decode_seconds(base, planned, cost);
+  p.seconds = propose_cost(base, cost, steps, drafts, catch_up) + decode_seconds(base, planned, cost);
   return p;
 }
 
 SpeculationPolicy::SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k)
-    : cost_(max_tokens), acceptance_(k_max), variable_k_(variable_k) {}
+    : cost_(max_tokens), acceptance_(k_max), variable_k_(variable_k), search_variable_(variable_k) {}
 
 void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k) {
   gains_.clear();
@@ -71,7 +75,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     cap_max = std::max(cap_max, r.cap);
     cap_min = std::min(cap_min, r.cap);
   }
-  if (!variable_k_) {  // one k for every row
+  if (!search_variable_) {  // one k for every row
     int32_t best_k = 0;
     for (int32_t u = 1; u <= cap_min; ++u) {
       std::fill(k.begin(), k.end(), u);
@@ -100,7 +104,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
       tokens += gains_[s - 1].value;
       catch_up += gains_[s - 1].catch_up;
       const auto planned = static_cast<double>(s);
-      const double seconds = cost_.propose_seconds(steps, base.draft_tokens + static_cast<int32_t>(s), catch_up) +
+      const double seconds = propose_cost(base, cost_, steps, base.draft_tokens + static_cast<int32_t>(s), catch_up) +
                              decode_seconds(base, planned, cost_);
       if (seconds > 0 && tokens / seconds > best.goodput()) {
         best = {tokens, seconds};
@@ -122,7 +126,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
 // whose step is 0.1 ms and a proposer call 2 ms), probes thin out towards kMaxProbeInterval.
 int32_t SpeculationPolicy::probe_floor(const StepBase& base, int32_t catch_up) const {
   const double step = cost_.target_seconds(base.tokens, base.logit_rows);
-  const double probe = cost_.propose_seconds(1, 1, catch_up);
+  const double probe = propose_cost(base, cost_, 1, 1, catch_up);
   if (step <= 0 || probe <= 0) return 0;
   return static_cast<int32_t>(std::min<double>(kMaxProbeInterval, std::ceil(probe / (kProbeBudget * step))));
 }
@@ -140,14 +144,15 @@ Plan SpeculationPolicy::explore_up(const StepBase& base, std::span<const PlanRow
     }
   }
   if (!raised) return best;
-  const Plan p = evaluate(base, rows, up_, cost_, variable_k_);
+  const Plan p = evaluate(base, rows, up_, cost_, search_variable_);
   if (p.seconds <= 0 || p.goodput() < (1 - kExploreBand) * best.goodput()) return best;
   std::copy(up_.begin(), up_.end(), k.begin());
   return p;
 }
 
-void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics) {
-  StepBase base;
+bool SpeculationPolicy::gather(sched::StepBatch& batch) {
+  StepBase& base = base_;
+  base = {};
   planned_rows_.clear();
   const auto k_max = static_cast<size_t>(acceptance_.k_max());
   for (sched::StepRow& row : batch.rows) {
@@ -178,10 +183,9 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     base.draft_steps = std::max(base.draft_steps, row.lookahead);
     base.draft_tokens += row.lookahead;
   }
-  planned_ = !planned_rows_.empty();
-  if (!planned_) {
+  if (planned_rows_.empty()) {
     rows_.clear();
-    return;
+    return false;
   }
   const size_t n = planned_rows_.size();
   accept_.resize(n * k_max);
@@ -196,11 +200,16 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
       catch_up = static_cast<int32_t>(std::max<int64_t>(0, static_cast<int64_t>(row.seq->tokens.size()) - it->second));
     rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up};
   }
-  explore_up(base, rows_, k_, choose_k(base, rows_, k_));
-  const bool drafting = base.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
+  return true;
+}
+
+void SpeculationPolicy::decide(spec::PolicyMetrics& metrics) {
+  const size_t n = rows_.size();
+  explore_up(base_, rows_, k_, choose_k(base_, rows_, k_));
+  const bool drafting = base_.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (drafting) probe_interval_ = kMinProbeInterval;
-  if (idle_steps_ >= probe_interval_ && idle_steps_ >= probe_floor(base, rows_[next_probe_ % n].catch_up)) {
+  if (idle_steps_ >= probe_interval_ && idle_steps_ >= probe_floor(base_, rows_[next_probe_ % n].catch_up)) {
     const size_t i = next_probe_++ % n;
     if (rows_[i].cap > 0) {
       k_[i] = 1;
@@ -210,9 +219,56 @@ void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metri
     probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
   }
   ++metrics.steps;
+  for (size_t i = 0; i < n; ++i) metrics.choose(k_[i]);
+}
+
+void SpeculationPolicy::plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics) {
+  trim_pending_ = trimmed_ = false;
+  planned_ = gather(batch);
+  if (!planned_) return;
+  if (trimming_) {  // the proposer drafts each row's whole cap; trim() chooses
+    for (size_t i = 0; i < rows_.size(); ++i) planned_rows_[i]->lookahead = rows_[i].cap;
+    trim_pending_ = true;
+    return;
+  }
+  search_variable_ = variable_k_;
+  decide(metrics);
+  for (size_t i = 0; i < rows_.size(); ++i) planned_rows_[i]->lookahead = k_[i];
+}
+
+void SpeculationPolicy::trim(std::span<sched::StepRow* const> rows, std::span<const float> confidence, size_t stride,
+                             double propose_s, spec::PolicyMetrics& metrics) {
+  if (!trim_pending_) return;
+  trim_pending_ = false;
+  trimmed_ = true;
+  const auto k_max = static_cast<size_t>(acceptance_.k_max());
+  const size_t n = planned_rows_.size();
+  conf_.assign(n * k_max, -1.0f);
+  size_t next = 0;  // rows and planned_rows_ are both in batch order
   for (size_t i = 0; i < n; ++i) {
-    planned_rows_[i]->lookahead = k_[i];
-    metrics.choose(k_[i]);
+    sched::StepRow* row = planned_rows_[i];
+    size_t r = next;
+    while (r < rows.size() && rows[r] != row) ++r;
+    int32_t cap = 0;
+    if (r < rows.size() && !row->failed() && !row->tree()) {
+      next = r + 1;
+      cap = static_cast<int32_t>(std::min(row->drafts.size(), std::min(k_max, stride)));
+      for (size_t j = 0; j < static_cast<size_t>(cap); ++j) {
+        const float c = confidence[r * stride + j];
+        conf_[i * k_max + j] = c;
+        accept_[i * k_max + j] = confidence_.predict(c, accept_[i * k_max + j]);
+      }
+    }
+    rows_[i].cap = cap;
+  }
+  base_.proposed_seconds = std::max(0.0, propose_s);
+  search_variable_ = true;  // the host cuts each row's draft itself
+  decide(metrics);
+  for (size_t i = 0; i < n; ++i) {
+    sched::StepRow& row = *planned_rows_[i];
+    if (row.tree() || row.drafts.size() <= static_cast<size_t>(k_[i])) continue;
+    metrics.trimmed += row.drafts.size() - static_cast<size_t>(k_[i]);
+    row.drafts = row.drafts.first(static_cast<size_t>(k_[i]));
   }
 }
 
@@ -225,6 +281,13 @@ void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<co
     ++metrics.drafts;
     metrics.predicted_accepted += expected_tokens(rows_[i].accept, static_cast<int32_t>(row.drafts.size())) - 1;
     metrics.accepted += static_cast<uint64_t>(row.num_accepted);
+    // Trimmed: the calibration learns what each confidence was worth (a grammar may have
+    // replaced drafts after the cut, so constrained rows teach nothing).
+    if (trimmed_ && !row.seq->constraint) {
+      const size_t m = std::min(evidence.size(), row.drafts.size());
+      const auto k_max = static_cast<size_t>(acceptance_.k_max());
+      for (size_t j = 0; j < m && j < k_max; ++j) confidence_.observe(conf_[i * k_max + j], evidence[j]);
+    }
   }
   acceptance_.observe(row.seq->id, evidence);
 }

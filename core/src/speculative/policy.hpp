@@ -60,6 +60,15 @@
 // Probes also wait until the idle steps' time is 1 / kProbeBudget times a probe's predicted
 // propose time (its catch-up included), so where a proposer call is dear beside a step they thin
 // out towards kMaxProbeInterval.
+//
+// Trimming (a proposer that reports confidence, ABI 1.6; docs/speculative.md "Proposer
+// confidence"): plan() gives each planned row its whole lookahead and the proposer drafts what it
+// finds, with a confidence per draft. trim() then makes the same choice on what was drafted:
+// accept_i[j] is the ConfidenceModel's calibrated acceptance for draft j's confidence (the
+// acceptance model's estimate where a draft has none), cap_i the row's draft count, and the propose
+// time is the call's measured time, a constant (it is spent). The rows keep their lookahead (the
+// proposer was asked for it, and hears on_accept as usual); only their drafts are cut to k_i. The
+// calibration learns from the verified drafts' evidence against their confidence.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -71,19 +80,21 @@
 #include "sched/step_batch.hpp"
 #include "specd/spec_metrics.hpp"
 #include "speculative/acceptance_model.hpp"
+#include "speculative/confidence_model.hpp"
 #include "speculative/cost_model.hpp"
 
 namespace specd::speculative {
 
 // The part of a step the policy does not choose.
 struct StepBase {
-  double tokens = 0;          // T_0: tokens through the target with every planned k_i = 0
-  double logit_rows = 0;      // R_0
-  double emitted = 0;         // N_0 plus the one token every planned row emits
-  int32_t draft_steps = 0;    // the largest static k
-  int32_t draft_tokens = 0;   // Σ static k
-  double prefill_tokens = 0;  // P: of T_0, the prefill chunks'
-  double prefill_rows = 0;    // P_R: of R_0, the prompt ends'
+  double tokens = 0;             // T_0: tokens through the target with every planned k_i = 0
+  double logit_rows = 0;         // R_0
+  double emitted = 0;            // N_0 plus the one token every planned row emits
+  int32_t draft_steps = 0;       // the largest static k
+  int32_t draft_tokens = 0;      // Σ static k
+  double prefill_tokens = 0;     // P: of T_0, the prefill chunks'
+  double prefill_rows = 0;       // P_R: of R_0, the prompt ends'
+  double proposed_seconds = -1;  // >= 0: the proposer already ran, in this time (trimming)
 };
 
 // A row the policy plans: k_i in [0, cap]; accept[j] for j < cap.
@@ -101,6 +112,8 @@ struct Plan {
 
 // 1 + Σ_{j<k} Π_{m<=j} accept[m].
 double expected_tokens(std::span<const double> accept, int32_t k);
+// The propose time charged to a step: the measured one when the proposer already ran.
+double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, int32_t catch_up);
 // D: the target time charged to the step's decoding part with `drafts` planned drafts.
 double decode_seconds(const StepBase& base, double drafts, const CostModel& cost);
 // The objective for the choice k (k.size() == rows.size()).
@@ -120,6 +133,12 @@ class SpeculationPolicy {
 
   CostModel& cost() { return cost_; }
   AcceptanceModel& acceptance() { return acceptance_; }
+  ConfidenceModel& confidence() { return confidence_; }
+  // The proposer reports confidence and drafts chains: plan() leaves the planned rows their
+  // lookahead and trim() chooses k_i after the proposer ran (see the file comment).
+  void set_trimming(bool on) { trimming_ = on; }
+  // plan() left rows for trim(): the propose call should take confidences.
+  bool trim_pending() const { return trim_pending_; }
 
   // The search: fills k (size rows.size()) with the best choice (plain where the best that drafts
   // is within kPlainMargin of it) and returns its objective.
@@ -132,6 +151,11 @@ class SpeculationPolicy {
 
   // Lowers row.lookahead of the rows whose sequence has dynamic_k set (see the file comment).
   void plan(sched::StepBatch& batch, spec::PolicyMetrics& metrics);
+  // After the propose call (trim_pending()): rows are the rows that proposed, in batch order;
+  // confidence[r * stride + j] is draft j of rows[r] (-1: none); propose_s the call's time. Cuts
+  // the planned rows' drafts to the chosen k_i.
+  void trim(std::span<sched::StepRow* const> rows, std::span<const float> confidence, size_t stride, double propose_s,
+            spec::PolicyMetrics& metrics);
   // A verified row: `evidence` per verified position (acceptance_model.hpp).
   void observe_verified(const sched::StepRow& row, std::span<const double> evidence, spec::PolicyMetrics& metrics);
   // The step's measured times (the propose call; the target's forward through verification):
@@ -150,12 +174,22 @@ class SpeculationPolicy {
   };
   // The S largest increments for a largest k of L, in order, in gains_.
   void sort_gains(std::span<const PlanRow> rows, int32_t max_k);
+  // plan()'s first half: base_, planned_rows_ and rows_ (caps, the acceptance model's estimates,
+  // catch-up) from the batch. Returns whether any row is planned.
+  bool gather(sched::StepBatch& batch);
+  // The choice for rows_ over base_ (choose_k, explore_up, probes) into k_, counted in metrics.
+  void decide(spec::PolicyMetrics& metrics);
 
   CostModel cost_;
   AcceptanceModel acceptance_;
-  bool variable_k_;
-  bool planned_ = false;    // this step had planned rows
-  int32_t idle_steps_ = 0;  // planned steps in a row without any draft
+  ConfidenceModel confidence_;
+  bool variable_k_;       // the proposer takes a k per row
+  bool search_variable_;  // the search may give rows different k (variable_k_, or trimming)
+  bool trimming_ = false;
+  bool trim_pending_ = false;  // plan() left this step's choice to trim()
+  bool trimmed_ = false;       // this step's choice was trim()'s: conf_ holds its confidences
+  bool planned_ = false;       // this step had planned rows
+  int32_t idle_steps_ = 0;     // planned steps in a row without any draft
   int32_t probe_interval_ = kMinProbeInterval;
   uint32_t next_probe_ = 0;
   // Per-step buffers, reused.
@@ -165,6 +199,8 @@ class SpeculationPolicy {
   std::vector<double> accept_;  // [planned rows, k_max]
   std::vector<int32_t> k_;
   std::vector<int32_t> up_;  // explore_up's candidate
+  StepBase base_;            // this step's, from gather()
+  std::vector<float> conf_;  // [planned rows, k_max] the drafts' confidences (trim())
   // Per sequence: its length after the last step it drafted in (or when first seen), so that
   // a drafting row's catch-up (cost_model.hpp) is its length now minus this.
   std::unordered_map<RequestId, int64_t> drafted_len_;

@@ -88,6 +88,8 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   }
   policy_ = std::make_unique<SpeculationPolicy>(kMaxSpeculativeTokens, cfg.scheduler.max_num_batched_tokens,
                                                 caps.supports_variable_k != 0);
+  // ABI 1.6: a chain proposer's confidences let the policy choose k after the drafts exist.
+  policy_->set_trimming(caps.reports_confidence != 0 && caps.drafts_trees == 0);
   spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}{}", proposer_->name(),
                   arms_->size() == 1 ? arms_->arm(0).verifier->name() : std::string("per A/B arm"), default_k_,
                   cfg.speculative.dynamic ? " (upper bound; dynamic k per sequence and step)" : "");
@@ -237,6 +239,9 @@ void Speculator::propose(sched::StepBatch& batch) {
   pb.num_drafted = num_drafted_.data();
   pb.draft_probs = with_probs ? draft_probs_.data() : nullptr;
   pb.draft_parents = trees ? draft_parents_.data() : nullptr;
+  const bool trim = policy_->trim_pending();
+  draft_confidence_.assign(trim ? b * static_cast<size_t>(k_max_) : 0, -1.0f);
+  pb.draft_confidence = trim ? draft_confidence_.data() : nullptr;
   try {
     if (wants_hidden()) {
       feature_buf_.clear();
@@ -263,6 +268,10 @@ void Speculator::propose(sched::StepBatch& batch) {
         row.draft_parents = parents;  // a real tree; a chain stays a chain
         break;
       }
+  }
+  if (trim) {  // the policy cuts the drafts by their confidence (policy.hpp "Trimming")
+    policy_->trim(rows_, draft_confidence_, static_cast<size_t>(k_max_), seconds_since(t0), policy_metrics_);
+    for (size_t i = 0; i < b; ++i) num_drafted_[i] = static_cast<int32_t>(rows_[i]->drafts.size());
   }
   apply_grammar(with_probs, probs_stride);
 }

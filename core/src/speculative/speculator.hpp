@@ -156,6 +156,7 @@ class Speculator {
   std::vector<sched::StepRow*> rows_;
   std::vector<specd_sequence> seqs_buf_;
   std::vector<int32_t> max_draft_, draft_tokens_, draft_parents_, num_drafted_, num_new_, num_hidden_;
+  std::vector<float> draft_confidence_;  // [rows, k_max] when the policy trims (ABI 1.6)
   std::vector<int32_t> remap_;
   std::vector<char> keep_;
   std::vector<float> draft_probs_, hidden_buf_, aux_buf_, feature_buf_;

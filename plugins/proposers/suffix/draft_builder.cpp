@@ -43,6 +43,8 @@ Draft DraftBuilder::build(bool tree, int32_t max_len, int32_t budget, double min
       if (best < 0 || share(best) < min_prob) break;
       d.parents.push_back(static_cast<int32_t>(d.tokens.size()) - 1);
       d.tokens.push_back(nodes_[static_cast<size_t>(best)].token);
+      d.confidence.push_back(static_cast<float>(nodes_[static_cast<size_t>(best)].count) /
+                             static_cast<float>(nodes_[static_cast<size_t>(at)].count + 1));
       d.expected += share(best);
       at = best;
     }

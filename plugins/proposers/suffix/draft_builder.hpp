@@ -18,6 +18,10 @@ struct Draft {
   std::vector<int32_t> tokens;
   std::vector<int32_t> parents;  // tree: each node's parent (-1: a root); chain: i - 1
   double expected = 0;           // Σ of the nodes' shares: the expected accepted length under the estimate
+  // Chain: per token, the share of the continuations through its parent that go on with it,
+  // counting one more that does not (n agreeing continuations give n / (n + 1)): the proposer's
+  // confidence that the token is accepted given the ones before it were (ABI 1.6).
+  std::vector<float> confidence;
 };
 
 class DraftBuilder {

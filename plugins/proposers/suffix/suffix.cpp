@@ -5,7 +5,9 @@
 // it: a chain, or with `tree: true` a tree of the likelier continuations. The draft is at most
 // floor((match length * max_spec_factor + max_spec_offset) * a) tokens long, where a is the
 // sequence's recent acceptance (an average of accepted / drafted, starting at 1, floored at
-// 0.25), and every token's share of the continuations is at least min_token_prob.
+// 0.25), and every token's share of the continuations is at least min_token_prob. A chain carries
+// each token's confidence (ABI 1.6, draft_builder.hpp); where the host takes confidences (dynamic
+// k) it chooses the length itself, so the draft is not scaled by the recent acceptance then.
 //
 // Observations (/metrics, ABI 1.4 record): lookups, hits, global_hits (the global cache supplied
 // the draft), match_length (one per hit), global_cache_tokens (the cache's size after each
@@ -82,6 +84,7 @@ class SuffixProposer : public specd::sdk::Proposer {
     caps.supports_variable_k = true;
     caps.max_k = o_.tree ? 0 : o_.max_depth;
     caps.drafts_trees = o_.tree;
+    caps.reports_confidence = !o_.tree;
     return caps;
   }
 
@@ -94,14 +97,17 @@ class SuffixProposer : public specd::sdk::Proposer {
       st.last_draft = 0;
       if (k <= 0 || seq.tokens.empty()) continue;
       host_.record("lookups", 1);
-      const specd::suffix::Draft d = draft(st, seq, k, batch.takes_trees());
+      const bool host_cuts = batch.takes_confidence();
+      const specd::suffix::Draft d = draft(st, seq, k, batch.takes_trees(), host_cuts);
       if (d.tokens.empty()) continue;
       if (o_.tree && batch.takes_trees()) {
         batch.set_tree(i, d.tokens, d.parents);
       } else {
         batch.set_draft(i, d.tokens);
+        if (host_cuts) batch.set_confidence(i, d.confidence);
       }
-      st.last_draft = static_cast<int32_t>(d.tokens.size());
+      // Where the host cuts the chain, accepted / drafted no longer measures this draft length.
+      if (!host_cuts) st.last_draft = static_cast<int32_t>(d.tokens.size());
     }
   }
 
@@ -149,7 +155,8 @@ class SuffixProposer : public specd::sdk::Proposer {
     builder_.add(cont_, max_len);
   }
 
-  specd::suffix::Draft draft(SequenceState& st, const specd::sdk::Sequence& seq, int32_t k, bool trees) {
+  specd::suffix::Draft draft(SequenceState& st, const specd::sdk::Sequence& seq, int32_t k, bool trees,
+                             bool host_cuts) {
     const std::span<const int32_t> context =
         seq.tokens.last(std::min(seq.tokens.size(), static_cast<size_t>(o_.max_depth)));
     const int32_t own = st.index.find(context, o_.max_candidates, own_starts_);
@@ -157,7 +164,7 @@ class SuffixProposer : public specd::sdk::Proposer {
     const int32_t shared = global != nullptr ? global->find(context, o_.max_candidates, global_starts_) : 0;
     const int32_t match = std::max(own, shared);
     if (match == 0) return {};
-    const double scale = std::clamp(st.acceptance, 0.25, 1.0);
+    const double scale = host_cuts ? 1.0 : std::clamp(st.acceptance, 0.25, 1.0);
     const double allowed = std::floor((match * o_.max_spec_factor + o_.max_spec_offset) * scale);
     const bool tree = o_.tree && trees;  // a tree: k is a node budget, max_len its depth
     const int32_t max_len =

@@ -24,7 +24,8 @@ using Opts = std::vector<std::pair<std::string, std::string>>;
 
 struct Drafted {
   std::vector<int32_t> tokens;
-  std::vector<int32_t> parents;  // trees only
+  std::vector<int32_t> parents;   // trees only
+  std::vector<float> confidence;  // when asked for (ABI 1.6)
 };
 
 class Suffix {
@@ -33,7 +34,8 @@ class Suffix {
     reg_.load(kPlugin);
     p_ = reg_.create_proposer("suffix", Params::from_pairs(params));
   }
-  Drafted propose(const std::vector<int32_t>& tokens, int32_t k, uint64_t id = 1, uint64_t tenant = 0) {
+  Drafted propose(const std::vector<int32_t>& tokens, int32_t k, uint64_t id = 1, uint64_t tenant = 0,
+                  bool confidence = false) {
     const bool trees = p_->capabilities().drafts_trees != 0;
     specd_sequence raw{};
     raw.struct_size = sizeof(raw);
@@ -52,9 +54,12 @@ class Suffix {
     b.draft_tokens = drafts.data();
     b.num_drafted = count.data();
     b.draft_parents = trees ? parents.data() : nullptr;
+    std::vector<float> conf(static_cast<size_t>(k), -1.0f);
+    b.draft_confidence = confidence ? conf.data() : nullptr;
     p_->propose(b);
     Drafted d;
     d.tokens.assign(drafts.begin(), drafts.begin() + count[0]);
+    if (confidence) d.confidence.assign(conf.begin(), conf.begin() + count[0]);
     if (trees) d.parents.assign(parents.begin(), parents.begin() + count[0]);
     return d;
   }
@@ -71,6 +76,8 @@ class Suffix {
     p_->on_finish(raw);
     p_->on_release(id);
   }
+  bool reports_confidence() const { return p_->capabilities().reports_confidence != 0; }
+  void accepted(uint64_t id, int32_t n) { p_->on_accept(id, n, specd_token_view{nullptr, 0}); }
   uint64_t observed(const std::string& name) const {
     for (const auto& s : p_->context().observations().snapshot())
       if (s.name == name) return s.count;
@@ -106,6 +113,33 @@ TEST(SuffixProposer, DraftLengthFollowsTheMatchLength) {
   EXPECT_EQ(Suffix(Opts{{"max_spec_factor", "2"}}).propose(text, 8).tokens.size(), 4u);
   EXPECT_EQ(Suffix(Opts{{"max_spec_factor", "2"}, {"max_spec_offset", "1"}}).propose(text, 8).tokens.size(), 5u);
   EXPECT_EQ(Suffix(Opts{{"max_spec_factor", "8"}}).propose(text, 3).tokens.size(), 3u) << "k caps it";
+}
+
+// ABI 1.6: each chain token's confidence is its share of the continuations through its parent,
+// counting one more that does not: n agreeing continuations say n / (n + 1).
+TEST(SuffixProposer, ReportsEachDraftsShareAsItsConfidence) {
+  Suffix s(Opts{{"max_spec_factor", "4"}, {"min_token_prob", "0.2"}});
+  EXPECT_TRUE(s.reports_confidence());
+  EXPECT_FALSE(Suffix(Opts{{"tree", "true"}}).reports_confidence()) << "trees carry no confidence";
+  // After "5 6" (three times): 7 1 5 6 twice, then 7 and 8 once each (a tie: the most recent
+  // wins); and 8 3 5 6 once.
+  const Drafted d = s.propose({5, 6, 7, 1, 5, 6, 7, 1, 5, 6, 8, 3, 5, 6}, 8, 1, 0, true);
+  EXPECT_EQ(d.tokens, (std::vector<int32_t>{7, 1, 5, 6, 8, 3, 5, 6}));
+  const std::vector<float> want = {2 / 4.f, 2 / 3.f, 2 / 3.f, 2 / 3.f, 1 / 3.f, 1 / 2.f, 1 / 2.f, 1 / 2.f};
+  ASSERT_EQ(d.confidence.size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j) EXPECT_FLOAT_EQ(d.confidence[j], want[j]) << "draft " << j;
+}
+
+// Where the host takes confidences it cuts the chain itself: the proposer's own scaling by
+// accepted / drafted would then shorten drafts for the host's cuts. Without them it still scales.
+TEST(SuffixProposer, TheHostsCutsDoNotShortenLaterDrafts) {
+  const std::vector<int32_t> text = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 2, 10, 11};  // match "10 11"
+  for (const bool host_cuts : {false, true}) {
+    Suffix s(Opts{{"max_spec_factor", "4"}});
+    EXPECT_EQ(s.propose(text, 8, 1, 0, host_cuts).tokens.size(), 8u);
+    s.accepted(1, 0);  // acceptance 1 -> 0.7
+    EXPECT_EQ(s.propose(text, 8, 1, 0, host_cuts).tokens.size(), host_cuts ? 8u : 5u) << host_cuts;
+  }
 }
 
 TEST(SuffixProposer, DraftsATreeOfTheLikelierContinuations) {

@@ -42,6 +42,9 @@
  *      1.5  structured output: the host's allowed_tokens service tells a proposer, during
  *           propose, which tokens a sequence's grammar allows after a draft prefix, so that it
  *           drafts only those (the host cuts a draft at the first forbidden token anyway).
+ *      1.6  proposer confidence: a chain proposer that declares reports_confidence fills
+ *           draft_confidence (its estimate that each draft is accepted); under dynamic k the
+ *           host then asks for each sequence's whole budget and cuts the draft itself.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -62,7 +65,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 5
+#define SPECD_ABI_MINOR 6
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -349,6 +352,13 @@ typedef struct specd_proposer_caps {
    * the host refuses a layer outside the target at load. */
   int32_t num_aux_hidden_layers;
   const int32_t* aux_hidden_layers;
+  /* Since 1.6: fills draft_confidence in propose. A host with dynamic speculation then gives
+   * every sequence it plans its whole lookahead as max_draft, calibrates the confidences
+   * against the drafts' measured acceptance and cuts each chain to the length it chooses
+   * (docs/speculative.md "Proposer confidence"); on_accept reports the accepted drafts of the
+   * cut chain. Ignored for a proposer that declares drafts_trees. Asking for the whole budget
+   * every step suits proposers whose call is cheap next to a step (lookups, not a model). */
+  int32_t reports_confidence;
 } specd_proposer_caps;
 
 /* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the
@@ -396,6 +406,10 @@ typedef struct specd_propose_batch {
    * positions target_hidden covers (num_hidden is then given even without needs_target_hidden,
    * and target_hidden is absent unless asked for). */
   specd_tensor_view target_aux_hidden;
+  /* Since 1.6, when the proposer declares reports_confidence and this call's drafts may be cut
+   * (else NULL): [num_seqs, k_max], pre-filled with -1 ("none"). Entry j of sequence i: the
+   * proposer's estimate, in [0, 1], that draft j is accepted given drafts 0..j-1 were. */
+  float* draft_confidence;
 } specd_propose_batch;
 
 typedef struct specd_proposer_vtable {

@@ -127,6 +127,25 @@ class ProposeBatch {
     for (size_t j = 0; j < parents.size(); ++j)
       raw_->draft_parents[static_cast<int64_t>(i) * raw_->k_max + j] = parents[j];
   }
+  // ABI 1.6: whether this call takes confidences (the proposer declared reports_confidence and
+  // the host may cut this call's drafts by them).
+  bool takes_confidence() const {
+    return raw_->struct_size >= offsetof(specd_propose_batch, draft_confidence) + sizeof(float*) &&
+           raw_->draft_confidence != nullptr;
+  }
+  // Sets the confidence of sequence i's drafts 0..n-1 (each clamped to [0, 1]; after set_draft,
+  // at most num_drafted). Only when takes_confidence().
+  void set_confidence(int32_t i, std::span<const float> confidence) {
+    if (!takes_confidence()) throw Error("set_confidence: this propose call takes no confidences", SPECD_ERR_INTERNAL);
+    if (static_cast<int64_t>(confidence.size()) > raw_->num_drafted[i])
+      throw Error(detail::concat("confidence of sequence ", i, " has ", confidence.size(), " entries for ",
+                                 raw_->num_drafted[i], " drafts"),
+                  SPECD_ERR_INTERNAL);
+    for (size_t j = 0; j < confidence.size(); ++j) {
+      const float c = confidence[j];
+      raw_->draft_confidence[static_cast<int64_t>(i) * raw_->k_max + j] = c >= 0 ? (c <= 1 ? c : 1.0f) : 0.0f;
+    }
+  }
   // Row of draft probabilities for sequence i, draft position j ([vocab]); only when the
   // proposer declared produces_draft_probs.
   std::span<float> draft_probs(int32_t i, int32_t j) {

@@ -359,6 +359,8 @@ struct ProposerCaps {
   // ABI 1.3: the target layers whose hidden states it reads (abi.h: aux_hidden_layers); the
   // array must live as long as the proposer (a member).
   std::span<const int32_t> aux_hidden_layers;
+  // ABI 1.6: fills ProposeBatch::set_confidence where takes_confidence() (abi.h: reports_confidence).
+  bool reports_confidence = false;
 };
 
 class Proposer {
@@ -414,6 +416,7 @@ inline int32_t proposer_caps(void* self, specd_proposer_caps* out) {
     out->drafts_trees = c.drafts_trees;
     out->num_aux_hidden_layers = static_cast<int32_t>(c.aux_hidden_layers.size());
     out->aux_hidden_layers = c.aux_hidden_layers.data();
+    out->reports_confidence = c.reports_confidence;
   });
 }
 

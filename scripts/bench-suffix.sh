@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Suffix decoding table (#38): plain vs ngram vs suffix (per-request only) vs suffix (global
-# cache), on the agent and edit workloads of specd-loadgen, at concurrency 1 and 8, through
+# cache; with DYNAMIC=true also without reporting confidence, i.e. k chosen before drafting), on the agent and edit workloads of specd-loadgen, at concurrency 1 and 8, through
 # `specd serve`. Prints each run's tokens/s and the acceptance from /metrics.
 #   [REQ1=12] [REQ8=32] scripts/bench-suffix.sh [MODEL_DIR] [BUILD_DIR] [MAX_TOKENS] [DYNAMIC]
 # MODEL_DIR defaults to the bundled models/specd-py. DYNAMIC (false) is speculative.dynamic:
@@ -47,3 +47,8 @@ run_server suffix-request --set speculative.proposer.name=suffix --set speculati
   --set speculative.proposer.global_cache_tokens=0 --set speculative.verifier.name=rejection
 run_server suffix-global --set speculative.proposer.name=suffix --set speculative.num_speculative_tokens=8 \
   --set speculative.verifier.name=rejection
+if [ "$DYNAMIC" = true ]; then
+  run_server suffix-global-no-confidence --set speculative.proposer.name=suffix \
+    --set speculative.num_speculative_tokens=8 --set speculative.verifier.name=rejection \
+    --set speculative.proposer.report_confidence=false
+fi

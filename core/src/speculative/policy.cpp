@@ -244,6 +244,8 @@ void SpeculationPolicy::trim(std::span<sched::StepRow* const> rows, std::span<co
   const auto k_max = static_cast<size_t>(acceptance_.k_max());
   const size_t n = planned_rows_.size();
   conf_.assign(n * k_max, -1.0f);
+  prior_.assign(accept_.begin(), accept_.end());  // h: the estimates without confidence
+  confidence_.age();
   size_t next = 0;  // rows and planned_rows_ are both in batch order
   for (size_t i = 0; i < n; ++i) {
     sched::StepRow* row = planned_rows_[i];
@@ -286,7 +288,8 @@ void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<co
     if (trimmed_ && !row.seq->constraint) {
       const size_t m = std::min(evidence.size(), row.drafts.size());
       const auto k_max = static_cast<size_t>(acceptance_.k_max());
-      for (size_t j = 0; j < m && j < k_max; ++j) confidence_.observe(conf_[i * k_max + j], evidence[j]);
+      for (size_t j = 0; j < m && j < k_max; ++j)
+        confidence_.observe(conf_[i * k_max + j], prior_[i * k_max + j], evidence[j]);
     }
   }
   acceptance_.observe(row.seq->id, evidence);

@@ -64,12 +64,11 @@
 // Trimming (a proposer that reports confidence, ABI 1.6; docs/speculative.md "Proposer
 // confidence"): plan() gives each planned row its whole lookahead and the proposer drafts what it
 // finds, with a confidence per draft. trim() then makes the same choice on what was drafted:
-// accept_i[j] is the ConfidenceModel's calibrated acceptance for draft j's confidence (the
-// acceptance model's estimate where a draft has none), cap_i the row's draft count, and the propose
-// time is the call's measured time, a constant (it is spent). The rows keep their lookahead (the
-// proposer was asked for it, and hears on_accept as usual); only their drafts are cut to k_i. The
-// calibration learns from the verified drafts' evidence against their confidence.
-// Not thread-safe: the engine's step thread owns it.
+// accept_i[j] is the acceptance model's estimate scaled by what the ConfidenceModel learnt of
+// drafts of draft j's confidence (the estimate alone where a draft has none), cap_i the row's draft count, and the
+// propose time is the call's measured time, a constant (it is spent). The rows keep their lookahead (the proposer was
+// asked for it, and hears on_accept as usual); only their drafts are cut to k_i. The calibration learns from the
+// verified drafts' evidence against their confidence. Not thread-safe: the engine's step thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -198,9 +197,10 @@ class SpeculationPolicy {
   std::vector<sched::StepRow*> planned_rows_;
   std::vector<double> accept_;  // [planned rows, k_max]
   std::vector<int32_t> k_;
-  std::vector<int32_t> up_;  // explore_up's candidate
-  StepBase base_;            // this step's, from gather()
-  std::vector<float> conf_;  // [planned rows, k_max] the drafts' confidences (trim())
+  std::vector<int32_t> up_;    // explore_up's candidate
+  StepBase base_;              // this step's, from gather()
+  std::vector<float> conf_;    // [planned rows, k_max] the drafts' confidences (trim())
+  std::vector<double> prior_;  // [planned rows, k_max] their estimates without confidence
   // Per sequence: its length after the last step it drafted in (or when first seen), so that
   // a drafting row's catch-up (cost_model.hpp) is its length now minus this.
   std::unordered_map<RequestId, int64_t> drafted_len_;

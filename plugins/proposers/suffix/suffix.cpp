@@ -44,6 +44,7 @@ struct Options {
   int64_t global_cache_tokens = 262144;
   bool share_across_requests = true;
   bool tree = false;
+  bool report_confidence = true;
 
   static Options read(specd::sdk::Params& p) {
     Options o;
@@ -55,6 +56,7 @@ struct Options {
     o.global_cache_tokens = p.get_int("global_cache_tokens", o.global_cache_tokens, 0, int64_t{1} << 31);
     o.share_across_requests = p.get_bool("share_across_requests", o.share_across_requests);
     o.tree = p.get_bool("tree", o.tree);
+    o.report_confidence = p.get_bool("report_confidence", o.report_confidence);
     return o;
   }
 };
@@ -84,7 +86,7 @@ class SuffixProposer : public specd::sdk::Proposer {
     caps.supports_variable_k = true;
     caps.max_k = o_.tree ? 0 : o_.max_depth;
     caps.drafts_trees = o_.tree;
-    caps.reports_confidence = !o_.tree;
+    caps.reports_confidence = o_.report_confidence && !o_.tree;
     return caps;
   }
 

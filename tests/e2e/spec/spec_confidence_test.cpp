@@ -16,16 +16,16 @@ namespace fs = std::filesystem;
 namespace {
 
 specd::config::EngineConfig confidence_config(const fs::path& target, const std::string& pct, bool async) {
-  return specd::config::for_model_dir(
-      target.string(), {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
-                        {"speculative.num_speculative_tokens", "6"},
-                        {"speculative.proposer.name", "test_repeat"},
-                        {"speculative.proposer.window", "6"},
-                        {"speculative.proposer.confidence_pct", pct},
-                        {"speculative.verifier.name", "greedy"},
-                        {"speculative.dynamic", "true"},
-                        {"scheduler.async_scheduling", async ? "true" : "false"},
-                        {"kv_cache.memory_mib", "64"}});
+  return specd::config::for_model_dir(target.string(),
+                                      {{"plugins.paths", std::string("[") + SPECD_BINARY_DIR + "/test-plugins/good]"},
+                                       {"speculative.num_speculative_tokens", "6"},
+                                       {"speculative.proposer.name", "test_repeat"},
+                                       {"speculative.proposer.window", "6"},
+                                       {"speculative.proposer.confidence_pct", pct},
+                                       {"speculative.verifier.name", "greedy"},
+                                       {"speculative.dynamic", "true"},
+                                       {"scheduler.async_scheduling", async ? "true" : "false"},
+                                       {"kv_cache.memory_mib", "64"}});
 }
 
 TEST(SpecConfidence, DraftsAreCutByConfidenceAndOutputStaysTheTargets) {

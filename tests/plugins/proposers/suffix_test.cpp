@@ -121,6 +121,7 @@ TEST(SuffixProposer, ReportsEachDraftsShareAsItsConfidence) {
   Suffix s(Opts{{"max_spec_factor", "4"}, {"min_token_prob", "0.2"}});
   EXPECT_TRUE(s.reports_confidence());
   EXPECT_FALSE(Suffix(Opts{{"tree", "true"}}).reports_confidence()) << "trees carry no confidence";
+  EXPECT_FALSE(Suffix(Opts{{"report_confidence", "false"}}).reports_confidence());
   // After "5 6" (three times): 7 1 5 6 twice, then 7 and 8 once each (a tie: the most recent
   // wins); and 8 3 5 6 once.
   const Drafted d = s.propose({5, 6, 7, 1, 5, 6, 7, 1, 5, 6, 8, 3, 5, 6}, 8, 1, 0, true);

@@ -23,18 +23,29 @@ std::vector<TargetSample> linear_target(double fixed, double per_token) {
   return s;
 }
 
-TEST(ConfidenceModel, StartsFromTheStatedConfidenceAndLearnsWhatItIsWorth) {
+TEST(ConfidenceModel, ScalesTheEstimateByWhatDraftsOfThatConfidenceAchieved) {
   ConfidenceModel m;
-  EXPECT_FLOAT_EQ(static_cast<float>(m.predict(0.8f, 0.3)), 0.8f) << "no evidence: the proposer's own estimate";
-  EXPECT_DOUBLE_EQ(m.predict(-1.0f, 0.3), 0.3) << "no confidence: the fallback";
+  EXPECT_DOUBLE_EQ(m.predict(0.8f, 0.3), 0.3) << "no evidence: the estimate without confidence";
+  EXPECT_DOUBLE_EQ(m.predict(-1.0f, 0.3), 0.3) << "no confidence";
   EXPECT_DOUBLE_EQ(m.predict(std::numeric_limits<float>::quiet_NaN(), 0.3), 0.3);
-  EXPECT_DOUBLE_EQ(m.predict(7.0f, 0.3), 1.0) << "above 1 counts as 1";
-  for (int i = 0; i < 1000; ++i) m.observe(0.95f, i % 10 < 3 ? 1.0 : 0.0);  // claims 0.95, gets 0.3
-  EXPECT_NEAR(m.predict(0.95f, 0.5), 0.3, 0.03);
-  EXPECT_NEAR(m.predict(0.91f, 0.5), 0.3, 0.03) << "the same bucket";
-  EXPECT_FLOAT_EQ(static_cast<float>(m.predict(0.45f, 0.5)), 0.45f) << "other buckets keep their prior";
-  m.observe(-1.0f, 1.0);  // no confidence: nothing learnt
-  EXPECT_NEAR(m.evidence_in(9), 200.0 * (1 - std::pow(0.995, 1000)), 1e-6);
+  // Drafts said 0.95 where the estimate was 0.6, and 30% were accepted: half the estimate.
+  for (int i = 0; i < 1000; ++i) m.observe(0.95f, 0.6, i % 10 < 3 ? 1.0 : 0.0);
+  // Drafts said 0.5 where the estimate was 0.5, and all were accepted: twice the estimate.
+  for (int i = 0; i < 1000; ++i) m.observe(0.5f, 0.5, 1.0);
+  EXPECT_NEAR(m.predict(0.95f, 0.6), 0.3, 0.01);
+  EXPECT_NEAR(m.predict(0.95f, 0.9), 0.45, 0.01) << "a factor on the estimate, which keeps the position's";
+  EXPECT_NEAR(m.predict(0.91f, 0.6), 0.3, 0.01) << "the same bucket";
+  EXPECT_NEAR(m.predict(7.0f, 0.6), 0.3, 0.01) << "above 1 counts as 1";
+  EXPECT_NEAR(m.predict(0.55f, 0.3), 0.6, 0.01);
+  EXPECT_DOUBLE_EQ(m.predict(0.55f, 0.7), 1.0) << "at most 1";
+  EXPECT_DOUBLE_EQ(m.predict(0.25f, 0.4), 0.4) << "other buckets: no evidence";
+  m.observe(-1.0f, 0.5, 1.0);  // no confidence: nothing learnt
+  const double seen = 200.0 * (1 - std::pow(0.995, 1000));
+  EXPECT_NEAR(m.evidence_in(9), seen, 1e-6);
+  // Evidence of drafts no longer scored fades step by step: back towards the estimate.
+  for (int i = 0; i < 4000; ++i) m.age();
+  EXPECT_NEAR(m.evidence_in(9), seen * std::pow(0.998, 4000), 1e-6);
+  EXPECT_NEAR(m.predict(0.95f, 0.6), 0.6, 0.02);
 }
 
 // Decoding rows of `seqs`, each with lookahead 8; their drafts are filled by the caller.
@@ -76,8 +87,8 @@ TEST(SpeculationPolicy, TrimKeepsConfidentDraftsAndCutsTheRest) {
   p.set_trimming(true);
   p.cost().set_target_prior(linear_target(0.010, 0.0001));  // memory-bound: a draft costs 1% of a step
   for (int i = 0; i < 500; ++i) {
-    p.confidence().observe(0.95f, 1.0);  // calibrated: confident drafts are accepted
-    p.confidence().observe(0.15f, 0.0);  // and unconfident ones rejected
+    p.confidence().observe(0.95f, 0.5, 1.0);  // confident drafts: accepted, twice the estimate
+    p.confidence().observe(0.15f, 0.5, 0.0);  // unconfident ones: rejected
   }
   Step s(2);
   s.fill();
@@ -104,7 +115,7 @@ TEST(SpeculationPolicy, TrimGoesPlainWhereDraftsCostAWholeStep) {
   SpeculationPolicy p(8, 1024, true);
   p.set_trimming(true);
   p.cost().set_target_prior(linear_target(0.0001, 0.001));  // compute-bound: each token costs a step
-  for (int i = 0; i < 500; ++i) p.confidence().observe(0.55f, i % 2 == 0 ? 1.0 : 0.0);
+  for (int i = 0; i < 500; ++i) p.confidence().observe(0.55f, 0.5, i % 2 == 0 ? 1.0 : 0.0);
   Step s(2);
   s.fill();
   spec::PolicyMetrics m;
@@ -118,8 +129,9 @@ TEST(SpeculationPolicy, TrimGoesPlainWhereDraftsCostAWholeStep) {
   EXPECT_EQ(m.chosen_k[0], 2u);
 }
 
-// A proposer that says 0.95 for drafts the target never accepts: the first steps trust it and
-// score all 8, the verified rejections teach the calibration, and the drafts are cut back.
+// A proposer that says 0.95 for drafts the target never accepts: the first steps go by the
+// acceptance estimate (an unseen sequence: drafting pays) and score all 8, the verified
+// rejections teach the calibration, and the drafts are cut back.
 TEST(SpeculationPolicy, OverstatedConfidenceIsLearntFromVerifiedDrafts) {
   SpeculationPolicy p(8, 1024, true);
   p.set_trimming(true);
@@ -138,9 +150,9 @@ TEST(SpeculationPolicy, OverstatedConfidenceIsLearntFromVerifiedDrafts) {
     const std::vector<double> evidence = {0.0};  // the first draft is rejected
     if (row.drafted()) p.observe_verified(row, evidence, m);
   }
-  EXPECT_EQ(scored.front(), 8u) << "trusted at first";
+  EXPECT_EQ(scored.front(), 8u) << "as without confidence at first";
   for (size_t i = 30; i < scored.size(); ++i) EXPECT_LE(scored[i], 1u) << "step " << i;
-  EXPECT_LT(p.confidence().predict(0.95f, 1.0), 0.2);
+  EXPECT_LT(p.confidence().predict(0.95f, 0.5), 0.3) << "learnt: well below the estimate";
 }
 
 // Without trimming the policy chooses k before the proposer runs, as before: no trim is pending.

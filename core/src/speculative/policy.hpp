@@ -58,8 +58,13 @@
 // self-draft whose first draft fails) is re-measured within a few steps instead of leaving a short
 // request plain, and a batch that stays plain pays about one probe per kMaxProbeInterval steps.
 // Probes also wait until the idle steps' time is 1 / kProbeBudget times a probe's predicted
-// propose time (its catch-up included), so where a proposer call is dear beside a step they thin
-// out towards kMaxProbeInterval.
+// propose time (its catch-up included), however long that takes: probes never cost more than
+// kProbeBudget of the plain steps they follow. Where a proposer call is dear beside a step they
+// thin out past kMaxProbeInterval, and where the catch-up alone costs more per idle token than
+// kProbeBudget of a step (MTP heads over a cache-resident target: ~60 us per token against
+// 0.3 ms steps), a row that went plain stays plain until the plan itself finds drafting worth
+// its catch-up. Capped at kMaxProbeInterval, such probes cost MTP on the bundled model 17-20%
+// of its plain speed.
 //
 // Trimming (a proposer that reports confidence, ABI 1.6; docs/speculative.md "Proposer
 // confidence"): plan() gives each planned row its whole lookahead and the proposer drafts what it
@@ -146,6 +151,7 @@ class SpeculationPolicy {
   // raises the rows at the largest k by one where that plan is within kExploreBand of `best`.
   // Returns the objective of what k holds afterwards.
   Plan explore_up(const StepBase& base, std::span<const PlanRow> rows, std::span<int32_t> k, const Plan& best);
+  // The fewest idle steps before a probe with this catch-up stays within kProbeBudget.
   int32_t probe_floor(const StepBase& base, int32_t catch_up) const;
 
   // Lowers row.lookahead of the rows whose sequence has dynamic_k set (see the file comment).

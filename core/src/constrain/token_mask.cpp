@@ -19,6 +19,9 @@ int32_t StateTable::intern(const MatchState& state) {
   next_.emplace_back().fill(kUnknown);
   uniform_.emplace_back();
   uniform_known_.push_back(0);
+  chain_.emplace_back();
+  chain_.back().along[0] = {~uint64_t{0}, ~uint64_t{0}};
+  chain_.back().end = id;
   return id;
 }
 
@@ -59,12 +62,32 @@ const StateTable::Uniform& StateTable::uniform(const Matcher& matcher, int32_t i
   return uniform_[u];
 }
 
+StateTable::Bytes StateTable::along(const Matcher& matcher, int32_t id, size_t h) {
+  const auto c = static_cast<size_t>(id);
+  while (chain_[c].known <= h) {
+    const size_t k = chain_[c].known;
+    const int32_t s = chain_[c].end;
+    Bytes next{0, 0};
+    int32_t to = kDead;
+    if (s >= 0) {
+      const Uniform& u = uniform(matcher, s);  // may grow the table: chain_ is indexed after
+      next = {chain_[c].along[k - 1][0] & u.bytes[0], chain_[c].along[k - 1][1] & u.bytes[1]};
+      to = u.next;
+    }
+    chain_[c].along[k] = next;
+    chain_[c].end = to;
+    chain_[c].known = static_cast<uint8_t>(k + 1);
+  }
+  return chain_[c].along[h];
+}
+
 void StateTable::clear() {
   states_.clear();
   ids_.clear();
   next_.clear();
   uniform_.clear();
   uniform_known_.clear();
+  chain_.clear();
 }
 
 TokenTrie::TokenTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) {
@@ -140,16 +163,11 @@ void TokenTrie::mark_subtree(uint32_t node, std::span<uint64_t> mask) const {
 }
 
 bool TokenTrie::whole_subtree(const Matcher& matcher, StateTable& table, uint32_t node, int32_t from) const {
-  constexpr uint16_t kMaxChain = 32;  // longer subtrees are walked
-  if (height_[node] > kMaxChain) return false;
+  const uint16_t height = height_[node];
+  if (height > StateTable::kMaxChain) return false;  // longer subtrees are walked
   const std::array<uint64_t, 2>& alpha = alphabet_[node];
-  int32_t s = from;
-  for (uint16_t d = 0; d < height_[node]; ++d) {
-    const StateTable::Uniform& u = table.uniform(matcher, s);
-    if (u.next < 0 || (alpha[0] & ~u.bytes[0]) != 0 || (alpha[1] & ~u.bytes[1]) != 0) return false;
-    s = u.next;
-  }
-  return true;
+  const StateTable::Bytes along = table.along(matcher, from, height);
+  return (alpha[0] & ~along[0]) == 0 && (alpha[1] & ~along[1]) == 0;
 }
 
 bool TokenTrie::allowed(const Matcher& matcher, StateTable& table, const MatchState& state,
@@ -238,8 +256,15 @@ std::shared_ptr<const std::vector<uint64_t>> MaskCache::mask(const Matcher& matc
   const std::lock_guard<std::mutex> lock(mu_);  // the state table is shared: one walk at a time
   const auto t0 = std::chrono::steady_clock::now();
   if (!trie_->allowed(matcher, table_, state, *m)) {
-    table_.clear();  // full: start over, and walk this one without memoized transitions
-    trie_->allowed(matcher, state, *m);
+    // Full: start over with this state's walk alone (the states it needs are far fewer than the
+    // table holds; walking without memoized transitions took 30-50 ms per mask on a 128k
+    // vocabulary, most of a bounded-string schema's mask time), and only if even that one walk
+    // fills the table, walk without it.
+    table_.clear();
+    if (!trie_->allowed(matcher, table_, state, *m)) {
+      table_.clear();
+      trie_->allowed(matcher, state, *m);
+    }
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.misses;

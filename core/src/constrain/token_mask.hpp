@@ -52,6 +52,14 @@ class StateTable {
     std::array<uint64_t, 2> bytes{0, 0};
   };
   const Uniform& uniform(const Matcher& matcher, int32_t id);
+  // Subtrees at most this high are taken whole along a chain of uniform successors.
+  static constexpr size_t kMaxChain = 32;
+  using Bytes = std::array<uint64_t, 2>;
+  // The bytes that every one of the first h states of the uniform chain from `id` sends to its
+  // uniform successor (empty from the depth where the chain dies), 1 <= h <= kMaxChain: a subtree
+  // of height h whose bytes are all among them is allowed whole. Kept per state and extended as
+  // deeper subtrees ask, so that the walk tests a subtree with one lookup instead of h.
+  Bytes along(const Matcher& matcher, int32_t id, size_t h);
   void clear();
   size_t size() const { return states_.size(); }
 
@@ -65,6 +73,12 @@ class StateTable {
   std::vector<std::array<int32_t, 256>> next_;
   std::vector<Uniform> uniform_;
   std::vector<char> uniform_known_;
+  struct Chain {
+    std::array<Bytes, kMaxChain + 1> along;  // [h], h < known
+    uint8_t known = 1;                       // along[0]: every byte
+    int32_t end = 0;                         // the chain's state after known - 1 steps
+  };
+  std::vector<Chain> chain_;
 };
 
 class TokenTrie {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -179,6 +180,37 @@ str ::= "\"" [a-c\u00e9\u20ac ]* "\"")");
       EXPECT_EQ(((mask[id >> 6] >> (id & 63)) & 1) != 0, expect) << "prefix '" << prefix << "' token " << id;
     }
   }
+}
+
+// A MaskCache whose state table fills up (a bounded string of 4000 characters has a state per
+// position) starts the table over and keeps giving exact masks: the same as the walk without
+// memoized transitions, at every position.
+TEST(MaskCache, MasksStayExactWhenTheStateTableFillsUp) {
+  std::mt19937 rng(11);
+  std::vector<std::string> vocab(2000);
+  for (auto& t : vocab) {
+    const size_t len = 1 + rng() % 5;
+    for (size_t j = 0; j < len; ++j) t += "ab\""[rng() % 3];
+  }
+  auto trie = std::make_shared<const specd::constrain::TokenTrie>(vocab);
+  const auto g = compile_gbnf(R"(root ::= "\"" [ab]{0,4000} "\"")");
+  specd::constrain::MaskCache cache(trie);
+  Matcher m(g);
+  ASSERT_TRUE(m.accept("\""));
+  std::vector<uint64_t> want((vocab.size() + 63) / 64);
+  for (int pos = 0; pos <= 4000; ++pos) {  // twice StateTable::kMaxStates states
+    if (pos % 50 == 0 || pos >= 3995) {
+      trie->allowed(m, m.state(), want);
+      const std::shared_ptr<const std::vector<uint64_t>> got = cache.mask(m, m.state());
+      EXPECT_EQ(*got, want) << "position " << pos;
+    } else {
+      cache.mask(m, m.state());
+    }
+    if (pos < 4000) {
+      ASSERT_TRUE(m.accept("a"));
+    }
+  }
+  EXPECT_GT(cache.stats().misses, specd::constrain::StateTable::kMaxStates);
 }
 
 }  // namespace

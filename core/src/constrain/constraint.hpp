@@ -42,7 +42,8 @@ std::shared_ptr<const Grammar> compile_structured(const StructuredOutput& so);
 
 class ConstraintCompiler {
  public:
-  static constexpr size_t kMaxCached = 16;  // compiled constraints kept for reuse (each up to ~15 MiB: masks and state table)
+  static constexpr size_t kMaxCached =
+      16;  // compiled constraints kept for reuse (each up to ~15 MiB: masks and state table)
 
   explicit ConstraintCompiler(std::shared_ptr<const TokenTrie> trie) : trie_(std::move(trie)) {}
 

@@ -182,10 +182,11 @@ str ::= "\"" [a-c\u00e9\u20ac ]* "\"")");
   }
 }
 
-// A MaskCache whose state table fills up (a bounded string of 4000 characters has a state per
-// position) starts the table over and keeps giving exact masks: the same as the walk without
-// memoized transitions, at every position.
+// A MaskCache whose state table fills up (a bounded string has a state per position: twice the
+// table's size here) starts the table over and keeps giving exact masks: the same as the walk
+// without memoized transitions, at every position checked.
 TEST(MaskCache, MasksStayExactWhenTheStateTableFillsUp) {
+  constexpr int kLength = 2 * static_cast<int>(specd::constrain::StateTable::kMaxStates);
   std::mt19937 rng(11);
   std::vector<std::string> vocab(2000);
   for (auto& t : vocab) {
@@ -193,20 +194,20 @@ TEST(MaskCache, MasksStayExactWhenTheStateTableFillsUp) {
     for (size_t j = 0; j < len; ++j) t += "ab\""[rng() % 3];
   }
   auto trie = std::make_shared<const specd::constrain::TokenTrie>(vocab);
-  const auto g = compile_gbnf(R"(root ::= "\"" [ab]{0,4000} "\"")");
+  const auto g = compile_gbnf("root ::= \"\\\"\" [ab]{0," + std::to_string(kLength) + "} \"\\\"\"");
   specd::constrain::MaskCache cache(trie);
   Matcher m(g);
   ASSERT_TRUE(m.accept("\""));
   std::vector<uint64_t> want((vocab.size() + 63) / 64);
-  for (int pos = 0; pos <= 4000; ++pos) {  // twice StateTable::kMaxStates states
-    if (pos % 50 == 0 || pos >= 3995) {
+  for (int pos = 0; pos <= kLength; ++pos) {
+    if (pos % 100 == 0 || pos >= kLength - 5) {
       trie->allowed(m, m.state(), want);
       const std::shared_ptr<const std::vector<uint64_t>> got = cache.mask(m, m.state());
       EXPECT_EQ(*got, want) << "position " << pos;
     } else {
       cache.mask(m, m.state());
     }
-    if (pos < 4000) {
+    if (pos < kLength) {
       ASSERT_TRUE(m.accept("a"));
     }
   }

@@ -1,6 +1,8 @@
 #include "plugin/probe.hpp"
 
+#include <link.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +53,49 @@ std::string probe_in_child(const std::function<bool()>& attempt, std::chrono::mi
     return "stopped the loader (exit status " + std::to_string(WEXITSTATUS(status)) +
            "; the dynamic loader prints why, e.g. \"Inconsistency detected by ld.so\")";
   return "";
+}
+
+void run_exit_destructors_left_by(const std::filesystem::path& file) {
+  struct stat want {};
+  if (::stat(file.c_str(), &want) != 0) return;
+  struct Found {
+    dev_t dev;
+    ino_t ino;
+    const ElfW(Phdr) * phdr = nullptr;
+    int phnum = 0;
+    ElfW(Addr) base = 0;
+  } found{want.st_dev, want.st_ino};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto& f = *static_cast<Found*>(data);
+        struct stat st {};
+        if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0' || ::stat(info->dlpi_name, &st) != 0) return 0;
+        if (st.st_dev != f.dev || st.st_ino != f.ino) return 0;
+        f.phdr = info->dlpi_phdr;
+        f.phnum = info->dlpi_phnum;
+        f.base = info->dlpi_addr;
+        return 1;
+      },
+      &found);
+  if (found.phdr == nullptr) return;  // unloaded: its destructors ran in dlclose
+  const ElfW(Dyn)* dyn = nullptr;
+  for (int i = 0; i < found.phnum; ++i)
+    if (found.phdr[i].p_type == PT_DYNAMIC)
+      dyn = reinterpret_cast<const ElfW(Dyn)*>(found.base + found.phdr[i].p_vaddr);
+  if (dyn == nullptr) return;
+  ElfW(Addr) array = 0, fini = 0;
+  size_t array_bytes = 0;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_FINI_ARRAY) array = d->d_un.d_ptr;
+    if (d->d_tag == DT_FINI_ARRAYSZ) array_bytes = d->d_un.d_val;
+    if (d->d_tag == DT_FINI) fini = d->d_un.d_ptr;
+  }
+  using Fn = void (*)();
+  if (array != 0) {  // last to first, as the loader runs them
+    auto* fns = reinterpret_cast<Fn*>(found.base + array);
+    for (size_t i = array_bytes / sizeof(Fn); i-- > 0;) fns[i]();
+  }
+  if (fini != 0) reinterpret_cast<Fn>(found.base + fini)();
 }
 
 bool probing_enabled() {

@@ -22,6 +22,13 @@ namespace specd::plugin {
 std::string probe_in_child(const std::function<bool()>& attempt,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// In the child, after the attempt unloaded `file`: if the dynamic loader still holds it (a
+// NODELETE object, or one whose relocations left a reference behind), its destructors and
+// DT_FINI_ARRAY / DT_FINI would run at this process's exit, which the child skips (_exit). Runs
+// them now, as the loader would at exit, so that a file whose exit-time code faults crashes the
+// child, not the host when it exits. Nothing when the file was unloaded.
+void run_exit_destructors_left_by(const std::filesystem::path& file);
+
 // Probing is on unless SPECD_PLUGIN_PROBE=0, and off inside an MPI job (OpenMPI warns about
 // fork() in its ranks; rank 0 reports a crashing file when the job starts anyway).
 bool probing_enabled();

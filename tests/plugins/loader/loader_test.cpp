@@ -267,6 +267,26 @@ TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
   EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
 }
 
+// A file the dynamic loader keeps after dlclose (here linked NODELETE; in the round-2 campaign,
+// FINI_ARRAY / FINI_ARRAYSZ / RELASZ mutants) runs its destructors only at process exit, which
+// the probe's child skipped: such a file passed the probe, loaded, and crashed the host when it
+// exited. The child now runs them itself, so the file is refused and this test process exits
+// cleanly (without the fix it loads here and the test binary dies at exit).
+TEST(PluginLoader, AFileWhoseDestructorsOutliveDlcloseIsReported) {
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "crashing_nodelete";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(plugin_file("crashing_nodelete", "test_crashing_nodelete"), dir / "a_nodelete.so");
+  fs::copy_file(plugin_file("good", "test_good"), dir / "b_good.so");
+  Registry reg;
+  reg.scan({dir});
+  ASSERT_EQ(reg.refusals().size(), 1u);
+  const std::string& msg = reg.refusals()[0].reason;
+  EXPECT_NE(msg.find("a_nodelete.so: crashed the loader (signal " + std::to_string(SIGSEGV)), std::string::npos) << msg;
+  ASSERT_EQ(reg.plugins().size(), 1u);
+  EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
+}
+
 // A proposer's observations (ABI 1.4 record): counted and summed per name; a bad name, a value
 // that is negative or not finite, and a 17th series are dropped, never stored.
 TEST(PluginObservations, BoundedAndValidated) {

@@ -247,7 +247,7 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
       const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
       check_descriptor(*desc, file_in);
       check_components(*desc, file, file_in);
-      lib.unload();  // runs its destructors, as this process's exit would
+      lib.unload();                        // runs its destructors, as this process's exit would
       run_exit_destructors_left_by(file);  // and those dlclose leaves for the exit
       return true;
     });

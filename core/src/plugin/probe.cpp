@@ -1,7 +1,9 @@
 #include "plugin/probe.hpp"
 
+#include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +11,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <system_error>
 #include <thread>
+#include <tuple>
+#include <vector>
+
+extern char** environ;
 
 namespace specd::plugin {
 namespace {
@@ -18,20 +27,9 @@ namespace {
 constexpr int kLoaded = 0;
 constexpr int kRefused = 3;
 
-}  // namespace
-
-std::string probe_in_child(const std::function<bool()>& attempt, std::chrono::milliseconds timeout) {
-  const pid_t pid = ::fork();
-  if (pid < 0) return "";  // cannot fork: load in this process, as without probing
-  if (pid == 0) {
-    bool ok = false;
-    try {
-      ok = attempt();
-    } catch (...) {
-      ok = false;
-    }
-    ::_exit(ok ? kLoaded : kRefused);
-  }
+// Waits for the probing child `pid`: "" when it came back (exit status kLoaded or kRefused), else
+// why not.
+std::string wait_for_probe(pid_t pid, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
   for (;;) {
@@ -53,6 +51,65 @@ std::string probe_in_child(const std::function<bool()>& attempt, std::chrono::mi
     return "stopped the loader (exit status " + std::to_string(WEXITSTATUS(status)) +
            "; the dynamic loader prints why, e.g. \"Inconsistency detected by ld.so\")";
   return "";
+}
+
+}  // namespace
+
+std::string probe_in_child(const std::function<bool()>& attempt, std::chrono::milliseconds timeout) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return "";  // cannot fork: load in this process, as without probing
+  if (pid == 0) {
+    bool ok = false;
+    try {
+      ok = attempt();
+    } catch (...) {
+      ok = false;
+    }
+    ::_exit(ok ? kLoaded : kRefused);
+  }
+  return wait_for_probe(pid, timeout);
+}
+
+std::filesystem::path probe_helper() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  std::filesystem::path helper = self.parent_path() / "specd-plugin-probe";
+  if (::access(helper.c_str(), X_OK) != 0 || self == helper) return {};
+  return helper;
+}
+
+std::string probe_in_fresh_process(const std::filesystem::path& file, std::chrono::milliseconds timeout) {
+  static std::mutex mu;
+  static std::map<std::tuple<std::string, uintmax_t, int64_t>, std::string> done;
+  static const std::filesystem::path helper = probe_helper();
+  if (helper.empty()) return "";
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  const auto mtime = std::filesystem::last_write_time(file, ec).time_since_epoch().count();
+  const auto key = std::make_tuple(file.string(), size, static_cast<int64_t>(mtime));
+  const std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = done.find(key); it != done.end()) return it->second;
+  // The helper's environment: this one's, with probing off (it must not probe in turn).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "SPECD_PLUGIN_PROBE=", 19) != 0) env_strings.emplace_back(*e);
+  env_strings.emplace_back("SPECD_PLUGIN_PROBE=0");
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string helper_arg = helper.string(), file_arg = file.string();
+  char* argv[] = {helper_arg.data(), file_arg.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv, envp.data());
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return "";  // cannot start it: the caller probes by fork
+  std::string verdict = wait_for_probe(pid, timeout);
+  done.emplace(key, verdict);
+  return verdict;
 }
 
 void run_exit_destructors_left_by(const std::filesystem::path& file) {

@@ -29,6 +29,18 @@ std::string probe_in_child(const std::function<bool()>& attempt,
 // child, not the host when it exits. Nothing when the file was unloaded.
 void run_exit_destructors_left_by(const std::filesystem::path& file);
 
+// The probe in a fresh process: the helper executable specd-plugin-probe (built beside specd, and
+// found beside this process's executable) loads `file` as the registry would, unloads it and
+// exits the normal way, running every exit handler, as the host does when it exits. A forked
+// copy of a multi-threaded host cannot safely do that last step, and a file whose destructors
+// stay registered after its library is unmapped (a broken fini array or relocations: dlclose
+// never calls __cxa_finalize for it) crashes only there. Answers as probe_in_child; results are
+// kept per file (path, size, modification time) for the life of this process, since every
+// engine scans the plugin path. "" without asking when there is no helper (probe_helper()).
+std::string probe_in_fresh_process(const std::filesystem::path& file,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
+std::filesystem::path probe_helper();
+
 // Probing is on unless SPECD_PLUGIN_PROBE=0, and off inside an MPI job (OpenMPI warns about
 // fork() in its ranks; rank 0 reports a crashing file when the job starts anyway).
 bool probing_enabled();

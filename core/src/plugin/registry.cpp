@@ -242,7 +242,9 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
   // process that goes through the same steps and unloads the file again, so that it cannot
   // take this one down.
   if (probing_enabled()) {
-    const std::string bad = probe_in_child([&] {
+    // In a fresh process where the helper is installed (it can exit the way this process
+    // will); else in a forked child.
+    const std::string bad = !probe_helper().empty() ? probe_in_fresh_process(file) : probe_in_child([&] {
       boost::dll::shared_library lib = open_library(file, file_in);
       const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
       check_descriptor(*desc, file_in);

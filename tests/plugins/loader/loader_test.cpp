@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plugin/observations.hpp"
+#include "plugin/probe.hpp"
 #include "plugin/registry.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
@@ -30,6 +31,36 @@ const fs::path kPlugins = SPECD_TEST_PLUGIN_DIR;
 
 fs::path plugin_file(const std::string& dir, const std::string& name) {
   return kPlugins / dir / (name + ".so");
+}
+
+// Sets the value of the first dynamic entry with `tag` in an ELF64 file; false if there is none.
+bool set_dynamic_entry(const fs::path& file, int64_t tag, uint64_t value) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  auto read = [&](uint64_t at, auto& v) {
+    f.seekg(static_cast<std::streamoff>(at)), f.read(reinterpret_cast<char*>(&v), sizeof(v));
+  };
+  uint64_t phoff = 0;
+  uint16_t phentsize = 0, phnum = 0;
+  read(0x20, phoff);
+  read(0x36, phentsize);
+  read(0x38, phnum);
+  for (uint16_t i = 0; i < phnum; ++i) {
+    uint32_t type = 0;
+    uint64_t offset = 0, size = 0;
+    read(phoff + uint64_t{i} * phentsize, type);
+    read(phoff + uint64_t{i} * phentsize + 8, offset);
+    read(phoff + uint64_t{i} * phentsize + 32, size);
+    if (type != 2) continue;  // PT_DYNAMIC
+    for (uint64_t e = offset; e + 16 <= offset + size; e += 16) {
+      int64_t t = 0;
+      read(e, t);
+      if (t != tag) continue;
+      f.seekp(static_cast<std::streamoff>(e + 8));
+      f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string load_error(const fs::path& file) {
@@ -223,37 +254,7 @@ TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
   fs::copy_file(plugin_file("crashing_exit", "test_crashing_exit"), dir / "b_exit.so");
   // c_pltrel.so: the good plugin with DT_PLTREL (which must say DT_RELA) set to garbage.
   fs::copy_file(plugin_file("good", "test_good"), dir / "c_pltrel.so");
-  {
-    std::fstream f(dir / "c_pltrel.so", std::ios::in | std::ios::out | std::ios::binary);
-    auto read = [&](uint64_t at, auto& v) {
-      f.seekg(static_cast<std::streamoff>(at)), f.read(reinterpret_cast<char*>(&v), sizeof(v));
-    };
-    uint64_t phoff = 0;
-    uint16_t phentsize = 0, phnum = 0;
-    read(0x20, phoff);
-    read(0x36, phentsize);
-    read(0x38, phnum);
-    bool patched = false;
-    for (uint16_t i = 0; i < phnum && !patched; ++i) {
-      uint32_t type = 0;
-      uint64_t offset = 0, size = 0;
-      read(phoff + uint64_t{i} * phentsize, type);
-      read(phoff + uint64_t{i} * phentsize + 8, offset);
-      read(phoff + uint64_t{i} * phentsize + 32, size);
-      if (type != 2) continue;  // PT_DYNAMIC
-      for (uint64_t e = offset; e + 16 <= offset + size; e += 16) {
-        int64_t tag = 0;
-        read(e, tag);
-        if (tag != 20) continue;  // DT_PLTREL
-        const uint64_t garbage = 0x7777;
-        f.seekp(static_cast<std::streamoff>(e + 8));
-        f.write(reinterpret_cast<const char*>(&garbage), sizeof(garbage));
-        patched = true;
-        break;
-      }
-    }
-    ASSERT_TRUE(patched) << "no DT_PLTREL in the good plugin";
-  }
+  ASSERT_TRUE(set_dynamic_entry(dir / "c_pltrel.so", 20, 0x7777)) << "no DT_PLTREL in the good plugin";
   fs::copy_file(plugin_file("good", "test_good"), dir / "d_good.so");
   Registry reg;
   reg.scan({dir});
@@ -285,6 +286,27 @@ TEST(PluginLoader, AFileWhoseDestructorsOutliveDlcloseIsReported) {
   EXPECT_NE(msg.find("a_nodelete.so: crashed the loader (signal " + std::to_string(SIGSEGV)), std::string::npos) << msg;
   ASSERT_EQ(reg.plugins().size(), 1u);
   EXPECT_NE(reg.find(ComponentKind::kProposer, "test_repeat"), nullptr) << "the good plugin loaded";
+}
+
+// The round-2 campaign's last plugin crashes: a file whose fini array is broken (here the good
+// plugin with DT_FINI_ARRAYSZ 0) never has __cxa_finalize called for it in dlclose, so the
+// destructors it registered stay in the exit list after it is unmapped and the host crashes when
+// it exits. A forked probe cannot exit that way safely; the fresh-process helper
+// (specd-plugin-probe) does, so the file is refused (without the helper this test binary loads it
+// and dies at exit).
+TEST(PluginLoader, AFileWhoseExitHandlersOutliveItIsReported) {
+  ASSERT_FALSE(specd::plugin::probe_helper().empty()) << "specd-plugin-probe is built beside the tests";
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "fini_arraysz";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(plugin_file("good", "test_good"), dir / "a_fini.so");
+  ASSERT_TRUE(set_dynamic_entry(dir / "a_fini.so", 28, 0)) << "no DT_FINI_ARRAYSZ in the good plugin";
+  Registry reg;
+  reg.scan({dir});
+  ASSERT_EQ(reg.refusals().size(), 1u);
+  const std::string& msg = reg.refusals()[0].reason;
+  EXPECT_NE(msg.find("a_fini.so: crashed the loader (signal " + std::to_string(SIGSEGV)), std::string::npos) << msg;
+  EXPECT_TRUE(reg.plugins().empty());
 }
 
 // A proposer's observations (ABI 1.4 record): counted and summed per name; a bad name, a value

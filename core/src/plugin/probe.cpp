@@ -106,7 +106,7 @@ std::string probe_in_fresh_process(const std::filesystem::path& file, std::chron
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv, envp.data());
   ::posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return "";  // cannot start it: the caller probes by fork
+  if (rc != 0) return "";  // cannot start it: load without the probe, as when fork fails
   std::string verdict = wait_for_probe(pid, timeout);
   done.emplace(key, verdict);
   return verdict;

@@ -23,7 +23,15 @@ struct CliRun {
 // stdout only; stderr (logs, the human summary) goes to a file shown on failure.
 CliRun run(const std::string& args) {
   CliRun r;
-  const std::string err = (std::filesystem::path(SPECD_TEST_WORK_DIR) / "cli_spec" / "stderr.txt").string();
+  // One file per test: ctest runs this binary's tests as concurrent processes, and a shared file
+  // once showed one test the other's error.
+  const testing::TestInfo* t = testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = "stderr-";
+  name += t != nullptr ? std::string(t->test_suite_name()) + "." + t->name() : std::string("none");
+  name += ".txt";
+  for (char& c : name)
+    if (c == '/') c = '_';  // parameterized tests' names
+  const std::string err = (std::filesystem::path(SPECD_TEST_WORK_DIR) / "cli_spec" / name).string();
   const std::string cmd = std::string(SPECD_CLI_PATH) + " " + args + " 2>'" + err + "'";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;

@@ -79,11 +79,12 @@ std::filesystem::path probe_helper() {
   return helper;
 }
 
-std::string probe_in_fresh_process(const std::filesystem::path& file, std::chrono::milliseconds timeout) {
+std::optional<std::string> probe_in_fresh_process(const std::filesystem::path& file,
+                                                  std::chrono::milliseconds timeout) {
   static std::mutex mu;
   static std::map<std::tuple<std::string, uintmax_t, int64_t>, std::string> done;
   static const std::filesystem::path helper = probe_helper();
-  if (helper.empty()) return "";
+  if (helper.empty()) return std::nullopt;
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(file, ec);
   const auto mtime = std::filesystem::last_write_time(file, ec).time_since_epoch().count();

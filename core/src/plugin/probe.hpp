@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace specd::plugin {
@@ -36,9 +37,10 @@ void run_exit_destructors_left_by(const std::filesystem::path& file);
 // stay registered after its library is unmapped (a broken fini array or relocations: dlclose
 // never calls __cxa_finalize for it) crashes only there. Answers as probe_in_child; results are
 // kept per file (path, size, modification time) for the life of this process, since every
-// engine scans the plugin path. "" without asking when there is no helper (probe_helper()).
-std::string probe_in_fresh_process(const std::filesystem::path& file,
-                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
+// engine scans the plugin path. nullopt when there is no helper (probe_helper()): probe in a
+// forked child instead.
+std::optional<std::string> probe_in_fresh_process(const std::filesystem::path& file,
+                                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
 std::filesystem::path probe_helper();
 
 // Probing is on unless SPECD_PLUGIN_PROBE=0, and off inside an MPI job (OpenMPI warns about

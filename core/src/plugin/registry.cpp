@@ -244,16 +244,19 @@ const PluginInfo& Registry::load(const fs::path& file_in) {
   if (probing_enabled()) {
     // In a fresh process where the helper is installed (it can exit the way this process
     // will); else in a forked child.
-    const std::string bad = !probe_helper().empty() ? probe_in_fresh_process(file) : probe_in_child([&] {
-      boost::dll::shared_library lib = open_library(file, file_in);
-      const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
-      check_descriptor(*desc, file_in);
-      check_components(*desc, file, file_in);
-      lib.unload();                        // runs its destructors, as this process's exit would
-      run_exit_destructors_left_by(file);  // and those dlclose leaves for the exit
-      return true;
-    });
-    if (!bad.empty()) throw refusal(file_in, bad);
+    std::optional<std::string> bad = probe_in_fresh_process(file);
+    if (!bad) {
+      bad = probe_in_child([&] {
+        boost::dll::shared_library lib = open_library(file, file_in);
+        const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);
+        check_descriptor(*desc, file_in);
+        check_components(*desc, file, file_in);
+        lib.unload();                        // runs its destructors, as this process's exit would
+        run_exit_destructors_left_by(file);  // and those dlclose leaves for the exit
+        return true;
+      });
+    }
+    if (!bad->empty()) throw refusal(file_in, *bad);
   }
   boost::dll::shared_library lib = open_library(file, file_in);
   const specd_plugin_descriptor* desc = entry_descriptor(lib, file, file_in);

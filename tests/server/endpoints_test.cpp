@@ -85,9 +85,16 @@ TEST_F(Server, TokenizeAndDetokenize) {
 
   EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", "x"}, {"messages", messages}}.dump()).status, 400);
   EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"prompt", 5}}.dump()).status, 400);
+  // A text longer than the context (256) could never be a prompt: refused, naming the limit.
+  r = http_call(port(), "POST", "/tokenize", json{{"prompt", std::string(60000, 'z')}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("more than 256 tokens"), std::string::npos) << r.body;
   EXPECT_EQ(http_call(port(), "POST", "/tokenize", json{{"model", "other"}, {"prompt", "x"}}.dump()).status, 404);
   EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", {1, 99999999}}}.dump()).status, 400);
   EXPECT_EQ(http_call(port(), "POST", "/detokenize", json{{"tokens", "1 2"}}.dump()).status, 400);
+  r = http_call(port(), "POST", "/detokenize", json{{"tokens", std::vector<int32_t>(257, 5)}}.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("more than the context length 256"), std::string::npos) << r.body;
 }
 
 // system_fingerprint, as OpenAI's responses carry it: in whole responses and in every chunk,

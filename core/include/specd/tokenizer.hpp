@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "specd/error.hpp"
+
 namespace specd {
 
 struct EncodeOptions {
@@ -36,6 +38,24 @@ struct EncodeOptions {
   // When false, such text is tokenized as ordinary text (what a server wants for user input).
   // Non-special added tokens are always recognised.
   bool parse_special = false;
+  // More tokens than this (0 = no limit) stop the encoding with TokenLimitExceeded as soon as
+  // they are certain: before a pre-token whose bytes need more tokens than are left (a token
+  // covers at most the vocabulary's longest entry), or once the ids pass it. What a server sets
+  // for prompts, so that a text that cannot fit the context costs neither the time nor the
+  // memory of tokenizing it whole.
+  int64_t max_tokens = 0;
+};
+
+// Thrown by encode when EncodeOptions::max_tokens is set and the text has more tokens.
+class TokenLimitExceeded : public Error {
+ public:
+  explicit TokenLimitExceeded(int64_t limit)
+      : Error(ErrorCode::kInvalidArgument, "the text has more than " + std::to_string(limit) + " tokens"),
+        limit_(limit) {}
+  int64_t limit() const noexcept { return limit_; }
+
+ private:
+  int64_t limit_;
 };
 
 // What a model ships for chat prompts: the Jinja chat templates of tokenizer_config.json

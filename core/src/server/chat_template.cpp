@@ -44,8 +44,9 @@ std::vector<int32_t> ChatPrompter::tokenize(const jinja::ChatInput& input) const
   return encode(render(input));
 }
 
-std::vector<int32_t> ChatPrompter::encode(const std::string& rendered) const {
+std::vector<int32_t> ChatPrompter::encode(const std::string& rendered, int64_t max_tokens) const {
   tokenizer::EncodeOptions opts;
+  opts.max_tokens = max_tokens;
   opts.add_special_tokens = false;  // the template writes BOS itself
   opts.parse_special = true;        // its markers are special tokens
   return tok_.encode(rendered, opts);

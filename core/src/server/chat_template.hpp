@@ -30,7 +30,8 @@ class ChatPrompter {
   // render(), tokenized. Throws jinja::TemplateError (the template's message) on a failed render.
   std::vector<int32_t> tokenize(const jinja::ChatInput& input) const;
   // Tokenizes text render() produced.
-  std::vector<int32_t> encode(const std::string& rendered) const;
+  // max_tokens: EncodeOptions::max_tokens (0 = no limit).
+  std::vector<int32_t> encode(const std::string& rendered, int64_t max_tokens = 0) const;
 
   // End-of-turn tokens the template writes (<|im_end|>, <|eot_id|>, <|eom_id|>, <|end|>,
   // <end_of_turn>) that the tokenizer has; the model's EOS ids stop generation anyway.

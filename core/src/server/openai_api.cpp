@@ -311,6 +311,12 @@ void read_common(const ordered_json& body, const ApiLimits& limits, const std::s
   if (present(body, "user")) req.user = read_string(body["user"], "user");
 }
 
+[[noreturn]] void prompt_too_long(const ApiLimits& limits, const std::string& param) {
+  throw bad_request("the prompt is more than the limit of " + std::to_string(limits.max_prompt_tokens) +
+                        " tokens (context length " + std::to_string(limits.max_model_len) + ")",
+                    param);
+}
+
 void check_prompt_length(const GenerationRequest& req, const ApiLimits& limits, const std::string& param) {
   const auto n = static_cast<int64_t>(req.prompt_ids.size());
   if (n > limits.max_prompt_tokens) {
@@ -344,20 +350,25 @@ void check_sampling(const GenerationRequest& req) {
 std::vector<int32_t> read_prompt(const ordered_json& p, const ApiLimits& limits, const tokenizer::Tokenizer& tok,
                                  std::string& text) {
   tokenizer::EncodeOptions opts;  // BOS from the post-processor; special-token text is plain text
+  // A prompt past the limit is refused as soon as that is certain (check_prompt_length words it
+  // when the whole prompt was tokenized), not after tokenizing megabytes that cannot fit.
+  opts.max_tokens = limits.max_prompt_tokens;
   auto ids = [&](const ordered_json& arr) {
     std::vector<int32_t> out = read_token_list(arr, "prompt", limits.vocab_size);
     text = tok.decode(out, false);
     return out;
   };
-  if (p.is_string()) {
-    text = p.get<std::string>();
-    return tok.encode(text, opts);
-  }
+  auto encode = [&](const ordered_json& s) {
+    text = s.get<std::string>();
+    try {
+      return tok.encode(text, opts);
+    } catch (const TokenLimitExceeded&) {
+      prompt_too_long(limits, "prompt");
+    }
+  };
+  if (p.is_string()) return encode(p);
   if (p.is_array() && !p.empty() && p[0].is_number_integer()) return ids(p);
-  if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-    text = p[0].get<std::string>();
-    return tok.encode(text, opts);
-  }
+  if (p.is_array() && p.size() == 1 && p[0].is_string()) return encode(p[0]);
   if (p.is_array() && p.size() == 1 && p[0].is_array()) return ids(p[0]);
   throw bad_request("prompt must be a string, an array of token ids, or an array holding one of those", "prompt");
 }
@@ -514,7 +525,9 @@ GenerationRequest parse_chat_request(const ordered_json& body, const ApiLimits& 
             "server.allow_unsupported_tools: true",
             "tools");
     }
-    req.prompt_ids = prompter.encode(text);
+    req.prompt_ids = prompter.encode(text, limits.max_prompt_tokens);
+  } catch (const TokenLimitExceeded&) {
+    prompt_too_long(limits, "messages");
   } catch (const jinja::TemplateError& e) {
     // A template's own message (raise_exception) may be as long as the template made it.
     throw bad_request("the chat template failed: " + clip(e.what(), 1000), "messages");

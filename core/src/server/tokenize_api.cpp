@@ -48,7 +48,17 @@ json tokenize_response(const ordered_json& body, const ApiLimits& limits, const 
                      "prompt");
     EncodeOptions opts;  // special-token text is plain text, as in a completion's prompt
     opts.add_special_tokens = read_flag(body, "add_special_tokens", true);
-    ids = tok.encode(p.get<std::string>(), opts);
+    // A text longer than the context could never be a prompt; refused as soon as that is
+    // certain, so tokenizing a huge body costs neither its time nor its memory.
+    opts.max_tokens = limits.max_model_len;
+    try {
+      ids = tok.encode(p.get<std::string>(), opts);
+    } catch (const TokenLimitExceeded&) {
+      throw ApiError(400,
+                     "the prompt has more than " + std::to_string(limits.max_model_len) +
+                         " tokens, the context length: /tokenize counts what could be a prompt",
+                     "invalid_request_error", "prompt");
+    }
   } else {
     // The chat request's own parsing: the same template, tools and limits as a chat completion.
     ordered_json chat = body;
@@ -64,6 +74,12 @@ json detokenize_response(const ordered_json& body, const ApiLimits& limits, cons
   check_model(body, limits);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw ApiError(400, "tokens must be an array of token ids", "invalid_request_error", "tokens");
+  // No sequence the model holds is longer than its context: more ids are refused before decoding.
+  if (static_cast<int64_t>(body["tokens"].size()) > limits.max_model_len)
+    throw ApiError(400,
+                   "tokens has " + std::to_string(body["tokens"].size()) + " ids, more than the context length " +
+                       std::to_string(limits.max_model_len),
+                   "invalid_request_error", "tokens");
   std::vector<int32_t> ids;
   ids.reserve(body["tokens"].size());
   for (const ordered_json& t : body["tokens"]) {

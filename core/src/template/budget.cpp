@@ -1,5 +1,6 @@
 #include "template/budget.hpp"
 
+#include <mutex>
 #include <string>
 
 #include "template/interpreter.hpp"
@@ -17,7 +18,15 @@ struct Budget {
   int64_t timeout_ms = 0;
   const std::atomic<bool>* cancel = nullptr;
   uint32_t calls = 0;
+  bool holds_gate = false;
 };
+
+// Renders take turns past kSoloWork: at most one render at a time builds more than that, so
+// concurrent requests with hostile templates hold one budget's memory between them, not one
+// each (two at once held 2 x 57 MB). Ordinary renders stay far below it and never wait; a render
+// that waits for its turn still honours its deadline and cancellation.
+constexpr uint64_t kSoloWork = uint64_t{4} << 20;
+std::timed_mutex large_renders;
 
 // The running render's budget on this thread (BudgetScope), or null.
 thread_local Budget budget_of_thread;
@@ -40,6 +49,10 @@ void charge_work(uint64_t units) {
     throw TemplateError("the template built more than " + std::to_string(b->limit >> 20) +
                         " Mi bytes and elements (its work and memory budget)");
   b->left -= units;
+  if (!b->holds_gate && b->limit - b->left > kSoloWork) {
+    while (!large_renders.try_lock_for(std::chrono::milliseconds(10))) check(*b);
+    b->holds_gate = true;
+  }
   if ((++b->calls & 255u) == 0) check(*b);
 }
 
@@ -59,6 +72,7 @@ BudgetScope::BudgetScope(const RenderLimits& limits) {
 }
 
 BudgetScope::~BudgetScope() {
+  if (current != nullptr && current->holds_gate) large_renders.unlock();
   current = nullptr;
 }
 

@@ -16,28 +16,28 @@ bool is_ascii(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
+char32_t next_char(std::string_view s, size_t& i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  const int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+  char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+  bool ok = len > 0 && i + static_cast<size_t>(len) <= s.size();
+  for (int k = 1; ok && k < len; ++k) {
+    const auto cb = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+    ok = (cb & 0xC0) == 0x80;
+    c = (c << 6) | (cb & 0x3F);
+  }
+  if (!ok) {
+    ++i;
+    return 0xFFFD;
+  }
+  i += static_cast<size_t>(len);
+  return c;
+}
+
 std::u32string decode(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-    bool ok = len > 0 && i + static_cast<size_t>(len) <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      ok = (cb & 0xC0) == 0x80;
-      c = (c << 6) | (cb & 0x3F);
-    }
-    if (!ok) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    out.push_back(c);
-    i += static_cast<size_t>(len);
-  }
+  for (size_t i = 0; i < s.size();) out.push_back(next_char(s, i));
   return out;
 }
 
@@ -93,33 +93,46 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
 
 namespace {
 
+// Python's str.split() / str.rsplit() without a separator. The words are found on the UTF-8
+// text as byte spans (decoding the whole string first took 4 bytes per character outside the
+// budget); each is charged as the list element it becomes.
 std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, bool from_right) {
-  std::u32string cs = decode(s);
-  if (from_right) std::reverse(cs.begin(), cs.end());
-  std::vector<std::u32string> parts;
-  size_t i = 0;
-  while (i < cs.size()) {
-    while (i < cs.size() && is_space(cs[i])) ++i;
-    if (i == cs.size()) break;
-    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-      size_t e = cs.size();
-      while (e > i && is_space(cs[e - 1])) --e;
-      charge_work(kListElementUnits + (e - i));
-      parts.emplace_back(cs.substr(i, e - i));
-      break;
-    }
+  struct Span {
+    size_t begin, end;
+  };
+  std::vector<Span> words;
+  auto space_at = [&](size_t at, size_t& next) {
+    next = at;
+    return is_space(next_char(s, next));
+  };
+  for (size_t i = 0, next = 0;;) {
+    while (i < s.size() && space_at(i, next)) i = next;
+    if (i == s.size()) break;
     size_t j = i;
-    while (j < cs.size() && !is_space(cs[j])) ++j;
+    while (j < s.size() && !space_at(j, next)) j = next;
     charge_work(kListElementUnits + (j - i));
-    parts.emplace_back(cs.substr(i, j - i));
+    words.push_back({i, j});
     i = j;
+    if (!from_right && maxsplit >= 0 && static_cast<int64_t>(words.size()) > maxsplit) break;
   }
+  // Invalid UTF-8 reads as U+FFFD, as everywhere else in the template's strings.
+  auto text = [&](size_t begin, size_t end) { return encode(decode(s.substr(begin, end - begin))); };
   std::vector<std::string> out;
-  for (auto& p : parts) {
-    if (from_right) std::reverse(p.begin(), p.end());
-    out.push_back(encode(p));
+  const size_t n = words.size();
+  if (maxsplit < 0 || n <= static_cast<size_t>(maxsplit)) {
+    out.reserve(n);
+    for (const Span& w : words) out.push_back(text(w.begin, w.end));
+    return out;
   }
-  if (from_right) std::reverse(out.begin(), out.end());
+  const auto m = static_cast<size_t>(maxsplit);
+  out.reserve(m + 1);
+  if (!from_right) {  // m words, then the rest from the next word on (its trailing spaces kept)
+    for (size_t k = 0; k < m; ++k) out.push_back(text(words[k].begin, words[k].end));
+    out.push_back(text(words[m].begin, s.size()));
+  } else {  // the text up to the end of word n-m-1 (its leading spaces kept), then m words
+    out.push_back(text(0, words[n - m - 1].end));
+    for (size_t k = n - m; k < n; ++k) out.push_back(text(words[k].begin, words[k].end));
+  }
   return out;
 }
 

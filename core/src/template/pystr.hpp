@@ -12,6 +12,8 @@ namespace specd::jinja::pystr {
 
 // Code points of UTF-8 text (invalid bytes read as U+FFFD) and back.
 std::u32string decode(std::string_view s);
+// The code point at byte i (U+FFFD for an invalid byte, as decode reads it); advances i past it.
+char32_t next_char(std::string_view s, size_t& i);
 std::string encode(std::u32string_view s);
 void append_utf8(std::string& out, char32_t c);
 bool is_ascii(std::string_view s);

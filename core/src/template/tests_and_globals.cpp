@@ -167,6 +167,7 @@ Value g_strftime_now(Interpreter& in, CallArgs& a) {
   const std::time_t t = std::chrono::system_clock::to_time_t(in.now());
   std::tm tm{};
   localtime_r(&t, &tm);
+  charge_work(256 + fmt.size() * 8);  // the buffer below, before it is allocated
   std::string buf(256 + fmt.size() * 8, '\0');
   const size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
   if (n == 0 && !fmt.empty()) throw TemplateError("strftime_now: the formatted date is too long");

@@ -81,9 +81,8 @@ struct BpeModel::Symbol {
   int32_t id;
   int32_t prev;
   int32_t next;
-  uint32_t begin;  // bytes of the character in the word (for byte fallback)
-  uint32_t length;
-  bool alive;
+  uint32_t begin;   // bytes of the character in the word (for byte fallback)
+  uint32_t length;  // 0: merged into the symbol before it
 };
 
 BpeModel::BpeModel(const nlohmann::json& config, const std::string& file) : serial_(next_serial++) {
@@ -141,6 +140,7 @@ void BpeModel::index_single_symbols() {
     all_byte_ids_ = all_byte_ids_ && byte_ids_[b] >= 0;
   }
 
+  for (const auto& entry : vocab_) max_token_bytes_ = std::max(max_token_bytes_, entry.first.size());
   small_char_ids_.assign(kSmallChars, -1);
   if (continuing_subword_prefix_.empty() && end_of_word_suffix_.empty()) {
     for (const auto& [token, id] : vocab_) {
@@ -261,11 +261,38 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   }
 }
 
+size_t BpeModel::min_tokens(std::string_view word) const {
+  std::string scratch;
+  const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
+  size_t known = 0;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t begin = pos;
+    const char32_t cp = next_code_point(word, pos);
+    int32_t id;
+    if (!affixes && cp < kSmallChars) {
+      id = small_char_ids_[cp];
+    } else if (!affixes) {
+      id = symbol_id(word.substr(begin, pos - begin));
+    } else {
+      scratch.assign(begin > 0 ? continuing_subword_prefix_ : std::string());
+      scratch.append(word.substr(begin, pos - begin));
+      if (pos == word.size()) scratch += end_of_word_suffix_;
+      id = symbol_id(scratch);
+    }
+    if (id >= 0) known += pos - begin;
+  }
+  return known / max_token_bytes_;
+}
+
 // The word's characters as symbols (with continuing_subword_prefix / end_of_word_suffix where the
 // model has them), linked in order.
 void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols) const {
   thread_local std::string scratch;
   symbols.clear();
+  // One symbol per character: reserved exactly (a long word would otherwise hold up to twice its
+  // symbols while the vector grows).
+  symbols.reserve(static_cast<size_t>(
+      std::count_if(word.begin(), word.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })));
   const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
   for (size_t pos = 0; pos < word.size();) {
     const size_t begin = pos;
@@ -283,8 +310,7 @@ void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols
       id = symbol_id(scratch);
     }
     const auto index = static_cast<int32_t>(symbols.size());
-    symbols.push_back(
-        {id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin), true});
+    symbols.push_back({id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin)});
   }
   symbols.back().next = -1;
 }
@@ -307,6 +333,7 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     if (merge == nullptr) return std::nullopt;
     return (static_cast<uint64_t>(merge->rank) << 32) | static_cast<uint32_t>(pos);
   };
+  heap.reserve(symbols.size());
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i)
     if (const auto c = candidate(i)) heap.push_back(*c);
   std::make_heap(heap.begin(), heap.end(), later);
@@ -326,17 +353,21 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     Symbol& sym = symbols[pos];
     // Stale entries: the pair at pos changed since it was queued. A rank names exactly one
     // pair, so the pair is current iff it is still the pair of that rank.
-    if (!sym.alive || sym.next < 0 || rank_pairs_[rank] != pair_key(sym.id, symbols[sym.next].id)) continue;
+    if (sym.length == 0 || sym.next < 0 || rank_pairs_[rank] != pair_key(sym.id, symbols[sym.next].id)) continue;
     Symbol& nxt = symbols[sym.next];
     sym.id = rank_results_[rank];
     sym.length += nxt.length;
-    nxt.alive = false;
+    nxt.length = 0;
     sym.next = nxt.next;
     if (sym.next >= 0) symbols[sym.next].prev = pos;
     if (sym.prev >= 0) consider(sym.prev);
     consider(pos);
   }
   emit_symbols(word, symbols, out);
+  // The buffers are kept per thread for the next word, but not the memory of a huge one.
+  constexpr size_t kKeepSymbols = size_t{1} << 16;
+  if (symbols.capacity() > kKeepSymbols) std::vector<Symbol>().swap(symbols);
+  if (heap.capacity() > kKeepSymbols) std::vector<uint64_t>().swap(heap);
 }
 
 // The merged symbols' ids; a symbol with no id falls back to its bytes (byte_fallback) or unk.

@@ -131,6 +131,13 @@ class BpeModel {
   // Appends the ids of one pre-token. Characters missing from the vocab become byte tokens
   // (byte_fallback) or the unk token, or are dropped when the model has neither.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // The longest vocabulary entry in bytes (at least 4, a character): no token covers more of a
+  // word.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+  // At least how many ids encode_word(word) appends, without building its symbols: the bytes of
+  // the characters the vocabulary knows, over max_token_bytes() (unknown characters may be
+  // dropped or fused into one unk). Linear in the word, no allocation.
+  size_t min_tokens(std::string_view word) const;
   // An unk_token that is an added token rather than a vocab entry.
   void resolve_unk(const Vocab& added_tokens);
 
@@ -175,6 +182,7 @@ class BpeModel {
   bool all_byte_ids_ = false;
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
+  size_t max_token_bytes_ = 4;
   uint64_t serial_;  // identifies this model in the per-thread word cache
 };
 

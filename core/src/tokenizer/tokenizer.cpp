@@ -133,16 +133,27 @@ using tokenizer::detail::AddedTokenTrie;
 std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, const EncodeOptions& opts) const {
   std::vector<int32_t> ids;
   if (tokenizer::detail::is_valid_utf8(text)) {
-    encode_section(text, true, opts.parse_special, ids);
+    encode_section(text, true, opts.parse_special, opts.max_tokens, ids);
   } else {
     const std::string clean = tokenizer::detail::utf8_lossy(text);
-    encode_section(clean, true, opts.parse_special, ids);
+    encode_section(clean, true, opts.parse_special, opts.max_tokens, ids);
   }
   if (post_processor) post_processor->process(ids, opts.add_special_tokens);
+  if (opts.max_tokens > 0 && static_cast<int64_t>(ids.size()) > opts.max_tokens)
+    throw TokenLimitExceeded(opts.max_tokens);
   return ids;
 }
 
-void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool parse_special,
+namespace {
+
+// More than `limit` ids already (fuse_unk may still shorten a run of unknowns: checked at the end).
+void check_limit(const std::vector<int32_t>& out, int64_t limit, bool may_shrink) {
+  if (limit > 0 && !may_shrink && static_cast<int64_t>(out.size()) > limit) throw TokenLimitExceeded(limit);
+}
+
+}  // namespace
+
+void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool parse_special, int64_t limit,
                                      std::vector<int32_t>& out) const {
   std::vector<AddedTokenTrie::Segment> sections;
   unnormalized_trie.split(text, added, parse_special, sections);
@@ -152,6 +163,7 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
     if (section.end <= section.begin) continue;
     if (section.token >= 0) {
       out.push_back(added[section.token].id);
+      check_limit(out, limit, false);
       continue;
     }
     const bool origin = at_origin && section.begin == 0;
@@ -159,7 +171,7 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
     std::string normalized = normalizer ? normalizer->normalize(piece) : std::string(piece);
     if (normalized.empty()) continue;
     if (normalized_trie.empty()) {
-      encode_normalized(normalized, origin, out);
+      encode_normalized(normalized, origin, limit, out);
       continue;
     }
     normalized_trie.split(normalized, added, parse_special, subsections);
@@ -170,20 +182,32 @@ void Tokenizer::Impl::encode_section(std::string_view text, bool at_origin, bool
         out.push_back(added[sub.token].id);
       else
         encode_normalized(std::string_view(normalized).substr(sub.begin, sub.end - sub.begin), origin && sub.begin == 0,
-                          out);
+                          limit, out);
+      check_limit(out, limit, false);
     }
   }
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, int64_t limit,
+                                        std::vector<int32_t>& out) const {
   const size_t first = out.size();
+  const bool may_shrink = model->fuse_unk() && model->unk_id();
+  auto word = [&](std::string_view piece) {
+    // A token covers at most the longest vocabulary entry of the word's bytes: a word that needs
+    // more tokens than are left is refused before its symbols are built.
+    if (limit > 0 && static_cast<int64_t>(out.size() + piece.size() / model->max_token_bytes()) > limit &&
+        static_cast<int64_t>(out.size() + model->min_tokens(piece)) > limit)
+      throw TokenLimitExceeded(limit);
+    model->encode_word(piece, out);
+    check_limit(out, limit, may_shrink);
+  };
   if (pre_tokenizer) {
     std::vector<tokenizer::detail::PreToken> pieces;
     pieces.push_back({std::string(text), at_origin});
     pre_tokenizer->split(pieces);
-    for (const auto& piece : pieces) model->encode_word(piece.text, out);
+    for (const auto& piece : pieces) word(piece.text);
   } else {
-    model->encode_word(text, out);
+    word(text);
   }
   // fuse_unk: a run of unknown tokens becomes one.
   if (model->fuse_unk() && model->unk_id()) {

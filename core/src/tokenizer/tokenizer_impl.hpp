@@ -109,8 +109,10 @@ struct Tokenizer::Impl {
   std::string token_bytes(int32_t id) const;
 
  private:
-  void encode_section(std::string_view text, bool at_origin, bool parse_special, std::vector<int32_t>& out) const;
-  void encode_normalized(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
+  // limit: EncodeOptions::max_tokens (0 = none).
+  void encode_section(std::string_view text, bool at_origin, bool parse_special, int64_t limit,
+                      std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view text, bool at_origin, int64_t limit, std::vector<int32_t>& out) const;
 };
 
 }  // namespace specd

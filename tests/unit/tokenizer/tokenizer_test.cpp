@@ -158,6 +158,34 @@ TEST(Tokenizer, HundredKilobyteSingleWordOnRealTokenizers) {
   }
 }
 
+// EncodeOptions::max_tokens: a text with exactly the limit encodes as without one; one more
+// token is TokenLimitExceeded, also for a 16 MB word, which is refused before its symbols are
+// built (the server's prompt and /tokenize limit).
+TEST(Tokenizer, MaxTokensIsExactAndRefusesAHugeWordUpFront) {
+  std::vector<std::unique_ptr<Tokenizer>> toks;
+  toks.push_back(Tokenizer::load(testing::write_tokenizer("limit", testing::byte_level_tokenizer_json())));
+  if (testing::real_tokenizers_missing().empty())
+    for (const char* name : testing::kRealTokenizers)
+      toks.push_back(Tokenizer::load(testing::real_tokenizer_dir(name)));
+  const std::string text = "The quick brown fox jumps over the lazy dog, twice: 12345 <s> \xC3\xA9t\xC3\xA9!";
+  for (const auto& tok : toks) {
+    const Ids full = tok->encode(text);
+    ASSERT_GT(full.size(), 3u);
+    EncodeOptions at{.max_tokens = static_cast<int64_t>(full.size())};
+    EXPECT_EQ(tok->encode(text, at), full) << tok->source();
+    EncodeOptions under{.max_tokens = static_cast<int64_t>(full.size()) - 1};
+    EXPECT_THROW(tok->encode(text, under), TokenLimitExceeded) << tok->source();
+    const std::string huge(16u << 20, 'x');
+    try {
+      tok->encode(huge, {.max_tokens = 1000});
+      ADD_FAILURE() << tok->source() << ": a 16 MB word within 1000 tokens";
+    } catch (const TokenLimitExceeded& e) {
+      EXPECT_EQ(e.limit(), 1000);
+      EXPECT_NE(std::string(e.what()).find("more than 1000 tokens"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Tokenizer, InvalidUtf8InputIsReplaced) {
   const auto tok = Tokenizer::load(testing::write_tokenizer("utf8", testing::byte_level_tokenizer_json()));
   EXPECT_EQ(tok->decode(tok->encode("a\xff"

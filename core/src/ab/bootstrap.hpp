@@ -43,15 +43,21 @@ class Bootstrap {
 
   int resamples() const { return resamples_; }
   uint64_t seed() const { return seed_; }
+  // What one resample of every interval asked so far costs: the units drawn plus kCallUnits per
+  // interval (a statistic's call). With resamples 0 the intervals are point estimates only, so a
+  // report built that way measures what its resampling will cost.
+  uint64_t units_per_resample() const { return units_; }
+  static constexpr uint64_t kCallUnits = 64;
 
  private:
   Estimate finish(double value, std::vector<double>& draws) const;
   uint64_t seed_;
   int resamples_;
+  mutable uint64_t units_ = 0;
 };
 
 // The p-quantile (p in [0, 1]) of values by linear interpolation between order statistics
-// (type 7, numpy's default); NaN for no values. Sorts `values`.
+// (type 7, numpy's default); NaN for no values. Reorders `values`.
 double quantile(std::vector<double>& values, double p);
 
 }  // namespace specd::ab

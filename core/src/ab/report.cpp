@@ -16,8 +16,8 @@ using speculative::AbShadowTrace;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // A log line longer than this is refused before it is parsed (a request of 100k steps is ~1 MB).
-constexpr size_t kMaxLineBytes = size_t{64} << 20;
-constexpr size_t kAllPairsArms = 8;  // more arms: each is compared with the most-served one
+constexpr size_t kMaxLineBytes = size_t{16} << 20;  // a record of 128k steps with 8 shadow arms is ~11 MB
+constexpr size_t kAllPairsArms = 8;                 // more arms: each is compared with the most-served one
 
 // ---- units of the bootstrap: one request each --------------------------------------------------
 
@@ -359,7 +359,7 @@ std::vector<speculative::AbRecord> read_ab_logs(const std::vector<std::string>& 
     std::string line;
     for (size_t n = 1; read_line_limited(in, line, kMaxLineBytes); ++n) {
       if (line.size() > kMaxLineBytes)
-        throw Error(ErrorCode::kInvalidArgument, file + ":" + std::to_string(n) + ": line longer than 64 MiB");
+        throw Error(ErrorCode::kInvalidArgument, file + ":" + std::to_string(n) + ": line longer than 16 MiB");
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       out.push_back(speculative::parse_ab_line(line, file + ":" + std::to_string(n)));
     }
@@ -367,12 +367,13 @@ std::vector<speculative::AbRecord> read_ab_logs(const std::vector<std::string>& 
   return out;
 }
 
-Report build_report(const std::vector<AbRecord>& records, const ReportOptions& options) {
+namespace {
+
+Report assemble(const std::vector<AbRecord>& records, const Bootstrap& boot) {
   Report rep;
   rep.records = records.size();
-  rep.seed = options.seed;
-  rep.resamples = options.resamples;
-  const Bootstrap boot(options.seed, options.resamples);
+  rep.seed = boot.seed();
+  rep.resamples = boot.resamples();
   std::vector<std::string> order;  // arms by name, so a report does not depend on finishing order
   Groups groups;
   auto see = [&](const std::string& arm) {
@@ -412,6 +413,21 @@ Report build_report(const std::vector<AbRecord>& records, const ReportOptions& o
     for (const std::string& arm : order)
       if (arm != *base) compare(std::min(arm, *base), std::max(arm, *base));
   }
+  return rep;
+}
+
+}  // namespace
+
+Report build_report(const std::vector<AbRecord>& records, const ReportOptions& options) {
+  // A first pass with point estimates only measures what one resample of the whole report costs.
+  const Bootstrap plan(options.seed, 0);
+  (void)assemble(records, plan);
+  const uint64_t per_resample = std::max<uint64_t>(1, plan.units_per_resample());
+  auto resamples = static_cast<int>(
+      std::min<uint64_t>(static_cast<uint64_t>(std::max(0, options.resamples)), options.max_draw_units / per_resample));
+  if (resamples < std::min(kMinResamples, options.resamples)) resamples = 0;
+  Report rep = assemble(records, Bootstrap(options.seed, resamples));
+  rep.requested_resamples = options.resamples;
   return rep;
 }
 

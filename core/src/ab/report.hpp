@@ -70,16 +70,24 @@ struct Report {
   size_t records = 0;
   size_t completed = 0;
   uint64_t seed = 0;
-  int resamples = 0;
+  int resamples = 0;            // used: fewer than asked when the log is large (kMaxDrawUnits)
+  int requested_resamples = 0;  // asked (ReportOptions::resamples)
   std::vector<ArmStats> arms;
   std::vector<ShadowStats> shadows;
   std::vector<Difference> differences;
 };
 
+// The report's resampling is bounded: resamples x (units drawn + a call per interval) stays
+// within max_draw_units (kMaxDrawUnits: 1-2 s on one core), so a log of many records, arms or
+// shadow arms gets fewer resamples; below kMinResamples its intervals are left out (point
+// estimates only). The report says which.
+inline constexpr uint64_t kMaxDrawUnits = uint64_t{400} << 20;
 struct ReportOptions {
   uint64_t seed = 1;
   int resamples = 2000;
+  uint64_t max_draw_units = kMaxDrawUnits;
 };
+inline constexpr int kMinResamples = 100;
 
 // Reads every line of every file (files in order); throws specd::Error naming file:line and the
 // field for a malformed line, or a file that cannot be read.

@@ -13,6 +13,8 @@ namespace specd::ab {
 std::string format_estimate(const Estimate& e, const char* spec, double scale = 1.0);
 // "significant at 95%" | "not significant at 95%".
 std::string verdict(const Difference& d);
+// "" when every asked resample ran, else what the report did instead (report_render.cpp).
+std::string resampling_note(const Report& r);
 
 // The quality comparison of a lossy arm with a lossless one, from the shadow data of the pair.
 struct QualityLine {

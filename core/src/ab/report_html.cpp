@@ -255,9 +255,10 @@ std::string render_html(const Report& r) {
   h += kErrorHook;
   h += "</script></head><body><h1>specd A/B report</h1>";
   h += fmt::format(
-      "<p>{} records, {} completed. Intervals: 95% percentile bootstrap over requests ({} resamples, "
+      "<p>{} records, {} completed. Intervals: 95% percentile bootstrap over requests ({} resamples{}, "
       "seed {}). Plots by Vega {} and Vega-Lite {} (BSD-3-Clause, inlined).</p>",
-      r.records, r.completed, r.resamples, r.seed, vega->vega_version, vega->vega_lite_version);
+      r.records, r.completed, r.resamples, escape_html(resampling_note(r)), r.seed, vega->vega_version,
+      vega->vega_lite_version);
   h += tables(r);
   h += "<h2>Plots</h2><p id=\"render-status\">Drawing plots&hellip;</p>";
   h += "<div class=\"plot\" id=\"plot-position\"></div><div class=\"plot\" id=\"plot-length\"></div>"

@@ -128,11 +128,20 @@ json estimates_json(const std::vector<Estimate>& v) {
 
 }  // namespace
 
+std::string resampling_note(const Report& r) {
+  if (r.resamples >= r.requested_resamples) return "";
+  if (r.resamples == 0)
+    return fmt::format(
+        "; intervals left out: {} resamples of a log this large would take too long, fewer than {} are too few",
+        r.requested_resamples, kMinResamples);
+  return fmt::format(" of the {} asked, to bound the report's time on a log this large", r.requested_resamples);
+}
+
 std::string render_text(const Report& r) {
   std::string out = fmt::format(
-      "A/B report: {} records, {} completed; 95% intervals: percentile bootstrap over requests ({} resamples, "
+      "A/B report: {} records, {} completed; 95% intervals: percentile bootstrap over requests ({} resamples{}, "
       "seed {})\n\n",
-      r.records, r.completed, r.resamples, r.seed);
+      r.records, r.completed, r.resamples, resampling_note(r), r.seed);
   arm_table(r, out);
   shadow_table(r, out);
   for (const QualityLine& q : quality_lines(r)) {
@@ -205,7 +214,11 @@ std::string render_json(const Report& r) {
   }
   const json j = {{"records", r.records},
                   {"completed", r.completed},
-                  {"bootstrap", {{"resamples", r.resamples}, {"seed", r.seed}, {"confidence", 0.95}}},
+                  {"bootstrap",
+                   {{"resamples", r.resamples},
+                    {"requested_resamples", r.requested_resamples},
+                    {"seed", r.seed},
+                    {"confidence", 0.95}}},
                   {"arms", arms},
                   {"shadows", shadows},
                   {"differences", diffs}};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -159,4 +160,37 @@ TEST(AbReport, ManyArmsAreComparedWithTheMostServedOne) {
       for (const auto& [a, b] : pairs) EXPECT_TRUE(a == "arm107" || b == "arm107") << a << " vs " << b;
     }
   }
+}
+
+// The report's resampling is bounded by max_draw_units (kMaxDrawUnits): a small log keeps
+// every resample asked; 20,000 requests get fewer (and say so); where even kMinResamples do not
+// fit, the report has point estimates without intervals (and says so). 20,000 requests took over
+// 10 s with every resample.
+TEST(AbReport, ResamplingIsBoundedAndTheReportSaysSo) {
+  std::mt19937_64 rng(9);
+  std::vector<AbRecord> small, large;
+  for (uint64_t id = 1; id <= 40; ++id) small.push_back(request(id, id % 2 ? "rejection" : "typical", rng));
+  for (uint64_t id = 1; id <= 20000; ++id) large.push_back(request(id, id % 2 ? "rejection" : "typical", rng));
+
+  const specd::ab::Report s = specd::ab::build_report(small, {1, 2000});
+  EXPECT_EQ(s.resamples, 2000);
+  EXPECT_EQ(s.requested_resamples, 2000);
+  EXPECT_EQ(specd::ab::render_text(s).find("asked"), std::string::npos);
+
+  const specd::ab::Report l = specd::ab::build_report(large, {1, 2000});
+  EXPECT_GE(l.resamples, specd::ab::kMinResamples);
+  EXPECT_LT(l.resamples, 2000);
+  ASSERT_EQ(l.arms.size(), 2u);
+  EXPECT_TRUE(std::isfinite(l.arms[0].acceptance_rate.lo));
+  EXPECT_NE(specd::ab::render_text(l).find(std::to_string(l.resamples) + " resamples of the 2000 asked"),
+            std::string::npos);
+  EXPECT_NE(specd::ab::render_json(l).find("\"requested_resamples\": 2000"), std::string::npos);
+
+  // The same 40 requests where one resample costs more than max_draw_units / kMinResamples.
+  const specd::ab::Report m = specd::ab::build_report(small, {1, 2000, 1000});
+  EXPECT_EQ(m.resamples, 0);
+  ASSERT_EQ(m.arms.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.arms[0].acceptance_rate.value, s.arms[0].acceptance_rate.value);
+  EXPECT_TRUE(std::isnan(m.arms[0].acceptance_rate.lo));
+  EXPECT_NE(specd::ab::render_text(m).find("intervals left out"), std::string::npos);
 }

@@ -274,7 +274,10 @@ class Parser {
     if (v.elem_type == ValueType::kString) {
       v.first = f_.strings_.size();
       f_.strings_.reserve(f_.strings_.size() + static_cast<size_t>(v.count));
-      for (uint64_t i = 0; i < v.count; ++i) f_.strings_.push_back(string(where + "[" + std::to_string(i) + "]"));
+      for (uint64_t i = 0; i < v.count; ++i) {
+        f_.strings_.push_back(pos_);
+        string(where + "[" + std::to_string(i) + "]");
+      }
       return false;
     }
     v.first = f_.values_.size();
@@ -504,7 +507,10 @@ const Value* File::array(std::string_view key, ValueType elem) const {
 std::string_view File::string_at(const Value& v, uint64_t i, std::string_view key) const {
   if (v.type != ValueType::kArray || v.elem_type != ValueType::kString || i >= v.count)
     fail("metadata key '" + shown(key) + "': no string element " + std::to_string(i));
-  return strings_[v.first + static_cast<size_t>(i)];
+  const uint64_t at = strings_[v.first + static_cast<size_t>(i)];
+  uint64_t len = 0;
+  std::memcpy(&len, bytes_ + at, sizeof len);  // little-endian, as the parser read it
+  return {reinterpret_cast<const char*>(bytes_ + at + sizeof len), static_cast<size_t>(len)};
 }
 
 int64_t File::integer_at(const Value& v, uint64_t i, std::string_view key) const {

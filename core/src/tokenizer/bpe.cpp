@@ -203,6 +203,8 @@ void BpeModel::read_merge_ids(const std::vector<uint8_t>& packed, const std::str
   if (packed.size() % kTriple != 0)
     throw Error(ErrorCode::kModelFormat, where + ": packed merges are not whole id triples");
   const size_t count = packed.size() / kTriple;
+  rank_pairs_.reserve(count);
+  rank_results_.reserve(count);
   size_t capacity = 16;
   while (capacity < count * 2) capacity *= 2;
   merges_.assign(capacity, Merge{kEmptyKey, 0, 0});

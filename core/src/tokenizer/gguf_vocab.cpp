@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "model/gguf.hpp"
 #include "specd/error.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
@@ -44,6 +45,11 @@ constexpr const char* kSpaceMarker = "\xE2\x96\x81";  // U+2581
 // bound keeps the SentencePiece merge derivation below (every cut of every token is looked up)
 // within kMaxTokenBytes times the vocabulary's bytes.
 constexpr size_t kMaxTokenBytes = 1024;
+// The most tokens and merges accepted: twice and seven times the largest real vocabularies
+// (Gemma 3's 262,144 tokens, Llama 3's 280,147 merges). The tokenizer built from a vocabulary
+// takes a few hundred bytes per token; a million tokens took 550 MB.
+constexpr size_t kMaxTokens = size_t{1} << 19;
+constexpr size_t kMaxMerges = size_t{2} << 20;
 
 // Split patterns (Oniguruma syntax, as tokenizer.json writes them), applied in sequence.
 constexpr const char* kLlama3Split =
@@ -133,7 +139,9 @@ struct TokenList {
 TokenList token_list(const File& f) {
   const Value* tokens = f.array("tokenizer.ggml.tokens", ValueType::kString);
   if (tokens == nullptr) f.fail("missing metadata key 'tokenizer.ggml.tokens'");
-  if (tokens->count > static_cast<uint64_t>(INT32_MAX)) f.fail("tokenizer.ggml.tokens holds more than 2^31 tokens");
+  if (tokens->count > kMaxTokens)
+    f.fail("tokenizer.ggml.tokens holds " + std::to_string(tokens->count) + " tokens; more than " +
+           std::to_string(kMaxTokens) + " are refused (twice the largest real vocabulary)");
   TokenList list;
   list.text.reserve(tokens->count);
   for (uint64_t i = 0; i < tokens->count; ++i) {
@@ -197,22 +205,33 @@ json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std:
     double score;
     int32_t id, left, right, result;  // result: the vocab's id of the token's text (duplicates: the last)
   };
-  std::vector<Merge> merges;
-  for (size_t id = 0; id < t.text.size(); ++id) {
-    if (t.type[id] == kUnused) continue;
-    const std::string_view text = t.text[id];
-    const double score = scores != nullptr ? f.real_at(*scores, id, "tokenizer.ggml.scores") : 0.0;
-    const auto result = static_cast<int32_t>(vocab.at(text));
-    for (size_t cut = 1; cut < text.size(); ++cut) {
-      if ((static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) continue;  // inside a code point
-      const auto l = vocab.find(text.substr(0, cut));
-      if (l == vocab.end()) continue;
-      const auto r = vocab.find(text.substr(cut));
-      if (r != vocab.end())
-        merges.push_back({score, static_cast<int32_t>(id), static_cast<int32_t>(l->second),
-                          static_cast<int32_t>(r->second), result});
+  // Each token's splits into two vocab tokens: counted first, so that a vocabulary with too many
+  // is refused before they are held (chains like 'z'..'z'x1024 have every cut).
+  auto for_each_split = [&](auto on_split) {
+    for (size_t id = 0; id < t.text.size(); ++id) {
+      if (t.type[id] == kUnused) continue;
+      const std::string_view text = t.text[id];
+      for (size_t cut = 1; cut < text.size(); ++cut) {
+        if ((static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) continue;  // inside a code point
+        const auto l = vocab.find(text.substr(0, cut));
+        if (l == vocab.end()) continue;
+        const auto r = vocab.find(text.substr(cut));
+        if (r != vocab.end()) on_split(id, text, l->second, r->second);
+      }
     }
-  }
+  };
+  size_t count = 0;
+  for_each_split([&](size_t, std::string_view, int64_t, int64_t) { ++count; });
+  if (count > kMaxMerges)
+    f.fail("the tokens split into two tokens in " + std::to_string(count) + " ways; more than " +
+           std::to_string(kMaxMerges) + " merges are refused (seven times the most a real vocabulary has)");
+  std::vector<Merge> merges;
+  merges.reserve(count);
+  for_each_split([&](size_t id, std::string_view text, int64_t left, int64_t right) {
+    const double score = scores != nullptr ? f.real_at(*scores, id, "tokenizer.ggml.scores") : 0.0;
+    merges.push_back({score, static_cast<int32_t>(id), static_cast<int32_t>(left), static_cast<int32_t>(right),
+                      static_cast<int32_t>(vocab.at(text))});
+  });
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
     if (a.score != b.score) return a.score > b.score;
     if (a.id != b.id) return a.id < b.id;
@@ -223,6 +242,37 @@ json spm_merges(const File& f, const TokenList& t, const std::unordered_map<std:
   for (size_t i = 0; i < merges.size(); ++i) {
     const int32_t ids[3] = {merges[i].left, merges[i].right, merges[i].result};
     std::memcpy(packed.data() + i * sizeof(ids), ids, sizeof(ids));
+  }
+  return json::binary(std::move(packed));
+}
+
+// tokenizer.ggml.merges ("left right" strings) as packed (left, right, merged) id triples, read
+// as BpeModel::read_merges reads strings (the text after a second space is ignored; every token
+// must be in the vocab): 12 bytes a merge instead of a JSON string each (a million merges took
+// 180 MB as strings).
+json packed_merges(const File& f, const std::unordered_map<std::string_view, int64_t>& ids) {
+  json::binary_t packed;
+  const Value* m = f.array("tokenizer.ggml.merges", ValueType::kString);
+  if (m == nullptr) return json::binary(std::move(packed));
+  if (m->count > kMaxMerges)
+    f.fail("tokenizer.ggml.merges holds " + std::to_string(m->count) + " merges; more than " +
+           std::to_string(kMaxMerges) + " are refused (seven times the most a real vocabulary has)");
+  packed.resize(m->count * 3 * sizeof(int32_t));
+  std::string joined;
+  for (uint64_t i = 0; i < m->count; ++i) {
+    const std::string_view text = f.string_at(*m, i, "tokenizer.ggml.merges");
+    const size_t space = text.find(' ');
+    const std::string where = "tokenizer.ggml.merges[" + std::to_string(i) + "] '" + clip(text) + "'";
+    if (space == std::string_view::npos) f.fail(where + " is not two tokens separated by a space");
+    const std::string_view left = text.substr(0, space);
+    const std::string_view right = text.substr(space + 1, text.find(' ', space + 1) - space - 1);
+    joined.assign(left);
+    joined += right;
+    const auto l = ids.find(left), r = ids.find(right), j = ids.find(joined);
+    if (l == ids.end() || r == ids.end() || j == ids.end()) f.fail(where + " uses a token that is not in the vocab");
+    const int32_t triple[3] = {static_cast<int32_t>(l->second), static_cast<int32_t>(r->second),
+                               static_cast<int32_t>(j->second)};
+    std::memcpy(packed.data() + i * sizeof(triple), triple, sizeof(triple));
   }
   return json::binary(std::move(packed));
 }
@@ -249,15 +299,15 @@ json replace(const char* from, const char* to) {
 // SentencePiece BPE (tokenizer.ggml.model "llama").
 void spm(const File& f, const TokenList& t, json& root, json& config, bool& add_bos, bool& add_eos) {
   std::unordered_map<std::string_view, int64_t> vocab;
+  for (size_t id = 0; id < t.text.size(); ++id)
+    if (t.type[id] != kUnused) vocab[t.text[id]] = static_cast<int64_t>(id);
+  json merges = spm_merges(f, t, vocab);  // refused before the JSON vocab is built when too many
   json vocab_json = json::object();
-  for (size_t id = 0; id < t.text.size(); ++id) {
-    if (t.type[id] == kUnused) continue;
-    vocab[t.text[id]] = static_cast<int64_t>(id);
-    vocab_json[std::string(t.text[id])] = id;
-  }
+  for (size_t id = 0; id < t.text.size(); ++id)
+    if (t.type[id] != kUnused) vocab_json[std::string(t.text[id])] = id;
   json model = {{"type", "BPE"},
                 {"vocab", std::move(vocab_json)},
-                {"merges", spm_merges(f, t, vocab)},
+                {"merges", std::move(merges)},
                 {"fuse_unk", true},
                 {"byte_fallback", true}};
   if (const auto unk = special_id(f, "tokenizer.ggml.unknown_token_id", t)) model["unk_token"] = t.text[*unk];
@@ -287,15 +337,15 @@ void byte_level_bpe(const File& f, const TokenList& t, json& root, json& config,
            true);
   }
   json vocab = json::object();
-  for (size_t id = 0; id < t.text.size(); ++id)
-    if (t.type[id] == kNormal || t.type[id] == kByte) vocab[std::string(t.text[id])] = id;
-  json merges = json::array();
-  if (const Value* m = f.array("tokenizer.ggml.merges", ValueType::kString)) {
-    for (uint64_t i = 0; i < m->count; ++i) merges.push_back(f.string_at(*m, i, "tokenizer.ggml.merges"));
+  std::unordered_map<std::string_view, int64_t> ids;  // a duplicate token: the last id, as in `vocab`
+  for (size_t id = 0; id < t.text.size(); ++id) {
+    if (t.type[id] != kNormal && t.type[id] != kByte) continue;
+    vocab[std::string(t.text[id])] = id;
+    ids[t.text[id]] = static_cast<int64_t>(id);
   }
   root["model"] = {{"type", "BPE"},
                    {"vocab", std::move(vocab)},
-                   {"merges", std::move(merges)},
+                   {"merges", packed_merges(f, ids)},
                    {"ignore_merges", it->ignore_merges}};
   json parts = json::array();
   for (const char* split : it->splits)

@@ -209,15 +209,15 @@ std::optional<int32_t> lookup(const Tokenizer::Impl& impl, const std::string& co
   return std::nullopt;
 }
 
-std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+std::unique_ptr<Tokenizer::Impl> build_pipeline(json& root, const json& config, const std::string& file,
                                                 const std::string& config_name);
 
 }  // namespace
 
 std::unique_ptr<Tokenizer::Impl> load_impl(const std::filesystem::path& path) {
   if (model::gguf::is_gguf_file(path)) {
-    const TokenizerDocuments docs = gguf_tokenizer_documents(*model::gguf::File::open(path));
-    return build_impl(docs.tokenizer, docs.config, path, path.string());
+    TokenizerDocuments docs = gguf_tokenizer_documents(*model::gguf::File::open(path));
+    return build_impl(std::move(docs.tokenizer), docs.config, path, path.string());
   }
   std::error_code ec;
   std::filesystem::path tokenizer_file = path;
@@ -242,7 +242,7 @@ std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_
                     config_name);
 }
 
-std::unique_ptr<Tokenizer::Impl> build_impl(const json& root, const json& config, const std::filesystem::path& source,
+std::unique_ptr<Tokenizer::Impl> build_impl(json root, const json& config, const std::filesystem::path& source,
                                             const std::string& config_name) {
   const std::string file = source.string();
   if (!root.is_object()) throw Error(ErrorCode::kModelFormat, file + ": the top level is not an object");
@@ -431,13 +431,15 @@ void apply_add_bos_eos(Tokenizer::Impl& impl, detail::TemplateProcessing* tp, co
              want_eos);
 }
 
-std::unique_ptr<Tokenizer::Impl> build_pipeline(const json& root, const json& config, const std::string& file,
+std::unique_ptr<Tokenizer::Impl> build_pipeline(json& root, const json& config, const std::string& file,
                                                 const std::string& config_name) {
   auto impl = std::make_unique<Tokenizer::Impl>();
   Loader loader(file);
   read_components(*impl, loader, root, config, file, config_name);
+  root.erase("model");  // the model holds its vocab and merges now
   const auto added = root.find("added_tokens");
   read_added_tokens(*impl, added == root.end() ? json() : *added, file);
+  root.erase("added_tokens");
   build_token_table(*impl, config, file);
   // Decode options, chat templates and BOS/EOS from tokenizer_config.json.
   impl->clean_up_spaces = config.value("clean_up_tokenization_spaces", true);

@@ -129,8 +129,10 @@ std::unique_ptr<Tokenizer::Impl> load_impl_from_text(std::string_view tokenizer_
 
 // Builds the pipeline from a tokenizer.json document and a tokenizer_config.json document (an
 // empty object when there is none). source: the file named in messages and by source();
-// config_name: the name messages give the config.
-std::unique_ptr<Tokenizer::Impl> build_impl(const nlohmann::json& tokenizer, const nlohmann::json& config,
+// config_name: the name messages give the config. The tokenizer document is taken by value and
+// released part by part as the pipeline is built from it (the model's vocab once the model has
+// its own, the added tokens once they are read), so its strings are not all held twice at once.
+std::unique_ptr<Tokenizer::Impl> build_impl(nlohmann::json tokenizer, const nlohmann::json& config,
                                             const std::filesystem::path& source, const std::string& config_name);
 
 // A GGUF file's tokenizer.* metadata as the tokenizer.json and tokenizer_config.json documents

@@ -169,18 +169,21 @@ TEST(GgufTokenizerVariants, PreTokenizersSplitAsTheirModelsDo) {
                {"y.gguf: tokenizer.ggml.model 'bert' is not supported"});
 }
 
-// A SentencePiece vocabulary of the tokens z, zz, ..., z x n (scores rising with the length).
-fs::path ladder_gguf(const fs::path& file, int n) {
+// A SentencePiece vocabulary of the tokens z, zz, ..., z x n (scores rising with the length), a
+// ladder per letter of `letters`.
+fs::path ladder_gguf(const fs::path& file, int n, const std::string& letters = "z") {
   Writer w;
   w.set_string("general.architecture", "llama");
   w.set_string("tokenizer.ggml.model", "llama");
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<float> scores = {0, 0, 0};
   std::vector<int32_t> types = {2, 3, 3};
-  for (int len = 1; len <= n; ++len) {
-    tokens.push_back(std::string(static_cast<size_t>(len), 'z'));
-    scores.push_back(static_cast<float>(len));
-    types.push_back(1);
+  for (const char letter : letters) {
+    for (int len = 1; len <= n; ++len) {
+      tokens.push_back(std::string(static_cast<size_t>(len), letter));
+      scores.push_back(static_cast<float>(len));
+      types.push_back(1);
+    }
   }
   w.set_strings("tokenizer.ggml.tokens", tokens);
   w.set_f32s("tokenizer.ggml.scores", scores);
@@ -207,6 +210,25 @@ TEST(GgufTokenizerVariants, ALadderOfLongTokensBuildsAndATokenPastTheBoundIsRefu
   EXPECT_LE(ids.size(), 8u) << "long tokens are used: " << testing::PrintToString(ids);
   expect_error([&] { Tokenizer::load(ladder_gguf(dir / "long.gguf", 1025)); }, ErrorCode::kModelFormat,
                {"long.gguf", "tokenizer.ggml.tokens[1027] is 1025 bytes long", "1024"});
+}
+
+// Vocabularies past what real ones reach are refused before the tokenizer is built (a million
+// tokens took 550 MB, 23 ladders to 1024 bytes 870 MB): five ladders have 2.6M splits, more than
+// the 2M merges accepted; 2^19 + 1 tokens are more than the 2^19 accepted.
+TEST(GgufTokenizerVariants, TooManyMergesOrTokensAreRefusedByCount) {
+  const fs::path dir = scratch_dir();
+  expect_error([&] { Tokenizer::load(ladder_gguf(dir / "ladders.gguf", 1024, "vwxyz")); }, ErrorCode::kModelFormat,
+               {"ladders.gguf", "split into two tokens in 2618880 ways", "2097152 merges are refused"});
+  EXPECT_NO_THROW(Tokenizer::load(ladder_gguf(dir / "four.gguf", 700, "wxyz")));
+  Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.ggml.model", "llama");
+  std::vector<std::string> tokens(size_t{1} << 19, "t");
+  tokens.push_back("u");
+  w.set_strings("tokenizer.ggml.tokens", tokens);
+  w.write(dir / "many.gguf");
+  expect_error([&] { Tokenizer::load(dir / "many.gguf"); }, ErrorCode::kModelFormat,
+               {"many.gguf", "tokenizer.ggml.tokens holds 524289 tokens; more than 524288 are refused"});
 }
 
 }  // namespace

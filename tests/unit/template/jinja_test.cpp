@@ -90,6 +90,11 @@ TEST(Jinja, LimitsStopHostileTemplates) {
   std::string blocks;
   for (int i = 0; i < 100; ++i) blocks += "{% if true %}";
   EXPECT_NE(error_of(blocks).find("nests deeper than 64 levels"), std::string::npos);
+  // So is size: 70k expressions are 210k tokens (an 8 MB template of them took 500 MB to parse).
+  std::string many;
+  for (int i = 0; i < 70000; ++i) many += "{{ 'x' }}";
+  EXPECT_NE(error_of(many).find("more than 200000 tokens"), std::string::npos);
+  EXPECT_EQ(render(many.substr(0, 9 * 60000)).size(), 60000u);
   // Unbounded macro recursion, loops and output are cut off with an error.
   EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("recursed deeper than"),
             std::string::npos);

@@ -197,6 +197,21 @@ TEST_F(Hostile, BytesAfterTheJsonBodyAre400) {
   EXPECT_EQ(post(body + " \n").status, 200);
 }
 
+// A chat of more messages than the context (2048) has tokens is refused before its messages
+// become template values (100k one-letter messages took 145 MB to render and fail); 2048 pass.
+TEST_F(Hostile, MoreMessagesThanContextTokensIs400) {
+  nlohmann::json body = {{"model", "tiny"}, {"max_tokens", 1}};
+  body["messages"] = nlohmann::json::array();
+  for (int i = 0; i < 2049; ++i) body["messages"].push_back({{"role", "user"}, {"content", "m"}});
+  HttpResponse r = post(body.dump(), "/v1/chat/completions");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("messages has 2049 entries, more than the context length 2048"), std::string::npos) << r.body;
+  body["messages"].erase(body["messages"].begin());
+  r = post(body.dump(), "/v1/chat/completions");
+  EXPECT_EQ(r.status, 400) << r.body;  // the prompt is too long, but the messages are read
+  EXPECT_EQ(r.body.find("entries"), std::string::npos) << r.body;
+}
+
 // Sends `chunks` as a chunked body (from a second thread, which stops at the first send error
 // once the server stops reading) and returns the response.
 HttpResponse post_chunked(int port, const std::vector<std::string>& chunks) {

@@ -1,5 +1,6 @@
 #include "server/http_session.hpp"
 
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -14,6 +15,8 @@ namespace {
 // Bounded in time; the byte bound only stops a client that streams faster than any real upload.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr uint64_t kLingerBytes = uint64_t{1} << 30;
+// Requests with a body at least this large return the heap they built to the system when done.
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
 
 std::string str(beast::string_view s) {
   return std::string(s.data(), s.size());
@@ -145,11 +148,16 @@ void Session::dispatch() {
   watch_disconnect();
   // Routes do not change after start(): the handler outlives the request.
   auto run = [&log = t_.log, st, handler = &route->second.handler] {
+    const bool large = st->request.body.size() >= kTrimAfterBodyBytes;
     try {
       (*handler)(st->request, Exchange(st));
     } catch (const std::exception& e) {
       log.error("{} {} failed: {}", st->request.method, st->request.path, e.what());
     }  // no reply yet: ~State answers 500
+    // What a large request built (its parsed JSON, a long prompt's pieces: small blocks that the
+    // allocator keeps) goes back to the system, so that the next one starts from the idle
+    // footprint (100k messages after 60k unknown field names: 223 MB against 60 idle).
+    if (large) malloc_trim(0);
   };
   if (route->second.dispatch == Dispatch::kInline) return run();
   if (!t_.submit([run] { run(); })) {

@@ -286,6 +286,16 @@ size_t BpeModel::min_tokens(std::string_view word) const {
   return known / max_token_bytes_;
 }
 
+size_t BpeModel::known_ascii_bytes(std::string_view text) const {
+  if (!continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty()) return 0;
+  size_t known = 0;
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    known += b > 0x20 && b < 0x7F && small_char_ids_[b] >= 0;
+  }
+  return known;
+}
+
 // The word's characters as symbols (with continuing_subword_prefix / end_of_word_suffix where the
 // model has them), linked in order.
 void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols) const {

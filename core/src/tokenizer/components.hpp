@@ -118,6 +118,9 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces pieces by their splits, in order.
   virtual void split(std::vector<PreToken>& pieces) const = 0;
+  // Whether split may drop text (a Split with behavior Removed); otherwise every byte of the
+  // input reaches some piece, printable ASCII other than the space unchanged.
+  virtual bool may_remove() const { return false; }
 };
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config, const std::string& file, int depth = 0);
 
@@ -138,6 +141,10 @@ class BpeModel {
   // the characters the vocabulary knows, over max_token_bytes() (unknown characters may be
   // dropped or fused into one unk). Linear in the word, no allocation.
   size_t min_tokens(std::string_view word) const;
+  // The bytes of `text` that are printable ASCII other than the space (kept as they are by every
+  // pre-tokenizer that removes nothing) and single-character tokens of the vocab; 0 for a model
+  // with subword affixes.
+  size_t known_ascii_bytes(std::string_view text) const;
   // An unk_token that is an added token rather than a vocab entry.
   void resolve_unk(const Vocab& added_tokens);
 

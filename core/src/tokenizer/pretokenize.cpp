@@ -116,6 +116,7 @@ class Split final : public PreTokenizer {
     }
     pieces = std::move(out);
   }
+  bool may_remove() const override { return behavior_ == Behavior::kRemoved; }
 
  private:
   std::unique_ptr<Regex> pattern_;
@@ -248,6 +249,9 @@ class Sequence final : public PreTokenizer {
   explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
   void split(std::vector<PreToken>& pieces) const override {
     for (const auto& part : parts_) part->split(pieces);
+  }
+  bool may_remove() const override {
+    return std::any_of(parts_.begin(), parts_.end(), [](const auto& part) { return part->may_remove(); });
   }
 
  private:

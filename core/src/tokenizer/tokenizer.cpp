@@ -202,6 +202,12 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, i
     check_limit(out, limit, may_shrink);
   };
   if (pre_tokenizer) {
+    // Before the pre-tokenizer copies the text into pieces (2M words of a 4 MB prompt took 140 MB):
+    // the known printable ASCII bytes reach the pieces unchanged, and no token covers more than
+    // the longest vocab entry of them.
+    if (limit > 0 && !pre_tokenizer->may_remove() &&
+        static_cast<int64_t>(out.size() + model->known_ascii_bytes(text) / model->max_token_bytes()) > limit)
+      throw TokenLimitExceeded(limit);
     std::vector<tokenizer::detail::PreToken> pieces;
     pieces.push_back({std::string(text), at_origin});
     pre_tokenizer->split(pieces);

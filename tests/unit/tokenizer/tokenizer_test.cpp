@@ -175,6 +175,9 @@ TEST(Tokenizer, MaxTokensIsExactAndRefusesAHugeWordUpFront) {
     EXPECT_EQ(tok->encode(text, at), full) << tok->source();
     EncodeOptions under{.max_tokens = static_cast<int64_t>(full.size()) - 1};
     EXPECT_THROW(tok->encode(text, under), TokenLimitExceeded) << tok->source();
+    std::string words;
+    for (int i = 0; i < 1'000'000; ++i) words += "x ";
+    EXPECT_THROW(tok->encode(words, {.max_tokens = 1000}), TokenLimitExceeded) << tok->source();
     const std::string huge(16u << 20, 'x');
     try {
       tok->encode(huge, {.max_tokens = 1000});

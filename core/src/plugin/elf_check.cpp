@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -128,6 +130,63 @@ bool mapped(uint64_t vaddr, uint64_t len, const std::vector<Elf64_Phdr>& segment
   return false;
 }
 
+// The file offset of [vaddr, vaddr + len) when it lies in one loadable segment's file bytes.
+std::optional<uint64_t> file_offset(uint64_t vaddr, uint64_t len, const std::vector<Elf64_Phdr>& segments) {
+  for (const Elf64_Phdr& p : segments) {
+    if (p.p_type != PT_LOAD || vaddr < p.p_vaddr) continue;
+    const uint64_t at = vaddr - p.p_vaddr;
+    if (at <= p.p_filesz && len <= p.p_filesz - at) return p.p_offset + at;
+  }
+  return std::nullopt;
+}
+
+// The relocations the loader applies before any code of the file runs (DT_RELA and the PLT's):
+// each writes 8 bytes or fewer at r_offset, which must lie in a loadable segment, and has a type
+// the loader knows; the first DT_RELACOUNT are R_X86_64_RELATIVE (ld.so asserts it). A flipped
+// byte there made the loader write at an address that depends on where the file was mapped, so
+// the probe in a fresh process could pass and the host still crash. x86-64 hosts only.
+std::string check_relocations(const File& file, const std::vector<Elf64_Phdr>& segments, uint64_t size,
+                              const std::vector<Elf64_Dyn>& dyn) {
+  if (kHostMachine != EM_X86_64) return "";
+  auto value = [&](int64_t tag) -> std::optional<uint64_t> {
+    for (const Elf64_Dyn& d : dyn) {
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag == tag) return d.d_un.d_val;
+    }
+    return std::nullopt;
+  };
+  constexpr uint32_t kKnown[] = {R_X86_64_NONE,     R_X86_64_64,        R_X86_64_PC32,      R_X86_64_COPY,
+                                 R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT, R_X86_64_RELATIVE,  R_X86_64_32,
+                                 R_X86_64_32S,      R_X86_64_DTPMOD64,  R_X86_64_DTPOFF64,  R_X86_64_TPOFF64,
+                                 R_X86_64_PC64,     R_X86_64_IRELATIVE, R_X86_64_RELATIVE64};
+  const uint64_t relative_count = value(DT_RELACOUNT).value_or(0);
+  const std::pair<int64_t, int64_t> tables[] = {{DT_RELA, DT_RELASZ}, {DT_JMPREL, DT_PLTRELSZ}};
+  for (const auto& [addr_tag, size_tag] : tables) {
+    const auto addr = value(addr_tag);
+    if (!addr) continue;
+    const uint64_t bytes = value(size_tag).value_or(0);
+    const auto at = file_offset(*addr, bytes, segments);
+    if (!at) return "corrupt dynamic section: tag " + std::to_string(addr_tag) + " is not in the file's bytes";
+    std::vector<Elf64_Rela> relocs;
+    if (std::string bad = read_table(file, *at, bytes / sizeof(Elf64_Rela), size, "relocation", relocs); !bad.empty())
+      return bad;
+    for (size_t i = 0; i < relocs.size(); ++i) {
+      const Elf64_Rela& r = relocs[i];
+      const auto type = static_cast<uint32_t>(ELF64_R_TYPE(r.r_info));
+      const std::string which = "relocation " + std::to_string(i) + " of tag " + std::to_string(addr_tag);
+      if (std::find(std::begin(kKnown), std::end(kKnown), type) == std::end(kKnown))
+        return "corrupt " + which + ": unknown type " + std::to_string(type);
+      if (addr_tag == DT_RELA && i < relative_count && type != R_X86_64_RELATIVE)
+        return "corrupt " + which + ": one of the first " + std::to_string(relative_count) +
+               " (DT_RELACOUNT) is not R_X86_64_RELATIVE";
+      if (type != R_X86_64_NONE && !mapped(r.r_offset, 8, segments, false))
+        return "corrupt " + which + ": it writes at address " + std::to_string(r.r_offset) +
+               ", outside the loadable segments";
+    }
+  }
+  return "";
+}
+
 // The dynamic section's entries that the loader dereferences: the tables it points at must lie in
 // loadable segments (the string table in file-backed bytes, with its size), the names in it must
 // be offsets inside it, and the entry sizes must be the ELF64 ones. Returns "" or the reason.
@@ -177,6 +236,7 @@ std::string check_dynamic(const File& file, const std::vector<Elf64_Phdr>& segme
         return "corrupt dynamic section: a library name at offset " + std::to_string(d.d_un.d_val) +
                " is outside the " + std::to_string(strsz) + "-byte string table";
     }
+    if (std::string bad = check_relocations(file, segments, size, dyn); !bad.empty()) return bad;
   }
   return "";
 }

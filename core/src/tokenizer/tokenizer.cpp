@@ -194,9 +194,11 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, i
   const bool may_shrink = model->fuse_unk() && model->unk_id();
   auto word = [&](std::string_view piece) {
     // A token covers at most the longest vocabulary entry of the word's bytes: a word that needs
-    // more tokens than are left is refused before its symbols are built.
-    if (limit > 0 && static_cast<int64_t>(out.size() + piece.size() / model->max_token_bytes()) > limit &&
-        static_cast<int64_t>(out.size() + model->min_tokens(piece)) > limit)
+    // more tokens than are left is refused before its symbols are built. (With fuse_unk this
+    // call's ids may still shrink: only those before it count.)
+    const size_t before = may_shrink ? first : out.size();
+    if (limit > 0 && static_cast<int64_t>(before + piece.size() / model->max_token_bytes()) > limit &&
+        static_cast<int64_t>(before + model->min_tokens(piece)) > limit)
       throw TokenLimitExceeded(limit);
     model->encode_word(piece, out);
     check_limit(out, limit, may_shrink);

@@ -87,6 +87,10 @@ TEST_F(Server, BadOrConflictingConstraintsAre400NamingTheField) {
   EXPECT_NE(r.body.find("left-recursive"), std::string::npos) << r.body;
   r = post("/v1/completions", with(completion("x", 5), "response_format", {{"type", "xml"}}));
   EXPECT_EQ(r.status, 400) << r.body;
+  // An unknown type is named clipped, not echoed whole (a 60 KB type gave a 60 KB answer).
+  r = post("/v1/completions", with(completion("x", 5), "response_format", {{"type", std::string(60000, 'r')}}));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_LT(r.body.size(), 1000u) << r.body.substr(0, 200);
   EXPECT_EQ(post("/v1/completions", completion("still serving", 3)).status, 200);
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/untrusted.hpp"
 #include "constrain/constraint.hpp"
 #include "constrain/grammar.hpp"
 #include "server/openai_api.hpp"
@@ -54,8 +55,9 @@ StructuredOutput from_response_format(const ordered_json& v) {
     return so;
   }
   if (type != "json_schema")
-    throw bad_request("response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"",
-                      "response_format.type");
+    throw bad_request(
+        "response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"" + clip(type) + "\"",
+        "response_format.type");
   if (!v.contains("json_schema") || !v["json_schema"].is_object())
     throw bad_request("response_format.json_schema must be an object with the schema", "response_format.json_schema");
   const ordered_json& js = v["json_schema"];

@@ -64,8 +64,18 @@ class OrderedJsonBuilder : public nlohmann::json_sax<nlohmann::ordered_json> {
       slot = std::move(v);
       return &slot;
     }
+    if (o.size() == o.capacity()) grow(o);
     o.emplace_back(top.key, std::move(v));  // the vector under ordered_map: no lookup
     return &o.back().second;
+  }
+  // The members' pairs have const keys, so their move may throw and std::vector grows by copying
+  // them, values included: a 41 MB "prompt" array was copied whole when the member after it came.
+  // This grows the vector by moving each value (and copying only the key).
+  static void grow(nlohmann::ordered_json::object_t& o) {
+    nlohmann::ordered_json::object_t grown;
+    grown.reserve(o.capacity() < 4 ? 4 : 2 * o.capacity());
+    for (auto& member : o) grown.emplace_back(member.first, std::move(member.second));
+    o.swap(grown);
   }
   bool add(nlohmann::ordered_json&& v) {
     place(std::move(v));

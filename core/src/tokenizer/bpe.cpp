@@ -263,25 +263,27 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   }
 }
 
+// The id of the character at [begin, pos) of `word` as a symbol (with the affixes where the model
+// has them), or kUnknown. scratch: a buffer for the affixed form.
+int32_t BpeModel::char_symbol(std::string_view word, size_t begin, size_t pos, char32_t cp,
+                              std::string& scratch) const {
+  const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
+  if (!affixes && cp < kSmallChars) return small_char_ids_[cp];
+  if (!affixes) return symbol_id(word.substr(begin, pos - begin));
+  scratch.clear();
+  if (begin > 0) scratch += continuing_subword_prefix_;
+  scratch.append(word.substr(begin, pos - begin));
+  if (pos == word.size()) scratch += end_of_word_suffix_;
+  return symbol_id(scratch);
+}
+
 size_t BpeModel::min_tokens(std::string_view word) const {
   std::string scratch;
-  const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
   size_t known = 0;
   for (size_t pos = 0; pos < word.size();) {
     const size_t begin = pos;
     const char32_t cp = next_code_point(word, pos);
-    int32_t id;
-    if (!affixes && cp < kSmallChars) {
-      id = small_char_ids_[cp];
-    } else if (!affixes) {
-      id = symbol_id(word.substr(begin, pos - begin));
-    } else {
-      scratch.assign(begin > 0 ? continuing_subword_prefix_ : std::string());
-      scratch.append(word.substr(begin, pos - begin));
-      if (pos == word.size()) scratch += end_of_word_suffix_;
-      id = symbol_id(scratch);
-    }
-    if (id >= 0) known += pos - begin;
+    if (char_symbol(word, begin, pos, cp, scratch) >= 0) known += pos - begin;
   }
   return known / max_token_bytes_;
 }
@@ -305,22 +307,10 @@ void BpeModel::split_symbols(std::string_view word, std::vector<Symbol>& symbols
   // symbols while the vector grows).
   symbols.reserve(static_cast<size_t>(
       std::count_if(word.begin(), word.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })));
-  const bool affixes = !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty();
   for (size_t pos = 0; pos < word.size();) {
     const size_t begin = pos;
     const char32_t cp = next_code_point(word, pos);
-    int32_t id;
-    if (!affixes && cp < kSmallChars) {
-      id = small_char_ids_[cp];
-    } else if (!affixes) {
-      id = symbol_id(word.substr(begin, pos - begin));
-    } else {
-      scratch.clear();
-      if (begin > 0) scratch += continuing_subword_prefix_;
-      scratch.append(word.substr(begin, pos - begin));
-      if (pos == word.size()) scratch += end_of_word_suffix_;
-      id = symbol_id(scratch);
-    }
+    const int32_t id = char_symbol(word, begin, pos, cp, scratch);
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({id, index - 1, index + 1, static_cast<uint32_t>(begin), static_cast<uint32_t>(pos - begin)});
   }

@@ -165,6 +165,7 @@ class BpeModel {
   const Merge* find_merge(int32_t left, int32_t right) const;
   void add_merge(int32_t left, int32_t right, uint32_t rank, int32_t result);
   int32_t symbol_id(std::string_view piece) const;
+  int32_t char_symbol(std::string_view word, size_t begin, size_t pos, char32_t cp, std::string& scratch) const;
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   void split_symbols(std::string_view word, std::vector<Symbol>& symbols) const;
   void emit_symbols(std::string_view word, const std::vector<Symbol>& symbols, std::vector<int32_t>& out) const;

@@ -63,6 +63,14 @@ bool set_dynamic_entry(const fs::path& file, int64_t tag, uint64_t value) {
   return false;
 }
 
+// An empty directory under the test work directory (what an earlier run left is removed).
+fs::path fresh_work_dir(const std::string& name) {
+  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
 std::string load_error(const fs::path& file) {
   Registry reg;
   try {
@@ -247,9 +255,7 @@ TEST(PluginLoader, AFileThatCrashesTheLoaderIsReportedAndTheRestLoad) {
 // section the loader stops on with its own assertion (exit status 127, no signal) are refused by
 // name; before, each of these took the host down (the round-2 hostile campaign's 34 plugin files).
 TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
-  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "crashing_later";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_work_dir("crashing_later");
   fs::copy_file(plugin_file("crashing_entry", "test_crashing_entry"), dir / "a_entry.so");
   fs::copy_file(plugin_file("crashing_exit", "test_crashing_exit"), dir / "b_exit.so");
   // c_pltrel.so: the good plugin with DT_PLTREL (which must say DT_RELA) set to garbage.
@@ -274,9 +280,7 @@ TEST(PluginLoader, EntryDestructorAndLoaderAssertionCrashesAreReported) {
 // exited. The child now runs them itself, so the file is refused and this test process exits
 // cleanly (without the fix it loads here and the test binary dies at exit).
 TEST(PluginLoader, AFileWhoseDestructorsOutliveDlcloseIsReported) {
-  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "crashing_nodelete";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_work_dir("crashing_nodelete");
   fs::copy_file(plugin_file("crashing_nodelete", "test_crashing_nodelete"), dir / "a_nodelete.so");
   fs::copy_file(plugin_file("good", "test_good"), dir / "b_good.so");
   Registry reg;
@@ -296,9 +300,7 @@ TEST(PluginLoader, AFileWhoseDestructorsOutliveDlcloseIsReported) {
 // and dies at exit).
 TEST(PluginLoader, AFileWhoseExitHandlersOutliveItIsReported) {
   ASSERT_FALSE(specd::plugin::probe_helper().empty()) << "specd-plugin-probe is built beside the tests";
-  const fs::path dir = fs::path(SPECD_TEST_WORK_DIR) / "fini_arraysz";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_work_dir("fini_arraysz");
   fs::copy_file(plugin_file("good", "test_good"), dir / "a_fini.so");
   ASSERT_TRUE(set_dynamic_entry(dir / "a_fini.so", 28, 0)) << "no DT_FINI_ARRAYSZ in the good plugin";
   Registry reg;

@@ -1,5 +1,6 @@
 #include "specd/kernels/cpu_isa.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -208,7 +209,7 @@ int64_t act_row_bytes(DType w, int64_t k) {
       return k * 4;  // F32, or bf16-rounded F32 / bf16 pairs
     case DType::kQ8_0:
     case DType::kQ4_0:
-      return q8_act_bytes(k);
+      return std::max(q8_act_bytes(k), q8_g16_act_bytes(k));
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:

@@ -3,12 +3,14 @@
 // its own flags, defining SPECD_AVX512_TABLE (the table's name) and SPECD_AVX512_ISA (its
 // level) first. What a level may use comes from the compiler's feature macros (__AVX512VNNI__,
 // __AVX512VBMI__, __AVX512BF16__); see isa_kernels.hpp for the rules of ISA files. The GEMV
-// kernels are in isa_avx512_gemv.hpp; this file has the conversions, attention and the table.
+// kernels are in isa_avx512_gemv.hpp, isa_avx512_qgroup.hpp and isa_avx512_kquant.hpp; this file
+// has the conversions, attention and the table.
 #pragma once
 
 #include "isa_avx512_common.hpp"
 #include "isa_avx512_gemv.hpp"
 #include "isa_avx512_kquant.hpp"
+#include "isa_avx512_qgroup.hpp"
 #include "k_quants.hpp"
 
 namespace specd::kernels::cpu {
@@ -265,8 +267,8 @@ float read_sum(const float* p, int64_t n) {
 
 const IsaKernels SPECD_AVX512_TABLE = {
     SPECD_AVX512_ISA,
-    {gemv_tiles<FloatKind<Wt::kF32>>, gemv_tiles<FloatKind<Wt::kF16>>, gemv_tiles<Bf16Kind>, gemv_quant<DType::kQ8_0>,
-     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>},
+    {gemv_tiles<FloatKind<Wt::kF32>>, gemv_tiles<FloatKind<Wt::kF16>>, gemv_tiles<Bf16Kind>, gemv_groups<DType::kQ8_0>,
+     gemv_groups<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>},
     {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0, scalar::prep_q8k_lanes, scalar::prep_q8k_lanes,
      scalar::prep_q8k_lanes},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,

@@ -22,7 +22,8 @@ namespace specd::kernels::cpu {
 
 // Prepared activations for quantized weights ("Q8 activations"): each row of k elements
 // (k a multiple of 32) is quantized per block of 32 to int8 with a float scale,
-// d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row:
+// d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row (scalar, AVX2 and NEON
+// levels; the AVX-512 levels group 16 blocks, q8_g16_act_bytes below):
 //   float d[nb]         (nb = k / 32 padded to a multiple of 4; padding blocks are zero)
 //   byte  q[nb * 32]    (order and signedness are the ISA's own, see its prep functions)
 //   word  aux[nb * 16]  (32-bit words the ISA precomputes per block: lane scales, sums)
@@ -32,6 +33,11 @@ inline int64_t q8_blocks_padded(int64_t k) {
 }
 inline int64_t q8_act_bytes(int64_t k) {
   return q8_blocks_padded(k) * (4 + 32 + 64);
+}
+// The AVX-512 levels prepare Q8 activations in groups of 16 blocks of their own layout
+// (isa_avx512_qgroup.hpp): 640 bytes per group.
+inline int64_t q8_g16_act_bytes(int64_t k) {
+  return (k / 32 + 15) / 16 * 640;
 }
 
 // Prepared activations for K-quant weights ("Q8_K activations"): each row of k elements (k a

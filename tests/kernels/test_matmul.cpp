@@ -67,6 +67,8 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
+  // Whole groups of 16 blocks and a partial one (AVX-512 Q4_0), several quads (Q8_0).
+  if (quantized()) shapes.insert(shapes.end(), {{1, 19, 544}, {5, 40, 1056}, {9, 17, 2048}});
   for (auto [m, n, k0] : shapes) {
     const int64_t k = cols(k0);
     const Weights w(dtype(), n, k, 12);
@@ -94,6 +96,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
   if (!quantized()) ks.push_back(200);       // 200: a partial vector
+  if (quantized()) ks.push_back(1056);       // two groups of 16 blocks and one block
   if (is_k_quant(dtype())) ks = {256, 768};  // one and three blocks
   for (int64_t k : ks) {
     const Weights w(dtype(), n, k, 21);

@@ -242,7 +242,9 @@ struct Group<DType::kQ4_0> {
     return w;
   }
   // acc + the integer dot product of u[v] with an activation row's vector v (x).
-  __m512i mac(__m512i acc, int v, __m512i x) const { return dot_u8s8(acc, u[v], x); }
+  __m512i mac(__m512i acc, int v, __m512i x) const {
+    return dot_u8s8(acc, u[v], x);
+  }
 };
 
 template <>
@@ -316,9 +318,14 @@ struct TileGroups {
 #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) x[rr] = a.act + static_cast<size_t>(r0 + rr) * a.act_stride;
       const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
-      const int64_t nb = a.k / 32, full = nb / 16;
-      for (int64_t g = 0; g < full; ++g) group(Group<kW>::template unpack<false>(row, nb, g), x, g, acc);
-      if (16 * full < nb) group(Group<kW>::template unpack<true>(row, nb, full), x, full, acc);
+      const int64_t nb = a.k / 32, full = nb / 16, ng = (nb + 15) / 16;
+      if (a.panel != nullptr) {
+        const Group<kW>* w = static_cast<const Group<kW>*>(a.panel) + (j - a.panel_j0) * ng;
+        for (int64_t g = 0; g < ng; ++g) group(w[g], x, g, acc);
+      } else {
+        for (int64_t g = 0; g < full; ++g) group(Group<kW>::template unpack<false>(row, nb, g), x, g, acc);
+        if (full < ng) group(Group<kW>::template unpack<true>(row, nb, full), x, full, acc);
+      }
 #pragma GCC unroll 16
       for (int rr = 0; rr < MB; ++rr) a.c[(r0 + rr) * a.ldc + j] = _mm512_reduce_add_ps(acc[rr]);
     }
@@ -328,9 +335,29 @@ struct TileGroups {
 // One weight row at a time, for up to 8 activation rows. (Pairs of weight rows, each
 // activation vector serving two, took 10-20% off 5 cache-resident rows in bench_kernels but
 // nothing measurable in specd bench's scoring on Zen 4, and slowed Q8_0 without VNNI.)
+// Prefill chunks (more than 8 rows) unpack the task's weight rows once, into a per-thread panel
+// (gemv_panel; 576 bytes per group of 16 blocks), which every group of 8 rows then reads:
+// unpacking in the tile repeated the gathers and the transpose for each group of rows. The
+// unpacked values and the instructions per (row, feature) are the same either way, so rows stay
+// batch-invariant.
 template <DType kW>
 void gemv_groups(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk<TileGroups<kW>::template T, 8>(a, j0, j1);
+  if (a.m <= 8) {
+    walk<TileGroups<kW>::template T, 8>(a, j0, j1);
+    return;
+  }
+  const int64_t nb = a.k / 32, full = nb / 16, ng = (nb + 15) / 16;
+  auto* panel = reinterpret_cast<Group<kW>*>(gemv_panel(static_cast<size_t>((j1 - j0) * ng) * sizeof(Group<kW>)));
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
+    Group<kW>* out = panel + (j - j0) * ng;
+    for (int64_t g = 0; g < full; ++g) out[g] = Group<kW>::template unpack<false>(row, nb, g);
+    if (full < ng) out[full] = Group<kW>::template unpack<true>(row, nb, full);
+  }
+  GemvArgs p = a;
+  p.panel = panel;
+  p.panel_j0 = j0;
+  walk<TileGroups<kW>::template T, 8>(p, j0, j1);
 }
 
 }  // namespace

@@ -85,7 +85,15 @@ struct GemvArgs {
   int64_t k = 0;
   float* c = nullptr;
   int64_t ldc = 0;
+  // Optional, kernel-specific: the call's weight rows already unpacked (a per-thread panel the
+  // kernel filled for rows [panel_j0, ...), see isa_avx512_qgroup.hpp); null: unpack as read.
+  const void* panel = nullptr;
+  int64_t panel_j0 = 0;
 };
+
+// A per-thread buffer of at least `bytes` bytes, 64-byte aligned, reused by the thread's next
+// call: kernels unpack weight panels into it.
+uint8_t* gemv_panel(size_t bytes);
 
 // With several activation rows the GEMV loop spends longer on each weight line than the
 // hardware prefetchers allow for, and the stream stalls (compute and memory stop overlapping:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +12,14 @@
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
+
+uint8_t* cpu::gemv_panel(size_t bytes) {
+  thread_local std::vector<uint8_t> panel;
+  if (panel.size() < bytes + 64) panel.resize(bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(panel.data());
+  return panel.data() + (64 - addr % 64) % 64;
+}
+
 namespace {
 
 constexpr int64_t kGemvTask = 16;  // output features per GEMV task

@@ -67,8 +67,9 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
-  // Whole groups of 16 blocks and a partial one (AVX-512 Q4_0), several quads (Q8_0).
-  if (quantized()) shapes.insert(shapes.end(), {{1, 19, 544}, {5, 40, 1056}, {9, 17, 2048}});
+  // AVX-512 Q8_0 / Q4_0 take 16 blocks at a time: whole groups and a partial one, one row and
+  // a few (unpacked per tile) and more than 8 (unpacked once into a panel).
+  if (quantized()) shapes.insert(shapes.end(), {{1, 19, 544}, {5, 40, 1056}, {9, 17, 2048}, {12, 9, 1056}});
   for (auto [m, n, k0] : shapes) {
     const int64_t k = cols(k0);
     const Weights w(dtype(), n, k, 12);

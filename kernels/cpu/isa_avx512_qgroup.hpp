@@ -22,7 +22,8 @@
 // A prepared activation row holds, per group (kGroupActBytes), the signed quantized values in
 // the same order (vector v, lane l: elements 4v..4v+3 of block l), then per block the integer
 // sum start (q4_0: -8 x the sum of its values, which makes the levels nibble - 8; q8_0 with
-// VNNI: -128 x the sum, which takes the 128 off the weights again) and the block's scale.
+// VNNI: -128 x the sum, which takes the 128 off the weights again; without VNNI: 0) and the
+// block's scale.
 // Per (row, feature) the float work is one FMA per group into one accumulator, in group order,
 // then one horizontal sum: the same instructions whatever the tile, so rows are batch-invariant.
 #pragma once
@@ -193,8 +194,9 @@ void prep_q8_for_q8_0(const float* x, uint8_t* out, int64_t k) {
 
 // ---- weights -----------------------------------------------------------------------------------
 
-// The quad of blocks starting at `first` of a row of nb blocks of kBlock bytes: the window of
-// `bytes` bytes from `off` on, as two 64-byte registers (kTail: masked to the row's blocks).
+// The quad of blocks starting at block `first` of a row of nb blocks of kBlock bytes: its 128
+// bytes from byte `off` of the quad on, as two 64-byte registers, masked to the quad's bytes
+// (kTail: to the bytes of the row's blocks; the quad may be partial or past the end).
 template <int64_t kBlock, bool kTail>
 inline void load_window(const uint8_t* row, int64_t nb, int64_t first, int64_t off, __m512i* l0, __m512i* l1) {
   const uint8_t* base = row + first * kBlock + off;

@@ -54,7 +54,7 @@ struct StringHash {
 };
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-// ---- Regex (regex.cpp) -----------------------------------------------------------------------
+// ---- Regex (regex.cpp, onig_translate.cpp) ---------------------------------------------------
 
 // A PCRE2 pattern compiled once (JIT where available). Patterns from tokenizer.json are
 // written for Oniguruma; from_oniguruma() translates the constructs the official
@@ -83,7 +83,9 @@ class Regex {
   std::string literal_;   // non-empty: a plain string pattern, matched without PCRE2
 };
 
-// Translates an Oniguruma pattern to PCRE2 syntax (exposed for tests).
+// A code point as a PCRE2 escape, \x{HEX} (onig_translate.cpp).
+std::string hex_escape(char32_t cp);
+// Translates an Oniguruma pattern to PCRE2 syntax (onig_translate.cpp; exposed for tests).
 std::string oniguruma_to_pcre2(std::string_view pattern, const std::string& where);
 // tokenizer.json's {"String": "..."} (literal) or {"Regex": "..."} (Oniguruma) pattern.
 std::unique_ptr<Regex> make_pattern(const nlohmann::json& pattern, const std::string& where);

@@ -128,7 +128,7 @@ class SpeculationPolicy {
  public:
   static constexpr int32_t kMinProbeInterval = 8;
   static constexpr int32_t kMaxProbeInterval = 64;
-  static constexpr double kProbeBudget = 0.05;  // a probe's propose against the idle steps before it
+  static constexpr double kProbeBudget = 0.02;  // a probe's propose against the idle steps before it
   static constexpr double kExploreBand = 0.02;
   static constexpr double kPlainMargin = 0.03;
 

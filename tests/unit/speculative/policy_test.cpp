@@ -489,7 +489,9 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
 // Where a proposer call is dear beside a step (a 0.2 ms step, a 2 ms propose), probes wait until
 // the idle steps cost 20 times the probe: 200 steps, past the doubling's 64, not 8.
 TEST(SpeculationPolicy, ProbesThinOutWhereAProposeIsDear) {
-  for (const double propose_s : {0.0, 0.002}) {
+  // A plain step costs 0.2 ms: a 0.8 ms probe waits for 0.8 / (kProbeBudget · 0.2) idle steps
+  // (200 at 2%) instead of the probe interval's 8.
+  for (const double propose_s : {0.0, 0.0008}) {
     SpeculationPolicy p(4, 1024, true);
     p.cost().set_target_prior(linear_target(0.0001, 0.0001));  // drafts cost a whole step each
     for (int i = 0; i < 20; ++i) p.cost().observe_propose(1, 1, propose_s, 0);
@@ -517,7 +519,11 @@ TEST(SpeculationPolicy, ProbesThinOutWhereAProposeIsDear) {
       p.plan(batch, m);
       if (batch.rows[0].lookahead > 0) first_probe = step;
     }
-    EXPECT_EQ(first_probe, propose_s > 0 ? 200 : 8) << "propose " << propose_s << " s";
+    const int dear = static_cast<int>(std::ceil(propose_s / (SpeculationPolicy::kProbeBudget * 0.0002) - 1e-9));
+    EXPECT_EQ(first_probe, propose_s > 0 ? dear : 8) << "propose " << propose_s << " s";
+    if (propose_s > 0) {
+      EXPECT_EQ(dear, 200);
+    }
   }
 }
 

@@ -23,6 +23,13 @@ constexpr double kWarmWeight = 3.0;
 // Propose fit: decay per observation (about the last 20 calls count) and ridge.
 constexpr double kDecay = 0.95;
 constexpr double kRidge = 1e-3;
+// The per-token coefficient c leans harder towards 0: at batch 1 without catch-up every call has
+// S = L, and the fit cannot tell a per-step cost from a per-token one. An even ridge split a
+// 2-layer self-draft's ~3 ms forward half and half, priced a probe's catch-up of C tokens at
+// C * 1.5 ms (really one forward, ~3 ms) and kept llama-160m plain for whole requests after one
+// early rejection. With this ridge such a fit puts ~1% on c; any variation of S against L (a
+// batch, a catch-up) still identifies c, as its data term is far larger.
+constexpr double kTokenRidge = 0.1;
 constexpr double kMinSeconds = 1e-9;
 // Calibration: shapes of up to kRepeatedTokens tokens are timed in kCalibrationRounds rounds.
 constexpr int kCalibrationRounds = 3;
@@ -204,7 +211,7 @@ void CostModel::observe_propose(int32_t draft_steps, int32_t draft_tokens, doubl
     xty_[i] = kDecay * xty_[i] + x[i] * seconds;
   }
   std::array<double, N* N> a = xtx_;
-  for (size_t i = 0; i < N; ++i) a[i * N + i] += kRidge;
+  for (size_t i = 0; i < N; ++i) a[i * N + i] += i + 1 == N ? kTokenRidge : kRidge;
   beta_ = nonnegative_solve<N>(a, xty_);
   propose_seen_ = true;
 }

@@ -122,14 +122,16 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
 }
 
 // The fewest idle steps before a probe costs at most kProbeBudget of the plain steps it follows:
-// where a probe's propose (one draft after its catch-up) is dear beside a step (a tiny target
-// whose step is 0.1 ms and a proposer call 2 ms), probes thin out, past kMaxProbeInterval if need
-// be.
+// where a probe (one draft after its catch-up, and the row it adds to the target's forward) is
+// dear beside a step (a tiny target whose step is 0.1 ms and a proposer call 2 ms; a batch that
+// is compute-bound, where the extra row costs its share), probes thin out, past
+// kMaxProbeInterval if need be.
 int32_t SpeculationPolicy::probe_floor(const StepBase& base, int32_t catch_up) const {
   const double step = cost_.target_seconds(base.tokens, base.logit_rows);
   // The cost model's smoothed estimate even where this call's time is known (trimming): one slow
   // call must not hold the probes back for hundreds of steps.
-  const double probe = cost_.propose_seconds(1, 1, catch_up);
+  const double extra_row = std::max(0.0, cost_.target_seconds(base.tokens + 1, base.logit_rows + 1) - step);
+  const double probe = cost_.propose_seconds(1, 1, catch_up) + extra_row;
   if (step <= 0 || probe <= 0) return 0;
   return static_cast<int32_t>(std::min<double>(1 << 30, std::ceil(probe / (kProbeBudget * step))));
 }

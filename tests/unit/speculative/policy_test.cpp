@@ -379,6 +379,19 @@ TEST(CostModel, CatchUpTokensAreChargedAsTokensThroughTheDraft) {
   EXPECT_NEAR(c.propose_seconds(1, 1, 64), truth(1, 1, 64), 1e-5) << "a probe after 64 plain steps";
 }
 
+// At batch 1 without catch-up every call drafts as many tokens as it takes steps (S = L): the
+// time is charged to the steps (a draft forward), not to tokens, so a probe that first feeds 60
+// idle tokens through the draft in one forward is priced near one forward, not at 60 of them.
+TEST(CostModel, ASingleRowsForwardIsChargedToTheStepNotToItsTokens) {
+  CostModel c;
+  for (int i = 0; i < 40; ++i) {
+    const int32_t k = 1 + i % 4;
+    c.observe_propose(k, k, 0.003 * k);
+  }
+  EXPECT_NEAR(c.propose_seconds(4, 4), 0.012, 1e-4);
+  EXPECT_LT(c.propose_seconds(1, 1, 60), 0.003 * 3) << "one forward of 61 tokens, not 61 forwards";
+}
+
 TEST(AcceptanceModel, SequencesLearnAroundAProposerWidePrior) {
   AcceptanceModel m(6);
   std::vector<double> a(6);
@@ -488,43 +501,54 @@ TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
 
 // Where a proposer call is dear beside a step (a 0.2 ms step, a 2 ms propose), probes wait until
 // the idle steps cost 20 times the probe: 200 steps, past the doubling's 64, not 8.
-TEST(SpeculationPolicy, ProbesThinOutWhereAProposeIsDear) {
-  // A plain step costs 0.2 ms: a 0.8 ms probe waits for 0.8 / (kProbeBudget · 0.2) idle steps
-  // (200 at 2%) instead of the probe interval's 8.
-  for (const double propose_s : {0.0, 0.0008}) {
-    SpeculationPolicy p(4, 1024, true);
-    p.cost().set_target_prior(linear_target(0.0001, 0.0001));  // drafts cost a whole step each
-    for (int i = 0; i < 20; ++i) p.cost().observe_propose(1, 1, propose_s, 0);
-    sched::Sequence s;
-    s.id = 1;
-    s.tokens = {1, 2, 3};
-    s.num_prompt = 2;
-    s.spec_k = 4;
-    s.dynamic_k = true;
-    for (int i = 0; i < 200; ++i) {
-      p.acceptance().age(s.id);
-      p.acceptance().observe(s.id, std::vector<double>{0.0});
-    }
-    spec::PolicyMetrics m;
-    int first_probe = 0;
-    for (int step = 1; step <= 400 && first_probe == 0; ++step) {
-      sched::StepBatch batch;
-      sched::StepRow row;
-      row.seq = &s;
-      row.start = 2;
-      row.n = 1;
-      row.sample = true;
-      row.lookahead = 4;
-      batch.rows.push_back(row);
-      p.plan(batch, m);
-      if (batch.rows[0].lookahead > 0) first_probe = step;
-    }
-    const int dear = static_cast<int>(std::ceil(propose_s / (SpeculationPolicy::kProbeBudget * 0.0002) - 1e-9));
-    EXPECT_EQ(first_probe, propose_s > 0 ? dear : 8) << "propose " << propose_s << " s";
-    if (propose_s > 0) {
-      EXPECT_EQ(dear, 200);
-    }
+// The idle steps a row waits for its first probe after its estimate went to 0.
+int first_probe_after(const std::vector<TargetSample>& target, double propose_s) {
+  SpeculationPolicy p(4, 1024, true);
+  p.cost().set_target_prior(target);
+  for (int i = 0; i < 20; ++i) p.cost().observe_propose(1, 1, propose_s, 0);
+  sched::Sequence s;
+  s.id = 1;
+  s.tokens = {1, 2, 3};
+  s.num_prompt = 2;
+  s.spec_k = 4;
+  s.dynamic_k = true;
+  for (int i = 0; i < 200; ++i) {
+    p.acceptance().age(s.id);
+    p.acceptance().observe(s.id, std::vector<double>{0.0});
   }
+  spec::PolicyMetrics m;
+  for (int step = 1; step <= 400; ++step) {
+    sched::StepBatch batch;
+    sched::StepRow row;
+    row.seq = &s;
+    row.start = 2;
+    row.n = 1;
+    row.sample = true;
+    row.lookahead = 4;
+    batch.rows.push_back(row);
+    p.plan(batch, m);
+    if (batch.rows[0].lookahead > 0) return step;
+  }
+  return 0;
+}
+
+// A probe (its propose, and the row it adds to the target's forward) costs at most kProbeBudget
+// of the plain steps before it: it waits for cost / (kProbeBudget · step) idle steps where that
+// is more than the probe interval's 8.
+TEST(SpeculationPolicy, ProbesThinOutWhereAProposeIsDear) {
+  auto floor_of = [](double probe_s, double step_s) {
+    return static_cast<int>(std::ceil(probe_s / (SpeculationPolicy::kProbeBudget * step_s) - 1e-9));
+  };
+  // Memory-bound: a step costs 0.201 ms and its extra row 1 us.
+  const std::vector<TargetSample> memory_bound = linear_target(0.0002, 0.000001);
+  EXPECT_EQ(first_probe_after(memory_bound, 0.0), 8) << "a free propose: the probe interval";
+  EXPECT_EQ(first_probe_after(memory_bound, 0.0008), floor_of(0.000801, 0.000201));
+  EXPECT_EQ(floor_of(0.000801, 0.000201), 200);
+  // Compute-bound: a step of 1 token costs 0.11 ms, one of 2 tokens 0.21 ms. A free propose still
+  // waits for the extra row's cost.
+  const std::vector<TargetSample> compute_bound = linear_target(0.00001, 0.0001);
+  EXPECT_EQ(first_probe_after(compute_bound, 0.0), floor_of(0.0001, 0.00011));
+  EXPECT_EQ(floor_of(0.0001, 0.00011), 46);
 }
 
 }  // namespace

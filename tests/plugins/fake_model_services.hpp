@@ -50,6 +50,8 @@ struct ForwardRecord {
   std::vector<uint64_t> seq_ids;
   std::vector<int32_t> num_new;
   int32_t all_logits = 0;
+  bool logits = true;       // a logits buffer was given (ABI 1.7: none = no logits)
+  bool hidden_all = false;  // ABI 1.7: a hidden row for every new token
 };
 
 struct FakeModel {
@@ -246,15 +248,25 @@ class FakeModels {
   static int32_t forward(void*, specd_model* m, const specd_forward_batch* b, specd_error* err) {
     FakeModel* f = model(m);
     if (f->released) return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: forward on a released model");
-    if (b->num_seqs <= 0 || b->logits == nullptr) return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: empty batch");
+    if (b->num_seqs <= 0) return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: empty batch");
+    // As the host (ABI 1.7): NULL logits = none (all_logits must be 0); hidden_all = a hidden
+    // row for every new token, logits rows as all_logits says.
+    if (b->logits == nullptr && b->all_logits != 0)
+      return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: all_logits without a logits buffer");
+    const bool hidden_all =
+        b->struct_size >= offsetof(specd_forward_batch, hidden_all) + sizeof(int32_t) && b->hidden_all != 0;
+    if (hidden_all && b->hidden == nullptr)
+      return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: hidden_all without a hidden buffer");
     if (f->mtp != (b->input_hidden != nullptr))
       return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: input_hidden must be given exactly for MTP modules");
     const int32_t vocab = f->ckpt.vocab_size;
     const int32_t hidden = f->ckpt.hidden_size;
     ForwardRecord record;
     record.all_logits = b->all_logits;
+    record.logits = b->logits != nullptr;
+    record.hidden_all = hidden_all;
     int64_t token = 0;
-    int64_t row = 0;
+    int64_t row = 0, hidden_row = 0;
     for (int32_t i = 0; i < b->num_seqs; ++i) {
       const int32_t n = b->num_new[i];
       if (n < 1) return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: num_new < 1");
@@ -272,8 +284,8 @@ class FakeModels {
         if (e.token < 0 || e.token >= vocab) return fail(err, SPECD_ERR_INVALID_ARGUMENT, "fake: token out of range");
         if (f->mtp) e.x.assign(b->input_hidden + token * hidden, b->input_hidden + (token + 1) * hidden);
         kv.push_back(std::move(e));
-        const bool out_row = b->all_logits != 0 || t == n - 1;
-        if (!out_row) continue;
+        const bool logits_row = b->logits != nullptr && (b->all_logits != 0 || t == n - 1);
+        if (!logits_row && !hidden_all) continue;
         std::vector<float> logits, hid;
         if (f->mtp) {
           MtpOutput o = mtp_eval(f->module, kv, vocab, hidden);
@@ -286,9 +298,13 @@ class FakeModels {
           logits = logits_from_hash(h, vocab);
           hid = hidden_from_hash(h, hidden);
         }
-        std::copy(logits.begin(), logits.end(), b->logits + row * vocab);
-        if (b->hidden != nullptr) std::copy(hid.begin(), hid.end(), b->hidden + row * hidden);
-        ++row;
+        if (logits_row) std::copy(logits.begin(), logits.end(), b->logits + row * vocab);
+        if (hidden_all) {
+          std::copy(hid.begin(), hid.end(), b->hidden + hidden_row++ * hidden);
+        } else if (logits_row && b->hidden != nullptr) {
+          std::copy(hid.begin(), hid.end(), b->hidden + row * hidden);
+        }
+        if (logits_row) ++row;
       }
     }
     f->forwards.push_back(std::move(record));

@@ -368,9 +368,15 @@ void ModelHost::fill_info(const Hosted* m, specd_model_info& out) const {
 void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
   if (m.kv == nullptr)
     throw Error(ErrorCode::kInternal, "forward on " + m.description + " before its KV cache was sized");
-  SPECD_CHECK(
-      b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr && b.logits != nullptr,
-      ErrorCode::kInvalidArgument, "forward: incomplete batch");
+  SPECD_CHECK(b.num_seqs > 0 && b.seq_ids != nullptr && b.num_new != nullptr && b.tokens != nullptr,
+              ErrorCode::kInvalidArgument, "forward: incomplete batch");
+  // Since 1.7: no logits buffer = no logits; every hidden state whatever all_logits says.
+  SPECD_CHECK(b.logits != nullptr || b.all_logits == 0, ErrorCode::kInvalidArgument,
+              "forward: all_logits = " + std::to_string(b.all_logits) + " without a logits buffer");
+  const bool hidden_all =
+      b.struct_size >= offsetof(specd_forward_batch, hidden_all) + sizeof(int32_t) && b.hidden_all != 0;
+  SPECD_CHECK(!hidden_all || b.hidden != nullptr, ErrorCode::kInvalidArgument,
+              "forward: hidden_all without a hidden buffer");
   const bool takes_hidden = m.weights->is_mtp() || m.weights->is_eagle3();
   if ((b.input_hidden != nullptr) != takes_hidden)
     throw Error(ErrorCode::kInvalidArgument,
@@ -379,7 +385,7 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
                                   : ": input_hidden is for MTP modules and EAGLE-3 heads only"));
   m.batch.seqs.resize(static_cast<size_t>(b.num_seqs));
   m.batch.return_hidden = b.hidden != nullptr;
-  m.batch.hidden_all = false;
+  m.batch.hidden_all = hidden_all;
   // Rows of input_hidden pair with the tokens, in the same order (ModelHost passes them through).
   m.batch.input_hidden = b.input_hidden;
   m.batch.input_hidden_width =
@@ -415,7 +421,9 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
     auto& s = m.batch.seqs[static_cast<size_t>(i)];
     s.seq = id;
     s.tokens = {b.tokens + offset, static_cast<size_t>(n)};
-    s.logits = b.all_logits != 0 ? model::LogitsMode::kAll : model::LogitsMode::kLast;
+    s.logits = b.logits == nullptr ? model::LogitsMode::kNone
+               : b.all_logits != 0 ? model::LogitsMode::kAll
+                                   : model::LogitsMode::kLast;
     s.tree = {};
     if (trees) {  // the model checks the parents and the region's size
       const int32_t m = b.tree_sizes[i];
@@ -428,7 +436,7 @@ void ModelHost::forward(Hosted& m, const specd_forward_batch& b) {
     offset += n;
   }
   m.model->forward(m.batch, *m.kv, m.out);
-  std::memcpy(b.logits, m.out.logits.data(), m.out.logits.size() * sizeof(float));
+  if (b.logits != nullptr) std::memcpy(b.logits, m.out.logits.data(), m.out.logits.size() * sizeof(float));
   if (b.hidden != nullptr) std::memcpy(b.hidden, m.out.hidden.data(), m.out.hidden.size() * sizeof(float));
 }
 

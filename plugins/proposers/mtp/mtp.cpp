@@ -27,9 +27,10 @@
 //   - j >= M (k > M): the last module is applied recursively: one entry at the next position
 //     with x = its own previous output and token d_{j-1}. This reuse is the one approximation
 //     (the module was trained on out_{M-2}, not its own output); such entries are never kept.
-// Modules below M-1 are run with all_logits = 1 because the next module needs their output
-// hidden state at every entry (the ABI returns hidden states for the logits rows); those calls
-// are split at kMaxRowsPerForward rows to bound the [rows, vocab] logits buffer.
+// Modules below M-1 give the next module their output hidden state at every entry: they run with
+// hidden_all (ABI 1.7) and logits only where a draft is read, none at all in on_prefill and
+// catch-up (before 1.7 all_logits = 1 put the LM head on every entry, ~60% of a prefill's MTP
+// work). Those calls are split at kMaxRowsPerForward rows to bound the [rows, hidden] buffer.
 //
 // on_accept(n): entry p of module i (non-recursive) depends on drafts d_0..d_{p+i+1-L}, so it
 // stays valid iff p <= L+n-2-i. Module i keeps min(M_i, L-1-max(0, i-n)) entries (recursive
@@ -53,7 +54,7 @@ namespace {
 using specd::sdk::ModelClient;
 namespace sdk = specd::sdk;
 
-constexpr int64_t kMaxRowsPerForward = 64;
+constexpr int64_t kMaxRowsPerForward = 512;
 
 struct Settings {
   int32_t num_modules = 0;  // 0 = every module the target has
@@ -376,8 +377,14 @@ class MtpProposer : public sdk::Proposer {
       in_hidden_.insert(in_hidden_.end(), x_.begin() + static_cast<int64_t>(x0),
                         x_.begin() + static_cast<int64_t>(x0 + static_cast<size_t>(piece.count * hidden_)));
     }
-    const size_t rows = all_rows ? tokens_.size() : seq_ids_.size();
-    logits_.resize(rows * static_cast<size_t>(vocab_));
+    // A draft is read from a piece's last row where its feed drafts and the piece ends the feed.
+    auto reads_draft = [&](const Piece& piece) {
+      const Feed& feed = feeds_[piece.feed];
+      return feed.drafting && piece.offset + piece.count == feed.count;
+    };
+    const bool any_draft = std::any_of(pieces_.begin(), pieces_.end(), reads_draft);
+    const size_t rows = all_rows ? tokens_.size() : seq_ids_.size();  // hidden rows
+    logits_.resize(seq_ids_.size() * static_cast<size_t>(vocab_));     // each row's last token
     out_hidden_.resize(rows * static_cast<size_t>(hidden_));
     specd_forward_batch fb{};
     fb.struct_size = sizeof(fb);
@@ -385,17 +392,19 @@ class MtpProposer : public sdk::Proposer {
     fb.seq_ids = seq_ids_.data();
     fb.num_new = num_new_.data();
     fb.tokens = tokens_.data();
-    fb.all_logits = all_rows ? 1 : 0;
-    fb.logits = logits_.data();
+    fb.all_logits = 0;
+    fb.logits = any_draft ? logits_.data() : nullptr;  // none: no LM head at all
     fb.hidden = out_hidden_.data();
     fb.input_hidden = in_hidden_.data();
+    fb.hidden_all = all_rows ? 1 : 0;
     client_->forward(modules_[m], fb);
 
     size_t row = 0;  // first output row of the current piece
-    for (const Piece& piece : pieces_) {
+    for (size_t p = 0; p < pieces_.size(); ++p) {
+      const Piece& piece = pieces_[p];
       const Feed& feed = feeds_[piece.feed];
       const size_t w = feed.work;
-      const size_t last = all_rows ? row + static_cast<size_t>(piece.count) - 1 : row;
+      const size_t last = all_rows ? row + static_cast<size_t>(piece.count) - 1 : row;  // its hidden row
       if (all_rows) {
         HiddenRows& next = work_[w].state->inputs[static_cast<size_t>(m) + 1];
         if (!next.append(feed.first + piece.offset, out_hidden_.data() + row * static_cast<size_t>(hidden_),
@@ -404,9 +413,10 @@ class MtpProposer : public sdk::Proposer {
                                                " do not continue the inputs of module ", m + 1),
                            SPECD_ERR_INTERNAL);
       }
-      if (feed.drafting && piece.offset + piece.count == feed.count) {
+      if (reads_draft(piece)) {
         const sdk::Sequence seq = batch->seq(work_[w].index);
-        const std::span<float> logits(logits_.data() + last * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
+        const std::span<float> logits(logits_.data() + p * static_cast<size_t>(vocab_),
+                                      static_cast<size_t>(vocab_));
         const bool allowed = specd::proposers::mask_by_grammar(
             host_, work_[w].id, {&drafts_[w * k_stride_], static_cast<size_t>(j)}, logits);
         std::span<float> probs;

@@ -194,13 +194,17 @@ TEST(MtpProposer, PrefillFeedsEveryCommittedPositionOfEveryModule) {
     EXPECT_EQ(kv_of(m0, s->id), ref[0]) << "module 0 holds (h_p, tok_{p+1}) for every p < L-1";
     EXPECT_EQ(kv_of(m1, s->id), ref[1]) << "module 1 holds (out_0(p), tok_{p+2}) for every p < L-2";
   }
-  // One forward per module per prefill call; module 0 returns every row (module 1 needs them).
+  // One forward per module per prefill call; module 0 returns every hidden row (module 1 needs
+  // them). A prefill drafts nothing: no module computes logits (ABI 1.7).
   ASSERT_EQ(m0->forwards.size(), 2u);
   ASSERT_EQ(m1->forwards.size(), 2u);
   EXPECT_EQ(m0->forwards[1].num_new, (std::vector<int32_t>{5, 4}));
-  EXPECT_EQ(m0->forwards[1].all_logits, 1);
+  EXPECT_EQ(m0->forwards[1].all_logits, 0);
+  EXPECT_TRUE(m0->forwards[1].hidden_all);
   EXPECT_EQ(m1->forwards[1].num_new, (std::vector<int32_t>{5, 3}));
-  EXPECT_EQ(m1->forwards[1].all_logits, 0);
+  EXPECT_FALSE(m1->forwards[1].hidden_all);
+  for (const FakeModel* m : {m0, m1})
+    for (const auto& rec : m->forwards) EXPECT_FALSE(rec.logits) << "an LM head in a prefill";
 }
 
 TEST(MtpProposer, DraftsFollowTheModuleChainAndReuseTheLastModule) {
@@ -295,9 +299,9 @@ TEST(MtpProposer, RandomAcceptanceThreeModules) {
 TEST(MtpProposer, LongPrefillIsSplitAcrossForwardsAndStaysExact) {
   FakeModels fake(target_ckpt(2));
   MtpDriver d(fake, {});
-  TestSeq a = make_seq(1, 150, 8), b = make_seq(2, 30, 9);
-  d.prefill({&a, &b}, {150, 30});
-  EXPECT_GT(fake.live_mtp(0)->forwards.size(), 1u) << "row cap on all-logits forwards";
+  TestSeq a = make_seq(1, 600, 8), b = make_seq(2, 30, 9);
+  d.prefill({&a, &b}, {600, 30});
+  EXPECT_GT(fake.live_mtp(0)->forwards.size(), 1u) << "row cap (512) on forwards that return every hidden state";
   for (const TestSeq* s : {&a, &b}) {
     const auto ref = committed_entries(s->tokens, 2);
     EXPECT_EQ(kv_of(fake.live_mtp(0), s->id), ref[0]);

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 6
+#define SPECD_ABI_MINOR 7
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -267,7 +267,8 @@ typedef struct specd_forward_batch {
   const int32_t* num_new;    /* [num_seqs] new tokens per sequence, >= 1 */
   const int32_t* tokens;     /* [sum(num_new)] concatenated */
   int32_t all_logits;        /* 0: logits of each sequence's last new token; 1: of every new token */
-  float* logits;             /* out: [rows, vocab] where rows = num_seqs or sum(num_new) */
+  float* logits;             /* out: [rows, vocab] where rows = num_seqs or sum(num_new); since
+                                1.7 NULL with all_logits 0: no logits (KV and hidden only) */
   float* hidden;             /* out, optional (NULL): final hidden states, same rows, [rows, hidden] */
   const float* input_hidden; /* MTP only: [rows, hidden] previous hidden states, else NULL */
   /* Since 1.3 (host_abi_minor >= 3): tree attention for drafting trees, or both NULL (causal).
@@ -281,6 +282,10 @@ typedef struct specd_forward_batch {
   /* Since 1.3: the width of input_hidden's rows (0: hidden_size); an EAGLE-3 head also takes
    * specd_model_info.input_hidden_width. */
   int32_t input_hidden_width;
+  /* Since 1.7: 1 = `hidden` has a row for every new token (rows in token order) whatever
+   * all_logits says, so a caller that needs every hidden state but only the last logits (an MTP
+   * module feeding the next one) does not pay for the LM head on every row. */
+  int32_t hidden_all;
 } specd_forward_batch;
 
 typedef struct specd_model_services {

@@ -29,8 +29,8 @@
 //     (the module was trained on out_{M-2}, not its own output); such entries are never kept.
 // Modules below M-1 give the next module their output hidden state at every entry: they run with
 // hidden_all (ABI 1.7) and logits only where a draft is read, none at all in on_prefill and
-// catch-up (before 1.7 all_logits = 1 put the LM head on every entry, ~60% of a prefill's MTP
-// work). Those calls are split at kMaxRowsPerForward rows to bound the [rows, hidden] buffer.
+// catch-up (before 1.7 all_logits = 1 put the LM head on every entry). Those calls are split
+// at kMaxRowsPerForward rows to bound the [rows, hidden] buffer.
 //
 // on_accept(n): entry p of module i (non-recursive) depends on drafts d_0..d_{p+i+1-L}, so it
 // stays valid iff p <= L+n-2-i. Module i keeps min(M_i, L-1-max(0, i-n)) entries (recursive

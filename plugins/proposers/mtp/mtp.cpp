@@ -384,7 +384,7 @@ class MtpProposer : public sdk::Proposer {
     };
     const bool any_draft = std::any_of(pieces_.begin(), pieces_.end(), reads_draft);
     const size_t rows = all_rows ? tokens_.size() : seq_ids_.size();  // hidden rows
-    logits_.resize(seq_ids_.size() * static_cast<size_t>(vocab_));     // each row's last token
+    logits_.resize(seq_ids_.size() * static_cast<size_t>(vocab_));    // each row's last token
     out_hidden_.resize(rows * static_cast<size_t>(hidden_));
     specd_forward_batch fb{};
     fb.struct_size = sizeof(fb);
@@ -415,8 +415,7 @@ class MtpProposer : public sdk::Proposer {
       }
       if (reads_draft(piece)) {
         const sdk::Sequence seq = batch->seq(work_[w].index);
-        const std::span<float> logits(logits_.data() + p * static_cast<size_t>(vocab_),
-                                      static_cast<size_t>(vocab_));
+        const std::span<float> logits(logits_.data() + p * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
         const bool allowed = specd::proposers::mask_by_grammar(
             host_, work_[w].id, {&drafts_[w * k_stride_], static_cast<size_t>(j)}, logits);
         std::span<float> probs;

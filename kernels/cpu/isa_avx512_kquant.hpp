@@ -53,6 +53,64 @@ constexpr KLaneIdx make_k_lane_idx() {
 }
 constexpr KLaneIdx kKLaneIdx = make_k_lane_idx();
 
+#ifdef __AVX512VBMI__
+// Q4_K / Q5_K straight into lane order with byte permutes (VBMI): vector p, lane L, byte b is
+// element o = 16 (g mod 2) + 4p + b of sub-block s = g / 2 (g = 4 (L mod 4) + L / 4), i.e. the
+// nibble s mod 2 = L / 8 of qs[32 (L mod 4) + o], and for Q5_K bit s of qh[o]. One vpermt2b
+// over the 128 bytes of qs and one shift per vector replace the four 32-byte unpacks, their
+// joins and the 4x4 dword transpose (16 shuffles per super-block, now 4; 8 with Q5_K's bits).
+struct KVbmiIdx {
+  alignas(64) uint8_t qs[4][64];    // vpermt2b index into qs[0, 128)
+  alignas(64) uint8_t qh[4][64];    // vpermb index into qh[0, 32)
+  alignas(64) uint16_t nibble[32];  // per 16-bit word: 4 where its lane takes high nibbles
+  alignas(64) uint16_t sub[32];     // per 16-bit word: its lane's sub-block s (Q5_K's bit)
+};
+constexpr KVbmiIdx make_k_vbmi_idx() {
+  KVbmiIdx t{};
+  for (int lane = 0; lane < 16; ++lane) {
+    const int g = 4 * (lane % 4) + lane / 4, s = g / 2;
+    for (int p = 0; p < 4; ++p)
+      for (int b = 0; b < 4; ++b) {
+        const int o = 16 * (g % 2) + 4 * p + b;
+        t.qs[p][4 * lane + b] = static_cast<uint8_t>(32 * (s / 2) + o);
+        t.qh[p][4 * lane + b] = static_cast<uint8_t>(o);
+      }
+    for (int w = 2 * lane; w < 2 * lane + 2; ++w) {
+      t.nibble[w] = static_cast<uint16_t>(4 * (s % 2));
+      t.sub[w] = static_cast<uint16_t>(s);
+    }
+  }
+  return t;
+}
+constexpr KVbmiIdx kKVbmiIdx = make_k_vbmi_idx();
+
+inline __m512i load64(const void* p) {
+  return _mm512_load_si512(p);
+}
+
+template <DType kW>
+inline void unpack_k45_levels(const uint8_t* qs, const uint8_t* qh_bytes, __m512i* q) {
+  const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+  const __m512i low4 = _mm512_set1_epi8(15), nibble = load64(kKVbmiIdx.nibble);
+  __m512i qh = _mm512_setzero_si512(), sub = _mm512_setzero_si512();
+  if constexpr (kW == DType::kQ5_K) {
+    qh = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh_bytes)));
+    sub = load64(kKVbmiIdx.sub);
+  }
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m512i bytes = _mm512_permutex2var_epi8(q0, load64(kKVbmiIdx.qs[p]), q1);
+    __m512i v = _mm512_and_si512(_mm512_srlv_epi16(bytes, nibble), low4);
+    if constexpr (kW == DType::kQ5_K) {  // bit s of the gathered qh byte, moved to bit 4
+      const __m512i h = _mm512_permutexvar_epi8(load64(kKVbmiIdx.qh[p]), qh);
+      const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(h, sub), _mm512_set1_epi8(1));
+      v = _mm512_or_si512(v, _mm512_slli_epi16(bit, 4));
+    }
+    q[p] = v;
+  }
+}
+#endif
+
 // Natural-order vectors (v[r]: elements 64r .. 64r + 63) into lane order, in place.
 inline void to_lane_order(__m512i* v) {
   const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
@@ -90,6 +148,11 @@ inline KBlock unpack_k45(const uint8_t* blk) {
   KBlock k;
   uint64_t sc64 = 0, mn64 = 0;
   k45_scales(b.scales, &sc64, &mn64);
+#ifdef __AVX512VBMI__
+  const uint8_t* qh_bytes = nullptr;
+  if constexpr (kW == DType::kQ5_K) qh_bytes = b.qh;
+  unpack_k45_levels<kW>(b.qs, qh_bytes, k.q);
+#else
   const __m256i low4 = _mm256_set1_epi8(15);
   __m256i qh = _mm256_setzero_si256();
   if constexpr (kW == DType::kQ5_K) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -105,6 +168,7 @@ inline KBlock unpack_k45(const uint8_t* blk) {
     k.q[p] = join256(lo, hi);
   }
   to_lane_order(k.q);
+#endif
   k.scd =
       lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc64))), kKLaneIdx.k45, half_to_f32(b.d));
   k.mnd = lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn64))), kKLaneIdx.k45,

@@ -51,11 +51,14 @@ for path in sys.argv[1:]:
     model = j["model"].rstrip("/").split("/")[-1]
     s = j["speculative"]
     for r in s["rows"]:
+        drafted = r["draft_tokens"] > 0  # else dynamic k drafted nothing: no acceptance to show
+        acc = f"{r['acceptance_rate']:>11.3f}" if drafted else f"{'-':>11}"
+        mlen = f"{r['mean_acceptance_length']:>9.2f}" if drafted else f"{'-':>9}"
         print(f"{model:<11} {s['proposer']:<12} {s['k']:>2} {r['batch']:>5} {r['plain']['tokens_per_s']:>12.1f} "
-              f"{r['speculative']['tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {r['acceptance_rate']:>11.3f} "
-              f"{r['mean_acceptance_length']:>9.2f}")
+              f"{r['speculative']['tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {acc} {mlen}")
 PY
-  echo "(dynamic k; acceptance = accepted / drafted tokens; mean len = tokens per target forward = 1 + accepted / drafts)"
+  echo "(dynamic k; acceptance = accepted / drafted tokens; mean len = tokens per target forward = 1 + accepted / drafts;"
+  echo " - : dynamic k drafted nothing in the reported run)"
 }
 
 echo

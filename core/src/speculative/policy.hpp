@@ -58,8 +58,8 @@
 // self-draft whose first draft fails) is re-measured within a few steps instead of leaving a short
 // request plain, and a batch that stays plain pays about one probe per kMaxProbeInterval steps.
 // Probes also wait until the idle steps' time is 1 / kProbeBudget times a probe's predicted
-// propose time (its catch-up included), however long that takes: probes never cost more than
-// kProbeBudget of the plain steps they follow. Where a proposer call is dear beside a step they
+// cost (its propose with the catch-up, and the row it adds to the target's forward), however
+// long that takes: probes never cost more than kProbeBudget of the plain steps they follow. Where a proposer call is dear beside a step they
 // thin out past kMaxProbeInterval, and where the catch-up alone costs more per idle token than
 // kProbeBudget of a step (MTP heads over a cache-resident target: ~60 us per token against
 // 0.3 ms steps), a row that went plain stays plain until the plan itself finds drafting worth
@@ -128,7 +128,7 @@ class SpeculationPolicy {
  public:
   static constexpr int32_t kMinProbeInterval = 8;
   static constexpr int32_t kMaxProbeInterval = 64;
-  static constexpr double kProbeBudget = 0.02;  // a probe's propose against the idle steps before it
+  static constexpr double kProbeBudget = 0.02;  // a probe's cost against the idle steps before it
   static constexpr double kExploreBand = 0.02;
   static constexpr double kPlainMargin = 0.03;
 

@@ -59,12 +59,12 @@
 // request plain, and a batch that stays plain pays about one probe per kMaxProbeInterval steps.
 // Probes also wait until the idle steps' time is 1 / kProbeBudget times a probe's predicted
 // cost (its propose with the catch-up, and the row it adds to the target's forward), however
-// long that takes: probes never cost more than kProbeBudget of the plain steps they follow. Where a proposer call is dear beside a step they
-// thin out past kMaxProbeInterval, and where the catch-up alone costs more per idle token than
-// kProbeBudget of a step (MTP heads over a cache-resident target: ~60 us per token against
-// 0.3 ms steps), a row that went plain stays plain until the plan itself finds drafting worth
-// its catch-up. Capped at kMaxProbeInterval, such probes cost MTP on the bundled model 17-20%
-// of its plain speed.
+// long that takes: probes never cost more than kProbeBudget of the plain steps they follow.
+// Where a proposer call is dear beside a step they thin out past kMaxProbeInterval, and where
+// the catch-up alone costs more per idle token than kProbeBudget of a step (MTP heads over a
+// cache-resident target: ~60 us per token against 0.3 ms steps), a row that went plain stays
+// plain until the plan itself finds drafting worth its catch-up. Capped at kMaxProbeInterval,
+// such probes cost MTP on the bundled model 17-20% of its plain speed.
 //
 // Trimming (a proposer that reports confidence, ABI 1.6; docs/speculative.md "Proposer
 // confidence"): plan() gives each planned row its whole lookahead and the proposer drafts what it

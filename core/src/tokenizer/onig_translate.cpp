@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/untrusted.hpp"
@@ -100,47 +101,22 @@ class OnigTranslator {
   // Escapes that stand for one code point: returns true and sets cp/end.
   bool single_char_escape(size_t at, char32_t& cp, size_t& end) {
     const char c = src_[at + 1];
-    switch (c) {
-      case 't':
-        cp = '\t';
+    // The escapes of one fixed code point: \t \n \r \f \v \a \e \0.
+    static constexpr std::pair<char, char32_t> kFixed[] = {{'t', '\t'}, {'n', '\n'}, {'r', '\r'}, {'f', '\f'},
+                                                           {'v', 0x0B}, {'a', 0x07}, {'e', 0x1B}, {'0', 0}};
+    for (const auto& [name, value] : kFixed)
+      if (c == name) {
+        cp = value;
         end = at + 2;
         return true;
-      case 'n':
-        cp = '\n';
-        end = at + 2;
-        return true;
-      case 'r':
-        cp = '\r';
-        end = at + 2;
-        return true;
-      case 'f':
-        cp = '\f';
-        end = at + 2;
-        return true;
-      case 'v':
-        cp = 0x0B;
-        end = at + 2;
-        return true;
-      case 'a':
-        cp = 0x07;
-        end = at + 2;
-        return true;
-      case 'e':
-        cp = 0x1B;
-        end = at + 2;
-        return true;
-      case '0':
-        cp = 0;
-        end = at + 2;
-        return true;
-      case 'x':
-        cp = at + 2 < src_.size() && src_[at + 2] == '{' ? read_hex(at + 3, 0, end) : read_hex(at + 2, 2, end);
-        return true;
-      case 'u':
-        cp = read_hex(at + 2, 4, end);
-        return true;
-      default:
-        break;
+      }
+    if (c == 'x') {
+      cp = at + 2 < src_.size() && src_[at + 2] == '{' ? read_hex(at + 3, 0, end) : read_hex(at + 2, 2, end);
+      return true;
+    }
+    if (c == 'u') {
+      cp = read_hex(at + 2, 4, end);
+      return true;
     }
     const auto uc = static_cast<unsigned char>(c);
     if (uc >= 0x80 || !std::isalnum(uc)) {

@@ -5,7 +5,8 @@
 //   GEMV_HOT/<isa>/<dtype>/rows:m  one 1024 x 2048 matrix (tinyllama's hidden size; at most
 //                               2.2 MiB in the quantized types, so it stays in the caches):
 //                               the compute cost alone, the bound a multi-row GEMV meets when
-//                               its weights arrive faster than it can use them
+//                               its weights arrive faster than it can use them; rows:64 is
+//                               a prefill chunk (compare ns/row/Kweights with the FMA peak)
 //   ReadBandwidth               the yardstick specd bench uses, at the same thread count
 //   Attention/<isa>/<kv>/ctx:n  one decode token of llama-160m's attention shape (12 heads,
 //                               head_dim 64) over a context of n cached tokens
@@ -148,6 +149,7 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
           ->Arg(1)
           ->Arg(5)
           ->Arg(8)
+          ->Arg(64)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }

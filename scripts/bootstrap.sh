@@ -38,7 +38,9 @@ case "$what" in
       prometheus chromium g++-aarch64-linux-gnu qemu-user)
     ;;
   train)
-    packages+=(python3-numpy python3-torch python3-doc)
+    # OpenBLAS: PyTorch's matrix products go through libblas.so.3, which without it is the
+    # reference BLAS (tools/train/eagle3.py ran 17 s per step on it, about 1.5 s on OpenBLAS).
+    packages+=(python3-numpy python3-torch python3-doc libopenblas0-pthread)
     ;;
 esac
 # Node.js: keep an existing install (nodesource's nodejs bundles npm and conflicts with

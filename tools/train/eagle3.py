@@ -45,14 +45,14 @@ def log(msg):
     print(f"[eagle3 {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def read_safetensors(path):
+def read_safetensors(path, skip=()):
     with open(path, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
     header = json.loads(blob[8:8 + n])
     out = {}
     for name, info in header.items():
-        if name == "__metadata__":
+        if name == "__metadata__" or name in skip:
             continue
         b, e = info["data_offsets"]
         raw = blob[8 + n + b:8 + n + e]
@@ -188,6 +188,18 @@ def ttt_loss(head, target, tokens, layers, steps):
     return loss, acc
 
 
+def init_head(head, directory):
+    """Loads a head this script wrote (its weights; the vocabulary maps are all-identity here)."""
+    path = os.path.join(directory, "model.safetensors")
+    got, want = read_safetensors(path, skip=("d2t", "t2d")), head.state_dict()
+    if sorted(got) != sorted(want):
+        raise SystemExit(f"{path}: tensors {sorted(got)} are not this script's head ({sorted(want)})")
+    for name, t in got.items():
+        if tuple(t.shape) != tuple(want[name].shape):
+            raise SystemExit(f"{path}: tensor {name} has shape {list(t.shape)}, the head needs {list(want[name].shape)}")
+    head.load_state_dict(got)
+
+
 def write_head(directory, head, s, layers, tokenizer_dir):
     os.makedirs(directory, exist_ok=True)
     tensors = {k: v for k, v in head.state_dict().items()}
@@ -228,6 +240,8 @@ def main(argv):
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--ttt", type=int, default=3, help="training-time-test steps")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (warm-up 50 steps, cosine decay)")
+    p.add_argument("--init", help="continue from this head directory (written by this script) instead of random weights")
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)
     torch.set_num_threads(2)
@@ -240,13 +254,16 @@ def main(argv):
         ids = encode(a.target, texts, os.path.join(tmp, "train.bin"))
     log(f"target {a.target}: {s.layers} layers, hidden {s.hidden}; corpus {len(ids)} tokens; layers {layers}")
     head = Head(s)
+    if a.init:
+        init_head(head, a.init)
+        log(f"starting from {a.init}")
     opt = torch.optim.AdamW(head.parameters(), lr=2e-3, weight_decay=0.0)
     rng = np.random.Generator(np.random.PCG64(a.seed))
     t0 = time.time()
     for step in range(1, a.steps + 1):
         starts = rng.integers(0, len(ids) - a.window - 2, size=a.batch)
         batch = torch.from_numpy(np.stack([ids[s0:s0 + a.window + 2] for s0 in starts]))
-        lr = 2e-3 * min(1.0, step / 50) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
+        lr = a.lr * min(1.0, step / 50) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
         loss, acc = ttt_loss(head, target, batch, layers, a.ttt)

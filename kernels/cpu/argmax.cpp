@@ -2,9 +2,13 @@
 
 #include <cmath>
 
+#include "cuda_dispatch.hpp"
+
 namespace specd::kernels {
 
 void argmax(Device device, const float* x, int64_t rows, int64_t cols, int32_t* out) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::argmax(x, rows, cols, out);
   detail::require_cpu(device, "argmax");
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;

@@ -4,6 +4,10 @@
 
 #include "specd/error.hpp"
 
+#ifdef SPECD_WITH_CUDA
+#include "../cuda/cuda_ops.hpp"
+#endif
+
 namespace specd::kernels {
 
 std::string_view device_name(Device device) noexcept {
@@ -17,7 +21,29 @@ std::string_view device_name(Device device) noexcept {
 }
 
 bool device_available(Device device) noexcept {
-  return device == Device::kCpu;
+  if (device == Device::kCpu) return true;
+#ifdef SPECD_WITH_CUDA
+  return cuda::device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::string device_description(Device device) {
+  if (device == Device::kCpu) return "cpu";
+#ifdef SPECD_WITH_CUDA
+  return cuda::describe_device();
+#else
+  return "CUDA not built";
+#endif
+}
+
+std::string cuda_build_text() {
+#ifdef SPECD_WITH_CUDA
+  return cuda::build_text();
+#else
+  return "not built";
+#endif
 }
 
 namespace detail {

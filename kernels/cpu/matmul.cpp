@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
@@ -220,6 +221,8 @@ void matmul_grouped(Device device, std::span<const GroupedMatmul> groups) {
 }
 
 void silu_mul(Device device, float* g, const float* u, int64_t n) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::silu_mul(g, u, n);
   detail::require_cpu(device, "silu_mul");
   if (n <= 0) return;
   const cpu::IsaKernels& isa = cpu::active_kernels();
@@ -227,6 +230,8 @@ void silu_mul(Device device, float* g, const float* u, int64_t n) {
 }
 
 void gelu_tanh_mul(Device device, float* g, const float* u, int64_t n) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::gelu_tanh_mul(g, u, n);
   detail::require_cpu(device, "gelu_tanh_mul");
   if (n <= 0) return;
   parallel_for(n, 16384, [&](int64_t b, int64_t e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "specd/kernels/parallel.hpp"
 
@@ -22,6 +23,8 @@ int64_t row_grain(int64_t dim) {
 }  // namespace
 
 void rmsnorm(Device device, const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::rmsnorm(x, weight, out, rows, dim, eps);
   detail::require_cpu(device, "rmsnorm");
   parallel_for(rows, row_grain(dim), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) norm_row(x + r * dim, weight, out + r * dim, dim, eps);
@@ -30,6 +33,8 @@ void rmsnorm(Device device, const float* x, const float* weight, float* out, int
 
 void rmsnorm_residual(Device device, const float* x, float* residual, const float* weight, float* out, int64_t rows,
                       int64_t dim, float eps) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::rmsnorm_residual(x, residual, weight, out, rows, dim, eps);
   detail::require_cpu(device, "rmsnorm_residual");
   parallel_for(rows, row_grain(dim), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {

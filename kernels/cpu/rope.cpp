@@ -5,6 +5,7 @@
 #include <numbers>
 #include <string>
 
+#include "cuda_dispatch.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
 
@@ -52,6 +53,8 @@ std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const RopeScali
 
 void rope_cos_sin(Device device, const int32_t* positions, int64_t n, const float* inv_freq, int64_t half, float* cos,
                   float* sin) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::rope_cos_sin(positions, n, inv_freq, half, cos, sin);
   detail::require_cpu(device, "rope_cos_sin");
   for (int64_t t = 0; t < n; ++t) {
     const double pos = positions[t];
@@ -65,6 +68,8 @@ void rope_cos_sin(Device device, const int32_t* positions, int64_t n, const floa
 
 void rope_apply(Device device, float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float* cos,
                 const float* sin) {
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::rope_apply(x, n, num_heads, head_dim, cos, sin);
   detail::require_cpu(device, "rope_apply");
   const int64_t half = head_dim / 2;
   parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, num_heads * head_dim)), [&](int64_t b, int64_t e) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
@@ -11,22 +12,30 @@
 namespace specd::kernels {
 namespace {
 
+[[noreturn]] void all_minus_inf() {
+  throw Error(ErrorCode::kInvalidArgument, "softmax: every entry of a row is -inf");
+}
+
 float row_max(const float* x, int64_t cols) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < cols; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -std::numeric_limits<float>::infinity()) {
-    throw Error(ErrorCode::kInvalidArgument, "softmax: every entry of a row is -inf");
-  }
+  if (m == -std::numeric_limits<float>::infinity()) all_minus_inf();
   return m;
 }
 
 }  // namespace
 
 void softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols, float temperature) {
-  detail::require_cpu(device, "softmax");
   if (!(temperature > 0.0f)) {
     throw Error(ErrorCode::kInvalidArgument, "softmax: temperature must be > 0");
   }
+  if constexpr (kWithCuda) {
+    if (device == Device::kCuda) {
+      if (cuda::softmax(x, out, rows, cols, temperature) >= 0) all_minus_inf();
+      return;
+    }
+  }
+  detail::require_cpu(device, "softmax");
   const float inv_t = 1.0f / temperature;
   const cpu::IsaKernels& isa = cpu::active_kernels();
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
@@ -49,6 +58,12 @@ void softmax(Device device, const float* x, float* out, int64_t rows, int64_t co
 }
 
 void log_softmax(Device device, const float* x, float* out, int64_t rows, int64_t cols) {
+  if constexpr (kWithCuda) {
+    if (device == Device::kCuda) {
+      if (cuda::log_softmax(x, out, rows, cols) >= 0) all_minus_inf();
+      return;
+    }
+  }
   detail::require_cpu(device, "log_softmax");
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {

@@ -74,6 +74,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<Device> {};
 
 TEST_P(PagedAttentionTest, MixedPrefillDecodeAndScoringMatchReference) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   // prefill of 23, decode at 40, 5-token scoring at 37, decode at 1; GQA 8 heads / 2 kv heads.
   const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, 8, 2, 32, 31);
   std::vector<float> got(b.out_size()), want(b.out_size());
@@ -84,6 +85,7 @@ TEST_P(PagedAttentionTest, MixedPrefillDecodeAndScoringMatchReference) {
 
 TEST_P(PagedAttentionTest, MultiHeadAndMultiQueryShapes) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{6, 1}}) {
     const Batch b({17, 64}, {3, 64}, 16, nh, nkv, 64, 41);
     std::vector<float> got(b.out_size()), want(b.out_size());
@@ -95,6 +97,7 @@ TEST_P(PagedAttentionTest, MultiHeadAndMultiQueryShapes) {
 
 TEST_P(PagedAttentionTest, FirstTokenReturnsItsValue) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   const Batch b({1}, {1}, 2, 2, 1, 8, 51);
   std::vector<float> out(b.out_size());
   paged_attention(GetParam(), b.params(out.data()));
@@ -106,6 +109,7 @@ TEST_P(PagedAttentionTest, FirstTokenReturnsItsValue) {
 
 TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   Batch b({12}, {4}, 4, 2, 2, 16, 61);
   std::vector<float> before(b.out_size()), after(b.out_size());
   paged_attention(GetParam(), b.params(before.data()));
@@ -128,6 +132,7 @@ TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
 
 TEST_P(PagedAttentionTest, RejectsBadBlockIds) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   Batch b({9}, {1}, 4, 2, 2, 8, 71);
   b.tables[2] = b.num_blocks;  // position 8 maps outside the pool
   std::vector<float> out(b.out_size());
@@ -150,6 +155,7 @@ class PagedAttentionKvTest : public ::testing::TestWithParam<KvParam> {};
 TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   for (auto [nh, nkv] : {std::pair{8, 2}, std::pair{4, 4}}) {
     const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, 32, 81);
     std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);
@@ -170,6 +176,7 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
 TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   const int64_t n = 3, nkv = 2, hd = 8, half = hd / 2, row = nkv * hd;
   const auto k = random_vector(static_cast<size_t>(n * row), 91), v = random_vector(static_cast<size_t>(n * row), 92);
   const auto cos = random_vector(static_cast<size_t>(n * half), 93),
@@ -206,6 +213,7 @@ TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
 TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   const std::vector<int32_t> parents = {-1, 0, 1, 1, 0, 3, 2, 5, -1, 8, 4};  // region of 11
   const int32_t prefix = 13, m = 11, n_new = 9, ctx = prefix + m, bs = 4, nh = 8, nkv = 2, hd = 32;
   const Batch b({ctx}, {n_new}, bs, nh, nkv, hd, 97);
@@ -263,6 +271,7 @@ TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
 TEST_P(PagedAttentionKvTest, SlidingWindowAndSoftCap) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, 8, 2, 32, 83);
   const size_t elem = dt == DType::kF32 ? 4 : 2;
   auto stored = [&](const std::vector<float>& x) {

@@ -76,6 +76,7 @@ class ConvertTest : public ::testing::TestWithParam<Backend> {};
 // levels over the block's range: q4_k 2·max|x|/15, q5_k 2·max|x|/31, q6_k max|x|/32.
 TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
   SPECD_USE_BACKEND(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam().device, "to_f32 / from_f32");
   const int64_t n = 256 * 25;
   const auto x = random_vector(static_cast<size_t>(n), 7, -3.0f, 3.0f);
   for (DType dt :
@@ -125,6 +126,7 @@ TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
 
 TEST_P(ConvertTest, WideningIsExactAndEqualOnEveryLevel) {
   SPECD_USE_BACKEND(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam().device, "to_f32 / from_f32");
   const int64_t n = 256 * 37;
   const auto x = random_vector(static_cast<size_t>(n), 9, -5.0f, 5.0f);
   for (DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {

@@ -12,6 +12,7 @@
 
 namespace specd::kernels {
 namespace {
+using testing::Mirror;
 using testing::random_vector;
 
 class EmbeddingTest : public ::testing::TestWithParam<Device> {};
@@ -21,8 +22,10 @@ TEST_P(EmbeddingTest, GathersRows) {
   const int64_t vocab = 11, dim = 7;
   const auto table = random_vector(vocab * dim, 1);
   const std::vector<int32_t> ids = {3, 0, 10, 3};
-  std::vector<float> out(ids.size() * dim);
-  embedding(GetParam(), {DType::kF32, table.data(), vocab, dim}, ids.data(), 4, out.data());
+  const Mirror<float> dtable(GetParam(), table), dout(GetParam(), std::vector<float>(ids.size() * dim));
+  const Mirror<int32_t> dids(GetParam(), ids);
+  embedding(GetParam(), {DType::kF32, dtable.get(), vocab, dim}, dids.get(), 4, dout.get());
+  const std::vector<float> out = dout.read();
   for (size_t i = 0; i < ids.size(); ++i) {
     for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(out[i * dim + j], table[ids[i] * dim + j]);
   }
@@ -32,14 +35,21 @@ TEST_P(EmbeddingTest, WidensQuantizedRows) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
   const int64_t vocab = 5, dim = 64;
   const auto f = random_vector(vocab * dim, 4);
-  for (DType dt : {DType::kBF16, DType::kQ4_0}) {
+  const std::vector<int32_t> ids = {4, 1};
+  const Mirror<int32_t> dids(GetParam(), ids);
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kQ4_0}) {
     std::vector<uint8_t> table(row_bytes(dt, dim) * vocab);
     from_f32(Device::kCpu, f.data(), dt, table.data(), vocab * dim);
     std::vector<float> all(static_cast<size_t>(vocab * dim));
     to_f32(Device::kCpu, dt, table.data(), all.data(), vocab * dim);
-    const std::vector<int32_t> ids = {4, 1};
-    std::vector<float> out(ids.size() * dim);
-    embedding(GetParam(), {dt, table.data(), vocab, dim}, ids.data(), 2, out.data());
+    const Mirror<uint8_t> dtable(GetParam(), table);
+    const Mirror<float> dout(GetParam(), std::vector<float>(ids.size() * dim));
+    if (GetParam() == Device::kCuda && dt == DType::kQ4_0) {  // not built yet: refused, named
+      EXPECT_THROW(embedding(GetParam(), {dt, dtable.get(), vocab, dim}, dids.get(), 2, dout.get()), Error);
+      continue;
+    }
+    embedding(GetParam(), {dt, dtable.get(), vocab, dim}, dids.get(), 2, dout.get());
+    const std::vector<float> out = dout.read();
     for (size_t i = 0; i < ids.size(); ++i)
       for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(out[i * dim + j], all[ids[i] * dim + j]) << dtype_name(dt);
   }
@@ -48,10 +58,10 @@ TEST_P(EmbeddingTest, WidensQuantizedRows) {
 TEST_P(EmbeddingTest, RejectsOutOfRangeId) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
   const auto table = random_vector(4 * 2, 1);
-  const std::vector<int32_t> ids = {1, 4};
-  std::vector<float> out(4);
+  const Mirror<float> dtable(GetParam(), table), dout(GetParam(), std::vector<float>(4));
+  const Mirror<int32_t> dids(GetParam(), {1, 4});
   try {
-    embedding(GetParam(), {DType::kF32, table.data(), 4, 2}, ids.data(), 2, out.data());
+    embedding(GetParam(), {DType::kF32, dtable.get(), 4, 2}, dids.get(), 2, dout.get());
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token id 4"), std::string::npos) << e.what();
@@ -66,9 +76,24 @@ TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
   const std::vector<float> x = {1,   5,  5,  2,   //
                                 nan, -1, -3, -1,  //
                                 -2,  -2, -2, 9};
-  std::vector<int32_t> out(3);
-  argmax(GetParam(), x.data(), 3, 4, out.data());
-  EXPECT_EQ(out, (std::vector<int32_t>{1, 1, 3}));
+  const Mirror<float> dx(GetParam(), x);
+  const Mirror<int32_t> dout(GetParam(), std::vector<int32_t>(3));
+  argmax(GetParam(), dx.get(), 3, 4, dout.get());
+  EXPECT_EQ(dout.read(), (std::vector<int32_t>{1, 1, 3}));
+}
+
+// Rows wider than a CUDA block: the first maximum wins across threads; a row of NaN gives 0.
+TEST_P(ArgmaxTest, WideRowsTakeTheFirstMaximum) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const int64_t cols = 5000;
+  auto x = random_vector(3 * cols, 12, -1, 1);
+  x[1000] = x[3001] = 7.0f;  // row 0: tie, the first wins
+  x[cols + 4999] = 9.0f;     // row 1: the last column
+  for (int64_t i = 0; i < cols; ++i) x[2 * cols + i] = std::numeric_limits<float>::quiet_NaN();
+  const Mirror<float> dx(GetParam(), x);
+  const Mirror<int32_t> dout(GetParam(), std::vector<int32_t>(3));
+  argmax(GetParam(), dx.get(), 3, cols, dout.get());
+  EXPECT_EQ(dout.read(), (std::vector<int32_t>{1000, 4999, 0}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EmbeddingTest, ::testing::ValuesIn(testing::all_devices()),

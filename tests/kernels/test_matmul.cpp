@@ -64,6 +64,7 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
 
 TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
@@ -93,6 +94,7 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // last feature (n = 37), with and without a k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   const int64_t n = 37;
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
@@ -118,6 +120,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
 
 TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   const int64_t k = cols(64);
   const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
   const auto bias = random_vector(48, 34);
@@ -140,6 +143,7 @@ TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, SwigluMatchesReference) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   const int64_t n = 45, k = cols(96);
   const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
   for (int64_t m : {1, 5, 19}) {
@@ -158,6 +162,7 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
 // 256-row chunk that takes the single-call path).
 TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   const int64_t k = cols(64), n = 40;
   const Weights g0(dtype(), n, k, 51), u0(dtype(), n, k, 52), g1(dtype(), n, k, 53), u1(dtype(), n, k, 54),
       d(dtype(), 24, k, 55);
@@ -190,6 +195,7 @@ TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
   const int64_t k = cols(64);
   const Weights w(dtype(), 4, k, 51);
   const auto a = random_vector(static_cast<size_t>(k), 52);
@@ -227,10 +233,25 @@ TEST_P(SiluMulTest, MatchesSiluTimesUp) {
   std::vector<double> want(g.size());
   for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
   for (int64_t n : {static_cast<int64_t>(g.size()), int64_t{37}}) {
-    std::vector<float> got = g;
-    silu_mul(GetParam().device, got.data(), u.data(), n);
+    const testing::Mirror<float> dg(GetParam().device, g), du(GetParam().device, u);
+    silu_mul(GetParam().device, dg.get(), du.get(), n);
+    const std::vector<float> got = dg.read();
     for (int64_t i = 0; i < n; ++i)
       EXPECT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-37) << "x=" << g[i] << " n=" << n;
+  }
+}
+
+// gelu_tanh_mul (Gemma's GeGLU): within 1e-6 relative of the tanh form in double precision.
+TEST_P(SiluMulTest, GeluTanhMatchesTheTanhFormTimesUp) {
+  SPECD_USE_BACKEND(GetParam());
+  const auto g = random_vector(1000, 73, -12.0f, 12.0f), u = random_vector(g.size(), 74);
+  const testing::Mirror<float> dg(GetParam().device, g), du(GetParam().device, u);
+  gelu_tanh_mul(GetParam().device, dg.get(), du.get(), static_cast<int64_t>(g.size()));
+  const std::vector<float> got = dg.read();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    const double want = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i];
+    EXPECT_NEAR(got[i], want, 1e-6 * std::fabs(want) + 1e-7) << "x=" << x;
   }
 }
 

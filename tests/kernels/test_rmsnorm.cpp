@@ -6,6 +6,7 @@
 namespace specd::kernels {
 namespace {
 using testing::max_rel_error;
+using testing::Mirror;
 using testing::random_vector;
 
 class RmsNormTest : public ::testing::TestWithParam<Backend> {};
@@ -16,7 +17,10 @@ TEST_P(RmsNormTest, MatchesReference) {
     const int64_t rows = 9;
     const auto x = random_vector(rows * dim, 4, -3, 3), w = random_vector(dim, 5);
     std::vector<float> got(rows * dim), want(rows * dim);
-    rmsnorm(GetParam().device, x.data(), w.data(), got.data(), rows, dim, 1e-5f);
+    const Device dev = GetParam().device;
+    const Mirror<float> dx(dev, x), dw(dev, w), dout(dev, got);
+    rmsnorm(dev, dx.get(), dw.get(), dout.get(), rows, dim, 1e-5f);
+    got = dout.read();
     reference::rmsnorm(x.data(), w.data(), want.data(), rows, dim, 1e-5f);
     EXPECT_LT(max_rel_error(got, want), 1e-6) << "dim " << dim;
   }
@@ -25,8 +29,10 @@ TEST_P(RmsNormTest, MatchesReference) {
 TEST_P(RmsNormTest, KnownValue) {
   SPECD_USE_BACKEND(GetParam());
   const std::vector<float> x = {3, 4}, w = {1, 2};
-  std::vector<float> out(2);
-  rmsnorm(GetParam().device, x.data(), w.data(), out.data(), 1, 2, 0.0f);
+  const Device dev = GetParam().device;
+  const Mirror<float> dx(dev, x), dw(dev, w), dout(dev, std::vector<float>(2));
+  rmsnorm(dev, dx.get(), dw.get(), dout.get(), 1, 2, 0.0f);
+  const std::vector<float> out = dout.read();
   const float inv = 1.0f / std::sqrt(12.5f);
   EXPECT_FLOAT_EQ(out[0], 3 * inv);
   EXPECT_FLOAT_EQ(out[1], 8 * inv);
@@ -40,7 +46,11 @@ TEST_P(RmsNormTest, FusedResidualAddsThenNormalizes) {
   std::vector<float> sum(rows * dim), want(rows * dim), got(rows * dim);
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = residual[i] + x[i];
   reference::rmsnorm(sum.data(), w.data(), want.data(), rows, dim, 1e-6f);
-  rmsnorm_residual(GetParam().device, x.data(), residual.data(), w.data(), got.data(), rows, dim, 1e-6f);
+  const Device dev = GetParam().device;
+  const Mirror<float> dx(dev, x), dres(dev, residual), dw(dev, w), dout(dev, got);
+  rmsnorm_residual(dev, dx.get(), dres.get(), dw.get(), dout.get(), rows, dim, 1e-6f);
+  residual = dres.read();
+  got = dout.read();
   EXPECT_EQ(residual, sum);
   EXPECT_LT(max_rel_error(got, want), 1e-6);
 }

@@ -11,6 +11,7 @@
 
 namespace specd::kernels {
 namespace {
+using testing::Mirror;
 using testing::random_vector;
 
 TEST(RopeInvFreq, PlainLinearAndLlama3) {
@@ -61,11 +62,18 @@ TEST_P(RopeTest, RotatesHalvesAndKeepsRelativePositions) {
   const int64_t hd = 16, half = 8, heads = 3;
   const auto inv = rope_inv_freq(hd, 10000.0, {});
   const std::vector<int32_t> pos = {0, 5, 12, 7};
-  std::vector<float> cs(pos.size() * half), sn(pos.size() * half);
-  rope_cos_sin(GetParam(), pos.data(), 4, inv.data(), half, cs.data(), sn.data());
-  auto x = random_vector(4 * heads * hd, 21);
-  const auto orig = x;
-  rope_apply(GetParam(), x.data(), 4, heads, hd, cs.data(), sn.data());
+  const Device dev = GetParam();
+  const Mirror<int32_t> dpos(dev, pos);
+  const Mirror<float> dinv(dev, inv), dcs(dev, std::vector<float>(pos.size() * half)),
+      dsn(dev, std::vector<float>(pos.size() * half));
+  rope_cos_sin(dev, dpos.get(), 4, dinv.get(), half, dcs.get(), dsn.get());
+  const auto orig = random_vector(4 * heads * hd, 21);
+  auto rotate = [&](const std::vector<float>& in) {
+    const Mirror<float> dx(dev, in);
+    rope_apply(dev, dx.get(), 4, heads, hd, dcs.get(), dsn.get());
+    return dx.read();
+  };
+  std::vector<float> x = rotate(orig);
   for (size_t t = 0; t < pos.size(); ++t) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t j = 0; j < half; ++j) {
@@ -90,8 +98,7 @@ TEST_P(RopeTest, RotatesHalvesAndKeepsRelativePositions) {
   const std::vector<float> k_row(y.begin() + row, y.begin() + 2 * row);
   std::copy(q_row.begin(), q_row.end(), y.begin() + 3 * row);
   std::copy(k_row.begin(), k_row.end(), y.begin());
-  x = y;
-  rope_apply(GetParam(), x.data(), 4, heads, hd, cs.data(), sn.data());
+  x = rotate(y);
   EXPECT_NEAR(dot(2, 1), dot(3, 0), 1e-5);
 }
 

@@ -13,6 +13,7 @@ class TopKTopPTest : public ::testing::TestWithParam<Device> {};
 
 TEST_P(TopKTopPTest, TopKKeepsTheLargestWithTiesToTheLowerIndex) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "top_k_top_p");
   std::vector<float> p = {0.1f, 0.3f, 0.2f,  0.3f,  0.1f,  // row 0
                           0.5f, 0.0f, 0.25f, 0.25f, 0.0f};
   top_k_top_p(GetParam(), p.data(), 2, 5, 2, 1.0f);
@@ -21,6 +22,7 @@ TEST_P(TopKTopPTest, TopKKeepsTheLargestWithTiesToTheLowerIndex) {
 
 TEST_P(TopKTopPTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "top_k_top_p");
   // Ranked 0.4, 0.3, 0.2, 0.1: 0.4 < 0.6 keeps the second; 0.7 >= 0.6 drops the rest.
   std::vector<float> p = {0.1f, 0.4f, 0.2f, 0.3f};
   top_k_top_p(GetParam(), p.data(), 1, 4, 0, 0.6f);
@@ -33,6 +35,7 @@ TEST_P(TopKTopPTest, TopPKeepsTheSmallestPrefixReachingTheMass) {
 
 TEST_P(TopKTopPTest, TopPIsRelativeToWhatTopKKept) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "top_k_top_p");
   // top-k 3 keeps 0.4, 0.3, 0.2 (mass 0.9); top-p 0.5 of 0.9 = 0.45: 0.4 < 0.45 keeps 0.3.
   std::vector<float> p = {0.4f, 0.3f, 0.2f, 0.1f};
   top_k_top_p(GetParam(), p.data(), 1, 4, 3, 0.5f);
@@ -41,6 +44,7 @@ TEST_P(TopKTopPTest, TopPIsRelativeToWhatTopKKept) {
 
 TEST_P(TopKTopPTest, DisabledFiltersChangeNothingAndBadTopPIsRefused) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "top_k_top_p");
   const std::vector<float> orig = {0.25f, 0.25f, 0.5f};
   std::vector<float> p = orig;
   top_k_top_p(GetParam(), p.data(), 1, 3, -1, 1.0f);

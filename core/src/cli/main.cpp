@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "dist/session.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/device.hpp"
 #include "specd/log.hpp"
 #include "specd/sdk/abi.h"
 #include "tp/model_factory.hpp"
@@ -36,7 +37,12 @@ std::string version_text() {
   std::string text = std::string("specd ") + SPECD_VERSION + " (plugin ABI " + std::to_string(SPECD_ABI_MAJOR) + "." +
                      std::to_string(SPECD_ABI_MINOR) + ", CUDA ";
 #ifdef SPECD_WITH_CUDA
-  text += "built in)";
+  // The runtime and architectures built in; the device only where one is present (the
+  // model runtime does not run on it yet: docs/cuda.md).
+  text += kernels::cuda_build_text();
+  if (kernels::device_available(kernels::Device::kCuda))
+    text += "; device " + kernels::device_description(kernels::Device::kCuda);
+  text += ")";
 #else
   text += "not built)";
 #endif

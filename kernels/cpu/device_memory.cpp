@@ -1,0 +1,71 @@
+#include "specd/kernels/device_memory.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "specd/error.hpp"
+
+#ifdef SPECD_WITH_CUDA
+#include "../cuda/cuda_ops.hpp"
+#endif
+
+namespace specd::kernels {
+namespace {
+
+void require_available(Device device, const char* what) {
+  if (!device_available(device))
+    throw Error(ErrorCode::kUnsupported, std::string(what) + ": " + std::string(device_name(device)) +
+                                             " is not available (" + device_description(device) + ")");
+}
+
+}  // namespace
+
+void* device_alloc(Device device, size_t bytes) {
+  require_available(device, "device_alloc");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return cuda::alloc(bytes);
+#endif
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) throw Error(ErrorCode::kOutOfMemory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void device_free(Device device, void* p) noexcept {
+  if (p == nullptr) return;
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) {
+    cuda::free(p);
+    return;
+  }
+#else
+  (void)device;
+#endif
+  std::free(p);
+}
+
+void copy_to_device(Device device, void* dst, const void* src, size_t bytes) {
+  require_available(device, "copy_to_device");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return cuda::copy_to_device(dst, src, bytes);
+#endif
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void copy_to_host(Device device, void* dst, const void* src, size_t bytes) {
+  require_available(device, "copy_to_host");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return cuda::copy_to_host(dst, src, bytes);
+#endif
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void device_synchronize(Device device) {
+  require_available(device, "device_synchronize");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) cuda::synchronize();
+#endif
+}
+
+}  // namespace specd::kernels

@@ -1,0 +1,49 @@
+// The CUDA implementations behind the op front ends (kernels/cpu/*.cpp dispatch here on
+// Device::kCuda in CUDA builds). Private to kernels/. Pointers are device pointers; each op
+// is queued on the calling thread's stream (cuda::stream()) and checked for launch errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "specd/kernels/matmul.hpp"
+
+using cudaStream_t = struct CUstream_st*;
+
+namespace specd::kernels::cuda {
+
+// ---- runtime (runtime.cpp) ----
+int device_count() noexcept;    // 0 where the runtime finds no device or no driver
+std::string describe_device();  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, 132 SMs)"
+std::string build_text();       // "runtime 13.0, architectures 80 90"
+cudaStream_t stream();          // the calling thread's stream (the default stream for now)
+void* alloc(size_t bytes);
+void free(void* p) noexcept;
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+void synchronize();
+// Throws specd::Error(kInternal) naming `op` where the last launch failed.
+void check_launch(std::string_view op);
+// A device int for kernels to report the first bad input (-1: none): the calling thread's
+// slot, reset to -1 on its stream; error_slot_read waits for the stream and returns it.
+int32_t* error_slot_reset();
+int32_t error_slot_read(const int32_t* slot);
+
+// ---- ops ----
+void rmsnorm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps);
+void rmsnorm_residual(const float* x, float* residual, const float* weight, float* out, int64_t rows, int64_t dim,
+                      float eps);
+void silu_mul(float* g, const float* u, int64_t n);
+void gelu_tanh_mul(float* g, const float* u, int64_t n);
+// Returns the first row whose entries are all -inf (softmax then throws), or -1.
+int64_t softmax(const float* x, float* out, int64_t rows, int64_t cols, float temperature);
+int64_t log_softmax(const float* x, float* out, int64_t rows, int64_t cols);
+void argmax(const float* x, int64_t rows, int64_t cols, int32_t* out);
+// Returns the index in ids of the first id outside [0, table.rows), or -1.
+int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out);
+void rope_cos_sin(const int32_t* positions, int64_t n, const float* inv_freq, int64_t half, float* cos, float* sin);
+void rope_apply(float* x, int64_t n, int64_t num_heads, int64_t head_dim, const float* cos, const float* sin);
+
+}  // namespace specd::kernels::cuda

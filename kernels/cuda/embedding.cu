@@ -1,0 +1,65 @@
+// Embedding gather on CUDA for f32, f16 and bf16 tables: one block per id. An id outside the
+// table marks *bad (the smallest such index in ids) and leaves its row unwritten.
+#include <cuda_fp16.h>
+
+#include "block_reduce.cuh"
+#include "cuda_ops.hpp"
+#include "specd/error.hpp"
+
+namespace specd::kernels::cuda {
+namespace {
+
+template <class Widen>
+__global__ void embedding_kernel(const void* table, int64_t rows, int64_t dim, const int32_t* ids, float* out,
+                                 int32_t* bad, Widen widen) {
+  const int32_t id = ids[blockIdx.x];
+  if (id < 0 || id >= rows) {
+    if (threadIdx.x == 0) atomicMin(reinterpret_cast<unsigned*>(bad), blockIdx.x);
+    return;
+  }
+  float* o = out + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) o[i] = widen(table, id * dim + i);
+}
+
+struct F32 {
+  __device__ float operator()(const void* t, int64_t i) const { return static_cast<const float*>(t)[i]; }
+};
+struct F16 {
+  __device__ float operator()(const void* t, int64_t i) const { return __half2float(static_cast<const __half*>(t)[i]); }
+};
+struct BF16 {
+  __device__ float operator()(const void* t, int64_t i) const {
+    return __uint_as_float(static_cast<unsigned>(static_cast<const uint16_t*>(t)[i]) << 16);
+  }
+};
+
+template <class Widen>
+void launch(const WeightView& table, const int32_t* ids, int64_t n, float* out, int32_t* bad) {
+  embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream()>>>(table.data, table.rows, table.cols, ids, out,
+                                                                        bad, Widen{});
+}
+
+}  // namespace
+
+int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out) {
+  if (n == 0) return -1;
+  int32_t* bad = error_slot_reset();
+  switch (table.dtype) {
+    case DType::kF32:
+      launch<F32>(table, ids, n, out, bad);
+      break;
+    case DType::kF16:
+      launch<F16>(table, ids, n, out, bad);
+      break;
+    case DType::kBF16:
+      launch<BF16>(table, ids, n, out, bad);
+      break;
+    default:
+      throw Error(ErrorCode::kUnsupported, "embedding: a " + std::string(dtype_name(table.dtype)) +
+                                               " table has no CUDA implementation yet (f32, f16 and bf16 do)");
+  }
+  check_launch("embedding");
+  return error_slot_read(bad);
+}
+
+}  // namespace specd::kernels::cuda

@@ -102,9 +102,15 @@ void for_each_task(std::span<const MatmulOutput> outs, int64_t unit, Fn&& fn) {
 }  // namespace
 
 void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span<const MatmulOutput> outs) {
-  detail::require_cpu(device, "matmul");
   if (outs.size() > 8) invalid("more than 8 outputs in one call");
   for (const MatmulOutput& o : outs) validate(o.w, k, m);
+  if constexpr (kWithCuda) {
+    if (device == Device::kCuda) {
+      for (const MatmulOutput& o : outs) cuda::matmul(a, m, o.w, o.bias, o.c, o.w.rows);
+      return;
+    }
+  }
+  detail::require_cpu(device, "matmul");
   if (m == 0 || outs.empty()) return;
   const DType dt = outs[0].w.dtype;
   for (const MatmulOutput& o : outs)
@@ -125,10 +131,12 @@ void matmul(Device device, const float* a, const WeightView& w, const float* bia
 }
 
 void matmul_swiglu(Device device, const float* a, const WeightView& gate, const WeightView& up, float* out, int64_t m) {
-  detail::require_cpu(device, "matmul_swiglu");
   validate(gate, gate.cols, m);
   validate(up, gate.cols, m);
   if (gate.rows != up.rows || gate.dtype != up.dtype) invalid("gate and up projections differ in shape or dtype");
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::matmul_swiglu(a, m, gate, up, out);
+  detail::require_cpu(device, "matmul_swiglu");
   if (m == 0) return;
   const cpu::IsaKernels& isa = cpu::active_kernels();
   const int64_t n = gate.rows, k = gate.cols;

@@ -35,6 +35,10 @@ int32_t error_slot_read(const int32_t* slot);
 void rmsnorm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps);
 void rmsnorm_residual(const float* x, float* residual, const float* weight, float* out, int64_t rows, int64_t dim,
                       float eps);
+// c [m, ldc]: columns [0, w.rows) = a [m, w.cols] · wᵀ (+ bias); f32/f16/bf16 weights.
+void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc);
+// out [m, gate.rows] = silu(a · gateᵀ) * (a · upᵀ).
+void matmul_swiglu(const float* a, int64_t m, const WeightView& gate, const WeightView& up, float* out);
 void silu_mul(float* g, const float* u, int64_t n);
 void gelu_tanh_mul(float* g, const float* u, int64_t n);
 // Returns the first row whose entries are all -inf (softmax then throws), or -1.

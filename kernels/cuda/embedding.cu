@@ -1,10 +1,9 @@
 // Embedding gather on CUDA for f32, f16 and bf16 tables: one block per id. An id outside the
 // table marks *bad (the smallest such index in ids) and leaves its row unwritten.
-#include <cuda_fp16.h>
-
 #include "block_reduce.cuh"
 #include "cuda_ops.hpp"
 #include "specd/error.hpp"
+#include "widen.cuh"
 
 namespace specd::kernels::cuda {
 namespace {
@@ -21,18 +20,6 @@ __global__ void embedding_kernel(const void* table, int64_t rows, int64_t dim, c
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) o[i] = widen(table, id * dim + i);
 }
 
-struct F32 {
-  __device__ float operator()(const void* t, int64_t i) const { return static_cast<const float*>(t)[i]; }
-};
-struct F16 {
-  __device__ float operator()(const void* t, int64_t i) const { return __half2float(static_cast<const __half*>(t)[i]); }
-};
-struct BF16 {
-  __device__ float operator()(const void* t, int64_t i) const {
-    return __uint_as_float(static_cast<unsigned>(static_cast<const uint16_t*>(t)[i]) << 16);
-  }
-};
-
 template <class Widen>
 void launch(const WeightView& table, const int32_t* ids, int64_t n, float* out, int32_t* bad) {
   embedding_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream()>>>(table.data, table.rows, table.cols, ids, out,
@@ -46,13 +33,13 @@ int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float*
   int32_t* bad = error_slot_reset();
   switch (table.dtype) {
     case DType::kF32:
-      launch<F32>(table, ids, n, out, bad);
+      launch<WidenF32>(table, ids, n, out, bad);
       break;
     case DType::kF16:
-      launch<F16>(table, ids, n, out, bad);
+      launch<WidenF16>(table, ids, n, out, bad);
       break;
     case DType::kBF16:
-      launch<BF16>(table, ids, n, out, bad);
+      launch<WidenBF16>(table, ids, n, out, bad);
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "embedding: a " + std::string(dtype_name(table.dtype)) +

@@ -1,4 +1,4 @@
-// matmul / matmul_multi / matmul_swiglu on every backend (CPU ISA level) x weight dtype
+// matmul / matmul_multi / matmul_swiglu on every backend (CPU ISA level, CUDA) x weight dtype
 // against the double-precision reference over the exactly widened weights.
 //
 // Tolerances (max |got - want| / max |want|), by what the dtype's GEMV path rounds:
@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <iterator>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -51,6 +52,24 @@ struct Weights {
   }
 };
 
+// The weights where `device`'s ops read them.
+struct DeviceWeights {
+  testing::Mirror<uint8_t> bytes;
+  WeightView view;
+  DeviceWeights(Device d, const Weights& w)
+      : bytes(d, w.bytes), view{w.view.dtype, bytes.get(), w.view.rows, w.view.cols} {}
+};
+
+// matmul of the m rows of `a` on `device`, through device copies; the output starts at -7.
+std::vector<float> run_matmul(Device d, const std::vector<float>& a, const Weights& w, const float* bias, int64_t m) {
+  const DeviceWeights dw(d, w);
+  const testing::Mirror<float> da(d, a), dc(d, std::vector<float>(static_cast<size_t>(m * w.view.rows), -7.0f));
+  std::optional<testing::Mirror<float>> db;
+  if (bias != nullptr) db.emplace(d, std::vector<float>(bias, bias + w.view.rows));
+  matmul(d, da.get(), dw.view, db ? db->get() : nullptr, dc.get(), m);
+  return dc.read();
+}
+
 using Param = std::tuple<Backend, DType>;
 
 class MatmulTest : public ::testing::TestWithParam<Param> {
@@ -64,7 +83,7 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
 
 TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
@@ -76,8 +95,8 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
     const Weights w(dtype(), n, k, 12);
     const auto a = random_vector(static_cast<size_t>(m * k), 11), b = random_vector(static_cast<size_t>(n), 13);
     for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
-      std::vector<float> got(static_cast<size_t>(m * n), -7.0f), want(static_cast<size_t>(m * n));
-      matmul(backend().device, a.data(), w.view, bias, got.data(), m);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      const std::vector<float> got = run_matmul(backend().device, a, w, bias, m);
       reference::matmul(a.data(), w.view, bias, want.data(), m);
       const double tol = gemv_tolerance(dtype());
       EXPECT_LT(max_rel_error(got, want), tol)
@@ -94,7 +113,7 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // last feature (n = 37), with and without a k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
   const int64_t n = 37;
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
@@ -104,12 +123,11 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   for (int64_t k : ks) {
     const Weights w(dtype(), n, k, 21);
     const auto a = random_vector(static_cast<size_t>(rows * k), 22);
-    std::vector<float> all(static_cast<size_t>(rows * n));
-    matmul(backend().device, a.data(), w.view, nullptr, all.data(), rows);
+    const std::vector<float> all = run_matmul(backend().device, a, w, nullptr, rows);
     for (int64_t m : {1, 2, 3, 5, 6, 7, 8, 12, 13, 16, 40}) {
       for (int64_t r0 = 0; r0 + m <= rows; r0 += 7) {
-        std::vector<float> part(static_cast<size_t>(m * n));
-        matmul(backend().device, a.data() + r0 * k, w.view, nullptr, part.data(), m);
+        const std::vector<float> rows_part(a.begin() + r0 * k, a.begin() + (r0 + m) * k);
+        const std::vector<float> part = run_matmul(backend().device, rows_part, w, nullptr, m);
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_EQ(part[static_cast<size_t>(i)], all[static_cast<size_t>(r0 * n + i)])
               << "k=" << k << " m=" << m << " r0=" << r0;
@@ -120,36 +138,38 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
 
 TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
   const int64_t k = cols(64);
   const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
   const auto bias = random_vector(48, 34);
   for (int64_t m : {1, 4, 20}) {
     const auto a = random_vector(static_cast<size_t>(m * k), 35);
-    std::vector<float> c0(static_cast<size_t>(m * 48)), c1(static_cast<size_t>(m * 16)),
-        c2(static_cast<size_t>(m * 16));
+    const Device dev = backend().device;
+    const DeviceWeights dq(dev, q), dk(dev, kk), dv(dev, v);
+    const testing::Mirror<float> da(dev, a), dbias(dev, bias), c0(dev, std::vector<float>(m * 48)),
+        c1(dev, std::vector<float>(m * 16)), c2(dev, std::vector<float>(m * 16));
     const MatmulOutput outs[] = {
-        {q.view, bias.data(), c0.data()}, {kk.view, nullptr, c1.data()}, {v.view, nullptr, c2.data()}};
-    matmul_multi(backend().device, a.data(), m, k, outs);
-    std::vector<float> s0(c0.size()), s1(c1.size()), s2(c2.size());
-    matmul(backend().device, a.data(), q.view, bias.data(), s0.data(), m);
-    matmul(backend().device, a.data(), kk.view, nullptr, s1.data(), m);
-    matmul(backend().device, a.data(), v.view, nullptr, s2.data(), m);
-    EXPECT_EQ(c0, s0) << "m=" << m;
-    EXPECT_EQ(c1, s1) << "m=" << m;
-    EXPECT_EQ(c2, s2) << "m=" << m;
+        {dq.view, dbias.get(), c0.get()}, {dk.view, nullptr, c1.get()}, {dv.view, nullptr, c2.get()}};
+    matmul_multi(dev, da.get(), m, k, outs);
+    EXPECT_EQ(c0.read(), run_matmul(dev, a, q, bias.data(), m)) << "m=" << m;
+    EXPECT_EQ(c1.read(), run_matmul(dev, a, kk, nullptr, m)) << "m=" << m;
+    EXPECT_EQ(c2.read(), run_matmul(dev, a, v, nullptr, m)) << "m=" << m;
   }
 }
 
 TEST_P(MatmulTest, SwigluMatchesReference) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
   const int64_t n = 45, k = cols(96);
   const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
   for (int64_t m : {1, 5, 19}) {
     const auto a = random_vector(static_cast<size_t>(m * k), 43);
-    std::vector<float> got(static_cast<size_t>(m * n)), g(got.size()), u(got.size()), want(got.size());
-    matmul_swiglu(backend().device, a.data(), gate.view, up.view, got.data(), m);
+    const Device dev = backend().device;
+    const DeviceWeights dgate(dev, gate), dup(dev, up);
+    const testing::Mirror<float> da(dev, a), dout(dev, std::vector<float>(static_cast<size_t>(m * n)));
+    matmul_swiglu(dev, da.get(), dgate.view, dup.view, dout.get(), m);
+    const std::vector<float> got = dout.read();
+    std::vector<float> g(got.size()), u(got.size()), want(got.size());
     reference::matmul(a.data(), gate.view, nullptr, g.data(), m);
     reference::matmul(a.data(), up.view, nullptr, u.data(), m);
     for (size_t i = 0; i < want.size(); ++i) want[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
@@ -162,7 +182,7 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
 // 256-row chunk that takes the single-call path).
 TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul_grouped");
   const int64_t k = cols(64), n = 40;
   const Weights g0(dtype(), n, k, 51), u0(dtype(), n, k, 52), g1(dtype(), n, k, 53), u1(dtype(), n, k, 54),
       d(dtype(), 24, k, 55);
@@ -195,7 +215,7 @@ TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul");
+  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
   const int64_t k = cols(64);
   const Weights w(dtype(), 4, k, 51);
   const auto a = random_vector(static_cast<size_t>(k), 52);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/parallel.hpp"
@@ -228,10 +229,13 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
 
 void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,
               const float* cos, const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache) {
-  detail::require_cpu(device, "write_kv");
   if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16 && kv_dtype != DType::kBF16)
     invalid("KV cache dtype " + std::string(dtype_name(kv_dtype)) + " is not supported (f32, f16, bf16)");
   if ((cos == nullptr) != (sin == nullptr) || head_dim % 2 != 0) invalid("write_kv: bad rotary tables or head_dim");
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda)
+      return cuda::write_kv(k, v, n, num_kv_heads, head_dim, cos, sin, slots, kv_dtype, k_cache, v_cache);
+  detail::require_cpu(device, "write_kv");
   const int64_t row = num_kv_heads * head_dim, half = head_dim / 2;
   const size_t row_bytes = static_cast<size_t>(row) * (kv_dtype == DType::kF32 ? 4 : 2);
   const cpu::NarrowFn narrow = cpu::active_kernels().narrow[static_cast<int>(kv_dtype)];

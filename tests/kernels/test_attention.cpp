@@ -176,16 +176,19 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
 TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   const int64_t n = 3, nkv = 2, hd = 8, half = hd / 2, row = nkv * hd;
   const auto k = random_vector(static_cast<size_t>(n * row), 91), v = random_vector(static_cast<size_t>(n * row), 92);
   const auto cos = random_vector(static_cast<size_t>(n * half), 93),
              sin = random_vector(static_cast<size_t>(n * half), 94);
   const std::vector<int64_t> slots = {5, 0, 2};
   const size_t elem = dt == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> kc(6 * row * elem), vc(6 * row * elem);
-  write_kv(backend.device, k.data(), v.data(), n, nkv, hd, cos.data(), sin.data(), slots.data(), dt, kc.data(),
-           vc.data());
+  const Device dev = backend.device;
+  const testing::Mirror<float> dk(dev, k), dv(dev, v), dcos(dev, cos), dsin(dev, sin);
+  const testing::Mirror<int64_t> dslots(dev, slots);
+  const testing::Mirror<uint8_t> dkc(dev, std::vector<uint8_t>(6 * row * elem)),
+      dvc(dev, std::vector<uint8_t>(6 * row * elem));
+  write_kv(dev, dk.get(), dv.get(), n, nkv, hd, dcos.get(), dsin.get(), dslots.get(), dt, dkc.get(), dvc.get());
+  const std::vector<uint8_t> kc = dkc.read(), vc = dvc.read();
   for (int64_t t = 0; t < n; ++t) {
     std::vector<float> want_k(static_cast<size_t>(row)), got_k(static_cast<size_t>(row)),
         got_v(static_cast<size_t>(row));

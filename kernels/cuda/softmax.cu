@@ -18,6 +18,8 @@ __device__ float row_max(const float* xr, int64_t cols, float* scratch, int32_t*
   return m;
 }
 
+// softmax (kLog false: exp((x - max) / T) / sum) or log_softmax (x - max - log sum, in double).
+template <bool kLog>
 __global__ void softmax_kernel(const float* x, float* out, int64_t cols, float inv_t, int32_t* bad) {
   __shared__ float fscratch[kThreads / 32];
   __shared__ double dscratch[kThreads / 32];
@@ -27,27 +29,22 @@ __global__ void softmax_kernel(const float* x, float* out, int64_t cols, float i
   if (m == -CUDART_INF_F) return;
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < cols; i += kThreads) {
-    const float e = expf((xr[i] - m) * inv_t);
-    o[i] = e;
-    sum += e;
+    if constexpr (kLog) {
+      sum += exp(static_cast<double>(xr[i]) - m);
+    } else {
+      const float e = expf((xr[i] - m) * inv_t);
+      o[i] = e;
+      sum += e;
+    }
   }
   sum = block_sum(sum, dscratch);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = threadIdx.x; i < cols; i += kThreads) o[i] *= inv;
-}
-
-__global__ void log_softmax_kernel(const float* x, float* out, int64_t cols, int32_t* bad) {
-  __shared__ float fscratch[kThreads / 32];
-  __shared__ double dscratch[kThreads / 32];
-  const float* xr = x + blockIdx.x * cols;
-  float* o = out + blockIdx.x * cols;
-  const float m = row_max(xr, cols, fscratch, bad);
-  if (m == -CUDART_INF_F) return;
-  double sum = 0.0;
-  for (int64_t i = threadIdx.x; i < cols; i += kThreads) sum += exp(static_cast<double>(xr[i]) - m);
-  sum = block_sum(sum, dscratch);
-  const double lse = m + log(sum);
-  for (int64_t i = threadIdx.x; i < cols; i += kThreads) o[i] = static_cast<float>(xr[i] - lse);
+  if constexpr (kLog) {
+    const double lse = m + log(sum);
+    for (int64_t i = threadIdx.x; i < cols; i += kThreads) o[i] = static_cast<float>(xr[i] - lse);
+  } else {
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = threadIdx.x; i < cols; i += kThreads) o[i] *= inv;
+  }
 }
 
 // First maximum, NaN skipped; 0 for a row of NaN only (the CPU's rule).
@@ -89,7 +86,7 @@ __global__ void argmax_kernel(const float* x, int64_t cols, int32_t* out) {
 int64_t softmax(const float* x, float* out, int64_t rows, int64_t cols, float temperature) {
   if (rows == 0) return -1;
   int32_t* bad = error_slot_reset();
-  softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, out, cols, 1.0f / temperature, bad);
+  softmax_kernel<false><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, out, cols, 1.0f / temperature, bad);
   check_launch("softmax");
   return error_slot_read(bad);
 }
@@ -97,7 +94,7 @@ int64_t softmax(const float* x, float* out, int64_t rows, int64_t cols, float te
 int64_t log_softmax(const float* x, float* out, int64_t rows, int64_t cols) {
   if (rows == 0) return -1;
   int32_t* bad = error_slot_reset();
-  log_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, out, cols, bad);
+  softmax_kernel<true><<<static_cast<unsigned>(rows), kThreads, 0, stream()>>>(x, out, cols, 1.0f, bad);
   check_launch("log_softmax");
   return error_slot_read(bad);
 }

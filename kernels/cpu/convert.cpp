@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "k_quants.hpp"
 #include "specd/error.hpp"
@@ -63,8 +64,10 @@ void check_n(DType dt, int64_t n, const char* op) {
 }  // namespace
 
 void to_f32(Device device, DType src_dtype, const void* src, float* dst, int64_t n) {
-  detail::require_cpu(device, "to_f32");
   check_n(src_dtype, n, "to_f32");
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::to_f32(src_dtype, src, dst, n);
+  detail::require_cpu(device, "to_f32");
   const cpu::ToF32Fn fn = cpu::active_kernels().to_f32[static_cast<int>(src_dtype)];
   const auto* s = static_cast<const uint8_t*>(src);
   parallel_for((n + kUnit - 1) / kUnit, kGrain, [&](int64_t ub, int64_t ue) {
@@ -74,8 +77,10 @@ void to_f32(Device device, DType src_dtype, const void* src, float* dst, int64_t
 }
 
 void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64_t n) {
-  detail::require_cpu(device, "from_f32");
   check_n(dst_dtype, n, "from_f32");
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::from_f32(src, dst_dtype, dst, n);
+  detail::require_cpu(device, "from_f32");
   auto* d = static_cast<uint8_t*>(dst);
   parallel_for((n + kUnit - 1) / kUnit, kGrain, [&](int64_t ub, int64_t ue) {
     const int64_t b = ub * kUnit, e = std::min(n, ue * kUnit);

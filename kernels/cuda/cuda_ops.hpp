@@ -47,6 +47,9 @@ int64_t log_softmax(const float* x, float* out, int64_t rows, int64_t cols);
 void argmax(const float* x, int64_t rows, int64_t cols, int32_t* out);
 // Returns the index in ids of the first id outside [0, table.rows), or -1.
 int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out);
+// Widening from f32/f16/bf16/q8_0/q4_0, narrowing to f32/f16/bf16 (others: kUnsupported).
+void to_f32(DType dt, const void* src, float* dst, int64_t n);
+void from_f32(const float* src, DType dt, void* dst, int64_t n);
 // f32, f16 or bf16 caches (the front end checks the dtype and the tables).
 void write_kv(const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim, const float* cos,
               const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache);

@@ -1,0 +1,116 @@
+// Dtype conversion on CUDA: widening f16/bf16/q8_0/q4_0 to F32 (each value exactly as the CPU
+// computes it: one product d · q for the block formats) and narrowing F32 to f16/bf16 with
+// round-to-nearest-even (equal to the CPU's bits for every non-NaN value). The K-quants and
+// quantizing are refused, naming the dtype.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+#include <type_traits>
+
+#include "block_reduce.cuh"
+#include "cuda_ops.hpp"
+#include "specd/error.hpp"
+#include "widen.cuh"
+
+namespace specd::kernels::cuda {
+namespace {
+
+#define SPECD_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <class Widen>
+__global__ void widen_kernel(const void* src, float* dst, int64_t n, Widen widen) {
+  SPECD_GRID_STRIDE(i, n) dst[i] = widen(src, i);
+}
+
+// GGUF blocks of 32: an fp16 scale d, then 32 int8 (Q8_0) or 16 bytes of nibbles (Q4_0:
+// elements 0-15 in the low nibbles, 16-31 in the high ones, stored as level + 8).
+__global__ void q8_0_kernel(const uint8_t* src, float* dst, int64_t n) {
+  SPECD_GRID_STRIDE(i, n) {
+    const uint8_t* blk = src + (i / 32) * 34;
+    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+    dst[i] = static_cast<float>(static_cast<int8_t>(blk[2 + i % 32])) * d;
+  }
+}
+
+__global__ void q4_0_kernel(const uint8_t* src, float* dst, int64_t n) {
+  SPECD_GRID_STRIDE(i, n) {
+    const uint8_t* blk = src + (i / 32) * 18;
+    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
+    const int j = static_cast<int>(i % 32);
+    const int q = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
+    dst[i] = static_cast<float>(q - 8) * d;
+  }
+}
+
+template <class T>
+__global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
+  SPECD_GRID_STRIDE(i, n) {
+    if constexpr (sizeof(T) == 4) {
+      dst[i] = src[i];
+    } else if constexpr (std::is_same_v<T, __half>) {
+      dst[i] = __float2half_rn(src[i]);
+    } else {
+      dst[i] = __float2bfloat16_rn(src[i]);
+    }
+  }
+}
+
+#undef SPECD_GRID_STRIDE
+
+[[noreturn]] void refuse(const char* op, DType dt) {
+  throw Error(ErrorCode::kUnsupported, std::string(op) + ": " + std::string(dtype_name(dt)) +
+                                           " has no CUDA implementation yet (f32, f16, bf16" +
+                                           (std::string(op) == "to_f32" ? ", q8_0 and q4_0 do)" : " do)"));
+}
+
+}  // namespace
+
+void to_f32(DType dt, const void* src, float* dst, int64_t n) {
+  if (n == 0) return;
+  const unsigned grid = grid_for(n);
+  const auto* s = static_cast<const uint8_t*>(src);
+  switch (dt) {
+    case DType::kF32:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenF32{});
+      break;
+    case DType::kF16:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenF16{});
+      break;
+    case DType::kBF16:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenBF16{});
+      break;
+    case DType::kQ8_0:
+      q8_0_kernel<<<grid, kThreads, 0, stream()>>>(s, dst, n);
+      break;
+    case DType::kQ4_0:
+      q4_0_kernel<<<grid, kThreads, 0, stream()>>>(s, dst, n);
+      break;
+    default:
+      refuse("to_f32", dt);
+  }
+  check_launch("to_f32");
+}
+
+void from_f32(const float* src, DType dt, void* dst, int64_t n) {
+  if (n == 0) return;
+  const unsigned grid = grid_for(n);
+  switch (dt) {
+    case DType::kF32:
+      narrow_kernel<<<grid, kThreads, 0, stream()>>>(src, static_cast<float*>(dst), n);
+      break;
+    case DType::kF16:
+      narrow_kernel<<<grid, kThreads, 0, stream()>>>(src, static_cast<__half*>(dst), n);
+      break;
+    case DType::kBF16:
+      narrow_kernel<<<grid, kThreads, 0, stream()>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+      break;
+    default:
+      refuse("from_f32", dt);
+  }
+  check_launch("from_f32");
+}
+
+}  // namespace specd::kernels::cuda

@@ -10,6 +10,7 @@
 #include "cuda_dispatch.hpp"
 #include "isa_kernels.hpp"
 #include "specd/error.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
@@ -127,6 +128,47 @@ Keys keys_of(const PagedAttentionParams& p, int32_t s, int32_t t, std::vector<in
   return keys;
 }
 
+// CUDA: the call's metadata (query_start, context_lens, block_tables, the tree arrays) is device
+// memory like the rest. It is copied here to validate the call as on the CPU and to lay out
+// each token's keys (keys_of), which the kernel reads; one synchronisation per call.
+#ifdef SPECD_WITH_CUDA
+void paged_attention_cuda(const PagedAttentionParams& p) {
+  if (p.query_start == nullptr || p.context_lens == nullptr || p.block_tables == nullptr)
+    invalid("null pointer argument");
+  if (p.num_seqs < 0 || p.block_table_stride < 0) invalid("non-positive shape argument");
+  std::vector<int32_t> qs, ctx, tables, toff, tpar;
+  auto fetch = [](std::vector<int32_t>& v, const int32_t* src, int64_t n) {
+    v.resize(static_cast<size_t>(n));
+    if (n > 0) copy_to_host(Device::kCuda, v.data(), src, static_cast<size_t>(n) * sizeof(int32_t));
+    return v.data();
+  };
+  PagedAttentionParams h = p;
+  h.query_start = fetch(qs, p.query_start, int64_t{p.num_seqs} + 1);
+  h.context_lens = fetch(ctx, p.context_lens, p.num_seqs);
+  h.block_tables = fetch(tables, p.block_tables, int64_t{p.num_seqs} * p.block_table_stride);
+  if (p.tree_offsets != nullptr && p.tree_parents != nullptr) {
+    h.tree_offsets = fetch(toff, p.tree_offsets, int64_t{p.num_seqs} + 1);
+    int64_t total = 0;
+    for (int32_t c : ctx) total += std::max(c, 0);
+    if (toff.back() < 0 || toff.back() > total)
+      invalid("tree_offsets ends at " + std::to_string(toff.back()) + ", outside [0, " + std::to_string(total) + "]");
+    h.tree_parents = fetch(tpar, p.tree_parents, toff.back());
+  }
+  validate(h);
+  if (p.num_seqs == 0) return;
+  std::vector<cuda::TokenKeys> keys;
+  std::vector<int32_t> paths, path;
+  for (int32_t s = 0; s < p.num_seqs; ++s)
+    for (int32_t t = qs[static_cast<size_t>(s)]; t < qs[static_cast<size_t>(s) + 1]; ++t) {
+      const Keys k = keys_of(h, s, t, path);
+      keys.push_back({s, k.len, k.linear, k.first, static_cast<int64_t>(paths.size())});
+      if (k.len > k.linear) paths.insert(paths.end(), k.path, k.path + (k.len - k.linear));
+    }
+  cuda::paged_attention(p, keys.data(), static_cast<int32_t>(keys.size()), paths.data(),
+                        static_cast<int64_t>(paths.size()));
+}
+#endif
+
 }  // namespace
 
 void tree_depths(const int32_t* parents, int32_t m, int32_t* depth) {
@@ -140,6 +182,9 @@ void tree_depths(const int32_t* parents, int32_t m, int32_t* depth) {
 }
 
 void paged_attention(Device device, const PagedAttentionParams& p) {
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return paged_attention_cuda(p);
+#endif
   detail::require_cpu(device, "paged_attention");
   validate(p);
   if (p.num_seqs == 0) return;

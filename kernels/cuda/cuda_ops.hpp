@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "specd/kernels/attention.hpp"
 #include "specd/kernels/matmul.hpp"
 
 using cudaStream_t = struct CUstream_st*;
@@ -50,6 +51,16 @@ int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float*
 // Widening from f32/f16/bf16/q8_0/q4_0, narrowing to f32/f16/bf16 (others: kUnsupported).
 void to_f32(DType dt, const void* src, float* dst, int64_t n);
 void from_f32(const float* src, DType dt, void* dst, int64_t n);
+// One new token's keys for paged_attention, laid out by the host (attention.cpp): its
+// sequence, and the logical key run [first, len), the first `linear` being cache positions,
+// the rest tree ancestors (root first) at paths[path_off ...].
+struct TokenKeys {
+  int32_t seq, len, linear, first;
+  int64_t path_off;
+};
+// `p` as validated by the front end (its arrays in device memory); keys and paths on the host.
+void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens, const int32_t* paths,
+                     int64_t num_path);
 // f32, f16 or bf16 caches (the front end checks the dtype and the tables).
 void write_kv(const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim, const float* cos,
               const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache);

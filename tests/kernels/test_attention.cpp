@@ -70,26 +70,61 @@ struct Batch {
   size_t out_size() const { return static_cast<size_t>(query_start.back()) * num_heads * head_dim; }
 };
 
+// paged_attention of host-memory params on `device`: on CUDA every array goes through a device
+// copy and the output comes back into p.out.
+void attend(Device device, const PagedAttentionParams& p) {
+  if (device == Device::kCpu) return paged_attention(device, p);
+  const int32_t tokens = p.num_seqs > 0 ? p.query_start[p.num_seqs] : 0;
+  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
+  const auto cache_bytes = static_cast<size_t>(p.num_blocks) * p.block_size * p.num_kv_heads * p.head_dim * elem;
+  const auto qn = static_cast<size_t>(tokens) * p.num_heads * p.head_dim;
+  auto ints = [](const int32_t* v, int64_t n) {
+    return v == nullptr ? std::vector<int32_t>() : std::vector<int32_t>(v, v + n);
+  };
+  auto bytes = [](const void* v, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(v);
+    return std::vector<uint8_t>(b, b + n);
+  };
+  const testing::Mirror<float> q(device, std::vector<float>(p.q, p.q + qn)), out(device, std::vector<float>(qn));
+  const testing::Mirror<uint8_t> kc(device, bytes(p.k_cache, cache_bytes)), vc(device, bytes(p.v_cache, cache_bytes));
+  const testing::Mirror<int32_t> qs(device, ints(p.query_start, p.num_seqs + 1)),
+      ctx(device, ints(p.context_lens, p.num_seqs)),
+      tables(device, ints(p.block_tables, int64_t{p.num_seqs} * p.block_table_stride)),
+      toff(device, ints(p.tree_offsets, p.num_seqs + 1)),
+      tpar(device, ints(p.tree_parents, p.tree_offsets != nullptr ? p.tree_offsets[p.num_seqs] : 0));
+  PagedAttentionParams d = p;
+  d.q = q.get();
+  d.k_cache = kc.get();
+  d.v_cache = vc.get();
+  d.out = out.get();
+  d.query_start = qs.get();
+  d.context_lens = ctx.get();
+  d.block_tables = tables.get();
+  d.tree_offsets = p.tree_offsets != nullptr ? toff.get() : nullptr;
+  d.tree_parents = p.tree_parents != nullptr ? tpar.get() : nullptr;
+  paged_attention(device, d);
+  const std::vector<float> got = out.read();
+  std::copy(got.begin(), got.end(), p.out);
+}
+
 class PagedAttentionTest : public ::testing::TestWithParam<Device> {};
 
 TEST_P(PagedAttentionTest, MixedPrefillDecodeAndScoringMatchReference) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   // prefill of 23, decode at 40, 5-token scoring at 37, decode at 1; GQA 8 heads / 2 kv heads.
   const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, 8, 2, 32, 31);
   std::vector<float> got(b.out_size()), want(b.out_size());
-  paged_attention(GetParam(), b.params(got.data()));
+  attend(GetParam(), b.params(got.data()));
   reference::paged_attention(b.params(want.data()));
   EXPECT_LT(max_rel_error(got, want), 1e-5);
 }
 
 TEST_P(PagedAttentionTest, MultiHeadAndMultiQueryShapes) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{6, 1}}) {
     const Batch b({17, 64}, {3, 64}, 16, nh, nkv, 64, 41);
     std::vector<float> got(b.out_size()), want(b.out_size());
-    paged_attention(GetParam(), b.params(got.data()));
+    attend(GetParam(), b.params(got.data()));
     reference::paged_attention(b.params(want.data()));
     EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv;
   }
@@ -97,10 +132,9 @@ TEST_P(PagedAttentionTest, MultiHeadAndMultiQueryShapes) {
 
 TEST_P(PagedAttentionTest, FirstTokenReturnsItsValue) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   const Batch b({1}, {1}, 2, 2, 1, 8, 51);
   std::vector<float> out(b.out_size());
-  paged_attention(GetParam(), b.params(out.data()));
+  attend(GetParam(), b.params(out.data()));
   const size_t off = static_cast<size_t>(b.tables[0]) * 2 * 1 * 8;
   for (int h = 0; h < 2; ++h) {
     for (int e = 0; e < 8; ++e) EXPECT_FLOAT_EQ(out[h * 8 + e], b.v[off + e]);
@@ -109,10 +143,9 @@ TEST_P(PagedAttentionTest, FirstTokenReturnsItsValue) {
 
 TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   Batch b({12}, {4}, 4, 2, 2, 16, 61);
   std::vector<float> before(b.out_size()), after(b.out_size());
-  paged_attention(GetParam(), b.params(before.data()));
+  attend(GetParam(), b.params(before.data()));
   // Change K/V of the last position (11): only the last new token may see it.
   const int32_t block = b.tables[11 / 4];
   for (int32_t g = 0; g < 2; ++g) {
@@ -122,7 +155,7 @@ TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
       b.v[off] += 1.0f;
     }
   }
-  paged_attention(GetParam(), b.params(after.data()));
+  attend(GetParam(), b.params(after.data()));
   const size_t per_token = 2 * 16;
   for (size_t i = 0; i < 3 * per_token; ++i) EXPECT_EQ(before[i], after[i]) << i;
   bool changed = false;
@@ -132,12 +165,11 @@ TEST_P(PagedAttentionTest, IsCausalAmongNewTokens) {
 
 TEST_P(PagedAttentionTest, RejectsBadBlockIds) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
-  SPECD_SKIP_WITHOUT_CUDA_OP(GetParam(), "paged_attention");
   Batch b({9}, {1}, 4, 2, 2, 8, 71);
   b.tables[2] = b.num_blocks;  // position 8 maps outside the pool
   std::vector<float> out(b.out_size());
   try {
-    paged_attention(GetParam(), b.params(out.data()));
+    attend(GetParam(), b.params(out.data()));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("outside"), std::string::npos) << e.what();
@@ -155,7 +187,6 @@ class PagedAttentionKvTest : public ::testing::TestWithParam<KvParam> {};
 TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   for (auto [nh, nkv] : {std::pair{8, 2}, std::pair{4, 4}}) {
     const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, 32, 81);
     std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);
@@ -166,7 +197,7 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
     p.k_cache = k.data();
     p.v_cache = v.data();
     p.kv_dtype = dt;
-    paged_attention(backend.device, p);
+    attend(backend.device, p);
     p.out = want.data();
     reference::paged_attention(p);
     EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv;
@@ -216,7 +247,6 @@ TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {
 TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   const std::vector<int32_t> parents = {-1, 0, 1, 1, 0, 3, 2, 5, -1, 8, 4};  // region of 11
   const int32_t prefix = 13, m = 11, n_new = 9, ctx = prefix + m, bs = 4, nh = 8, nkv = 2, hd = 32;
   const Batch b({ctx}, {n_new}, bs, nh, nkv, hd, 97);
@@ -232,7 +262,7 @@ TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
   p.kv_dtype = dt;
   p.tree_offsets = offsets.data();
   p.tree_parents = parents.data();
-  paged_attention(backend.device, p);
+  attend(backend.device, p);
   p.out = want.data();
   reference::paged_attention(p);
   EXPECT_LT(max_rel_error(got, want), 1e-5);
@@ -261,7 +291,7 @@ TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
     c.k_cache = ck.data();
     c.v_cache = cv.data();
     c.kv_dtype = dt;
-    paged_attention(backend.device, c);
+    attend(backend.device, c);
     EXPECT_EQ(0, std::memcmp(chain.data(), got.data() + static_cast<size_t>(i) * per_token, per_token * 4))
         << "node " << r;
   }
@@ -274,7 +304,6 @@ TEST_P(PagedAttentionKvTest, TreeNodesEqualTheirPathAsAChain) {
 TEST_P(PagedAttentionKvTest, SlidingWindowAndSoftCap) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend.device, "paged_attention / write_kv");
   Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, 8, 2, 32, 83);
   const size_t elem = dt == DType::kF32 ? 4 : 2;
   auto stored = [&](const std::vector<float>& x) {
@@ -291,7 +320,7 @@ TEST_P(PagedAttentionKvTest, SlidingWindowAndSoftCap) {
     p.kv_dtype = dt;
     p.window = window;
     p.softcap = softcap;
-    paged_attention(backend.device, p);
+    attend(backend.device, p);
     if (reference_too) {
       p.out = want.data();
       reference::paged_attention(p);
@@ -332,7 +361,7 @@ TEST_P(PagedAttentionKvTest, SlidingWindowAndSoftCap) {
   p.tree_offsets = offsets.data();
   p.tree_parents = parents.data();
   p.window = 3;
-  paged_attention(backend.device, p);
+  attend(backend.device, p);
   p.out = want.data();
   reference::paged_attention(p);
   EXPECT_LT(max_rel_error(got, want), 1e-5);

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cuda_dispatch.hpp"
 #include "specd/error.hpp"
 
 namespace specd::kernels {
@@ -42,19 +43,23 @@ void filter_row(float* probs, int64_t cols, int32_t top_k, float top_p, std::vec
 }  // namespace
 
 void top_k_top_p(Device device, float* probs, int64_t rows, int64_t cols, int32_t top_k, float top_p) {
-  detail::require_cpu(device, "top_k_top_p");
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
     throw Error(ErrorCode::kInvalidArgument, "top_k_top_p: top_p must be in (0, 1]");
   }
   const bool use_top_k = top_k > 0 && top_k < cols;
   if (!use_top_k && top_p >= 1.0f) return;
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::top_k_top_p(probs, rows, cols, top_k, top_p);
+  detail::require_cpu(device, "top_k_top_p");
   thread_local std::vector<int32_t> idx;  // allocation-free after the first call on a thread
   for (int64_t r = 0; r < rows; ++r) filter_row(probs + r * cols, cols, top_k, top_p, idx);
 }
 
 void top_k_indices(Device device, const float* x, int64_t cols, int32_t k, int32_t* out) {
-  detail::require_cpu(device, "top_k_indices");
   if (k < 1 || k > cols) throw Error(ErrorCode::kInvalidArgument, "top_k_indices: k must be in [1, cols]");
+  if constexpr (kWithCuda)
+    if (device == Device::kCuda) return cuda::top_k_indices(x, cols, k, out);
+  detail::require_cpu(device, "top_k_indices");
   // A min-heap of the k best seen so far: one pass over the row, O(cols log k).
   auto better = [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
   std::vector<int32_t> heap;

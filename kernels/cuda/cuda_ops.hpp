@@ -51,6 +51,9 @@ int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float*
 // Widening from f32/f16/bf16/q8_0/q4_0, narrowing to f32/f16/bf16 (others: kUnsupported).
 void to_f32(DType dt, const void* src, float* dst, int64_t n);
 void from_f32(const float* src, DType dt, void* dst, int64_t n);
+// Ranked as the CPU ranks (value descending, ties by lower index); see top_k.cu.
+void top_k_top_p(float* probs, int64_t rows, int64_t cols, int32_t top_k, float top_p);
+void top_k_indices(const float* x, int64_t cols, int32_t k, int32_t* out);
 // One new token's keys for paged_attention, laid out by the host (attention.cpp): its
 // sequence, and the logical key run [first, len), the first `linear` being cache positions,
 // the rest tree ancestors (root first) at paths[path_off ...].

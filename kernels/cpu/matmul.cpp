@@ -179,12 +179,27 @@ void grouped_range(const cpu::IsaKernels& isa, const Prepared& x, const GroupedM
 }  // namespace
 
 void matmul_grouped(Device device, std::span<const GroupedMatmul> groups) {
-  detail::require_cpu(device, "matmul_grouped");
-  std::vector<const GroupedMatmul*> small;
   for (const GroupedMatmul& g : groups) {
     validate(g.w, g.w.cols, g.m);
     if (g.up.data != nullptr && (g.up.rows != g.w.rows || g.up.cols != g.w.cols || g.up.dtype != g.w.dtype))
       invalid("gate and up projections differ in shape or dtype");
+  }
+  if constexpr (kWithCuda) {
+    if (device == Device::kCuda) {  // each group as its single call (the same rows, bit for bit)
+      for (const GroupedMatmul& g : groups) {
+        if (g.m == 0) continue;
+        if (g.up.data != nullptr) {
+          cuda::matmul_swiglu(g.a, g.m, g.w, g.up, g.c);
+        } else {
+          cuda::matmul(g.a, g.m, g.w, nullptr, g.c, g.w.rows);
+        }
+      }
+      return;
+    }
+  }
+  detail::require_cpu(device, "matmul_grouped");
+  std::vector<const GroupedMatmul*> small;
+  for (const GroupedMatmul& g : groups) {
     if (g.m > kRowChunk) {  // prefill-sized groups: the row-chunked single calls
       if (g.up.data != nullptr) {
         matmul_swiglu(device, g.a, g.w, g.up, g.c, g.m);

@@ -25,26 +25,6 @@ __global__ void widen_kernel(const void* src, float* dst, int64_t n, Widen widen
   SPECD_GRID_STRIDE(i, n) dst[i] = widen(src, i);
 }
 
-// GGUF blocks of 32: an fp16 scale d, then 32 int8 (Q8_0) or 16 bytes of nibbles (Q4_0:
-// elements 0-15 in the low nibbles, 16-31 in the high ones, stored as level + 8).
-__global__ void q8_0_kernel(const uint8_t* src, float* dst, int64_t n) {
-  SPECD_GRID_STRIDE(i, n) {
-    const uint8_t* blk = src + (i / 32) * 34;
-    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
-    dst[i] = static_cast<float>(static_cast<int8_t>(blk[2 + i % 32])) * d;
-  }
-}
-
-__global__ void q4_0_kernel(const uint8_t* src, float* dst, int64_t n) {
-  SPECD_GRID_STRIDE(i, n) {
-    const uint8_t* blk = src + (i / 32) * 18;
-    const float d = __half2float(*reinterpret_cast<const __half*>(blk));
-    const int j = static_cast<int>(i % 32);
-    const int q = j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4);
-    dst[i] = static_cast<float>(q - 8) * d;
-  }
-}
-
 template <class T>
 __global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
   SPECD_GRID_STRIDE(i, n) {
@@ -71,7 +51,6 @@ __global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
 void to_f32(DType dt, const void* src, float* dst, int64_t n) {
   if (n == 0) return;
   const unsigned grid = grid_for(n);
-  const auto* s = static_cast<const uint8_t*>(src);
   switch (dt) {
     case DType::kF32:
       widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenF32{});
@@ -83,10 +62,10 @@ void to_f32(DType dt, const void* src, float* dst, int64_t n) {
       widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenBF16{});
       break;
     case DType::kQ8_0:
-      q8_0_kernel<<<grid, kThreads, 0, stream()>>>(s, dst, n);
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ8_0{});
       break;
     case DType::kQ4_0:
-      q4_0_kernel<<<grid, kThreads, 0, stream()>>>(s, dst, n);
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ4_0{});
       break;
     default:
       refuse("to_f32", dt);

@@ -83,7 +83,7 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
 
 TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   SPECD_USE_BACKEND(backend());
-  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
@@ -113,7 +113,7 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // last feature (n = 37), with and without a k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
-  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t n = 37;
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
@@ -138,7 +138,7 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
 
 TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t k = cols(64);
   const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
   const auto bias = random_vector(48, 34);
@@ -159,7 +159,7 @@ TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, SwigluMatchesReference) {
   SPECD_USE_BACKEND(backend());
-  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t n = 45, k = cols(96);
   const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
   for (int64_t m : {1, 5, 19}) {
@@ -182,40 +182,46 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
 // 256-row chunk that takes the single-call path).
 TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul_grouped");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
+  const Device dev = backend().device;
   const int64_t k = cols(64), n = 40;
   const Weights g0(dtype(), n, k, 51), u0(dtype(), n, k, 52), g1(dtype(), n, k, 53), u1(dtype(), n, k, 54),
       d(dtype(), 24, k, 55);
+  const DeviceWeights dg0(dev, g0), du0(dev, u0), dg1(dev, g1), du1(dev, u1), dd(dev, d);
   const std::vector<int64_t> rows = {1, 5, 0, 300};
-  std::vector<std::vector<float>> a, got, want;
+  std::vector<testing::Mirror<float>> a, got, want;
   std::vector<GroupedMatmul> groups;
   for (size_t i = 0; i < rows.size(); ++i) {
-    a.push_back(random_vector(static_cast<size_t>(std::max<int64_t>(rows[i], 1) * k), 56 + static_cast<uint32_t>(i)));
-    const WeightView& w = i == 2 ? d.view : i % 2 == 0 ? g0.view : g1.view;
-    const WeightView up = i == 2 ? WeightView{} : i % 2 == 0 ? u0.view : u1.view;
-    got.emplace_back(static_cast<size_t>(std::max<int64_t>(rows[i], 1) * w.rows), -1.0f);
-    want.push_back(got.back());
-    groups.push_back({a[i].data(), rows[i], w, got[i].data(), up});
+    const size_t m = static_cast<size_t>(std::max<int64_t>(rows[i], 1));
+    a.emplace_back(dev, random_vector(m * static_cast<size_t>(k), 56 + static_cast<uint32_t>(i)));
+    const int64_t out_cols = i == 2 ? dd.view.rows : n;
+    got.emplace_back(dev, std::vector<float>(m * static_cast<size_t>(out_cols), -1.0f));
+    want.emplace_back(dev, std::vector<float>(m * static_cast<size_t>(out_cols), -1.0f));
   }
-  groups.push_back({a[0].data(), 1, d.view, nullptr});  // a plain product among SwiGLU ones
-  std::vector<float> plain(static_cast<size_t>(d.view.rows), -1.0f), plain_want(plain);
-  groups.back().c = plain.data();
-  matmul_grouped(backend().device, groups);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const WeightView& w = i == 2 ? dd.view : i % 2 == 0 ? dg0.view : dg1.view;
+    const WeightView up = i == 2 ? WeightView{} : i % 2 == 0 ? du0.view : du1.view;
+    groups.push_back({a[i].get(), rows[i], w, got[i].get(), up});
+  }
+  const testing::Mirror<float> plain(dev, std::vector<float>(24, -1.0f)),
+      plain_want(dev, std::vector<float>(24, -1.0f));
+  groups.push_back({a[0].get(), 1, dd.view, plain.get()});  // a plain product among SwiGLU ones
+  matmul_grouped(dev, groups);
   for (size_t i = 0; i < rows.size(); ++i) {
     if (groups[i].up.data != nullptr) {
-      matmul_swiglu(backend().device, a[i].data(), groups[i].w, groups[i].up, want[i].data(), rows[i]);
+      matmul_swiglu(dev, a[i].get(), groups[i].w, groups[i].up, want[i].get(), rows[i]);
     } else {
-      matmul(backend().device, a[i].data(), groups[i].w, nullptr, want[i].data(), rows[i]);
+      matmul(dev, a[i].get(), groups[i].w, nullptr, want[i].get(), rows[i]);
     }
-    EXPECT_EQ(got[i], want[i]) << "group " << i << " of " << rows[i] << " rows";
+    EXPECT_EQ(got[i].read(), want[i].read()) << "group " << i << " of " << rows[i] << " rows";
   }
-  matmul(backend().device, a[0].data(), d.view, nullptr, plain_want.data(), 1);
-  EXPECT_EQ(plain, plain_want);
+  matmul(dev, a[0].get(), dd.view, nullptr, plain_want.get(), 1);
+  EXPECT_EQ(plain.read(), plain_want.read());
 }
 
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
-  if (quantized()) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of quantized weights");
+  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t k = cols(64);
   const Weights w(dtype(), 4, k, 51);
   const auto a = random_vector(static_cast<size_t>(k), 52);

@@ -242,6 +242,8 @@ def main(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (warm-up 50 steps, cosine decay)")
     p.add_argument("--init", help="continue from this head directory (written by this script) instead of random weights")
+    p.add_argument("--docs", type=int, default=400, help="train on the first N code documents of the corpus (0: all)")
+    p.add_argument("--with-rst", action="store_true", help="add the corpus's reStructuredText documents")
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)
     torch.set_num_threads(2)
@@ -249,7 +251,8 @@ def main(argv):
     s = target.s
     layers = [1, 2, s.layers]  # the stream entering layers 1, 2 and L (outputs of 0, 1, L-1)
     docs = corpus.load_corpus()
-    texts = [d.text for d in docs if "code" in str(getattr(d, "kind", "code"))][:400] or [d.text for d in docs][:400]
+    code = [d.text for d in docs if d.kind == "code"]
+    texts = (code[:a.docs] if a.docs > 0 else code) + ([d.text for d in docs if d.kind == "docs"] if a.with_rst else [])
     with tempfile.TemporaryDirectory() as tmp:
         ids = encode(a.target, texts, os.path.join(tmp, "train.bin"))
     log(f"target {a.target}: {s.layers} layers, hidden {s.hidden}; corpus {len(ids)} tokens; layers {layers}")

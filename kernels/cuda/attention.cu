@@ -80,26 +80,14 @@ __global__ void attention_kernel(Args a, Widen widen) {
   }
 }
 
-// A device buffer per thread that only grows (the token descriptors and paths of a call).
-void* scratch(size_t bytes) {
-  thread_local void* buf = nullptr;
-  thread_local size_t size = 0;
-  if (size < bytes) {
-    cuda::free(buf);
-    buf = nullptr;
-    buf = alloc(bytes);
-    size = bytes;
-  }
-  return buf;
-}
-
 }  // namespace
 
 void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens, const int32_t* paths,
                      int64_t num_path) {
   if (num_tokens == 0) return;
   const size_t key_bytes = static_cast<size_t>(num_tokens) * sizeof(TokenKeys);
-  auto* dev = static_cast<uint8_t*>(scratch(key_bytes + static_cast<size_t>(num_path) * sizeof(int32_t) + 16));
+  auto* dev = static_cast<uint8_t*>(
+      scratch(Scratch::kAttentionKeys, key_bytes + static_cast<size_t>(num_path) * sizeof(int32_t) + 16));
   copy_to_device(dev, keys, key_bytes);
   const size_t path_at = (key_bytes + 15) / 16 * 16;
   if (num_path > 0) copy_to_device(dev + path_at, paths, static_cast<size_t>(num_path) * sizeof(int32_t));

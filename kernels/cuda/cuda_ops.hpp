@@ -27,6 +27,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes);
 void synchronize();
 // Throws specd::Error(kInternal) naming `op` where the last launch failed.
 void check_launch(std::string_view op);
+// Device buffers of the calling thread that only grow, one per use (an op's temporaries).
+enum class Scratch { kSwigluUp, kAttentionKeys, kCount };
+void* scratch(Scratch use, size_t bytes);
 // A device int for kernels to report the first bad input (-1: none): the calling thread's
 // slot, reset to -1 on its stream; error_slot_read waits for the stream and returns it.
 int32_t* error_slot_reset();

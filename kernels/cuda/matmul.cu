@@ -51,19 +51,6 @@ void launch(const float* a, int64_t m, const WeightView& w, const float* bias, f
   gemv_kernel<<<grid, kThreads, 0, stream()>>>(a, m, w.data, w.rows, w.cols, bias, c, ldc, Widen{});
 }
 
-// A device scratch buffer per thread that only grows (the up projection of matmul_swiglu).
-float* scratch(size_t floats) {
-  thread_local float* buf = nullptr;
-  thread_local size_t size = 0;
-  if (size < floats) {
-    cuda::free(buf);
-    buf = nullptr;
-    buf = static_cast<float*>(alloc(floats * sizeof(float)));
-    size = floats;
-  }
-  return buf;
-}
-
 }  // namespace
 
 void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc) {
@@ -98,7 +85,7 @@ void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, f
 void matmul_swiglu(const float* a, int64_t m, const WeightView& gate, const WeightView& up, float* out) {
   if (m == 0) return;
   const int64_t n = gate.rows;
-  float* u = scratch(static_cast<size_t>(m * n));
+  auto* u = static_cast<float*>(scratch(Scratch::kSwigluUp, static_cast<size_t>(m * n) * sizeof(float)));
   matmul(a, m, gate, nullptr, out, n);
   matmul(a, m, up, nullptr, u, n);
   silu_mul(out, u, m * n);

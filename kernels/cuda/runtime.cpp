@@ -95,6 +95,23 @@ void check_launch(std::string_view op) {
   if (err != cudaSuccess) fail(ErrorCode::kInternal, "kernel " + std::string(op) + " failed to launch", err);
 }
 
+void* scratch(Scratch use, size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[static_cast<int>(Scratch::kCount)];
+  Buffer& b = buffers[static_cast<int>(use)];
+  if (b.size < bytes) {
+    free(b.data);  // cudaFree waits for the work that may still read it
+    b.data = nullptr;
+    b.size = 0;
+    b.data = alloc(bytes);
+    b.size = bytes;
+  }
+  return b.data;
+}
+
 int32_t* error_slot_reset() {
   thread_local int32_t* slot = nullptr;  // one int per thread for the life of the process
   if (slot == nullptr) slot = static_cast<int32_t*>(alloc(sizeof(int32_t)));

@@ -86,6 +86,21 @@ def load_average():
         return float(f.read().split()[0])
 
 
+def safetensors_params(path):
+    """Parameters of the floating-point tensors of a safetensors file (its header's shapes)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    total = 0
+    for name, info in header.items():
+        if name != "__metadata__" and info["dtype"] in ("BF16", "F16", "F32"):
+            count = 1
+            for d in info["shape"]:
+                count *= d
+            total += count
+    return total
+
+
 def size_mb(path):
     return os.path.getsize(path) / 1e6
 
@@ -101,7 +116,10 @@ def speed_table(results):
     for (config, title), run in results:
         s = run["speculative"]
         for r in s["rows"]:
-            per_pos = " ".join(f"{x:.2f}" for x in r["acceptance_per_position"])
+            per_pos = [x for x in r["acceptance_per_position"]]
+            while "tree" in title and len(per_pos) > 1 and per_pos[-1] == 0.0:
+                per_pos.pop()  # a tree's positions are its depths: none below its deepest level
+            per_pos = " ".join(f"{x:.2f}" for x in per_pos)
             lines.append(f"| {title} | {s['k']} | {r['batch']} | {r['plain']['tokens_per_s']:.0f} | "
                          f"{r['speculative']['tokens_per_s']:.0f} | {r['speedup']:.2f}x | {r['acceptance_rate']:.3f} | "
                          f"{r['mean_acceptance_length']:.2f} | {per_pos} |")
@@ -154,6 +172,7 @@ def main():
         draft_mb=size_mb(os.path.join(MODELS, "specd-py-draft", "model.safetensors")),
         tokenizer_mb=size_mb(os.path.join(MODELS, "specd-py", "tokenizer.json")),
         eagle3_mb=size_mb(os.path.join(MODELS, "specd-py-eagle3", "model.safetensors")),
+        e_params=safetensors_params(os.path.join(MODELS, "specd-py-eagle3", "model.safetensors")) / 1e6,
         demo=demo_section(args.demo_tables),
     )
     with open(os.path.join(MODELS, "README.md"), "w") as f:
@@ -169,7 +188,8 @@ def demo_section(path):
         lines = f.read().rstrip("\n").split("\n")
     return (f"\n## What `make demo` prints\n\nThe last run of `scripts/demo.sh` ({lines[0]}, 2 threads; dynamic k, "
             "greedy; llama-160m is the random-weight benchmark fixture with a self-draft of its first 2 layers, "
-            "memory-bound where the bundled models are not):\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
+            "memory-bound where the bundled models are not; the bundled model's rows move by about ±0.1 between "
+            "runs, llama-160m's batch-8 row between 0.85x and 1.3x):\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
 
 
 def card_fields(t):
@@ -205,7 +225,7 @@ def card_fields(t):
 
 
 # How models/specd-py-eagle3 was made (tools/train/eagle3.py; `make train` runs the same).
-EAGLE3 = """The EAGLE-3 head (`models/specd-py-eagle3`, 1.4 M parameters: one layer over the target's
+EAGLE3 = """The EAGLE-3 head (`models/specd-py-eagle3`: one layer over the target's
 states entering layers 1, 2 and 4, the target's embeddings, the full vocabulary) was trained by
 
 ```sh
@@ -233,7 +253,7 @@ Sample). They are a showcase for the engine, not a coding assistant.
 | target | `models/specd-py` | Llama, {t_layers} layers, hidden {t_hidden}, {t_heads} heads, intermediate {t_inter}, context {ctx}, tied embeddings | {t_params:.2f} M | {target_mb:.1f} MB (with the MTP heads) |
 | MTP heads | `models/specd-py` (`mtp.0.*`, `mtp.1.*`) | {mtp_modules} DeepSeek-V3-style modules, one Llama block each | {m_params:.2f} M | (in the target's file) |
 | draft | `models/specd-py-draft` | Llama, {d_layers} layer, hidden {d_hidden}, {d_heads} heads, intermediate {d_inter}, same tokenizer | {d_params:.2f} M | {draft_mb:.1f} MB |
-| EAGLE-3 head | `models/specd-py-eagle3` | one layer over the target's layer 1, 2, 4 states (`tools/train/eagle3.py`); no embeddings (the target's) | | {eagle3_mb:.1f} MB |
+| EAGLE-3 head | `models/specd-py-eagle3` | one layer (hidden {t_hidden}, {t_heads} heads) over the target's layer 1, 2, 4 states (`tools/train/eagle3.py`); lm_head over the {vocab} tokens; no embeddings (the target's) | {e_params:.2f} M | {eagle3_mb:.1f} MB |
 | tokenizer | `tokenizer.json` in both | byte-level BPE, {vocab} tokens, BOS `<|startoftext|>`, EOS `<|endoftext|>` | | {tokenizer_mb:.2f} MB |
 
 Files per directory: `model.safetensors` (BF16), `config.json`, `generation_config.json`,

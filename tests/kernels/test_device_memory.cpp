@@ -1,0 +1,76 @@
+// Device memory (device_memory.hpp): allocations, copies both ways and DeviceBuffer ownership on
+// every device present; a device that is absent is refused, naming it, never faked.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernel_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/device_memory.hpp"
+
+namespace specd::kernels {
+namespace {
+
+class DeviceMemoryTest : public ::testing::TestWithParam<Device> {};
+
+TEST_P(DeviceMemoryTest, CopiesRoundTripThroughABuffer) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  std::vector<uint8_t> in(100003);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 131 + 7);
+  DeviceBuffer buf(GetParam(), in.size());
+  EXPECT_EQ(buf.size(), in.size());
+  EXPECT_EQ(buf.device(), GetParam());
+  ASSERT_NE(buf.data(), nullptr);
+  copy_to_device(GetParam(), buf.data(), in.data(), in.size());
+  std::vector<uint8_t> out(in.size());
+  copy_to_host(GetParam(), out.data(), buf.data(), out.size());
+  device_synchronize(GetParam());
+  EXPECT_EQ(out, in);
+  // A partial copy back, at an offset.
+  std::vector<uint8_t> part(10);
+  copy_to_host(GetParam(), part.data(), buf.as<uint8_t>() + 1000, part.size());
+  EXPECT_EQ(part, std::vector<uint8_t>(in.begin() + 1000, in.begin() + 1010));
+}
+
+TEST_P(DeviceMemoryTest, BuffersMoveTheirOwnership) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  DeviceBuffer a(GetParam(), 64);
+  void* p = a.data();
+  DeviceBuffer b(std::move(a));
+  EXPECT_EQ(b.data(), p);
+  EXPECT_EQ(a.data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(a.size(), 0u);       // NOLINT(bugprone-use-after-move)
+  DeviceBuffer c(GetParam(), 8);
+  c = std::move(b);  // frees c's own allocation
+  EXPECT_EQ(c.data(), p);
+  EXPECT_EQ(c.size(), 64u);
+  DeviceBuffer empty(GetParam(), 0);  // a zero-byte buffer is a valid, distinct allocation
+  EXPECT_NE(empty.data(), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceMemoryTest, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+// Where no CUDA device can be used (this build without CUDA, or no GPU), CUDA memory is refused
+// with an error that names the device and says why.
+TEST(DeviceMemory, AnAbsentDeviceIsRefusedByName) {
+  if (device_available(Device::kCuda))
+    GTEST_SKIP() << "a CUDA device is present: " << device_description(Device::kCuda);
+  try {
+    DeviceBuffer buf(Device::kCuda, 16);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("cuda is not available"), std::string::npos) << e.what();
+  }
+  std::vector<uint8_t> host(4);
+  EXPECT_THROW(copy_to_device(Device::kCuda, host.data(), host.data(), 4), Error);
+  EXPECT_THROW(device_synchronize(Device::kCuda), Error);
+  EXPECT_FALSE(cuda_build_text().empty());
+}
+
+}  // namespace
+}  // namespace specd::kernels

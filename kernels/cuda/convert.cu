@@ -1,7 +1,6 @@
-// Dtype conversion on CUDA: widening f16/bf16/q8_0/q4_0 to F32 (each value exactly as the CPU
-// computes it: one product d · q for the block formats) and narrowing F32 to f16/bf16 with
-// round-to-nearest-even (equal to the CPU's bits for every non-NaN value). The K-quants and
-// quantizing are refused, naming the dtype.
+// Dtype conversion on CUDA: widening every dtype to F32 (each value exactly as the CPU computes
+// it: widen.cuh) and narrowing F32 to f16/bf16 with round-to-nearest-even (equal to the CPU's
+// bits for every non-NaN value). Quantizing is refused, naming the dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,8 +41,7 @@ __global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
 
 [[noreturn]] void refuse(const char* op, DType dt) {
   throw Error(ErrorCode::kUnsupported, std::string(op) + ": " + std::string(dtype_name(dt)) +
-                                           " has no CUDA implementation yet (f32, f16, bf16" +
-                                           (std::string(op) == "to_f32" ? ", q8_0 and q4_0 do)" : " do)"));
+                                           " has no CUDA implementation yet (f32, f16 and bf16 do)");
 }
 
 }  // namespace
@@ -66,6 +64,15 @@ void to_f32(DType dt, const void* src, float* dst, int64_t n) {
       break;
     case DType::kQ4_0:
       widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ4_0{});
+      break;
+    case DType::kQ4_K:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ4_K{});
+      break;
+    case DType::kQ5_K:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ5_K{});
+      break;
+    case DType::kQ6_K:
+      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ6_K{});
       break;
     default:
       refuse("to_f32", dt);

@@ -1,4 +1,4 @@
-// Embedding gather on CUDA for f32, f16 and bf16 tables: one block per id. An id outside the
+// Embedding gather on CUDA for tables of every dtype (rows widened as to_f32): one block per id. An id outside the
 // table marks *bad (the smallest such index in ids) and leaves its row unwritten.
 #include "block_reduce.cuh"
 #include "cuda_ops.hpp"
@@ -41,9 +41,24 @@ int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float*
     case DType::kBF16:
       launch<WidenBF16>(table, ids, n, out, bad);
       break;
+    case DType::kQ8_0:
+      launch<WidenQ8_0>(table, ids, n, out, bad);
+      break;
+    case DType::kQ4_0:
+      launch<WidenQ4_0>(table, ids, n, out, bad);
+      break;
+    case DType::kQ4_K:
+      launch<WidenQ4_K>(table, ids, n, out, bad);
+      break;
+    case DType::kQ5_K:
+      launch<WidenQ5_K>(table, ids, n, out, bad);
+      break;
+    case DType::kQ6_K:
+      launch<WidenQ6_K>(table, ids, n, out, bad);
+      break;
     default:
-      throw Error(ErrorCode::kUnsupported, "embedding: a " + std::string(dtype_name(table.dtype)) +
-                                               " table has no CUDA implementation yet (f32, f16 and bf16 do)");
+      throw Error(ErrorCode::kUnsupported,
+                  "embedding: a " + std::string(dtype_name(table.dtype)) + " table has no CUDA implementation");
   }
   check_launch("embedding");
   return error_slot_read(bad);

@@ -1,6 +1,5 @@
-// Matrix products on CUDA for f32, f16, bf16, q8_0 and q4_0 weights (the K-quants are refused,
-// naming the dtype): c[r, j] = Σ_l a[r, l] · w[j, l] (+ bias[j]), each weight widened exactly
-// to F32 (the activations stay F32: closer to the reference than the CPU's 8-bit activations).
+// Matrix products on CUDA for weights of every dtype: c[r, j] = Σ_l a[r, l] · w[j, l] (+ bias[j]), each weight widened
+// exactly to F32 (the activations stay F32: closer to the reference than the CPU's 8-bit activations).
 //
 // Batch-invariant by construction, as on the CPU: one warp per feature j and group of up to
 // kRows activation rows; lane t sums the elements t, t + 32, t + 64, ... of its row in order,
@@ -74,10 +73,18 @@ void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, f
     case DType::kQ4_0:
       launch<WidenQ4_0>(a, m, w, bias, c, ldc);
       break;
+    case DType::kQ4_K:
+      launch<WidenQ4_K>(a, m, w, bias, c, ldc);
+      break;
+    case DType::kQ5_K:
+      launch<WidenQ5_K>(a, m, w, bias, c, ldc);
+      break;
+    case DType::kQ6_K:
+      launch<WidenQ6_K>(a, m, w, bias, c, ldc);
+      break;
     default:
-      throw Error(ErrorCode::kUnsupported, "matmul: " + std::string(dtype_name(w.dtype)) +
-                                               " weights have no CUDA implementation yet (f32, f16, bf16, q8_0 and "
-                                               "q4_0 do)");
+      throw Error(ErrorCode::kUnsupported,
+                  "matmul: " + std::string(dtype_name(w.dtype)) + " weights have no CUDA implementation");
   }
   check_launch("matmul");
 }

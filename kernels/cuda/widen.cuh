@@ -42,4 +42,57 @@ struct WidenQ4_0 {
   }
 };
 
+// GGUF K-quant super-blocks of 256 (dtype.hpp has the layouts). Each value is computed as the
+// CPU's k_quants.cpp computes it, rounding every product and difference on its own (no FMA), so
+// the two widen to the same bits.
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+  return __half2float(*reinterpret_cast<const __half*>(p));
+}
+
+// Sub-block s (0..7) of a Q4_K / Q5_K block: its 6-bit scale and min (dtype.hpp's k_scale_min).
+__device__ __forceinline__ void scale_min_k(int s, const uint8_t* scales, int* sc, int* m) {
+  if (s < 4) {
+    *sc = scales[s] & 63;
+    *m = scales[s + 4] & 63;
+  } else {
+    *sc = (scales[s + 4] & 15) | ((scales[s - 4] >> 6) << 4);
+    *m = (scales[s + 4] >> 4) | ((scales[s] >> 6) << 4);
+  }
+}
+
+// Q4_K (144 bytes: d, dmin, scales[12], qs[128]) and Q5_K (176: d, dmin, scales[12], qh[32],
+// qs[128]): d·sc·q - dmin·m per sub-block of 32.
+template <bool kFive>
+struct WidenK45 {
+  __device__ __forceinline__ float operator()(const void* t, int64_t i) const {
+    constexpr int kBytes = kFive ? 176 : 144;
+    const auto* blk = static_cast<const uint8_t*>(t) + (i / 256) * kBytes;
+    const int j = static_cast<int>(i % 256), s = j / 32, l = j % 32;
+    int sc = 0, m = 0;
+    scale_min_k(s, blk + 4, &sc, &m);
+    const uint8_t* qs = blk + (kFive ? 48 : 16) + 32 * (s / 2);
+    int v = s % 2 == 0 ? qs[l] & 15 : qs[l] >> 4;
+    if constexpr (kFive) v |= ((blk[16 + l] >> s) & 1) << 4;
+    const float scale = __fmul_rn(half_at(blk), static_cast<float>(sc));
+    const float min = __fmul_rn(half_at(blk + 2), static_cast<float>(m));
+    return __fsub_rn(__fmul_rn(scale, static_cast<float>(v)), min);
+  }
+};
+using WidenQ4_K = WidenK45<false>;
+using WidenQ5_K = WidenK45<true>;
+
+// Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], d): d·sc·(q - 32) per group of 16.
+struct WidenQ6_K {
+  __device__ __forceinline__ float operator()(const void* t, int64_t i) const {
+    const auto* blk = static_cast<const uint8_t*>(t) + (i / 256) * 210;
+    const int j = static_cast<int>(i % 256), h = j / 128, k = (j % 128) / 32, l = j % 32;
+    const uint8_t* ql = blk + 64 * h;
+    const uint8_t* qh = blk + 128 + 32 * h;
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * h;
+    const int low = k % 2 == 0 ? ql[l] : ql[l + 32];
+    const int q = (k < 2 ? low & 15 : low >> 4) | (((qh[l] >> (2 * k)) & 3) << 4);
+    return __fmul_rn(__fmul_rn(half_at(blk + 208), static_cast<float>(sc[l / 16 + 2 * k])), static_cast<float>(q - 32));
+  }
+};
+
 }  // namespace specd::kernels::cuda

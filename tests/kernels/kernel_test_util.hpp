@@ -114,14 +114,6 @@ class IsaGuard {
     GTEST_SKIP() << specd_skip_reason_;                                              \
   ::specd::kernels::testing::IsaGuard specd_isa_guard_((backend).isa)
 
-// Ops without a CUDA implementation yet (issue 32, docs/cuda.md): their CUDA instances skip,
-// naming the op, where a device is present.
-#define SPECD_SKIP_WITHOUT_CUDA_OP(device, op)                                \
-  do {                                                                        \
-    if ((device) == ::specd::kernels::Device::kCuda)                          \
-      GTEST_SKIP() << op << " has no CUDA implementation yet (docs/cuda.md)"; \
-  } while (0)
-
 // A copy of a vector where a device's ops take it: a host vector of its own on the CPU, device
 // memory on CUDA. read() returns the copy's contents (after the ops wrote into it).
 template <class T>

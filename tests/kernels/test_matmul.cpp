@@ -83,7 +83,6 @@ class MatmulTest : public ::testing::TestWithParam<Param> {
 
 TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 37, 64},   {1, 130, 96},  {2, 5, 32},  {5, 64, 256},
                                                                {16, 21, 128}, {17, 96, 128}, {40, 70, 64}};
   if (!quantized()) shapes.insert(shapes.end(), {{1, 33, 7}, {3, 5, 300}, {20, 9, 33}});
@@ -113,7 +112,6 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // last feature (n = 37), with and without a k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t n = 37;
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
@@ -138,7 +136,6 @@ TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
 
 TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t k = cols(64);
   const Weights q(dtype(), 48, k, 31), kk(dtype(), 16, k, 32), v(dtype(), 16, k, 33);
   const auto bias = random_vector(48, 34);
@@ -159,7 +156,6 @@ TEST_P(MatmulTest, MultiEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, SwigluMatchesReference) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t n = 45, k = cols(96);
   const Weights gate(dtype(), n, k, 41), up(dtype(), n, k, 42);
   for (int64_t m : {1, 5, 19}) {
@@ -182,7 +178,6 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
 // 256-row chunk that takes the single-call path).
 TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const Device dev = backend().device;
   const int64_t k = cols(64), n = 40;
   const Weights g0(dtype(), n, k, 51), u0(dtype(), n, k, 52), g1(dtype(), n, k, 53), u1(dtype(), n, k, 54),
@@ -221,7 +216,6 @@ TEST_P(MatmulTest, GroupedEqualsSeparateCalls) {
 
 TEST_P(MatmulTest, RefusesMismatchedShapes) {
   SPECD_USE_BACKEND(backend());
-  if (is_k_quant(dtype())) SPECD_SKIP_WITHOUT_CUDA_OP(backend().device, "matmul of K-quant weights");
   const int64_t k = cols(64);
   const Weights w(dtype(), 4, k, 51);
   const auto a = random_vector(static_cast<size_t>(k), 52);

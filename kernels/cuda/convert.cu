@@ -49,34 +49,7 @@ __global__ void narrow_kernel(const float* src, T* dst, int64_t n) {
 void to_f32(DType dt, const void* src, float* dst, int64_t n) {
   if (n == 0) return;
   const unsigned grid = grid_for(n);
-  switch (dt) {
-    case DType::kF32:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenF32{});
-      break;
-    case DType::kF16:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenF16{});
-      break;
-    case DType::kBF16:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenBF16{});
-      break;
-    case DType::kQ8_0:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ8_0{});
-      break;
-    case DType::kQ4_0:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ4_0{});
-      break;
-    case DType::kQ4_K:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ4_K{});
-      break;
-    case DType::kQ5_K:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ5_K{});
-      break;
-    case DType::kQ6_K:
-      widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, WidenQ6_K{});
-      break;
-    default:
-      refuse("to_f32", dt);
-  }
+  with_widen(dt, [&](auto widen) { widen_kernel<<<grid, kThreads, 0, stream()>>>(src, dst, n, widen); });
   check_launch("to_f32");
 }
 

@@ -2,7 +2,6 @@
 // table marks *bad (the smallest such index in ids) and leaves its row unwritten.
 #include "block_reduce.cuh"
 #include "cuda_ops.hpp"
-#include "specd/error.hpp"
 #include "widen.cuh"
 
 namespace specd::kernels::cuda {
@@ -31,35 +30,7 @@ void launch(const WeightView& table, const int32_t* ids, int64_t n, float* out, 
 int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out) {
   if (n == 0) return -1;
   int32_t* bad = error_slot_reset();
-  switch (table.dtype) {
-    case DType::kF32:
-      launch<WidenF32>(table, ids, n, out, bad);
-      break;
-    case DType::kF16:
-      launch<WidenF16>(table, ids, n, out, bad);
-      break;
-    case DType::kBF16:
-      launch<WidenBF16>(table, ids, n, out, bad);
-      break;
-    case DType::kQ8_0:
-      launch<WidenQ8_0>(table, ids, n, out, bad);
-      break;
-    case DType::kQ4_0:
-      launch<WidenQ4_0>(table, ids, n, out, bad);
-      break;
-    case DType::kQ4_K:
-      launch<WidenQ4_K>(table, ids, n, out, bad);
-      break;
-    case DType::kQ5_K:
-      launch<WidenQ5_K>(table, ids, n, out, bad);
-      break;
-    case DType::kQ6_K:
-      launch<WidenQ6_K>(table, ids, n, out, bad);
-      break;
-    default:
-      throw Error(ErrorCode::kUnsupported,
-                  "embedding: a " + std::string(dtype_name(table.dtype)) + " table has no CUDA implementation");
-  }
+  with_widen(table.dtype, [&](auto widen) { launch<decltype(widen)>(table, ids, n, out, bad); });
   check_launch("embedding");
   return error_slot_read(bad);
 }

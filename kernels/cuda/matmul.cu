@@ -57,35 +57,7 @@ void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, f
   if (m > int64_t{65535} * kRows)
     throw Error(ErrorCode::kInvalidArgument, "matmul: " + std::to_string(m) + " rows in one CUDA call (at most " +
                                                  std::to_string(int64_t{65535} * kRows) + ")");
-  switch (w.dtype) {
-    case DType::kF32:
-      launch<WidenF32>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kF16:
-      launch<WidenF16>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kBF16:
-      launch<WidenBF16>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kQ8_0:
-      launch<WidenQ8_0>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kQ4_0:
-      launch<WidenQ4_0>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kQ4_K:
-      launch<WidenQ4_K>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kQ5_K:
-      launch<WidenQ5_K>(a, m, w, bias, c, ldc);
-      break;
-    case DType::kQ6_K:
-      launch<WidenQ6_K>(a, m, w, bias, c, ldc);
-      break;
-    default:
-      throw Error(ErrorCode::kUnsupported,
-                  "matmul: " + std::string(dtype_name(w.dtype)) + " weights have no CUDA implementation");
-  }
+  with_widen(w.dtype, [&](auto widen) { launch<decltype(widen)>(a, m, w, bias, c, ldc); });
   check_launch("matmul");
 }
 

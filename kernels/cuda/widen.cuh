@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "specd/kernels/dtype.hpp"
+
 namespace specd::kernels::cuda {
 
 struct WidenF32 {
@@ -94,5 +96,28 @@ struct WidenQ6_K {
     return __fmul_rn(__fmul_rn(half_at(blk + 208), static_cast<float>(sc[l / 16 + 2 * k])), static_cast<float>(q - 32));
   }
 };
+
+// Calls f(Widen{}) with the functor that widens `dt` (every dtype has one).
+template <class F>
+void with_widen(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kF32:
+      return f(WidenF32{});
+    case DType::kF16:
+      return f(WidenF16{});
+    case DType::kBF16:
+      return f(WidenBF16{});
+    case DType::kQ8_0:
+      return f(WidenQ8_0{});
+    case DType::kQ4_0:
+      return f(WidenQ4_0{});
+    case DType::kQ4_K:
+      return f(WidenQ4_K{});
+    case DType::kQ5_K:
+      return f(WidenQ5_K{});
+    case DType::kQ6_K:
+      return f(WidenQ6_K{});
+  }
+}
 
 }  // namespace specd::kernels::cuda

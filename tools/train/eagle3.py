@@ -13,14 +13,18 @@ the bundled models/specd-py) and writes it in the public layout specd, vLLM and 
              sees (step-0 keys of earlier positions, the earlier steps' keys along the draft, and
              itself); each step is distilled from the target's distribution of the token it
              predicts (soft cross-entropy), step j weighted 0.8^j
-  data       the same corpus as tools/train/train.py, encoded with the target's tokenizer
+  data       the same corpus as tools/train/train.py, encoded with the target's tokenizer; with
+             --regenerate, the target's own greedy continuations of prompts cut from it
+             (EAGLE's regenerated data, tools/train/regenerate.py)
 
 Usage (torch from Debian's python3-torch, as `make train`):
   nice -n 19 /usr/bin/python3 tools/train/eagle3.py [--target models/specd-py]
-      [--out models/specd-py-eagle3] [--steps 600] [--ttt 3]
+      [--out models/specd-py-eagle3] [--steps 600] [--ttt 3] [--layers 1,2,L] [--intermediate N] [--pool N]
+      [--regenerate N [--specd build/release/bin/specd]]
 """
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -38,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import corpus  # noqa: E402
 import model as M  # noqa: E402
+import regenerate  # noqa: E402
 from train import encode  # noqa: E402
 
 
@@ -152,23 +157,28 @@ def features(target, tokens, layers):
     return torch.cat([caught[l] for l in layers], dim=-1), target.head(target.model.norm(x))
 
 
-def ttt_loss(head, target, tokens, layers, steps):
-    """Training-time test over windows `tokens` [B, T+1]; returns (loss, accuracy of step 0)."""
+def target_view(target, tokens, layers):
+    """What training needs of the target for windows `tokens`: fused features and distributions."""
     with torch.no_grad():
         feats, tlogits = features(target, tokens, layers)
-        tprobs = torch.softmax(tlogits.float(), dim=-1)
+        return feats, torch.softmax(tlogits.float(), dim=-1)
+
+
+def ttt_loss(head, target, tokens, feats, tprobs, steps):
+    """Training-time test over windows `tokens` [B, T+1] with the target's features and
+    distributions of them; returns (loss, accuracy of step 0)."""
     n = tokens.shape[1] - 2  # head positions p = 0..n-1: input (state p, token p+1), predicts p+2
     cos, sin = target.rope(n)
     emb = target.model.embed_tokens
     pos = torch.arange(n)
     keys, values, loss, acc = [], [], 0.0, 0.0
-    g = head.fc(feats[:, :n])
+    out = head.fc(feats[:, :n])  # step 0 feeds the fused states; step j > 0 the previous step's outputs (`out`)
     for j in range(steps):
         m = n - j  # step j runs head positions q = j..n-1 (a draft j deep after position q - j)
         if m <= 0:
             break
         tok = tokens[:, 2 + j - 1:2 + j - 1 + m] if j > 0 else tokens[:, 1:1 + n]
-        gj = g if j == 0 else out[:, :m]
+        gj = out[:, :m]
         q, k, v = head.qkv(gj, emb(tok), cos[j:j + m], sin[j:j + m])
         keys.append(k)
         values.append(v)
@@ -231,6 +241,35 @@ def write_head(directory, head, s, layers, tokenizer_dir):
         f.write("\n")
 
 
+def parse_layers(text, num_layers):
+    if not text:
+        return [1, 2, num_layers]  # the stream entering layers 1, 2 and L (outputs of 0, 1, L-1)
+    try:
+        layers = [num_layers if f.strip() == "L" else int(f) for f in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--layers {text!r}: want three comma-separated layer indices (or L)")
+    if len(layers) != 3 or any(not 0 <= i <= num_layers for i in layers) or layers != sorted(set(layers)):
+        raise SystemExit(f"--layers {text!r}: want three increasing indices in [0, {num_layers}]")
+    return layers
+
+
+class Pool:
+    """Windows with their target features and distributions (f16), computed once."""
+
+    def __init__(self, target, tokens, layers, chunk=8):
+        self.tokens = tokens
+        feats, probs = [], []
+        for i in range(0, len(tokens), chunk):
+            f, p = target_view(target, tokens[i:i + chunk], layers)
+            feats.append(f.half())
+            probs.append(p.half())
+        self.feats, self.probs = torch.cat(feats), torch.cat(probs)
+
+    def sample(self, rng, n):
+        idx = torch.from_numpy(rng.integers(0, len(self.tokens), size=n))
+        return self.tokens[idx], self.feats[idx].float(), self.probs[idx].float()
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default=os.path.join(HERE, "..", "..", "models", "specd-py"))
@@ -244,39 +283,68 @@ def main(argv):
     p.add_argument("--init", help="continue from this head directory (written by this script) instead of random weights")
     p.add_argument("--docs", type=int, default=400, help="train on the first N code documents of the corpus (0: all)")
     p.add_argument("--with-rst", action="store_true", help="add the corpus's reStructuredText documents")
+    p.add_argument("--layers", help="comma-separated residual streams to fuse (the stream entering layer i; "
+                   "L = after the last layer); default 1,2,L")
+    p.add_argument("--intermediate", type=int, help="the head's MLP width (default: the target's)")
+    p.add_argument("--pool", type=int, default=0,
+                   help="windows whose target features are computed once and sampled from at every step "
+                        "(0: fresh windows and a target forward every step); for targets much larger "
+                        "than the head")
+    p.add_argument("--regenerate", type=int, default=0,
+                   help="train on N windows the target wrote: prompts cut from the training text, continued "
+                        "greedily by `specd generate` (tools/train/regenerate.py); 0: the text itself")
+    p.add_argument("--specd", default=os.path.join(HERE, "..", "..", "build", "release", "bin", "specd"),
+                   help="the specd binary --regenerate runs")
     a = p.parse_args(argv)
     torch.manual_seed(a.seed)
     torch.set_num_threads(2)
     target = load_target(a.target)
     s = target.s
-    layers = [1, 2, s.layers]  # the stream entering layers 1, 2 and L (outputs of 0, 1, L-1)
+    layers = parse_layers(a.layers, s.layers)
+    hs = copy.copy(s)  # the head's shape: the target's but for the MLP width
+    hs.intermediate = a.intermediate or s.intermediate
     docs = corpus.load_corpus()
     code = [d.text for d in docs if d.kind == "code"]
     texts = (code[:a.docs] if a.docs > 0 else code) + ([d.text for d in docs if d.kind == "docs"] if a.with_rst else [])
     with tempfile.TemporaryDirectory() as tmp:
         ids = encode(a.target, texts, os.path.join(tmp, "train.bin"))
     log(f"target {a.target}: {s.layers} layers, hidden {s.hidden}; corpus {len(ids)} tokens; layers {layers}")
-    head = Head(s)
+    head = Head(hs)
     if a.init:
         init_head(head, a.init)
         log(f"starting from {a.init}")
     opt = torch.optim.AdamW(head.parameters(), lr=2e-3, weight_decay=0.0)
     rng = np.random.Generator(np.random.PCG64(a.seed))
     t0 = time.time()
+    if a.regenerate > 0:
+        own = regenerate.regenerate(a.specd, a.target, texts, a.regenerate, a.window, s.max_positions, rng, log)
+        log(f"regenerated {len(own)} windows with {a.specd} ({time.time() - t0:.0f} s)")
+        windows = lambda n: torch.from_numpy(own[rng.integers(0, len(own), size=n)])  # noqa: E731
+    else:
+        windows = lambda n: torch.from_numpy(  # noqa: E731
+            np.stack([ids[s0:s0 + a.window + 2] for s0 in rng.integers(0, len(ids) - a.window - 2, size=n)]))
+    pool = None
+    if a.pool > 0:
+        pool = Pool(target, torch.from_numpy(own[:a.pool]) if a.regenerate > 0 else windows(a.pool), layers)
+        log(f"pool: {len(pool.tokens)} windows of {a.window + 2} tokens, target features computed "
+            f"({time.time() - t0:.0f} s)")
     for step in range(1, a.steps + 1):
-        starts = rng.integers(0, len(ids) - a.window - 2, size=a.batch)
-        batch = torch.from_numpy(np.stack([ids[s0:s0 + a.window + 2] for s0 in starts]))
+        if pool:
+            batch, feats, tprobs = pool.sample(rng, a.batch)
+        else:
+            batch = windows(a.batch)
+            feats, tprobs = target_view(target, batch, layers)
         lr = a.lr * min(1.0, step / 50) * 0.5 * (1 + math.cos(math.pi * step / a.steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        loss, acc = ttt_loss(head, target, batch, layers, a.ttt)
+        loss, acc = ttt_loss(head, target, batch, feats, tprobs, a.ttt)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
         opt.step()
         if step % 50 == 0 or step == 1:
             log(f"step {step}/{a.steps}: loss {loss.item():.3f}, step-0 agreement {acc:.3f} ({time.time() - t0:.0f} s)")
-    write_head(a.out, head, s, layers, a.target)
+    write_head(a.out, head, hs, layers, a.target)
     log(f"wrote {a.out}")
 
 

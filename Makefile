@@ -38,7 +38,7 @@ test: build
 train: BOOTSTRAP := train
 train: build-runtime
 	nice -n 19 /usr/bin/python3 tools/train/train.py
-	nice -n 19 /usr/bin/python3 tools/train/eagle3.py --steps 2000
+	nice -n 19 /usr/bin/python3 tools/train/eagle3.py --steps 2000 --regenerate 3000 --docs 0
 	/usr/bin/python3 tools/train/model_card.py
 
 # clang-format on every source file (also part of `make test`) and clang-tidy on core/ (slow:

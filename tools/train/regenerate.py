@@ -38,12 +38,13 @@ def continuation(specd, target, text, tokens):
 
 def prompt_text(texts, rng, chars):
     """About `chars` characters of a random training document, from a line start."""
-    while True:
+    if not any(len(t) > chars for t in texts):
+        raise SystemExit(f"regenerate: no training document is longer than {chars} characters")
+    while True:  # draws until a long enough one (the draws of the shipped head's training)
         t = texts[rng.integers(0, len(texts))]
-        if len(t) <= chars:
-            continue
-        start = t.rfind("\n", 0, int(rng.integers(0, len(t) - chars))) + 1
-        return t[start:start + chars]
+        if len(t) > chars:
+            start = t.rfind("\n", 0, int(rng.integers(0, len(t) - chars))) + 1
+            return t[start:start + chars]
 
 
 def regenerate(specd, target, texts, n, window, context, rng, log):
@@ -51,8 +52,12 @@ def regenerate(specd, target, texts, n, window, context, rng, log):
     the target's greedy continuation of it (at least half of every window). Prompts that leave
     the continuation no room in the target's `context` are skipped."""
     gen = window // 2 + 2
-    rows = []
+    rows, tries = [], 0
     while len(rows) < n:
+        tries += 1
+        if tries > 20 * n + 100:
+            raise SystemExit(f"regenerate: {tries - 1} prompts gave {len(rows)} windows; a window of {window} tokens "
+                             f"needs prompts of {window + 2 - gen} tokens with {gen} more in a context of {context}")
         text = prompt_text(texts, rng, 3 * window)  # code: about 1 token per 3-4 characters
         ids = prompt_ids(specd, target, text)
         if len(ids) < window + 2 - gen or len(ids) + gen > context:

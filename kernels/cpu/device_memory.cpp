@@ -1,5 +1,7 @@
 #include "specd/kernels/device_memory.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -59,6 +61,28 @@ void copy_to_host(Device device, void* dst, const void* src, size_t bytes) {
   if (device == Device::kCuda) return cuda::copy_to_host(dst, src, bytes);
 #endif
   if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void copy_on_device(Device device, void* dst, const void* src, size_t bytes) {
+  require_available(device, "copy_on_device");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return cuda::copy_on_device(dst, src, bytes);
+#endif
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+DeviceMemoryInfo device_memory_info(Device device) {
+  require_available(device, "device_memory_info");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) {
+    DeviceMemoryInfo m;
+    cuda::memory_info(&m.free, &m.total);
+    return m;
+  }
+#endif
+  const long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES);
+  return {avail > 0 && page > 0 ? static_cast<size_t>(avail) * static_cast<size_t>(page) : 0,
+          total > 0 && page > 0 ? static_cast<size_t>(total) * static_cast<size_t>(page) : 0};
 }
 
 void device_synchronize(Device device) {

@@ -24,7 +24,9 @@ void* alloc(size_t bytes);
 void free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
+void copy_on_device(void* dst, const void* src, size_t bytes);
 void synchronize();
+void memory_info(size_t* free_bytes, size_t* total_bytes);
 // Throws specd::Error(kInternal) naming `op` where the last launch failed.
 void check_launch(std::string_view op);
 // Device buffers of the calling thread that only grow, one per use (an op's temporaries).

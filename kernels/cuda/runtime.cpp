@@ -86,8 +86,18 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy of " + std::to_string(bytes) + " bytes to host");
 }
 
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()),
+        "copy of " + std::to_string(bytes) + " bytes on the device");
+}
+
 void synchronize() {
   check(cudaStreamSynchronize(stream()), "synchronize");
+}
+
+void memory_info(size_t* free_bytes, size_t* total_bytes) {
+  check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
 }
 
 void check_launch(std::string_view op) {

@@ -2,6 +2,7 @@
 // every device present; a device that is absent is refused, naming it, never faked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -33,6 +34,31 @@ TEST_P(DeviceMemoryTest, CopiesRoundTripThroughABuffer) {
   std::vector<uint8_t> part(10);
   copy_to_host(GetParam(), part.data(), buf.as<uint8_t>() + 1000, part.size());
   EXPECT_EQ(part, std::vector<uint8_t>(in.begin() + 1000, in.begin() + 1010));
+}
+
+TEST_P(DeviceMemoryTest, CopiesWithinTheDevice) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  std::vector<uint8_t> in(4099);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 17 + 3);
+  DeviceBuffer src(GetParam(), in.size()), dst(GetParam(), in.size());
+  copy_to_device(GetParam(), src.data(), in.data(), in.size());
+  std::vector<uint8_t> zeros(in.size(), 0);
+  copy_to_device(GetParam(), dst.data(), zeros.data(), zeros.size());
+  // Bytes [1000, 3000) of src to [7, 2007) of dst; the rest of dst stays zero.
+  copy_on_device(GetParam(), dst.as<uint8_t>() + 7, src.as<uint8_t>() + 1000, 2000);
+  copy_on_device(GetParam(), dst.data(), src.data(), 0);  // nothing
+  std::vector<uint8_t> out(in.size());
+  copy_to_host(GetParam(), out.data(), dst.data(), out.size());
+  std::vector<uint8_t> want(in.size(), 0);
+  std::copy(in.begin() + 1000, in.begin() + 3000, want.begin() + 7);
+  EXPECT_EQ(out, want);
+}
+
+TEST_P(DeviceMemoryTest, ReportsItsMemory) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const DeviceMemoryInfo m = device_memory_info(GetParam());
+  EXPECT_GT(m.total, size_t{1} << 20);
+  EXPECT_LE(m.free, m.total);
 }
 
 TEST_P(DeviceMemoryTest, BuffersMoveTheirOwnership) {

@@ -69,6 +69,7 @@ struct EngineInfo {
   bool prefix_caching = false;
   std::string cpu_isa;      // CPU kernel level: scalar | avx2 | avx512 | avx512_vnni | avx512_vbmi | avx512_bf16
   std::string cpu_model;    // the CPU's model name (/proc/cpuinfo)
+  std::string device;       // where the target model runs: "cpu", or "cuda (<the GPU>)"
   int32_t num_threads = 0;  // CPU kernel threads (per rank)
   int32_t tensor_parallel_size = 1;           // ranks the target is split over (MPI job size)
   int32_t proposer_tensor_parallel_size = 0;  // ranks the proposer's draft models run on (0: no proposer)

@@ -315,6 +315,14 @@ nlohmann::json bandwidth_json(const kernels::ReadBandwidth& b) {
           {"long_read_gb_s", b.long_read_gbs}, {"passes", b.passes},    {"buffer_bytes", b.bytes}};
 }
 
+// The bench's yardstick (the CPU's read bandwidth) and its scoring measurement are the CPU's.
+void require_cpu(const config::EngineConfig& cfg) {
+  if (cfg.model.device != "cpu")
+    throw Error(ErrorCode::kUnsupported, "specd bench: model.device " + cfg.model.device +
+                                             ": the bench measures against the CPU's bandwidth floor and scores on "
+                                             "the CPU; its CUDA form is not built yet (docs/cuda.md)");
+}
+
 nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_ms) {
   const EngineInfo& info = r.info;
   nlohmann::json d = nlohmann::json::array();
@@ -468,6 +476,7 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   if (!o.scorers.empty()) {
+    require_cpu(load_engine_config(o.model));
     bench_scorers(load_engine_config(o.model),
                   {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
     return;
@@ -490,6 +499,7 @@ void run_bench(const BenchOptions& o) {
       configs.push_back(load_engine_config(flags));
     }
   }
+  for (const config::EngineConfig& cfg : configs) require_cpu(cfg);
   kernels::set_num_threads(configs.front().model.num_threads);
   // The yardstick, before and after the runs: the floor uses the mean of the two medians.
   const kernels::ReadBandwidth bw_before = kernels::measure_read_bandwidth();

@@ -380,11 +380,11 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_choice(n, "kv_cache", "dtype", {"auto", "f32", "f16", "bf16"}, c.kv_cache.dtype);
     r.get_bool(n, "kv_cache", "prefix_caching", c.kv_cache.prefix_caching);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
-    // It sizes the KV cache in device memory: nothing reads it until the CUDA model runtime does.
-    if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction)
+    // It sizes the KV cache in GPU memory: with the model on the cpu nothing would read it.
+    if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction && c.model.device == "cpu")
       r.error(n["gpu_memory_fraction"], "kv_cache.gpu_memory_fraction",
-              "sizes the KV cache in GPU memory, and this build runs models on the cpu only: leave it unset "
-              "(the default 0.9 is the only value accepted)");
+              "sizes the KV cache in GPU memory and applies to model.device cuda; the model runs on the cpu "
+              "(kv_cache.memory_mib sizes it there)");
   }
   if (YAML::Node n = root["server"]; r.section(n, "server",
                                                {"host",

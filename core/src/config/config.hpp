@@ -84,11 +84,11 @@ struct SchedulerConfig {
 
 struct KvCacheConfig {
   int32_t block_size = 16;           // tokens per block; power of two in [1, 256]
-  int64_t memory_mib = 0;            // CPU budget for all KV caches; 0 = auto (see docs)
+  int64_t memory_mib = 0;            // budget for all KV caches; 0 = auto (see docs)
   std::string dtype = "auto";        // auto | f32 | f16 | bf16; auto = f32 for f32 weights, else f16
   bool prefix_caching = true;        // reuse the KV of full blocks of earlier prompts (docs/scheduling.md)
-  double gpu_memory_fraction = 0.9;  // CUDA: fraction of free device memory for KV (other values refused until
-                                     // the CUDA model runtime reads it)
+  double gpu_memory_fraction = 0.9;  // model.device cuda, memory_mib auto: the KV cache's share of the device
+                                     // memory free after the weights (refused for the cpu)
 };
 
 struct ServerConfig {

@@ -13,6 +13,7 @@
 #include "engine/engine_impl.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/cpu_isa.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/parallel.hpp"
 #include "specd/kernels/softmax.hpp"
 
@@ -23,6 +24,27 @@ size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
+}
+
+// model.device: the CPU, or the first CUDA device through the model's device runtime
+// (docs/cuda.md "Model runtime").
+kernels::Device resolve_device(const config::EngineConfig& cfg, int32_t tensor_parallel_size) {
+  const std::string& d = cfg.model.device;
+  if (d == "cpu") return kernels::Device::kCpu;
+  if (d != "cuda" && d != "cuda:0") {
+    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d +
+                                             "\": only the first CUDA device is addressed yet (cuda or cuda:0); "
+                                             "CUDA_VISIBLE_DEVICES chooses which GPU that is");
+  }
+  if (!kernels::device_available(kernels::Device::kCuda)) {
+    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\": no CUDA device can be used here (" +
+                                             kernels::device_description(kernels::Device::kCuda) + ")");
+  }
+  if (tensor_parallel_size > 1) {
+    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\" runs on one GPU; tensor_parallel_size " +
+                                             std::to_string(tensor_parallel_size) + " is for model.device: cpu");
+  }
+  return kernels::Device::kCuda;
 }
 
 // model.tensor_parallel_size against the MPI job this process is part of: the target runs on
@@ -67,15 +89,14 @@ int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
 }  // namespace
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
-  if (cfg.model.device != "cpu") {
-    throw Error(ErrorCode::kUnsupported,
-                "model.device: \"" + cfg.model.device + "\" is not supported yet; this build runs models on the cpu");
-  }
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
+  device = resolve_device(cfg, info.tensor_parallel_size);
   if (cfg.speculative.enabled)
     info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
   kernels::set_num_threads(tp::kernel_threads(cfg.model.num_threads));
   log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
+  if (device != kernels::Device::kCpu)
+    log.info("model on {}: {}", cfg.model.device, kernels::device_description(device));
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
   const model::ModelConfig& mc = checkpoint->config();
@@ -97,7 +118,7 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
 
   std::shared_ptr<const model::LlamaWeights> weights = load_target();
-  model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true));
+  model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true), model::Placement{device});
   model->set_context_length(max_model_len);
   models->attach(*model, tp::ModelFactory::kTarget);
   const kv::KvCacheShape shape =
@@ -163,10 +184,15 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
   if (cfg.kv_cache.memory_mib > 0) {
     budget = static_cast<size_t>(cfg.kv_cache.memory_mib) << 20;
   } else {
-    // auto: every sequence at full context, capped at a quarter of physical memory.
+    // auto: every sequence at full context, capped at a quarter of physical memory, or on a GPU
+    // at kv_cache.gpu_memory_fraction of its memory free after the weights.
     const size_t full = block_bytes * static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
                         static_cast<size_t>(cfg.scheduler.max_num_seqs);
-    budget = std::min(full, physical_memory_bytes() / 4);
+    const size_t cap = device == kernels::Device::kCpu
+                           ? physical_memory_bytes() / 4
+                           : static_cast<size_t>(cfg.kv_cache.gpu_memory_fraction *
+                                                 static_cast<double>(kernels::device_memory_info(device).free));
+    budget = std::min(full, cap);
   }
   const auto blocks = static_cast<int32_t>(std::min<size_t>(budget / block_bytes, INT32_MAX));
   if (blocks < 1) {
@@ -176,7 +202,7 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
                                              std::to_string(block_bytes) + " bytes for all models)");
   }
   models->allocate_kv(tp::ModelFactory::kTarget, shape, blocks, [&]() -> kv::KvCache& {
-    kv = std::make_unique<kv::KvCache>(shape, blocks);
+    kv = std::make_unique<kv::KvCache>(shape, blocks, device);
     return *kv;
   });
   spec->allocate_hosted_kv(blocks);
@@ -202,6 +228,8 @@ void Engine::Impl::describe() {
   info.prefix_caching = kv->prefix_caching();
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
   info.cpu_model = kernels::cpu_model_name();
+  info.device =
+      device == kernels::Device::kCpu ? "cpu" : cfg.model.device + " (" + kernels::device_description(device) + ")";
   info.default_temperature = mc.default_temperature;
   info.default_top_p = mc.default_top_p;
   info.default_min_p = mc.default_min_p;

@@ -1,7 +1,6 @@
 #include "kv/kv_cache.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "specd/error.hpp"
@@ -35,8 +34,8 @@ int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes) {
   return n > static_cast<size_t>(INT32_MAX) ? INT32_MAX : static_cast<int32_t>(n);
 }
 
-KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
-    : shape_(shape), allocator_(num_blocks), index_(num_blocks, std::max(shape.block_size, 1)) {
+KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks, kernels::Device device)
+    : shape_(shape), allocator_(num_blocks), index_(num_blocks, std::max(shape.block_size, 1)), device_(device) {
   if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 || shape.block_size <= 0 ||
       (shape.block_size & (shape.block_size - 1)) != 0) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -52,8 +51,8 @@ KvCache::KvCache(const KvCacheShape& shape, int32_t num_blocks)
   const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(shape.block_size) *
                        static_cast<size_t>(row_elems()) * element_bytes(shape.dtype);
   for (int32_t l = 0; l < shape.num_layers; ++l) {
-    k_.emplace_back(new std::byte[bytes]);  // default-initialized: untouched until written
-    v_.emplace_back(new std::byte[bytes]);
+    k_.emplace_back(device, bytes);  // uninitialized: untouched until written
+    v_.emplace_back(device, bytes);
   }
 }
 
@@ -191,8 +190,9 @@ void KvCache::copy_block(int32_t from, int32_t to) {
       static_cast<size_t>(shape_.block_size) * static_cast<size_t>(row_elems()) * element_bytes(shape_.dtype);
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
     for (auto* storage : {&k_, &v_}) {
-      std::byte* base = (*storage)[static_cast<size_t>(l)].get();
-      std::memcpy(base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes, bytes);
+      auto* base = (*storage)[static_cast<size_t>(l)].as<std::byte>();
+      kernels::copy_on_device(device_, base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes,
+                              bytes);
     }
   }
 }
@@ -201,8 +201,9 @@ void KvCache::copy_row(int64_t from, int64_t to) {
   const size_t bytes = static_cast<size_t>(row_elems()) * element_bytes(shape_.dtype);
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
     for (auto* storage : {&k_, &v_}) {
-      std::byte* base = (*storage)[static_cast<size_t>(l)].get();
-      std::memcpy(base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes, bytes);
+      auto* base = (*storage)[static_cast<size_t>(l)].as<std::byte>();
+      kernels::copy_on_device(device_, base + static_cast<size_t>(to) * bytes, base + static_cast<size_t>(from) * bytes,
+                              bytes);
     }
   }
 }

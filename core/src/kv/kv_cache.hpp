@@ -31,6 +31,7 @@
 
 #include "kv/block_allocator.hpp"
 #include "kv/prefix_index.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/dtype.hpp"
 
 namespace specd::kv {
@@ -58,9 +59,11 @@ int32_t blocks_for_budget(const KvCacheShape& shape, size_t budget_bytes);
 class KvCache {
  public:
   // Throws specd::Error(kInvalidArgument) on a non-positive shape, a block size that is not a
-  // power of two, or a dtype other than f32/f16/bf16. Storage is allocated up front but not
-  // touched, so RSS grows with use.
-  KvCache(const KvCacheShape& shape, int32_t num_blocks);
+  // power of two, or a dtype other than f32/f16/bf16. Storage is allocated up front on `device`
+  // (host memory for the CPU: not touched, so RSS grows with use); the block copies of
+  // copy-on-write and compact() run on that device. Throws kUnsupported where the device is
+  // absent and kOutOfMemory where the pool does not fit.
+  KvCache(const KvCacheShape& shape, int32_t num_blocks, kernels::Device device = kernels::Device::kCpu);
 
   const KvCacheShape& shape() const { return shape_; }
   int32_t block_size() const { return shape_.block_size; }
@@ -163,8 +166,10 @@ class KvCache {
   int64_t slot(SeqId seq, int32_t pos) const;
 
   kernels::DType dtype() const { return shape_.dtype; }
-  void* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].get(); }
-  void* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].get(); }
+  kernels::Device device() const { return device_; }
+  // The layer's storage, in the memory of device().
+  void* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].data(); }
+  void* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].data(); }
   // Elements per cache row (num_kv_heads * head_dim).
   int64_t row_elems() const { return static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim; }
 
@@ -190,7 +195,8 @@ class KvCache {
   bool prefix_sharing_ = true;
   std::vector<int32_t> evicted_;  // allocate()'s scratch
   std::unordered_map<SeqId, BlockTable> seqs_;
-  std::vector<std::unique_ptr<std::byte[]>> k_, v_;
+  kernels::Device device_;
+  std::vector<kernels::DeviceBuffer> k_, v_;
   bool record_copies_ = false;
   std::vector<int32_t> copies_;  // (kind, from, to) since the last take_copies()
   SeqId last_scratch_ = 0;       // scratch ids count down from -1

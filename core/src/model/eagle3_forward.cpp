@@ -18,10 +18,6 @@
 namespace specd::model {
 namespace {
 constexpr kernels::Device kCpu = kernels::Device::kCpu;
-
-void ensure(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-}
 }  // namespace
 
 void LlamaModel::eagle3_input(const ForwardBatch& batch, int64_t T) {

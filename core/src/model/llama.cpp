@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/device_weights.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/attention.hpp"
 #include "specd/kernels/embedding.hpp"
@@ -40,11 +41,6 @@ kernels::RopeScalingParams to_kernel_scaling(const RopeScaling& r) {
   return p;
 }
 
-template <class T>
-void ensure(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 // rows [n, head_dim] from llama.cpp's interleaved RoPE order (element 2i + j) back to
 // rotate-half order (element j * head_dim / 2 + i); `tmp` holds head_dim floats.
 void deinterleave_heads(float* rows, int64_t n, int64_t head_dim, float* tmp) {
@@ -61,8 +57,9 @@ void deinterleave_heads(float* rows, int64_t n, int64_t head_dim, float* tmp) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers, dist::Communicator* comm)
-    : weights_(std::move(weights)) {
+LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers, dist::Communicator* comm,
+                       Placement placement)
+    : weights_(std::move(weights)), placement_(placement) {
   SPECD_CHECK(weights_ != nullptr, ErrorCode::kInternal, "LlamaModel: null weights");
   const TensorShard shard = weights_->shard();
   SPECD_CHECK(shard.size == 1 || (comm != nullptr && comm->size() == shard.size && comm->rank() == shard.rank),
@@ -80,7 +77,10 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
   set_context_length(0);
   if (c.gemma && c.gemma->rope_local_theta > 0)
     inv_freq_local_ = kernels::rope_inv_freq(c.head_dim, c.gemma->rope_local_theta, {});
+  if (placement_.device_runtime()) dev_ = std::make_unique<DeviceState>(*weights_, num_layers_, placement_.device);
 }
+
+LlamaModel::~LlamaModel() = default;
 
 void LlamaModel::set_context_length(int64_t max_model_len) {
   const ModelConfig& c = config();
@@ -240,6 +240,7 @@ int32_t LlamaModel::tree_layout(const ForwardBatch& batch, int32_t s, int32_t to
 }
 
 void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
+  if (dev_ != nullptr) return device_compute(batch, kv, out);
   const ModelConfig& c = config();
   const ShardDims& d = weights_->dims();
   const int64_t H = c.hidden_size, I = d.intermediate, hd = c.head_dim;

@@ -28,14 +28,41 @@
 
 namespace specd::model {
 
+// Grows a scratch vector to at least n elements (the forward's buffers only grow).
+template <class T>
+void ensure(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+}
+
+struct DeviceState;  // device_weights.hpp
+
+// Where a model computes. The CPU path reads the weights in place and keeps its activations in
+// host vectors. The device runtime (device_forward.cpp, docs/cuda.md) uploads the weights once
+// (DeviceWeights), keeps the activations and the KV cache in the device's memory, uploads each
+// call's metadata in one copy and copies back only the logits and hidden states asked for;
+// Device::kCuda always takes it. `staged` runs the device runtime on the CPU (host memory as
+// the device's): the same kernel calls on the same values as the CPU path, which tests compare
+// bit for bit.
+struct Placement {
+  kernels::Device device = kernels::Device::kCpu;
+  bool staged = false;
+  bool device_runtime() const { return staged || device != kernels::Device::kCpu; }
+};
+
 class LlamaModel {
  public:
   // Runs the first `num_layers` layers of `weights` (< 0: all it holds). Several models may
   // share one LlamaWeights: a self-draft is the target's weights with fewer layers. `comm`:
   // the tensor-parallel group of sharded weights (rank and size equal to weights.shard());
-  // null for a whole model. It must outlive the model.
+  // null for a whole model. It must outlive the model. A device runtime (Placement) uploads the
+  // weights here; it throws kUnsupported for what it does not run yet (DeviceWeights), naming
+  // it, and the device's errors (absent, out of memory).
   explicit LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_layers = -1,
-                      dist::Communicator* comm = nullptr);
+                      dist::Communicator* comm = nullptr, Placement placement = {});
+  ~LlamaModel();
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+  const Placement& placement() const { return placement_; }
 
   const ModelConfig& config() const { return weights_->config(); }
   // The context the model serves (the engine's max_model_len), which picks longrope's factors
@@ -67,6 +94,7 @@ class LlamaModel {
   // cache does not match this model. On throw, no sequence's length has changed. Under tensor
   // parallelism a failure after the collectives began ends the whole job (the ranks would
   // fall out of step), through Communicator::abort.
+  // On a device runtime `kv` must be in the placement's device (KvCache::device()).
   // Not thread-safe: one call at a time per LlamaModel (it owns its scratch buffers).
   void forward(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
 
@@ -115,6 +143,14 @@ class LlamaModel {
   // sum over s_.h.
   void moe_mlp(const LayerWeights& w, int64_t T);
   void outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  // compute() on the device runtime (device_forward.cpp).
+  void device_compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  // The call's metadata and RoPE tables up in one copy; activations sized for T tokens.
+  kernels::PagedAttentionParams device_upload(const kv::KvCache& kv, int32_t num_seqs, int64_t T);
+  void device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T);
+  void device_mlp(int64_t l, int64_t T);
+  void device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  void device_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
   // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).
@@ -133,6 +169,8 @@ class LlamaModel {
   std::vector<float> inv_freq_local_;  // Gemma 3's sliding layers (ModelConfig::Gemma::rope_local_theta)
   Scratch s_;
   MoeStats moe_stats_;
+  Placement placement_;
+  std::unique_ptr<DeviceState> dev_;  // the device runtime's weights and buffers
 };
 
 }  // namespace specd::model

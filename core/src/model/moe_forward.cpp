@@ -24,11 +24,6 @@ namespace {
 
 constexpr kernels::Device kCpu = kernels::Device::kCpu;
 
-template <class T>
-void ensure(std::vector<T>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-}
-
 // The top `k` of softmax(logits[0..E)) into ids/weights, highest first (ties: lower index).
 void route(const float* logits, int64_t E, int64_t k, bool renormalize, int32_t* ids, float* weights) {
   float max = logits[0];

@@ -16,6 +16,7 @@
 #include "model/checkpoint.hpp"
 #include "model/llama.hpp"
 #include "specd/engine.hpp"
+#include "test_paths.hpp"
 
 namespace specd::model::test {
 
@@ -31,8 +32,7 @@ inline std::filesystem::path fixture(const std::string& preset, uint64_t seed = 
   fixture::Options o;
   o.preset = preset;
   o.seed = seed;
-  return fixture::write(o,
-                        std::filesystem::path(SPECD_TEST_WORK_DIR) / "runtime" / (preset + "-" + std::to_string(seed)));
+  return fixture::write(o, testing_paths::work_dir() / "runtime" / (preset + "-" + std::to_string(seed)));
 }
 
 inline std::shared_ptr<const LlamaWeights> load_weights(const std::filesystem::path& dir, int64_t layers = -1,
@@ -46,11 +46,12 @@ struct Runner {
   std::unique_ptr<kv::KvCache> kv;
   ForwardOutput out;
 
-  // comm: the tensor-parallel group of sharded weights (null for a whole model).
+  // comm: the tensor-parallel group of sharded weights (null for a whole model); placement:
+  // where the model computes (its KV cache on the same device).
   Runner(std::shared_ptr<const LlamaWeights> w, int32_t block_size = 16, int32_t blocks = 256, int64_t layers = -1,
-         DType kv_dtype = DType::kF32, dist::Communicator* comm = nullptr)
-      : model(std::make_unique<LlamaModel>(std::move(w), layers, comm)),
-        kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size, kv_dtype), blocks)) {}
+         DType kv_dtype = DType::kF32, dist::Communicator* comm = nullptr, Placement placement = {})
+      : model(std::make_unique<LlamaModel>(std::move(w), layers, comm, placement)),
+        kv(std::make_unique<kv::KvCache>(model->kv_shape(block_size, kv_dtype), blocks, placement.device)) {}
 
   // Appends tokens to `seq` (created on first use) and returns the requested logits rows.
   std::vector<std::vector<float>> append(kv::SeqId seq, const std::vector<int32_t>& tokens,

@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "fixture.hpp"
 #include "specd/engine.hpp"
+#include "test_paths.hpp"
 
 namespace specd::spec_test {
 
@@ -44,7 +45,7 @@ inline RequestId add_request(Engine& engine, const Request& request) {
 }
 
 inline fs::path work_dir() {
-  return fs::path(SPECD_TEST_WORK_DIR) / "spec";
+  return testing_paths::work_dir() / "spec";
 }
 
 // The tiny target (2 layers, hidden 64, Llama-2 tokenizer); with_mtp adds 2 MTP modules.

@@ -161,8 +161,12 @@ TEST(Config, OutOfRange) {
   EXPECT_EQ(config_error("model: {path: m}\nkv_cache:\n  gpu_memory_fraction: 0\n"),
             "x.yaml:3: kv_cache.gpu_memory_fraction: expected number in (0, 1], got \"0\"");
   EXPECT_EQ(config_error("model: {path: m}\nkv_cache:\n  gpu_memory_fraction: 0.5\n"),
-            "x.yaml:3: kv_cache.gpu_memory_fraction: sizes the KV cache in GPU memory, and this build runs models "
-            "on the cpu only: leave it unset (the default 0.9 is the only value accepted)");
+            "x.yaml:3: kv_cache.gpu_memory_fraction: sizes the KV cache in GPU memory and applies to model.device "
+            "cuda; the model runs on the cpu (kv_cache.memory_mib sizes it there)");
+  EXPECT_DOUBLE_EQ(
+      specd::config::load_string("model: {path: m, device: cuda}\nkv_cache: {gpu_memory_fraction: 0.5}\n", "x.yaml")
+          .kv_cache.gpu_memory_fraction,
+      0.5);
 }
 
 TEST(Config, UnknownKeysAtEveryLevel) {

@@ -17,6 +17,14 @@ void* device_alloc(Device device, size_t bytes);
 void device_free(Device device, void* p) noexcept;
 void copy_to_device(Device device, void* dst, const void* src, size_t bytes);
 void copy_to_host(Device device, void* dst, const void* src, size_t bytes);
+// dst and src both in the device's memory (they must not overlap); queued like an op.
+void copy_on_device(Device device, void* dst, const void* src, size_t bytes);
+// The device's memory in bytes: free now and total (the CPU: available and physical RAM).
+struct DeviceMemoryInfo {
+  size_t free = 0;
+  size_t total = 0;
+};
+DeviceMemoryInfo device_memory_info(Device device);
 // Waits for the device's queued work; throws specd::Error(kInternal) with the device's own
 // message where that work failed.
 void device_synchronize(Device device);

@@ -1,0 +1,173 @@
+// LlamaModel's device runtime (device_forward.cpp, Placement) against the CPU path. Staged on
+// the CPU it calls the same kernels on the same values, so every logit, hidden state and
+// auxiliary state must be the CPU path's bit for bit, through prefill, batches, decode, scoring,
+// rollback and draft trees, in every dtype and for a GGUF file's interleaved Q/K rows. On a CUDA
+// device (CUDA builds; skipped with the reason elsewhere) the kernels round differently: rows
+// agree within a bound and on the argmax. What the runtime does not run yet is refused by name.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "convert.hpp"
+#include "runtime_test_util.hpp"
+#include "specd/error.hpp"
+#include "specd/kernels/device_memory.hpp"
+
+namespace specd::model::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Case {
+  std::string preset;
+  std::string dtype;  // model.dtype at load; "gguf-q8_0": a Q8_0 GGUF file of the preset
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << " " << c.dtype; }
+
+std::shared_ptr<const LlamaWeights> load_case(const Case& c) {
+  const fs::path dir = fixture(c.preset);
+  if (c.dtype == "gguf-q8_0") {
+    const fs::path file = testing_paths::work_dir() / "runtime" / (c.preset + "-device-q8_0.gguf");
+    specd::gguf::ConvertOptions o;
+    o.type = specd::gguf::TensorType::kQ8_0;
+    specd::gguf::convert_checkpoint(dir, file, o);
+    return load_weights(file, -1, resolve_weight_dtype("auto", "model.dtype"));
+  }
+  return load_weights(dir, -1, resolve_weight_dtype(c.dtype, "model.dtype"));
+}
+
+// One forward's results, copied out.
+struct Step {
+  std::vector<float> logits, hidden, aux;
+};
+
+// The same script of forwards on a runner: a batched prefill of two sequences with every hidden
+// state and three auxiliary layers, a decode step, k + 1 scoring rows, a rollback and its
+// re-scoring, a draft tree with its accepted path compacted, and a decode after it.
+std::vector<Step> script(Runner& r, int32_t vocab, int32_t layers) {
+  std::vector<Step> steps;
+  auto run = [&](ForwardBatch& b) {
+    for (const SequenceInput& in : b.seqs) {
+      if (!r.kv->has_sequence(in.seq)) r.kv->add_sequence(in.seq);
+      EXPECT_TRUE(r.kv->reserve(in.seq, static_cast<int32_t>(in.tokens.size())));
+    }
+    r.model->forward(b, *r.kv, r.out);
+    steps.push_back({r.out.logits, r.out.hidden, r.out.aux_hidden});
+  };
+  const auto p1 = some_tokens(13, vocab, 1), p2 = some_tokens(5, vocab, 2);
+  const std::vector<int32_t> aux = {0, 1, layers};
+  ForwardBatch b;
+  b.seqs = {{1, p1, LogitsMode::kAll}, {2, p2, LogitsMode::kLast}};
+  b.return_hidden = true;
+  b.hidden_all = true;
+  b.aux_layers = aux;
+  run(b);
+  b = {};
+  const std::vector<int32_t> one = {7}, two = {9};
+  b.seqs = {{1, one, LogitsMode::kLast}, {2, two, LogitsMode::kLast}};
+  b.return_hidden = true;
+  run(b);
+  b = {};
+  const auto draft = some_tokens(5, vocab, 3);
+  b.seqs = {{1, draft, LogitsMode::kAll}};
+  run(b);
+  r.kv->truncate(1, r.kv->num_tokens(1) - 3);
+  b = {};
+  const std::vector<int32_t> redo(draft.begin() + 2, draft.end());
+  b.seqs = {{1, redo, LogitsMode::kAll}};
+  run(b);
+  const std::vector<int32_t> tree = {-1, 0, 0, 1, 1, 2, 4};
+  const auto nodes = some_tokens(tree.size(), vocab, 4);
+  b = {};
+  b.seqs = {{2, nodes, LogitsMode::kAll, tree}};
+  run(b);
+  const int32_t base = r.kv->num_tokens(2) - static_cast<int32_t>(tree.size());
+  const std::vector<int32_t> keep = {0, 1, 4, 6};
+  r.kv->compact(2, base, keep);
+  r.kv->truncate(2, base + static_cast<int32_t>(keep.size()));
+  b = {};
+  b.seqs = {{2, one, LogitsMode::kLast}, {1, two, LogitsMode::kLast}};
+  run(b);
+  return steps;
+}
+
+class DeviceRuntime : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeviceRuntime, StagedOnTheCpuEqualsTheCpuPathBitForBit) {
+  const auto w = load_case(GetParam());
+  const auto vocab = static_cast<int32_t>(w->config().vocab_size);
+  const auto layers = static_cast<int32_t>(w->config().num_layers);
+  Runner cpu(w, 4, 64, -1, DType::kF16), staged(w, 4, 64, -1, DType::kF16, nullptr, {kernels::Device::kCpu, true});
+  const auto want = script(cpu, vocab, layers), got = script(staged, vocab, layers);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_FALSE(want[i].logits.empty()) << "step " << i;
+    EXPECT_TRUE(want[i].logits == got[i].logits) << "logits of step " << i;
+    EXPECT_TRUE(want[i].hidden == got[i].hidden) << "hidden states of step " << i;
+    EXPECT_TRUE(want[i].aux == got[i].aux) << "auxiliary states of step " << i;
+  }
+  EXPECT_FALSE(want[0].aux.empty());
+}
+
+#ifdef SPECD_WITH_CUDA
+TEST_P(DeviceRuntime, OnCudaAgreesWithTheCpuPath) {
+  if (!kernels::device_available(kernels::Device::kCuda))
+    GTEST_SKIP() << "CUDA: " << kernels::device_description(kernels::Device::kCuda);
+  const auto w = load_case(GetParam());
+  const auto vocab = static_cast<int32_t>(w->config().vocab_size);
+  const auto layers = static_cast<int32_t>(w->config().num_layers);
+  Runner cpu(w, 4, 64, -1, DType::kF16), gpu(w, 4, 64, -1, DType::kF16, nullptr, {kernels::Device::kCuda});
+  const auto want = script(cpu, vocab, layers), got = script(gpu, vocab, layers);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].logits.size(), got[i].logits.size()) << "step " << i;
+    for (size_t row = 0; row * vocab < want[i].logits.size(); ++row) {
+      const std::vector<float> a(want[i].logits.begin() + row * vocab, want[i].logits.begin() + (row + 1) * vocab);
+      const std::vector<float> g(got[i].logits.begin() + row * vocab, got[i].logits.begin() + (row + 1) * vocab);
+      EXPECT_LT(row_rel_error(g, a), 2e-3) << "step " << i << " row " << row;
+    }
+  }
+}
+#endif
+
+INSTANTIATE_TEST_SUITE_P(Models, DeviceRuntime,
+                         ::testing::Values(Case{"tiny", "f32"}, Case{"tiny", "bf16"}, Case{"tiny", "q4_0"},
+                                           Case{"llama-68m", "q4_k_m"}, Case{"tiny-qwen2", "f32"},
+                                           Case{"tiny-qwen3", "f16"}, Case{"tiny-mistral-swa", "q8_0"},
+                                           Case{"tiny-phi3-longrope", "f32"}, Case{"tiny-llama-bias", "f32"},
+                                           Case{"tiny", "gguf-q8_0"}),
+                         [](const auto& info) {
+                           std::string n = info.param.preset + "_" + info.param.dtype;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// What the device runtime does not run yet is refused when the model is built, by name.
+TEST(DeviceRuntimeRefusals, NamesWhatItDoesNotRun) {
+  const kernels::Device cpu = kernels::Device::kCpu;
+  for (const auto& [preset, what] : std::vector<std::pair<std::string, std::string>>{
+           {"tiny-qwen3-moe", "mixture-of-experts"}, {"tiny-gemma2", "Gemma"}}) {
+    const auto w = load_weights(fixture(preset));
+    try {
+      LlamaModel m(w, -1, nullptr, {cpu, true});
+      ADD_FAILURE() << preset << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << preset;
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+  // A cache on another device than the model's is refused at the forward.
+  const auto w = load_weights(fixture("tiny"));
+  LlamaModel staged(w, -1, nullptr, {cpu, true});
+  EXPECT_EQ(staged.placement().device, cpu);
+  if (!kernels::device_available(kernels::Device::kCuda)) {
+    EXPECT_THROW(LlamaModel(w, -1, nullptr, {kernels::Device::kCuda}), Error);
+  }
+}
+
+}  // namespace
+}  // namespace specd::model::test

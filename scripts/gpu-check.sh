@@ -37,5 +37,5 @@ run() {
 run kernels "$pack/specd_kernels_test" --gtest_filter='*cuda*'
 run verifiers "$pack/verifier_test" --gtest_filter='*Cuda*'
 run model_runtime "$pack/specd_model_e2e_test" --gtest_filter='*DeviceRuntime.*'
-run engine "$pack/spec_e2e_test" --gtest_filter='*SpecCuda*'
+run engine "$pack/spec_e2e_test" --gtest_filter='*SpecDevice*'
 exit $status

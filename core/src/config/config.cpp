@@ -243,11 +243,11 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
                c.model.dtype);
   r.get_string(n, "model", "device", c.model.device);
   const std::string& d = c.model.device;
-  bool device_ok = d == "cpu" || d == "cuda";
+  bool device_ok = d == "cpu" || d == "cuda" || d == "staged";
   if (!device_ok && d.rfind("cuda:", 0) == 0 && d.size() > 5) {
     device_ok = d.find_first_not_of("0123456789", 5) == std::string::npos && d.size() <= 8;
   }
-  if (!device_ok) r.error(n["device"], "model.device", "expected cpu, cuda or cuda:N, got \"" + d + "\"");
+  if (!device_ok) r.error(n["device"], "model.device", "expected cpu, cuda, cuda:N or staged, got \"" + d + "\"");
   r.get_int(n, "model", "max_model_len", 0, int64_t{1} << 24, c.model.max_model_len);
   r.get_int(n, "model", "num_threads", 0, 1024, c.model.num_threads);
   r.get_bool(n, "model", "mmap", c.model.mmap);
@@ -381,10 +381,10 @@ void read_rest(Reader& r, const YAML::Node& root, EngineConfig& c) {
     r.get_bool(n, "kv_cache", "prefix_caching", c.kv_cache.prefix_caching);
     r.get_float(n, "kv_cache", "gpu_memory_fraction", 0.0, 1.0, true, c.kv_cache.gpu_memory_fraction);
     // It sizes the KV cache in GPU memory: with the model on the cpu nothing would read it.
-    if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction && c.model.device == "cpu")
+    if (c.kv_cache.gpu_memory_fraction != KvCacheConfig{}.gpu_memory_fraction && c.model.device.rfind("cuda", 0) != 0)
       r.error(n["gpu_memory_fraction"], "kv_cache.gpu_memory_fraction",
-              "sizes the KV cache in GPU memory and applies to model.device cuda; the model runs on the cpu "
-              "(kv_cache.memory_mib sizes it there)");
+              "sizes the KV cache in GPU memory and applies to model.device cuda; the model runs on the " +
+                  c.model.device + " (kv_cache.memory_mib sizes it there)");
   }
   if (YAML::Node n = root["server"]; r.section(n, "server",
                                                {"host",

@@ -26,11 +26,16 @@ size_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
 }
 
-// model.device: the CPU, or the first CUDA device through the model's device runtime
-// (docs/cuda.md "Model runtime").
-kernels::Device resolve_device(const config::EngineConfig& cfg, int32_t tensor_parallel_size) {
+// model.device: the CPU, the first CUDA device through the model's device runtime, or that
+// runtime staged on the CPU (docs/cuda.md "Model runtime").
+model::Placement resolve_device(const config::EngineConfig& cfg, int32_t tensor_parallel_size) {
   const std::string& d = cfg.model.device;
-  if (d == "cpu") return kernels::Device::kCpu;
+  if (d == "cpu") return {};
+  if (tensor_parallel_size > 1) {
+    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\" runs on one device; tensor_parallel_size " +
+                                             std::to_string(tensor_parallel_size) + " is for model.device: cpu");
+  }
+  if (d == "staged") return {kernels::Device::kCpu, true};
   if (d != "cuda" && d != "cuda:0") {
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + d +
                                              "\": only the first CUDA device is addressed yet (cuda or cuda:0); "
@@ -40,11 +45,7 @@ kernels::Device resolve_device(const config::EngineConfig& cfg, int32_t tensor_p
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\": no CUDA device can be used here (" +
                                              kernels::device_description(kernels::Device::kCuda) + ")");
   }
-  if (tensor_parallel_size > 1) {
-    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\" runs on one GPU; tensor_parallel_size " +
-                                             std::to_string(tensor_parallel_size) + " is for model.device: cpu");
-  }
-  return kernels::Device::kCuda;
+  return {kernels::Device::kCuda};
 }
 
 // model.tensor_parallel_size against the MPI job this process is part of: the target runs on
@@ -90,13 +91,13 @@ int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
-  device = resolve_device(cfg, info.tensor_parallel_size);
+  placement = resolve_device(cfg, info.tensor_parallel_size);
   if (cfg.speculative.enabled)
     info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
   kernels::set_num_threads(tp::kernel_threads(cfg.model.num_threads));
   log.info("CPU kernels: {} ({} threads)", kernels::cpu_isa_name(kernels::active_cpu_isa()), kernels::num_threads());
-  if (device != kernels::Device::kCpu)
-    log.info("model on {}: {}", cfg.model.device, kernels::device_description(device));
+  if (placement.device_runtime())
+    log.info("model on its device runtime, {}: {}", cfg.model.device, kernels::device_description(placement.device));
 
   checkpoint = model::Checkpoint::open(cfg.model.path);
   const model::ModelConfig& mc = checkpoint->config();
@@ -118,14 +119,14 @@ Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   }
 
   std::shared_ptr<const model::LlamaWeights> weights = load_target();
-  model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true), model::Placement{device});
+  model = std::make_unique<model::LlamaModel>(weights, -1, models->group(true), placement);
   model->set_context_length(max_model_len);
   models->attach(*model, tp::ModelFactory::kTarget);
   const kv::KvCacheShape shape =
       model->kv_shape(cfg.kv_cache.block_size, kv::resolve_kv_dtype(cfg.kv_cache.dtype, weights->dtype()));
   // The proposer may load draft models: create it first so the KV budget covers them.
-  spec =
-      std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size, *models);
+  spec = std::make_unique<speculative::Speculator>(cfg, weights, shape.block_size, max_model_len, mc.vocab_size,
+                                                   *models, placement);
   size_kv_cache(shape);
   scheduler = std::make_unique<sched::Scheduler>(
       sched::SchedulerLimits{cfg.scheduler.max_num_seqs, cfg.scheduler.max_num_batched_tokens,
@@ -188,6 +189,7 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
     // at kv_cache.gpu_memory_fraction of its memory free after the weights.
     const size_t full = block_bytes * static_cast<size_t>((max_model_len + shape.block_size - 1) / shape.block_size) *
                         static_cast<size_t>(cfg.scheduler.max_num_seqs);
+    const kernels::Device device = placement.device;
     const size_t cap = device == kernels::Device::kCpu
                            ? physical_memory_bytes() / 4
                            : static_cast<size_t>(cfg.kv_cache.gpu_memory_fraction *
@@ -202,7 +204,7 @@ void Engine::Impl::size_kv_cache(const kv::KvCacheShape& shape) {
                                              std::to_string(block_bytes) + " bytes for all models)");
   }
   models->allocate_kv(tp::ModelFactory::kTarget, shape, blocks, [&]() -> kv::KvCache& {
-    kv = std::make_unique<kv::KvCache>(shape, blocks, device);
+    kv = std::make_unique<kv::KvCache>(shape, blocks, placement.device);
     return *kv;
   });
   spec->allocate_hosted_kv(blocks);
@@ -228,8 +230,9 @@ void Engine::Impl::describe() {
   info.prefix_caching = kv->prefix_caching();
   info.cpu_isa = std::string(kernels::cpu_isa_name(kernels::active_cpu_isa()));
   info.cpu_model = kernels::cpu_model_name();
-  info.device =
-      device == kernels::Device::kCpu ? "cpu" : cfg.model.device + " (" + kernels::device_description(device) + ")";
+  info.device = placement.device_runtime()
+                    ? cfg.model.device + " (" + kernels::device_description(placement.device) + ")"
+                    : std::string("cpu");
   info.default_temperature = mc.default_temperature;
   info.default_top_p = mc.default_top_p;
   info.default_min_p = mc.default_min_p;

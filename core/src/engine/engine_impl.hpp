@@ -40,7 +40,7 @@ namespace specd {
 struct Engine::Impl {
   config::EngineConfig cfg;
   EngineInfo info;
-  kernels::Device device = kernels::Device::kCpu;  // model.device: where the target and its KV cache live
+  model::Placement placement;  // model.device: where the target (and the hosted models that can) and its KV cache live
   std::shared_ptr<const model::Checkpoint> checkpoint;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   // Where models are built and run: this process, or (tensor parallelism) every rank of the MPI

@@ -8,11 +8,6 @@
 namespace specd::model {
 namespace {
 
-void refuse_unless(bool ok, const std::string& what) {
-  if (!ok)
-    throw Error(ErrorCode::kUnsupported, "the device runtime does not run " + what + " yet (model.device: cpu does)");
-}
-
 // Row r of a head in rotate-half order is row source_row(r) of llama.cpp's interleaved order
 // (element 2i + j of a head is element j * head_dim / 2 + i after de-interleaving).
 int64_t source_row(int64_t r, int64_t head_dim) {
@@ -22,14 +17,21 @@ int64_t source_row(int64_t r, int64_t head_dim) {
 
 }  // namespace
 
+std::string DeviceWeights::unsupported(const LlamaWeights& host) {
+  const ModelConfig& c = host.config();
+  if (host.shard().size != 1) return "tensor-parallel shards";
+  if (host.is_mtp()) return "MTP modules";
+  if (host.is_eagle3()) return "EAGLE-3 heads";
+  if (c.moe) return "mixture-of-experts layers (" + c.config_path.string() + ")";
+  if (c.gemma) return "Gemma's blocks (" + c.config_path.string() + ")";
+  return {};
+}
+
 DeviceWeights::DeviceWeights(const LlamaWeights& host, int64_t num_layers, kernels::Device device)
     : device_(device), head_dim_(host.config().head_dim) {
   const ModelConfig& c = host.config();
-  refuse_unless(host.shard().size == 1, "tensor-parallel shards");
-  refuse_unless(!host.is_mtp(), "MTP modules");
-  refuse_unless(!host.is_eagle3(), "EAGLE-3 heads");
-  refuse_unless(!c.moe, "mixture-of-experts layers (" + c.config_path.string() + ")");
-  refuse_unless(!c.gemma, "Gemma's blocks (" + c.config_path.string() + ")");
+  if (const std::string what = unsupported(host); !what.empty())
+    throw Error(ErrorCode::kUnsupported, "the device runtime does not run " + what + " yet (model.device: cpu does)");
   const bool il = c.qk_rows_interleaved;
   layers_.reserve(static_cast<size_t>(num_layers));
   for (int64_t i = 0; i < num_layers; ++i) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/weights.hpp"
@@ -42,6 +43,8 @@ class DeviceWeights {
   // Throws specd::Error: kUnsupported for a model the device runtime does not run (naming what),
   // kUnsupported / kOutOfMemory from the device's allocator.
   DeviceWeights(const LlamaWeights& host, int64_t num_layers, kernels::Device device);
+  // What of `host` the device runtime does not run yet ("" when it runs all of it).
+  static std::string unsupported(const LlamaWeights& host);
 
   kernels::Device device() const { return device_; }
   const DeviceLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }

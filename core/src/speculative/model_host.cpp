@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/checkpoint.hpp"
+#include "model/device_weights.hpp"
 #include "specd/error.hpp"
 #include "specd/log.hpp"
 #include "specd/sdk/error.hpp"
@@ -25,7 +26,7 @@ struct ModelHost::Hosted {
   model::ForwardOutput out;
 
   void set_kv(const kv::KvCacheShape& shape, int32_t num_blocks) {
-    own_kv = std::make_unique<kv::KvCache>(shape, num_blocks);
+    own_kv = std::make_unique<kv::KvCache>(shape, num_blocks, model->placement().device);
     kv = own_kv.get();
   }
 };
@@ -146,12 +147,13 @@ const specd_model_services ModelHost::table_ = {
 };
 
 ModelHost::ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-                     std::string kv_dtype, tp::ModelFactory& models)
+                     std::string kv_dtype, tp::ModelFactory& models, model::Placement placement)
     : target_weights_(std::move(target_weights)),
       block_size_(block_size),
       max_context_(max_context),
       kv_dtype_(std::move(kv_dtype)),
-      factory_(models) {}
+      factory_(models),
+      placement_(placement) {}
 
 namespace {
 
@@ -219,17 +221,27 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedMod
   auto build = [&] {
     const model::TensorShard shard = all_ranks ? target_weights_->shard() : model::TensorShard{};
     h->weights = tp::load_hosted_weights(spec, target_weights_, mtp_base, shard);
-    h->own_model = std::make_unique<model::LlamaModel>(h->weights, spec.mtp_module >= 0 ? -1 : spec.layers,
-                                                       factory_.group(all_ranks));
+    // Draft models and self-drafts follow the target onto its device runtime. A whole-target
+    // handle (the draft_model plugin's, to read the target's info) stays on the CPU path: on a
+    // GPU it would upload a second copy of the target.
+    const bool target_copy = spec.path.empty() && spec.layers < 0 && spec.mtp_module < 0;
+    const bool on_device =
+        placement_.device_runtime() && !target_copy && model::DeviceWeights::unsupported(*h->weights).empty();
+    h->own_model =
+        std::make_unique<model::LlamaModel>(h->weights, spec.mtp_module >= 0 ? -1 : spec.layers,
+                                            factory_.group(all_ranks), on_device ? placement_ : model::Placement{});
     h->own_model->set_context_length(max_context_);
   };
   h->tp_id = factory_.load(spec, all_ranks, build);
   factory_.attach(*h->own_model, h->tp_id);
   h->model = h->own_model.get();
   if (num_blocks_ > 0) set_kv(*h, num_blocks_);
-  log::get("spec").info("model services: loaded {} ({} layers, {} weights, {} of {} ranks)", h->description,
+  const model::Placement& where = h->model->placement();
+  log::get("spec").info("model services: loaded {} ({} layers, {} weights, {} of {} ranks, {})", h->description,
                         h->model->num_layers(), kernels::dtype_name(h->weights->dtype()),
-                        all_ranks ? target_weights_->shard().size : 1, target_weights_->shard().size);
+                        all_ranks ? target_weights_->shard().size : 1, target_weights_->shard().size,
+                        where.device_runtime() ? "device runtime on " + std::string(kernels::device_name(where.device))
+                                               : std::string("cpu path"));
   models_.push_back(std::move(h));
   return *models_.back();
 }

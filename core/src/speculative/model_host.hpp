@@ -46,9 +46,11 @@ class ModelHost final : public sched::HostedKv {
   // dtype, and every model loaded here takes their placement (model.mmap). kv_dtype: the
   // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). models: where
   // models are built and run (this process, or every rank under tensor parallelism); it must
-  // outlive the host.
+  // outlive the host. placement: the target's; hosted models the device runtime runs (draft
+  // models, self-drafts: DeviceWeights::unsupported) take it, with their KV caches on its
+  // device; the others (MTP modules, EAGLE-3 heads) run on the CPU.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
-            std::string kv_dtype, tp::ModelFactory& models);
+            std::string kv_dtype, tp::ModelFactory& models, model::Placement placement = {});
   ~ModelHost() override;
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -96,6 +98,7 @@ class ModelHost final : public sched::HostedKv {
   int64_t max_context_;
   std::string kv_dtype_;
   tp::ModelFactory& factory_;
+  model::Placement placement_;
   int32_t num_blocks_ = 0;
   bool prefix_caching_ = false;
   std::vector<std::unique_ptr<Hosted>> models_;

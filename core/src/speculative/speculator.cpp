@@ -40,7 +40,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target,
-                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models)
+                       int32_t block_size, int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models,
+                       model::Placement placement)
     : scorer_cfg_(cfg.speculative.scorer), vocab_(vocab_size), hidden_size_(target->config().hidden_size) {
   if (!cfg.speculative.enabled) {
     accounting_ = std::make_unique<ArmAccounting>(nullptr, cfg);
@@ -50,7 +51,8 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
   dynamic_ = cfg.speculative.dynamic;
   registry_.scan(plugin::Registry::search_path(cfg.plugins.paths));
   const int64_t target_layers = target->config().num_layers;
-  host_ = std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, models);
+  host_ =
+      std::make_unique<ModelHost>(std::move(target), block_size, max_model_len, cfg.kv_cache.dtype, models, placement);
   proposer_ =
       registry_.create_proposer(cfg.speculative.proposer.name, cfg.speculative.proposer.params, host_->binding());
   arms_ = std::make_unique<ArmVerifiers>(cfg.speculative, registry_, vocab_size);

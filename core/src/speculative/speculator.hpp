@@ -66,8 +66,9 @@ class Speculator {
   // through the model host) and the arms' verifiers. Throws specd::Error naming the component
   // and the reason. models: where the proposer's models are built and run (the engine's
   // factory; it must outlive the speculator). Without it: speculation off (see the file comment).
+  // placement: the target's (ModelHost: the hosted models that can follow it do).
   Speculator(const config::EngineConfig& cfg, std::shared_ptr<const model::LlamaWeights> target, int32_t block_size,
-             int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models);
+             int64_t max_model_len, int64_t vocab_size, tp::ModelFactory& models, model::Placement placement = {});
   ~Speculator();
   Speculator(const Speculator&) = delete;
   Speculator& operator=(const Speculator&) = delete;

@@ -25,7 +25,9 @@ struct Case {
   std::string preset;
   std::string dtype;  // model.dtype at load; "gguf-q8_0": a Q8_0 GGUF file of the preset
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.preset << " " << c.dtype; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.preset << " " << c.dtype;
+}
 
 std::shared_ptr<const LlamaWeights> load_case(const Case& c) {
   const fs::path dir = fixture(c.preset);

@@ -189,7 +189,7 @@ TEST(Config, MissingRequiredFields) {
 TEST(Config, WrongShapesAndChoices) {
   EXPECT_EQ(config_error("model: {path: m}\nscheduler: 5\n"), "x.yaml:2: scheduler: expected a map, got \"5\"");
   EXPECT_EQ(config_error("model: {path: m, device: gpu}\n"),
-            "x.yaml:1: model.device: expected cpu, cuda or cuda:N, got \"gpu\"");
+            "x.yaml:1: model.device: expected cpu, cuda, cuda:N or staged, got \"gpu\"");
   EXPECT_EQ(config_error("model: {path: m, dtype: int8}\n"),
             "x.yaml:1: model.dtype: expected one of auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, "
             "q5_k_m, got \"int8\"");

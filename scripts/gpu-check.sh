@@ -34,7 +34,7 @@ run() {
   grep -cE '^\[  SKIPPED \] .*/cuda[^ ]* \(' "$logs/$name.log" | sed 's/^/cuda instances skipped: /'
   grep -B1 -E '^\[  SKIPPED \] .*/cuda[^ ]* \(' "$logs/$name.log" | grep -vE '^\[|^--$' | sort | uniq -c | head -10
 }
-run kernels "$pack/specd_kernels_test" --gtest_filter='*cuda*'
+run kernels "$pack/specd_kernels_test" --gtest_filter='*cuda*:*Cuda*'
 run verifiers "$pack/verifier_test" --gtest_filter='*Cuda*'
 run model_runtime "$pack/specd_model_e2e_test" --gtest_filter='*DeviceRuntime.*'
 run engine "$pack/spec_e2e_test" --gtest_filter='*SpecDevice*'

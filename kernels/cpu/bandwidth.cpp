@@ -7,6 +7,7 @@
 
 #include "isa_kernels.hpp"
 #include "specd/kernels/aligned_buffer.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/parallel.hpp"
 
 namespace specd::kernels {
@@ -55,6 +56,34 @@ ReadBandwidth measure_read_bandwidth(size_t bytes, int passes) {
   r.long_read_gbs = static_cast<double>(n) * sizeof(float) * passes / long_s / 1e9;
   r.passes = passes;
   r.bytes = static_cast<size_t>(n) * sizeof(float);
+  return r;
+}
+
+ReadBandwidth measure_device_bandwidth(Device device, size_t bytes, int passes) {
+  if (device == Device::kCpu) return measure_read_bandwidth(bytes, passes);
+  passes = std::max(1, passes);
+  const DeviceBuffer src(device, bytes), dst(device, bytes);
+  auto copy = [&] {
+    copy_on_device(device, dst.data(), src.data(), bytes);
+    device_synchronize(device);
+  };
+  copy();  // warm-up
+  std::vector<double> gbs;
+  const auto t_all = Clock::now();
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = Clock::now();
+    copy();
+    gbs.push_back(2.0 * static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+  }
+  const double long_s = std::chrono::duration<double>(Clock::now() - t_all).count();
+  std::sort(gbs.begin(), gbs.end());
+  ReadBandwidth r;
+  r.median_gbs = gbs[gbs.size() / 2];
+  r.min_gbs = gbs.front();
+  r.max_gbs = gbs.back();
+  r.long_read_gbs = 2.0 * static_cast<double>(bytes) * passes / long_s / 1e9;
+  r.passes = passes;
+  r.bytes = bytes;
   return r;
 }
 

@@ -120,5 +120,16 @@ TEST(Bandwidth, ReportsAConsistentMeasurement) {
   EXPECT_GE(r.bytes, size_t{64} << 20);
 }
 
+// On a CUDA device (skipped where none is): device-to-device copies, counted read + write.
+TEST(Bandwidth, OfACudaDeviceByCopies) {
+  if (!device_available(Device::kCuda)) GTEST_SKIP() << "CUDA: " << device_description(Device::kCuda);
+  const ReadBandwidth r = measure_device_bandwidth(Device::kCuda, size_t{256} << 20, 3);
+  EXPECT_GT(r.median_gbs, 100.0);  // any data-centre GPU copies faster than a CPU reads
+  EXPECT_LE(r.min_gbs, r.median_gbs);
+  EXPECT_LE(r.median_gbs, r.max_gbs);
+  EXPECT_EQ(r.passes, 3);
+  EXPECT_EQ(r.bytes, size_t{256} << 20);
+}
+
 }  // namespace
 }  // namespace specd::kernels

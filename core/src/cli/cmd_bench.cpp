@@ -38,6 +38,7 @@
 #include "cli/bench_decode.hpp"
 #include "cli/bench_multi_turn.hpp"
 #include "cli/bench_scorers.hpp"
+#include "cli/bench_scoring.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_flags.hpp"
 #include "cli/policy_json.hpp"
@@ -114,76 +115,6 @@ std::string step_time_line(const StepStats& t) {
     line += buf;
   }
   return line;
-}
-
-// The cost of scoring k+1 new tokens per sequence (a speculative step's target forward) against
-// a one-token decode step, at the same context length and batch size, timed on the target
-// model directly (a second LlamaModel over the same checkpoint and its own small KV cache):
-// `batch` sequences are prefilled with `context` synthetic tokens, then each measurement
-// reserves n slots, runs one forward of n new tokens per sequence (kLast for n = 1, kAll for
-// n = k+1, as the engine does), and truncates the KV back. Median of `reps` runs after one
-// warm-up. No proposer, verifier or sampling time is included in either number.
-struct ScoringResult {
-  int32_t batch = 0;
-  double decode_ms = 0;  // forward of 1 new token per sequence
-  double score_ms = 0;   // forward of k+1 new tokens per sequence, logits for all of them
-};
-
-std::vector<ScoringResult> measure_scoring(const EngineInfo& info, const std::string& dtype_setting, int32_t k,
-                                           int32_t context, const std::vector<int32_t>& batches, int reps) {
-  std::shared_ptr<const model::Checkpoint> ckpt = model::Checkpoint::open(info.model_dir);
-  model::LlamaModel m(model::LlamaWeights::load(ckpt, -1, model::resolve_weight_dtype(dtype_setting, "--dtype")));
-  const kv::KvCacheShape shape = m.kv_shape(info.kv_block_size, model::parse_dtype(info.kv_dtype));
-  const int32_t max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
-  const int32_t per_seq = (context + k + 1 + shape.block_size - 1) / shape.block_size + 1;
-  kv::KvCache kv(shape, max_batch * per_seq);
-  model::ForwardOutput out;
-  std::vector<ScoringResult> results;
-  for (int32_t batch : batches) {
-    std::vector<std::vector<int32_t>> prompts;
-    model::ForwardBatch fb;
-    for (int32_t s = 0; s < batch; ++s) {
-      prompts.push_back(synthetic_prompt(context + k + 1, info.vocab_size, 5000 + static_cast<uint64_t>(s)));
-      kv.add_sequence(s);
-      if (!kv.reserve(s, context)) throw Error(ErrorCode::kInternal, "scoring measurement: KV reservation failed");
-    }
-    for (int32_t s = 0; s < batch; ++s) {
-      fb.seqs.push_back({s,
-                         std::span<const int32_t>(prompts[static_cast<size_t>(s)]).first(static_cast<size_t>(context)),
-                         model::LogitsMode::kNone});
-    }
-    m.forward(fb, kv, out);
-    auto timed = [&](int32_t n, model::LogitsMode mode) {
-      std::vector<double> times;
-      for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
-        fb.seqs.clear();
-        for (int32_t s = 0; s < batch; ++s) {
-          if (!kv.reserve(s, n)) throw Error(ErrorCode::kInternal, "scoring measurement: KV reservation failed");
-          fb.seqs.push_back({s,
-                             std::span<const int32_t>(prompts[static_cast<size_t>(s)])
-                                 .subspan(static_cast<size_t>(context), static_cast<size_t>(n)),
-                             mode});
-        }
-        const auto t0 = Clock::now();
-        m.forward(fb, kv, out);
-        const double t = seconds_since(t0);
-        for (int32_t s = 0; s < batch; ++s) kv.truncate(s, context);
-        if (rep > 0) times.push_back(t);
-      }
-      std::sort(times.begin(), times.end());
-      return times[times.size() / 2] * 1e3;
-    };
-    ScoringResult r;
-    r.batch = batch;
-    // Interleave to spread noise from other processes over both numbers.
-    r.decode_ms = timed(1, model::LogitsMode::kLast);
-    r.score_ms = timed(k + 1, model::LogitsMode::kAll);
-    r.decode_ms = std::min(r.decode_ms, timed(1, model::LogitsMode::kLast));
-    r.score_ms = std::min(r.score_ms, timed(k + 1, model::LogitsMode::kAll));
-    for (int32_t s = 0; s < batch; ++s) kv.remove_sequence(s);
-    results.push_back(r);
-  }
-  return results;
 }
 
 std::vector<int32_t> bench_prompt_ids(const BenchOptions& o, const Engine& engine) {
@@ -303,7 +234,8 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
   res.spec_total = engine.spec_metrics();
   // It times a whole model on this process alone: not what a tensor-parallel step costs.
   if (res.info.tensor_parallel_size == 1)
-    res.scoring = measure_scoring(res.info, cfg.model.dtype, o.score_k, decode_prompt_tokens, o.batches, 5);
+    res.scoring = measure_scoring(res.info, cfg.model.dtype, model::resolve_placement(cfg.model.device, 1), o.score_k,
+                                  decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;
@@ -313,14 +245,6 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
 nlohmann::json bandwidth_json(const kernels::ReadBandwidth& b) {
   return {{"median_gb_s", b.median_gbs},       {"min_gb_s", b.min_gbs}, {"max_gb_s", b.max_gbs},
           {"long_read_gb_s", b.long_read_gbs}, {"passes", b.passes},    {"buffer_bytes", b.bytes}};
-}
-
-// The bench's yardstick (the CPU's read bandwidth) and its scoring measurement are the CPU's.
-void require_cpu(const config::EngineConfig& cfg) {
-  if (cfg.model.device != "cpu")
-    throw Error(ErrorCode::kUnsupported, "specd bench: model.device " + cfg.model.device +
-                                             ": the bench measures against the CPU's bandwidth floor and scores on "
-                                             "the CPU; its CUDA form is not built yet (docs/cuda.md)");
 }
 
 nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_ms) {
@@ -348,6 +272,7 @@ nlohmann::json run_json(const BenchOptions& o, const RunResult& r, double floor_
                       {"kv_dtype", info.kv_dtype},
                       {"cpu_isa", info.cpu_isa},
                       {"cpu_model", info.cpu_model},
+                      {"device", info.device},
                       {"threads", info.num_threads},
                       {"tensor_parallel_size", info.tensor_parallel_size},
                       {"proposer_tensor_parallel_size", info.proposer_tensor_parallel_size},
@@ -476,7 +401,6 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   if (!o.scorers.empty()) {
-    require_cpu(load_engine_config(o.model));
     bench_scorers(load_engine_config(o.model),
                   {o.scorers, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats, o.json});
     return;
@@ -499,20 +423,23 @@ void run_bench(const BenchOptions& o) {
       configs.push_back(load_engine_config(flags));
     }
   }
-  for (const config::EngineConfig& cfg : configs) require_cpu(cfg);
   kernels::set_num_threads(configs.front().model.num_threads);
-  // The yardstick, before and after the runs: the floor uses the mean of the two medians.
-  const kernels::ReadBandwidth bw_before = kernels::measure_read_bandwidth();
+  // The yardstick, before and after the runs: the floor uses the mean of the two medians. On a
+  // CUDA device: its device-to-device copy bandwidth.
+  const kernels::Device device = model::resolve_placement(configs.front().model.device, 1).device;
+  const kernels::ReadBandwidth bw_before = kernels::measure_device_bandwidth(device);
   std::vector<RunResult> runs;
   for (const config::EngineConfig& cfg : configs) runs.push_back(run_one(o, cfg));
-  const kernels::ReadBandwidth bw_after = kernels::measure_read_bandwidth();
+  const kernels::ReadBandwidth bw_after = kernels::measure_device_bandwidth(device);
   const double bw = 0.5 * (bw_before.median_gbs + bw_after.median_gbs);
   std::vector<double> floors;
   for (const RunResult& r : runs) floors.push_back(static_cast<double>(r.info.decode_weight_bytes) / (bw * 1e9) * 1e3);
 
   if (o.json) {
-    nlohmann::json bandwidth = {
-        {"gb_s", bw}, {"before", bandwidth_json(bw_before)}, {"after", bandwidth_json(bw_after)}};
+    nlohmann::json bandwidth = {{"gb_s", bw},
+                                {"measured_by", device == kernels::Device::kCpu ? "cpu read" : "device copy"},
+                                {"before", bandwidth_json(bw_before)},
+                                {"after", bandwidth_json(bw_after)}};
     nlohmann::json j;
     if (runs.size() == 1) {
       j = run_json(o, runs[0], floors[0]);
@@ -527,14 +454,15 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   const EngineInfo& info = runs[0].info;
-  std::printf("model       %s (%s, %lld layers), %d threads, %s kernels on %s\n", info.model_dir.c_str(),
+  std::printf("model       %s (%s, %lld layers), %d threads, %s kernels on %s; model on %s\n", info.model_dir.c_str(),
               info.architecture.c_str(), static_cast<long long>(info.num_layers), info.num_threads,
-              info.cpu_isa.c_str(), info.cpu_model.c_str());
+              info.cpu_isa.c_str(), info.cpu_model.c_str(), info.device.c_str());
   std::printf(
-      "memory      read bandwidth %.1f GB/s: median of %d passes over %zu MiB %.1f before the runs (range %.1f-%.1f, "
+      "memory      %s bandwidth %.1f GB/s: median of %d passes over %zu MiB %.1f before the runs (range %.1f-%.1f, "
       "one long read %.1f), %.1f after (range %.1f-%.1f)\n",
-      bw, bw_before.passes, bw_before.bytes >> 20, bw_before.median_gbs, bw_before.min_gbs, bw_before.max_gbs,
-      bw_before.long_read_gbs, bw_after.median_gbs, bw_after.min_gbs, bw_after.max_gbs);
+      device == kernels::Device::kCpu ? "read" : "device-to-device copy (read + write)", bw, bw_before.passes,
+      bw_before.bytes >> 20, bw_before.median_gbs, bw_before.min_gbs, bw_before.max_gbs, bw_before.long_read_gbs,
+      bw_after.median_gbs, bw_after.min_gbs, bw_after.max_gbs);
   if (std::abs(bw_before.median_gbs - bw_after.median_gbs) > 0.15 * bw)
     std::printf("            (the two medians differ by more than 15%%: the machine is busy; ratios are noisy)\n");
   for (size_t i = 0; i < runs.size(); ++i) print_run(o, runs[i], floors[i]);

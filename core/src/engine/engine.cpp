@@ -26,28 +26,6 @@ size_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{8} << 30;
 }
 
-// model.device: the CPU, the first CUDA device through the model's device runtime, or that
-// runtime staged on the CPU (docs/cuda.md "Model runtime").
-model::Placement resolve_device(const config::EngineConfig& cfg, int32_t tensor_parallel_size) {
-  const std::string& d = cfg.model.device;
-  if (d == "cpu") return {};
-  if (tensor_parallel_size > 1) {
-    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\" runs on one device; tensor_parallel_size " +
-                                             std::to_string(tensor_parallel_size) + " is for model.device: cpu");
-  }
-  if (d == "staged") return {kernels::Device::kCpu, true};
-  if (d != "cuda" && d != "cuda:0") {
-    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d +
-                                             "\": only the first CUDA device is addressed yet (cuda or cuda:0); "
-                                             "CUDA_VISIBLE_DEVICES chooses which GPU that is");
-  }
-  if (!kernels::device_available(kernels::Device::kCuda)) {
-    throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\": no CUDA device can be used here (" +
-                                             kernels::device_description(kernels::Device::kCuda) + ")");
-  }
-  return {kernels::Device::kCuda};
-}
-
 // model.tensor_parallel_size against the MPI job this process is part of: the target runs on
 // every rank of the job, or (1) on rank 0 alone while the other ranks wait (docs/distributed.md).
 int32_t resolve_tensor_parallel(const config::EngineConfig& cfg, const dist::Session* session) {
@@ -91,7 +69,7 @@ int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
-  placement = resolve_device(cfg, info.tensor_parallel_size);
+  placement = model::resolve_placement(cfg.model.device, info.tensor_parallel_size);
   if (cfg.speculative.enabled)
     info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
   kernels::set_num_threads(tp::kernel_threads(cfg.model.num_threads));

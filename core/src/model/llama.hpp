@@ -22,6 +22,7 @@
 #include "dist/communicator.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/forward.hpp"
+#include "model/placement.hpp"
 #include "model/weights.hpp"
 #include "specd/kernels/attention.hpp"
 #include "specd/kernels/matmul.hpp"
@@ -35,19 +36,6 @@ void ensure(std::vector<T>& v, int64_t n) {
 }
 
 struct DeviceState;  // device_weights.hpp
-
-// Where a model computes. The CPU path reads the weights in place and keeps its activations in
-// host vectors. The device runtime (device_forward.cpp, docs/cuda.md) uploads the weights once
-// (DeviceWeights), keeps the activations and the KV cache in the device's memory, uploads each
-// call's metadata in one copy and copies back only the logits and hidden states asked for;
-// Device::kCuda always takes it. `staged` runs the device runtime on the CPU (host memory as
-// the device's): the same kernel calls on the same values as the CPU path, which tests compare
-// bit for bit.
-struct Placement {
-  kernels::Device device = kernels::Device::kCpu;
-  bool staged = false;
-  bool device_runtime() const { return staged || device != kernels::Device::kCpu; }
-};
 
 class LlamaModel {
  public:

@@ -160,6 +160,22 @@ TEST(CliSpec, BenchJsonReportsPlainAndSpeculativeRows) {
     EXPECT_GT(row.at("decode_ms").get<double>(), 0.0);
     EXPECT_GT(row.at("score_ms").get<double>(), 0.0);
   }
+  EXPECT_EQ(j.at("device"), "cpu");
+  EXPECT_EQ(j.at("read_bandwidth").at("measured_by"), "cpu read");
+}
+
+// With the target on its device runtime (staged on the CPU here; a GPU's runs the same code):
+// the engine rows and the scoring measurement run there, and the report says where.
+TEST(CliSpec, BenchRunsOnTheModelsDeviceRuntime) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                       " --set model.device=staged --prompt-tokens 8 --gen-tokens 4 --batch 1 --repeats 1 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j.at("device"), "staged (cpu)");
+  const nlohmann::json& sc = j.at("speculative").at("scoring").at("rows").at(0);
+  EXPECT_GT(sc.at("score_ms").get<double>(), 0.0);
+  EXPECT_GT(j.at("speculative").at("rows").at(0).at("speculative").at("tokens_per_s").get<double>(), 0.0);
 }
 
 // Per-arm output of `specd bench` (two A/B arms, each a shadow of the other): every speculative

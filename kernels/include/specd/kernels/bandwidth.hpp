@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "specd/kernels/device.hpp"
+
 namespace specd::kernels {
 
 struct ReadBandwidth {
@@ -19,5 +21,10 @@ struct ReadBandwidth {
 // kernel allows them, as for the weights) with every kernel thread, `passes` times, with the
 // active ISA level's widest loads and no writes. Takes well under a second for 1 GiB.
 ReadBandwidth measure_read_bandwidth(size_t bytes = size_t{1} << 30, int passes = 9);
+
+// A device's memory bandwidth from device-to-device copies of `bytes` (each pass reads and
+// writes them, counted as 2 x bytes moved), timed to the device's completion; for the CPU,
+// measure_read_bandwidth. Throws kUnsupported where the device is absent.
+ReadBandwidth measure_device_bandwidth(Device device, size_t bytes = size_t{1} << 30, int passes = 9);
 
 }  // namespace specd::kernels

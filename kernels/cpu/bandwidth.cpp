@@ -16,6 +16,31 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kChunkFloats = int64_t{1} << 18;  // 1 MiB per range handed to a thread
 
+// Times `passes` runs of `pass` one by one (GB/s each) after a warm-up, then back to back;
+// `moved`: the bytes one pass moves, `bytes`: the buffer's size.
+template <class Pass>
+ReadBandwidth time_passes(Pass&& pass, int passes, double moved, size_t bytes) {
+  pass();  // warm-up: page tables, worker wake-up
+  std::vector<double> gbs;
+  for (int i = 0; i < passes; ++i) {
+    const auto t0 = Clock::now();
+    pass();
+    gbs.push_back(moved / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+  }
+  const auto t0 = Clock::now();
+  for (int i = 0; i < passes; ++i) pass();
+  const double long_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::sort(gbs.begin(), gbs.end());
+  ReadBandwidth r;
+  r.median_gbs = gbs[gbs.size() / 2];
+  r.min_gbs = gbs.front();
+  r.max_gbs = gbs.back();
+  r.long_read_gbs = moved * passes / long_s / 1e9;
+  r.passes = passes;
+  r.bytes = bytes;
+  return r;
+}
+
 }  // namespace
 
 ReadBandwidth measure_read_bandwidth(size_t bytes, int passes) {
@@ -37,26 +62,8 @@ ReadBandwidth measure_read_bandwidth(size_t bytes, int passes) {
       sink = sink + s;
     });
   };
-  pass();  // warm-up: page tables, worker wake-up
-  std::vector<double> gbs;
-  for (int i = 0; i < passes; ++i) {
-    const auto t0 = Clock::now();
-    pass();
-    gbs.push_back(static_cast<double>(n) * sizeof(float) / std::chrono::duration<double>(Clock::now() - t0).count() /
-                  1e9);
-  }
-  const auto t0 = Clock::now();
-  for (int i = 0; i < passes; ++i) pass();
-  const double long_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::sort(gbs.begin(), gbs.end());
-  ReadBandwidth r;
-  r.median_gbs = gbs[gbs.size() / 2];
-  r.min_gbs = gbs.front();
-  r.max_gbs = gbs.back();
-  r.long_read_gbs = static_cast<double>(n) * sizeof(float) * passes / long_s / 1e9;
-  r.passes = passes;
-  r.bytes = static_cast<size_t>(n) * sizeof(float);
-  return r;
+  const size_t total = static_cast<size_t>(n) * sizeof(float);
+  return time_passes(pass, passes, static_cast<double>(total), total);
 }
 
 ReadBandwidth measure_device_bandwidth(Device device, size_t bytes, int passes) {
@@ -67,24 +74,7 @@ ReadBandwidth measure_device_bandwidth(Device device, size_t bytes, int passes) 
     copy_on_device(device, dst.data(), src.data(), bytes);
     device_synchronize(device);
   };
-  copy();  // warm-up
-  std::vector<double> gbs;
-  const auto t_all = Clock::now();
-  for (int i = 0; i < passes; ++i) {
-    const auto t0 = Clock::now();
-    copy();
-    gbs.push_back(2.0 * static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
-  }
-  const double long_s = std::chrono::duration<double>(Clock::now() - t_all).count();
-  std::sort(gbs.begin(), gbs.end());
-  ReadBandwidth r;
-  r.median_gbs = gbs[gbs.size() / 2];
-  r.min_gbs = gbs.front();
-  r.max_gbs = gbs.back();
-  r.long_read_gbs = 2.0 * static_cast<double>(bytes) * passes / long_s / 1e9;
-  r.passes = passes;
-  r.bytes = bytes;
-  return r;
+  return time_passes(copy, passes, 2.0 * static_cast<double>(bytes), bytes);
 }
 
 }  // namespace specd::kernels

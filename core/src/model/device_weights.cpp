@@ -1,12 +1,32 @@
 #include "model/device_weights.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "specd/error.hpp"
 
 namespace specd::model {
 namespace {
+
+// Uploads alive on each device, by what they are a copy of: models over the same host tensors
+// (a self-draft over its target's layers, a model's tied embedding and LM head) share one
+// device copy. An entry lives as long as a DeviceWeights holds it, and a DeviceWeights lives
+// inside a LlamaModel that keeps the host weights alive, so a host address is never reused
+// while its entry is.
+struct UploadKey {
+  kernels::Device device;
+  const void* host;
+  size_t bytes;
+  bool deinterleave;
+  auto operator<=>(const UploadKey&) const = default;
+};
+std::mutex uploads_mutex;
+std::map<UploadKey, std::weak_ptr<kernels::DeviceBuffer>>& uploads() {
+  static std::map<UploadKey, std::weak_ptr<kernels::DeviceBuffer>> m;
+  return m;
+}
 
 // Row r of a head in rotate-half order is row source_row(r) of llama.cpp's interleaved order
 // (element 2i + j of a head is element j * head_dim / 2 + i after de-interleaving).
@@ -55,36 +75,40 @@ DeviceWeights::DeviceWeights(const LlamaWeights& host, int64_t num_layers, kerne
     layers_.push_back(d);
   }
   embed_ = matrix(host.embed());
-  lm_head_ = host.lm_head().data == host.embed().data ? embed_ : matrix(host.lm_head());
+  lm_head_ = matrix(host.lm_head());  // the embedding's upload when tied
   final_norm_ = vector(host.final_norm(), c.hidden_size);
 }
 
-WeightView DeviceWeights::matrix(const WeightView& w, bool deinterleave) {
-  const size_t row = kernels::row_bytes(w.dtype, w.cols);
-  kernels::DeviceBuffer& b = buffers_.emplace_back(device_, w.bytes());
-  if (!deinterleave) {
-    kernels::copy_to_device(device_, b.data(), w.data, w.bytes());
-  } else {  // permuted in host memory, then one copy
-    std::vector<std::byte> rows(w.bytes());
-    const auto* src = static_cast<const std::byte*>(w.data);
-    for (int64_t r = 0; r < w.rows; ++r)
-      std::memcpy(rows.data() + static_cast<size_t>(r) * row, src + static_cast<size_t>(source_row(r, head_dim_)) * row,
-                  row);
-    kernels::copy_to_device(device_, b.data(), rows.data(), rows.size());
+void* DeviceWeights::upload(const void* host, size_t bytes, size_t row_bytes, bool deinterleave) {
+  const std::lock_guard<std::mutex> lock(uploads_mutex);
+  const UploadKey key{device_, host, bytes, deinterleave};
+  std::shared_ptr<kernels::DeviceBuffer> b = uploads()[key].lock();
+  if (b == nullptr) {
+    b = std::make_shared<kernels::DeviceBuffer>(device_, bytes);
+    if (!deinterleave) {
+      kernels::copy_to_device(device_, b->data(), host, bytes);
+    } else {  // whole rows permuted in host memory, then one copy
+      std::vector<std::byte> rows(bytes);
+      const auto* src = static_cast<const std::byte*>(host);
+      for (size_t r = 0; r < bytes / row_bytes; ++r)
+        std::memcpy(rows.data() + r * row_bytes,
+                    src + static_cast<size_t>(source_row(static_cast<int64_t>(r), head_dim_)) * row_bytes, row_bytes);
+      kernels::copy_to_device(device_, b->data(), rows.data(), rows.size());
+    }
+    uploads()[key] = b;
+    bytes_ += bytes;
   }
-  bytes_ += w.bytes();
-  return {w.dtype, b.data(), w.rows, w.cols};
+  buffers_.push_back(b);
+  return b->data();
+}
+
+WeightView DeviceWeights::matrix(const WeightView& w, bool deinterleave) {
+  return {w.dtype, upload(w.data, w.bytes(), kernels::row_bytes(w.dtype, w.cols), deinterleave), w.rows, w.cols};
 }
 
 const float* DeviceWeights::vector(const float* v, int64_t n, bool deinterleave) {
   if (v == nullptr) return nullptr;
-  std::vector<float> host(v, v + n);
-  if (deinterleave)
-    for (int64_t r = 0; r < n; ++r) host[static_cast<size_t>(r)] = v[source_row(r, head_dim_)];
-  kernels::DeviceBuffer& b = buffers_.emplace_back(device_, host.size() * sizeof(float));
-  kernels::copy_to_device(device_, b.data(), host.data(), b.size());
-  bytes_ += b.size();
-  return b.as<float>();
+  return static_cast<const float*>(upload(v, static_cast<size_t>(n) * sizeof(float), sizeof(float), deinterleave));
 }
 
 }  // namespace specd::model

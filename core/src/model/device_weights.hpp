@@ -51,17 +51,20 @@ class DeviceWeights {
   const WeightView& embed() const { return embed_; }
   const float* final_norm() const { return final_norm_; }
   const WeightView& lm_head() const { return lm_head_; }
+  // Device bytes this object uploaded itself (not counting copies it shares).
   size_t bytes() const { return bytes_; }
 
  private:
   // A device copy of `w` (rows permuted to rotate-half order per head of head_dim when
-  // `deinterleave`).
+  // `deinterleave`), shared with every other DeviceWeights on the device that uploaded the same
+  // host tensor the same way.
   WeightView matrix(const WeightView& w, bool deinterleave = false);
   const float* vector(const float* v, int64_t n, bool deinterleave = false);
+  void* upload(const void* host, size_t bytes, size_t row_bytes, bool deinterleave);
 
   kernels::Device device_;
   int64_t head_dim_ = 0;
-  std::vector<kernels::DeviceBuffer> buffers_;
+  std::vector<std::shared_ptr<kernels::DeviceBuffer>> buffers_;
   std::vector<DeviceLayer> layers_;
   WeightView embed_, lm_head_;
   const float* final_norm_ = nullptr;

@@ -82,6 +82,10 @@ LlamaModel::LlamaModel(std::shared_ptr<const LlamaWeights> weights, int64_t num_
 
 LlamaModel::~LlamaModel() = default;
 
+size_t LlamaModel::device_weight_bytes() const {
+  return dev_ != nullptr ? dev_->weights.bytes() : 0;
+}
+
 void LlamaModel::set_context_length(int64_t max_model_len) {
   const ModelConfig& c = config();
   inv_freq_ = kernels::rope_inv_freq(c.head_dim, c.rope_theta, to_kernel_scaling(c.rope_scaling));

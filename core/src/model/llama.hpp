@@ -51,6 +51,9 @@ class LlamaModel {
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
   const Placement& placement() const { return placement_; }
+  // Weight bytes this model uploaded to its device runtime (0 on the CPU path); uploads shared
+  // with another model over the same host tensors count with the model that made them.
+  size_t device_weight_bytes() const;
 
   const ModelConfig& config() const { return weights_->config(); }
   // The context the model serves (the engine's max_model_len), which picks longrope's factors

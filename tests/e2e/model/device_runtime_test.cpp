@@ -148,6 +148,21 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceRuntime,
                            return n;
                          });
 
+// Models over the same host tensors share their device copies: a self-draft built beside its
+// target uploads nothing of its own, and a tied LM head is the embedding's upload.
+TEST(DeviceRuntimeUploads, AreSharedByModelsOverTheSameTensors) {
+  const kernels::Device cpu = kernels::Device::kCpu;
+  const auto tied = load_weights(fixture("tiny-tied"));
+  const auto untied = load_weights(fixture("tiny"));
+  LlamaModel a(tied, -1, nullptr, {cpu, true}), b(untied, -1, nullptr, {cpu, true});
+  const size_t embed = tied->embed().bytes();
+  EXPECT_GT(a.device_weight_bytes(), embed);
+  EXPECT_EQ(b.device_weight_bytes() - a.device_weight_bytes(), untied->lm_head().bytes());  // same shapes
+  LlamaModel draft(tied, 1, nullptr, {cpu, true});
+  EXPECT_EQ(draft.device_weight_bytes(), 0u);
+  EXPECT_EQ(LlamaModel(tied).device_weight_bytes(), 0u);  // the CPU path uploads nothing
+}
+
 // What the device runtime does not run yet is refused when the model is built, by name.
 TEST(DeviceRuntimeRefusals, NamesWhatItDoesNotRun) {
   const kernels::Device cpu = kernels::Device::kCpu;

@@ -71,6 +71,20 @@ void copy_on_device(Device device, void* dst, const void* src, size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
+void copy_rows_on_device(Device device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                         size_t rows) {
+  require_available(device, "copy_rows_on_device");
+  if (width > dst_pitch || width > src_pitch)
+    throw Error(ErrorCode::kInvalidArgument, "copy_rows_on_device: rows of " + std::to_string(width) +
+                                                 " bytes wider than a pitch (" + std::to_string(dst_pitch) + ", " +
+                                                 std::to_string(src_pitch) + ")");
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) return cuda::copy_rows_on_device(dst, dst_pitch, src, src_pitch, width, rows);
+#endif
+  for (size_t r = 0; r < rows && width > 0; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+}
+
 DeviceMemoryInfo device_memory_info(Device device) {
   require_available(device, "device_memory_info");
 #ifdef SPECD_WITH_CUDA

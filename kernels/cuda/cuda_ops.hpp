@@ -25,6 +25,7 @@ void free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_on_device(void* dst, const void* src, size_t bytes);
+void copy_rows_on_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 void synchronize();
 void memory_info(size_t* free_bytes, size_t* total_bytes);
 // Throws specd::Error(kInternal) naming `op` where the last launch failed.

@@ -92,6 +92,12 @@ void copy_on_device(void* dst, const void* src, size_t bytes) {
         "copy of " + std::to_string(bytes) + " bytes on the device");
 }
 
+void copy_rows_on_device(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  if (width == 0 || rows == 0) return;
+  check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, stream()),
+        "copy of " + std::to_string(rows) + " rows of " + std::to_string(width) + " bytes on the device");
+}
+
 void synchronize() {
   check(cudaStreamSynchronize(stream()), "synchronize");
 }

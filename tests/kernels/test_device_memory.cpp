@@ -54,6 +54,23 @@ TEST_P(DeviceMemoryTest, CopiesWithinTheDevice) {
   EXPECT_EQ(out, want);
 }
 
+TEST_P(DeviceMemoryTest, CopiesRowsWithinTheDevice) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  // 5 rows of 12 bytes from a pitch of 20 into the second half of rows of pitch 24.
+  std::vector<uint8_t> in(5 * 20), zeros(5 * 24, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i + 1);
+  DeviceBuffer src(GetParam(), in.size()), dst(GetParam(), zeros.size());
+  copy_to_device(GetParam(), src.data(), in.data(), in.size());
+  copy_to_device(GetParam(), dst.data(), zeros.data(), zeros.size());
+  copy_rows_on_device(GetParam(), dst.as<uint8_t>() + 12, 24, src.data(), 20, 12, 5);
+  std::vector<uint8_t> out(zeros.size()), want(zeros.size(), 0);
+  copy_to_host(GetParam(), out.data(), dst.data(), out.size());
+  for (size_t r = 0; r < 5; ++r)
+    for (size_t b = 0; b < 12; ++b) want[r * 24 + 12 + b] = in[r * 20 + b];
+  EXPECT_EQ(out, want);
+  EXPECT_THROW(copy_rows_on_device(GetParam(), dst.data(), 8, src.data(), 20, 12, 1), Error);
+}
+
 TEST_P(DeviceMemoryTest, ReportsItsMemory) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
   const DeviceMemoryInfo m = device_memory_info(GetParam());

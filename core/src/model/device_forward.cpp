@@ -1,5 +1,5 @@
 // LlamaModel's forward on its device runtime (Placement; docs/cuda.md "Model runtime"): the
-// dense Llama-family graph (Llama, Mistral, Qwen2, Qwen3) with every op on the device, in the
+// dense Llama-family graph (Llama, Mistral, Qwen2, Qwen3; MTP modules) with every op on the device, in the
 // CPU path's order and with the CPU path's operands, so each kernel sees what it sees there.
 // Per call: the layout that forward() built on the host (token order, cache slots, block
 // tables, output rows) and the RoPE tables (computed on the host, as the CPU path does) go up
@@ -12,6 +12,7 @@
 #include "model/llama.hpp"
 #include "specd/error.hpp"
 #include "specd/kernels/attention.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/embedding.hpp"
 #include "specd/kernels/matmul.hpp"
 #include "specd/kernels/rmsnorm.hpp"
@@ -59,7 +60,11 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
   const int64_t H = c.hidden_size;
   const auto T = count(s_.tokens);
   kernels::PagedAttentionParams ap = device_upload(kv, static_cast<int32_t>(batch.seqs.size()), T);
-  kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
+  if (weights_->is_mtp()) {
+    device_mtp_input(batch, T);
+  } else {
+    kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
+  }
   out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t l = 0; l < num_layers_; ++l) {
@@ -160,9 +165,28 @@ void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAtte
   kernels::write_kv(dev, d.k, d.v, T, nkv, hd, d.cos, d.sin, d.slots, kv.dtype(), k_cache, v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
-  ap.window = config().layer_window(l);
+  ap.window = weights_->is_mtp() ? 0 : config().layer_window(l);
   kernels::paged_attention(dev, ap);
   kernels::matmul(dev, d.attn, w.wo, w.bo, d.o, T);
+}
+
+// An MTP module's input (input_embeddings on the CPU path): x = eh_proj · concat(enorm(embed(token)),
+// hnorm(the base's hidden state)), row by row; the hidden states come from the host.
+void LlamaModel::device_mtp_input(const ForwardBatch& batch, int64_t T) {
+  const kernels::Device dev = placement_.device;
+  DeviceState& d = *dev_;
+  const int64_t H = config().hidden_size;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  const size_t row = static_cast<size_t>(H) * sizeof(float);
+  float* in = d.in_buf.get<float>(dev, T * H);
+  float* cat = d.cat_buf.get<float>(dev, T * 2 * H);
+  kernels::copy_to_device(dev, in, batch.input_hidden, static_cast<size_t>(T) * row);
+  kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
+  kernels::rmsnorm(dev, d.x, d.weights.mtp_enorm(), d.h, T, H, eps);
+  kernels::rmsnorm(dev, in, d.weights.mtp_hnorm(), d.o, T, H, eps);
+  kernels::copy_rows_on_device(dev, cat, 2 * row, d.h, row, row, static_cast<size_t>(T));
+  kernels::copy_rows_on_device(dev, cat + H, 2 * row, d.o, row, row, static_cast<size_t>(T));
+  kernels::matmul(dev, cat, d.weights.mtp_eh_proj(), nullptr, d.x, T);
 }
 
 // o = down(silu(gate(h)) * up(h)).

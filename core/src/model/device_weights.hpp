@@ -10,8 +10,8 @@
 // de-interleaving would have put it.
 //
 // What the device runtime does not run yet is refused here, by name: tensor-parallel shards,
-// MTP modules, EAGLE-3 heads, mixture-of-experts layers and Gemma's blocks (the CPU path runs
-// them).
+// EAGLE-3 heads, mixture-of-experts layers and Gemma's blocks (the CPU path runs them). An MTP
+// module runs: its norms and eh_proj are uploaded, the rest is its base's (shared uploads).
 #pragma once
 
 #include <cstddef>
@@ -51,6 +51,10 @@ class DeviceWeights {
   const WeightView& embed() const { return embed_; }
   const float* final_norm() const { return final_norm_; }
   const WeightView& lm_head() const { return lm_head_; }
+  // An MTP module's enorm, hnorm and eh_proj (LlamaWeights::is_mtp; null / empty otherwise).
+  const float* mtp_enorm() const { return mtp_enorm_; }
+  const float* mtp_hnorm() const { return mtp_hnorm_; }
+  const WeightView& mtp_eh_proj() const { return mtp_eh_proj_; }
   // Device bytes this object uploaded itself (not counting copies it shares).
   size_t bytes() const { return bytes_; }
 
@@ -66,8 +70,10 @@ class DeviceWeights {
   int64_t head_dim_ = 0;
   std::vector<std::shared_ptr<kernels::DeviceBuffer>> buffers_;
   std::vector<DeviceLayer> layers_;
-  WeightView embed_, lm_head_;
+  WeightView embed_, lm_head_, mtp_eh_proj_;
   const float* final_norm_ = nullptr;
+  const float* mtp_enorm_ = nullptr;
+  const float* mtp_hnorm_ = nullptr;
   size_t bytes_ = 0;
 };
 
@@ -91,7 +97,8 @@ struct DeviceState {
       : weights(host, num_layers, device) {}
 
   DeviceWeights weights;
-  DeviceScratch x_buf, h_buf, o_buf, q_buf, k_buf, v_buf, attn_buf, gate_buf, up_buf, rows_buf, logits_buf, meta_buf;
+  DeviceScratch x_buf, h_buf, o_buf, q_buf, k_buf, v_buf, attn_buf, gate_buf, up_buf, rows_buf, logits_buf, meta_buf,
+      in_buf, cat_buf;
   // The current call: its activations (sized for its tokens) and its metadata on the device.
   float *x = nullptr, *h = nullptr, *o = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr,
         *gate = nullptr;

@@ -142,6 +142,7 @@ class LlamaModel {
   void device_mlp(int64_t l, int64_t T);
   void device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   void device_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
+  void device_mtp_input(const ForwardBatch& batch, int64_t T);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
   // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).

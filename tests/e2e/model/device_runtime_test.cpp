@@ -6,6 +6,7 @@
 // agree within a bound and on the argmax. What the runtime does not run yet is refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -147,6 +148,34 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceRuntime,
                              if (c == '-') c = '_';
                            return n;
                          });
+
+// An MTP module on the staged runtime: its logits and hidden states are the CPU path's bit for
+// bit, over a prefill and a decode of its own, from the base's hidden states.
+TEST(DeviceRuntimeMtp, StagedEqualsTheCpuPathBitForBit) {
+  fixture::Options o;
+  o.preset = "tiny";
+  o.mtp_modules = 1;
+  const auto base = load_weights(fixture::write(o, testing_paths::work_dir() / "runtime" / "tiny-mtp1"));
+  const auto mtp = LlamaWeights::load_mtp(base, 0);
+  const int64_t H = base->config().hidden_size;
+  Runner cpu(mtp), staged(mtp, 16, 256, -1, DType::kF32, nullptr, {kernels::Device::kCpu, true});
+  std::vector<float> hidden(static_cast<size_t>(9 * H));
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = std::sin(0.37f * static_cast<float>(i));
+  const auto tokens = some_tokens(9, static_cast<int32_t>(base->config().vocab_size), 5);
+  for (Runner* r : {&cpu, &staged}) r->kv->add_sequence(1);
+  auto step = [&](Runner& r, size_t first, size_t n) {
+    EXPECT_TRUE(r.kv->reserve(1, static_cast<int32_t>(n)));
+    ForwardBatch b;
+    b.seqs = {{1, std::span<const int32_t>(tokens).subspan(first, n), LogitsMode::kAll}};
+    b.input_hidden = hidden.data() + first * static_cast<size_t>(H);
+    b.return_hidden = true;
+    r.model->forward(b, *r.kv, r.out);
+    return std::make_pair(r.out.logits, r.out.hidden);
+  };
+  EXPECT_TRUE(step(cpu, 0, 8) == step(staged, 0, 8));
+  EXPECT_TRUE(step(cpu, 8, 1) == step(staged, 8, 1));
+  EXPECT_FALSE(cpu.out.logits.empty());
+}
 
 // Models over the same host tensors share their device copies: a self-draft built beside its
 // target uploads nothing of its own, and a tied LM head is the embedding's upload.

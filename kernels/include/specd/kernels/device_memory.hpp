@@ -19,6 +19,10 @@ void copy_to_device(Device device, void* dst, const void* src, size_t bytes);
 void copy_to_host(Device device, void* dst, const void* src, size_t bytes);
 // dst and src both in the device's memory (they must not overlap); queued like an op.
 void copy_on_device(Device device, void* dst, const void* src, size_t bytes);
+// `rows` rows of `width` bytes, row r from src + r * src_pitch to dst + r * dst_pitch, both in
+// the device's memory (pitches >= width; no overlap); queued like an op.
+void copy_rows_on_device(Device device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                         size_t rows);
 // The device's memory in bytes: free now and total (the CPU: available and physical RAM).
 struct DeviceMemoryInfo {
   size_t free = 0;

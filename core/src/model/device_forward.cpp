@@ -1,11 +1,12 @@
 // LlamaModel's forward on its device runtime (Placement; docs/cuda.md "Model runtime"): the
-// dense Llama-family graph (Llama, Mistral, Qwen2, Qwen3; MTP modules) with every op on the device, in the
-// CPU path's order and with the CPU path's operands, so each kernel sees what it sees there.
-// Per call: the layout that forward() built on the host (token order, cache slots, block
-// tables, output rows) and the RoPE tables (computed on the host, as the CPU path does) go up
-// in one copy; the logits of the asked-for rows, and the hidden states where asked, come back.
+// dense Llama-family graph (Llama, Mistral, Qwen2, Qwen3; MTP modules, EAGLE-3 heads) with every op on the device, in
+// the CPU path's order and with the CPU path's operands, so each kernel sees what it sees there. Per call: the layout
+// that forward() built on the host (token order, cache slots, block tables, output rows) and the RoPE tables (computed
+// on the host, as the CPU path does) go up in one copy; the logits of the asked-for rows, and the hidden states where
+// asked, come back.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "model/device_weights.hpp"
@@ -60,7 +61,9 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
   const int64_t H = c.hidden_size;
   const auto T = count(s_.tokens);
   kernels::PagedAttentionParams ap = device_upload(kv, static_cast<int32_t>(batch.seqs.size()), T);
-  if (weights_->is_mtp()) {
+  if (weights_->is_eagle3()) {
+    device_eagle3_input(batch, T);
+  } else if (weights_->is_mtp()) {
     device_mtp_input(batch, T);
   } else {
     kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
@@ -70,13 +73,15 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
   for (int64_t l = 0; l < num_layers_; ++l) {
     const DeviceLayer& w = d.weights.layer(l);
     // x += (previous layer's MLP output); h = norm(x)
-    if (l == 0) {
+    const bool eagle3_input = l == 0 && weights_->is_eagle3();  // d.cat is the layer's input
+    if (eagle3_input) {
+    } else if (l == 0) {
       kernels::rmsnorm(dev, d.x, w.attn_norm, d.h, T, H, eps);
     } else {
       kernels::rmsnorm_residual(dev, d.o, d.x, w.attn_norm, d.h, T, H, eps);
     }
     device_aux(batch, l, T, out);
-    device_attention(l, kv, ap, T);
+    device_attention(l, kv, ap, T, eagle3_input ? d.cat : d.h);
     kernels::rmsnorm_residual(dev, d.o, d.x, w.mlp_norm, d.h, T, H, eps);
     device_mlp(l, T);
   }
@@ -141,7 +146,8 @@ kernels::PagedAttentionParams LlamaModel::device_upload(const kv::KvCache& kv, i
 
 // o = the attention block of layer l over h: QKV, Qwen3's q/k norms, RoPE, the KV write, paged
 // attention, the output projection.
-void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T) {
+void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,
+                                  const float* in) {
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
   const DeviceLayer& w = d.weights.layer(l);
@@ -150,9 +156,9 @@ void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAtte
   const float eps = static_cast<float>(config().rms_norm_eps);
   const kernels::MatmulOutput qkv[] = {{w.wq, w.bq, d.q}, {w.wk, w.bk, d.k}, {w.wv, w.bv, d.v}};
   if (w.wq.dtype == w.wk.dtype && w.wq.dtype == w.wv.dtype) {
-    kernels::matmul_multi(dev, d.h, T, w.wq.cols, qkv);
+    kernels::matmul_multi(dev, in, T, w.wq.cols, qkv);
   } else {  // a GGUF file with mixed types
-    for (const kernels::MatmulOutput& m : qkv) kernels::matmul(dev, d.h, m.w, m.bias, m.c, T);
+    for (const kernels::MatmulOutput& m : qkv) kernels::matmul(dev, in, m.w, m.bias, m.c, T);
   }
   if (w.q_norm != nullptr) {  // Qwen3
     kernels::rmsnorm(dev, d.q, w.q_norm, d.q, T * nh, hd, eps);
@@ -165,7 +171,7 @@ void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAtte
   kernels::write_kv(dev, d.k, d.v, T, nkv, hd, d.cos, d.sin, d.slots, kv.dtype(), k_cache, v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
-  ap.window = weights_->is_mtp() ? 0 : config().layer_window(l);
+  ap.window = weights_->is_mtp() || weights_->is_eagle3() ? 0 : config().layer_window(l);
   kernels::paged_attention(dev, ap);
   kernels::matmul(dev, d.attn, w.wo, w.bo, d.o, T);
 }
@@ -179,14 +185,38 @@ void LlamaModel::device_mtp_input(const ForwardBatch& batch, int64_t T) {
   const float eps = static_cast<float>(config().rms_norm_eps);
   const size_t row = static_cast<size_t>(H) * sizeof(float);
   float* in = d.in_buf.get<float>(dev, T * H);
-  float* cat = d.cat_buf.get<float>(dev, T * 2 * H);
+  d.cat = d.cat_buf.get<float>(dev, T * 2 * H);
   kernels::copy_to_device(dev, in, batch.input_hidden, static_cast<size_t>(T) * row);
   kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
   kernels::rmsnorm(dev, d.x, d.weights.mtp_enorm(), d.h, T, H, eps);
   kernels::rmsnorm(dev, in, d.weights.mtp_hnorm(), d.o, T, H, eps);
-  kernels::copy_rows_on_device(dev, cat, 2 * row, d.h, row, row, static_cast<size_t>(T));
-  kernels::copy_rows_on_device(dev, cat + H, 2 * row, d.o, row, row, static_cast<size_t>(T));
-  kernels::matmul(dev, cat, d.weights.mtp_eh_proj(), nullptr, d.x, T);
+  kernels::copy_rows_on_device(dev, d.cat, 2 * row, d.h, row, row, static_cast<size_t>(T));
+  kernels::copy_rows_on_device(dev, d.cat + H, 2 * row, d.o, row, row, static_cast<size_t>(T));
+  kernels::matmul(dev, d.cat, d.weights.mtp_eh_proj(), nullptr, d.x, T);
+}
+
+// An EAGLE-3 head's input (eagle3_input on the CPU path): x = g (fc of the target's three states,
+// or the head's own previous output), cat = [input_layernorm(embed(t)) | hidden_norm(g)].
+void LlamaModel::device_eagle3_input(const ForwardBatch& batch, int64_t T) {
+  const kernels::Device dev = placement_.device;
+  DeviceState& d = *dev_;
+  const int64_t H = config().hidden_size;
+  const int64_t width = batch.input_hidden_width == 0 ? H : batch.input_hidden_width;
+  const float eps = static_cast<float>(config().rms_norm_eps);
+  const size_t row = static_cast<size_t>(H) * sizeof(float);
+  float* in = d.in_buf.get<float>(dev, T * width);
+  d.cat = d.cat_buf.get<float>(dev, T * 2 * H);
+  kernels::copy_to_device(dev, in, batch.input_hidden, static_cast<size_t>(T * width) * sizeof(float));
+  if (width == H) {
+    kernels::copy_on_device(dev, d.x, in, static_cast<size_t>(T) * row);
+  } else {  // the target's three states, fused
+    kernels::matmul(dev, in, d.weights.eagle3_fc(), nullptr, d.x, T);
+  }
+  kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.o);
+  kernels::rmsnorm(dev, d.o, d.weights.layer(0).attn_norm, d.h, T, H, eps);
+  kernels::rmsnorm(dev, d.x, d.weights.eagle3_hidden_norm(), d.o, T, H, eps);
+  kernels::copy_rows_on_device(dev, d.cat, 2 * row, d.h, row, row, static_cast<size_t>(T));
+  kernels::copy_rows_on_device(dev, d.cat + H, 2 * row, d.o, row, row, static_cast<size_t>(T));
 }
 
 // o = down(silu(gate(h)) * up(h)).
@@ -223,26 +253,47 @@ void LlamaModel::device_aux(const ForwardBatch& batch, int64_t l, int64_t T, For
   }
 }
 
+void LlamaModel::device_logits(const float* rows, int64_t R, ForwardOutput& out) {
+  const kernels::Device dev = placement_.device;
+  DeviceState& d = *dev_;
+  const int64_t V = config().vocab_size;
+  out.logits.resize(static_cast<size_t>(R * V));
+  if (R == 0) return;
+  const WeightView& head = d.weights.lm_head();
+  float* logits = d.logits_buf.get<float>(dev, R * head.rows);
+  kernels::matmul(dev, rows, head, nullptr, logits, R);
+  if (!weights_->is_eagle3()) {
+    kernels::copy_to_host(dev, out.logits.data(), logits, out.logits.size() * sizeof(float));
+    return;
+  }
+  const std::vector<int32_t>& d2t = weights_->draft_to_target();
+  const auto Vd = static_cast<int64_t>(d2t.size());
+  ensure(d.host_rows, R * Vd);
+  kernels::copy_to_host(dev, d.host_rows.data(), logits, static_cast<size_t>(R * Vd) * sizeof(float));
+  std::fill(out.logits.begin(), out.logits.end(), -std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t i = 0; i < Vd; ++i) out.logits[r * V + d2t[static_cast<size_t>(i)]] = d.host_rows[r * Vd + i];
+}
+
 // The asked-for rows of h (gathered on the device) through the LM head, their logits and the
 // hidden states asked for copied back; the KV commit.
 void LlamaModel::device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
-  const int64_t H = config().hidden_size, V = config().vocab_size;
+  const int64_t H = config().hidden_size;
   const auto T = count(s_.tokens);
   const auto R = count(s_.out_rows);
-  out.logits.resize(static_cast<size_t>(R * V));
   float* rows = d.rows_buf.get<float>(dev, R * H);
-  if (R > 0) {
-    kernels::embedding(dev, kernels::WeightView{DType::kF32, d.h, T, H}, d.out_rows, R, rows);
-    float* logits = d.logits_buf.get<float>(dev, R * V);
-    kernels::matmul(dev, rows, d.weights.lm_head(), nullptr, logits, R);
-    kernels::copy_to_host(dev, out.logits.data(), logits, out.logits.size() * sizeof(float));
-  }
+  if (R > 0) kernels::embedding(dev, kernels::WeightView{DType::kF32, d.h, T, H}, d.out_rows, R, rows);
+  device_logits(rows, R, out);
+  // An EAGLE-3 head's hidden output is its pre-norm stream (the next draft step's input).
+  const float* hidden = weights_->is_eagle3() ? d.x : d.h;
+  if (R > 0 && weights_->is_eagle3())
+    kernels::embedding(dev, kernels::WeightView{DType::kF32, hidden, T, H}, d.out_rows, R, rows);
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {
     out.hidden.resize(static_cast<size_t>(T * H));
-    kernels::copy_to_host(dev, out.hidden.data(), d.h, out.hidden.size() * sizeof(float));
+    kernels::copy_to_host(dev, out.hidden.data(), hidden, out.hidden.size() * sizeof(float));
   } else if (batch.return_hidden) {
     out.hidden.resize(static_cast<size_t>(R * H));
     if (R > 0) kernels::copy_to_host(dev, out.hidden.data(), rows, out.hidden.size() * sizeof(float));

@@ -40,7 +40,6 @@ int64_t source_row(int64_t r, int64_t head_dim) {
 std::string DeviceWeights::unsupported(const LlamaWeights& host) {
   const ModelConfig& c = host.config();
   if (host.shard().size != 1) return "tensor-parallel shards";
-  if (host.is_eagle3()) return "EAGLE-3 heads";
   if (c.moe) return "mixture-of-experts layers (" + c.config_path.string() + ")";
   if (c.gemma) return "Gemma's blocks (" + c.config_path.string() + ")";
   return {};
@@ -76,6 +75,10 @@ DeviceWeights::DeviceWeights(const LlamaWeights& host, int64_t num_layers, kerne
   embed_ = matrix(host.embed());
   lm_head_ = matrix(host.lm_head());  // the embedding's upload when tied
   final_norm_ = vector(host.final_norm(), c.hidden_size);
+  if (host.is_eagle3()) {  // its fusion layer and hidden norm (its embeddings: the target's upload)
+    eagle3_fc_ = matrix(host.eagle3_fc());
+    eagle3_hidden_norm_ = vector(host.eagle3_hidden_norm(), c.hidden_size);
+  }
   if (host.is_mtp()) {  // its own norms and projection; embeddings, final norm, LM head: the base's uploads
     mtp_enorm_ = vector(host.mtp_enorm(), c.hidden_size);
     mtp_hnorm_ = vector(host.mtp_hnorm(), c.hidden_size);

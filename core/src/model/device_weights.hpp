@@ -10,8 +10,10 @@
 // de-interleaving would have put it.
 //
 // What the device runtime does not run yet is refused here, by name: tensor-parallel shards,
-// EAGLE-3 heads, mixture-of-experts layers and Gemma's blocks (the CPU path runs them). An MTP
-// module runs: its norms and eh_proj are uploaded, the rest is its base's (shared uploads).
+// mixture-of-experts layers and Gemma's blocks (the CPU path runs them). An MTP module's norms
+// and eh_proj and an EAGLE-3 head's fc and hidden norm are uploaded with its layer; what they
+// share with their target (embeddings; an MTP module's final norm and LM head) is the
+// target's upload.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +57,9 @@ class DeviceWeights {
   const float* mtp_enorm() const { return mtp_enorm_; }
   const float* mtp_hnorm() const { return mtp_hnorm_; }
   const WeightView& mtp_eh_proj() const { return mtp_eh_proj_; }
+  // An EAGLE-3 head's fc and hidden_norm (LlamaWeights::is_eagle3; empty / null otherwise).
+  const WeightView& eagle3_fc() const { return eagle3_fc_; }
+  const float* eagle3_hidden_norm() const { return eagle3_hidden_norm_; }
   // Device bytes this object uploaded itself (not counting copies it shares).
   size_t bytes() const { return bytes_; }
 
@@ -70,7 +75,8 @@ class DeviceWeights {
   int64_t head_dim_ = 0;
   std::vector<std::shared_ptr<kernels::DeviceBuffer>> buffers_;
   std::vector<DeviceLayer> layers_;
-  WeightView embed_, lm_head_, mtp_eh_proj_;
+  WeightView embed_, lm_head_, mtp_eh_proj_, eagle3_fc_;
+  const float* eagle3_hidden_norm_ = nullptr;
   const float* final_norm_ = nullptr;
   const float* mtp_enorm_ = nullptr;
   const float* mtp_hnorm_ = nullptr;
@@ -102,13 +108,14 @@ struct DeviceState {
   // The current call: its activations (sized for its tokens) and its metadata on the device.
   float *x = nullptr, *h = nullptr, *o = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr,
         *gate = nullptr;
+  float* cat = nullptr;  // an MTP module's eh_proj input, an EAGLE-3 head's attention input [T, 2 * hidden]
   const int32_t* tokens = nullptr;
   const int64_t* slots = nullptr;
   const int32_t* out_rows = nullptr;
   const float* cos = nullptr;
   const float* sin = nullptr;
   std::vector<std::byte> meta_host;
-  std::vector<float> host_rows;  // device rows copied back (auxiliary hidden states)
+  std::vector<float> host_rows;  // device rows copied back (auxiliary hidden states, draft-vocabulary logits)
 };
 
 }  // namespace specd::model

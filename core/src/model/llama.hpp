@@ -138,11 +138,17 @@ class LlamaModel {
   void device_compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   // The call's metadata and RoPE tables up in one copy; activations sized for T tokens.
   kernels::PagedAttentionParams device_upload(const kv::KvCache& kv, int32_t num_seqs, int64_t T);
-  void device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T);
+  // in: the layer's attention input on the device (the normalized stream; an EAGLE-3 head's
+  // layer 0: its [T, 2 * hidden] concatenation).
+  void device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T, const float* in);
   void device_mlp(int64_t l, int64_t T);
   void device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   void device_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
   void device_mtp_input(const ForwardBatch& batch, int64_t T);
+  void device_eagle3_input(const ForwardBatch& batch, int64_t T);
+  // The logits of the R rows gathered into `rows`: an EAGLE-3 head's draft vocabulary scattered
+  // to target ids (-inf elsewhere), as eagle3_logits.
+  void device_logits(const float* rows, int64_t R, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
   // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).

@@ -47,8 +47,8 @@ class ModelHost final : public sched::HostedKv {
   // kv_cache.dtype setting, resolved per hosted model (kv::resolve_kv_dtype). models: where
   // models are built and run (this process, or every rank under tensor parallelism); it must
   // outlive the host. placement: the target's; hosted models the device runtime runs (draft
-  // models, self-drafts, MTP modules: DeviceWeights::unsupported) take it, with their KV caches
-  // on its device; the others (EAGLE-3 heads) and a whole-target handle run on the CPU path.
+  // models, self-drafts, MTP modules, EAGLE-3 heads: DeviceWeights::unsupported) take it, with
+  // their KV caches on its device; a whole-target handle runs on the CPU path.
   ModelHost(std::shared_ptr<const model::LlamaWeights> target_weights, int32_t block_size, int64_t max_context,
             std::string kv_dtype, tp::ModelFactory& models, model::Placement placement = {});
   ~ModelHost() override;

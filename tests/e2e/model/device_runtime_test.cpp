@@ -177,6 +177,42 @@ TEST(DeviceRuntimeMtp, StagedEqualsTheCpuPathBitForBit) {
   EXPECT_FALSE(cpu.out.logits.empty());
 }
 
+// An EAGLE-3 head on the staged runtime: from the target's three fused states, then from its
+// own outputs, its draft-vocabulary logits scattered to target ids (-inf elsewhere) and its
+// hidden outputs (every row, then the asked-for ones) are the CPU path's bit for bit.
+TEST(DeviceRuntimeEagle3, StagedEqualsTheCpuPathBitForBit) {
+  const fs::path target_dir = fixture("tiny");
+  fixture::Eagle3Options o;
+  o.draft_vocab = 300;
+  o.layer_std = 0.1;
+  const fs::path head =
+      fixture::write_eagle3_head(target_dir, o, testing_paths::work_dir() / "runtime" / "eagle3-device");
+  const auto target = load_weights(target_dir);
+  const auto w = LlamaWeights::load_eagle3(Checkpoint::open(head), target, DType::kF32);
+  const int64_t H = target->config().hidden_size;
+  Runner cpu(w, 4, 64), staged(w, 4, 64, -1, DType::kF32, nullptr, {kernels::Device::kCpu, true});
+  const auto tokens = some_tokens(6, static_cast<int32_t>(target->config().vocab_size), 5);
+  for (Runner* r : {&cpu, &staged}) r->kv->add_sequence(1);
+  auto step = [&](Runner& r, int64_t width, size_t first, size_t n, bool all) {
+    std::vector<float> in(n * static_cast<size_t>(width));
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::cos(0.11f * static_cast<float>(i + first * 7));
+    EXPECT_TRUE(r.kv->reserve(1, static_cast<int32_t>(n)));
+    ForwardBatch b;
+    b.seqs = {{1, std::span<const int32_t>(tokens).subspan(first, n), LogitsMode::kAll}};
+    b.input_hidden = in.data();
+    b.input_hidden_width = width;
+    b.return_hidden = true;
+    b.hidden_all = all;
+    r.model->forward(b, *r.kv, r.out);
+    return std::make_pair(r.out.logits, r.out.hidden);
+  };
+  EXPECT_TRUE(step(cpu, 3 * H, 0, 4, true) == step(staged, 3 * H, 0, 4, true));
+  EXPECT_TRUE(step(cpu, H, 4, 2, false) == step(staged, H, 4, 2, false));
+  size_t finite = 0;
+  for (float x : cpu.out.logits) finite += std::isfinite(x) ? 1 : 0;
+  EXPECT_EQ(finite, 2u * 300u);
+}
+
 // Models over the same host tensors share their device copies: a self-draft built beside its
 // target uploads nothing of its own, and a tied LM head is the embedding's upload.
 TEST(DeviceRuntimeUploads, AreSharedByModelsOverTheSameTensors) {

@@ -1,7 +1,8 @@
 // The engine with the target on the model's device runtime (docs/cuda.md "Model runtime"):
 // model.device staged (the runtime on the CPU, everywhere) and cuda (CUDA builds; skipped with
 // the reason where no device exists). Greedy output equals the CPU engine's, plainly and with
-// each proposer (self-drafts follow the target onto the runtime, MTP heads stay on the CPU);
+// each proposer (draft models, self-drafts, MTP modules and EAGLE-3 heads follow the target onto
+// the runtime);
 // staged, the device runtime computes the CPU path's bits, so this is exact; on a GPU the
 // fixtures' margins keep the argmax. What cannot run is refused when the engine is built.
 #include <gtest/gtest.h>
@@ -63,8 +64,19 @@ TEST_P(SpecDevice, GreedyOutputEqualsTheCpuEngines) {
     expect_same_generations(cpu, run_engine(config::for_model_dir(target.string(), on), requests), c.device);
     return;
   }
+  config::Overrides extra = on;
+  if (c.proposer == "eagle3") {  // a random head (it drafts; acceptance is beside the point here)
+    fixture::Eagle3Options o;
+    o.seed = 3;
+    o.draft_vocab = 2000;
+    o.layer_std = 0.1;
+    o.aux_layers = {0, 0, 1};
+    extra.push_back(
+        {"speculative.proposer.model", fixture::write_eagle3_head(target, o, work_dir() / "eagle3-device").string()});
+  }
   spec::SpecMetrics metrics;
-  const std::vector<Generation> spec = run_engine(spec_config(target, c.proposer, "greedy", 3, on), requests, &metrics);
+  const std::vector<Generation> spec =
+      run_engine(spec_config(target, c.proposer, "greedy", 3, extra), requests, &metrics);
   EXPECT_GT(metrics.draft_tokens, 0u) << metrics.summary();
   expect_same_generations(cpu, spec, c.proposer + " on " + c.device);
 }
@@ -76,7 +88,7 @@ std::vector<DeviceCase> device_cases() {
   devices.push_back("cuda");
 #endif
   for (const std::string& d : devices)
-    for (const char* p : {"", "ngram", "draft_model", "mtp"}) cases.push_back({d, p});
+    for (const char* p : {"", "ngram", "draft_model", "mtp", "eagle3"}) cases.push_back({d, p});
   return cases;
 }
 

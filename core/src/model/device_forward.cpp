@@ -6,7 +6,6 @@
 // asked, come back.
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "model/device_weights.hpp"
@@ -94,17 +93,7 @@ kernels::PagedAttentionParams LlamaModel::device_upload(const kv::KvCache& kv, i
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
   const int64_t hd = config().head_dim, half = hd / 2;
-  // The RoPE tables on the host, as compute() makes them.
-  ensure(s_.cos, T * half);
-  ensure(s_.sin, T * half);
-  kernels::rope_cos_sin(kernels::Device::kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(),
-                        s_.sin.data());
-  if (rope_scale_ != 1.0f) {  // longrope's attention factor
-    for (int64_t i = 0; i < T * half; ++i) {
-      s_.cos[static_cast<size_t>(i)] *= rope_scale_;
-      s_.sin[static_cast<size_t>(i)] *= rope_scale_;
-    }
-  }
+  rope_tables(T);  // on the host, as compute() makes them
   MetaPack pack(d.meta_host);
   const int64_t tokens = pack.add(s_.tokens, T), slots = pack.add(s_.slots, T),
                 qs = pack.add(s_.query_start, count(s_.query_start)),
@@ -171,7 +160,7 @@ void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAtte
   kernels::write_kv(dev, d.k, d.v, T, nkv, hd, d.cos, d.sin, d.slots, kv.dtype(), k_cache, v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
-  ap.window = weights_->is_mtp() || weights_->is_eagle3() ? 0 : config().layer_window(l);
+  ap.window = attention_window(l);
   kernels::paged_attention(dev, ap);
   kernels::matmul(dev, d.attn, w.wo, w.bo, d.o, T);
 }
@@ -239,18 +228,12 @@ void LlamaModel::device_mlp(int64_t l, int64_t T) {
 // The residual stream entering layer l into the aux_hidden slots of the aux layers equal to l
 // (capture_aux's layout), through one copy back.
 void LlamaModel::device_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out) {
-  const auto n = static_cast<int64_t>(batch.aux_layers.size());
   if (std::find(batch.aux_layers.begin(), batch.aux_layers.end(), l) == batch.aux_layers.end()) return;
   DeviceState& d = *dev_;
   const int64_t H = config().hidden_size;
   ensure(d.host_rows, T * H);
   kernels::copy_to_host(placement_.device, d.host_rows.data(), d.x, static_cast<size_t>(T * H) * sizeof(float));
-  for (int64_t a = 0; a < n; ++a) {
-    if (batch.aux_layers[static_cast<size_t>(a)] != l) continue;
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(out.aux_hidden.data() + (t * n + a) * H, d.host_rows.data() + t * H,
-                  static_cast<size_t>(H) * sizeof(float));
-  }
+  capture_aux_rows(batch, l, T, d.host_rows.data(), out);
 }
 
 void LlamaModel::device_logits(const float* rows, int64_t R, ForwardOutput& out) {
@@ -266,13 +249,9 @@ void LlamaModel::device_logits(const float* rows, int64_t R, ForwardOutput& out)
     kernels::copy_to_host(dev, out.logits.data(), logits, out.logits.size() * sizeof(float));
     return;
   }
-  const std::vector<int32_t>& d2t = weights_->draft_to_target();
-  const auto Vd = static_cast<int64_t>(d2t.size());
-  ensure(d.host_rows, R * Vd);
-  kernels::copy_to_host(dev, d.host_rows.data(), logits, static_cast<size_t>(R * Vd) * sizeof(float));
-  std::fill(out.logits.begin(), out.logits.end(), -std::numeric_limits<float>::infinity());
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t i = 0; i < Vd; ++i) out.logits[r * V + d2t[static_cast<size_t>(i)]] = d.host_rows[r * Vd + i];
+  ensure(d.host_rows, R * head.rows);  // the draft vocabulary's logits, scattered on the host
+  kernels::copy_to_host(dev, d.host_rows.data(), logits, static_cast<size_t>(R * head.rows) * sizeof(float));
+  scatter_draft_logits(d.host_rows.data(), R, out.logits.data());
 }
 
 // The asked-for rows of h (gathered on the device) through the LM head, their logits and the

@@ -43,14 +43,18 @@ void LlamaModel::eagle3_input(const ForwardBatch& batch, int64_t T) {
 }
 
 void LlamaModel::eagle3_logits(const float* rows, int64_t R, float* logits) {
+  ensure(s_.head_local, R * weights_->lm_head().rows);  // the draft vocabulary
+  kernels::matmul(kCpu, rows, weights_->lm_head(), nullptr, s_.head_local.data(), R);
+  scatter_draft_logits(s_.head_local.data(), R, logits);
+}
+
+void LlamaModel::scatter_draft_logits(const float* draft, int64_t R, float* logits) const {
   const std::vector<int32_t>& d2t = weights_->draft_to_target();
   const auto Vd = static_cast<int64_t>(d2t.size());
   const int64_t V = config().vocab_size;
-  ensure(s_.head_local, R * Vd);
-  kernels::matmul(kCpu, rows, weights_->lm_head(), nullptr, s_.head_local.data(), R);
   std::fill(logits, logits + R * V, -std::numeric_limits<float>::infinity());
   for (int64_t r = 0; r < R; ++r)
-    for (int64_t i = 0; i < Vd; ++i) logits[r * V + d2t[static_cast<size_t>(i)]] = s_.head_local[r * Vd + i];
+    for (int64_t i = 0; i < Vd; ++i) logits[r * V + d2t[static_cast<size_t>(i)]] = draft[r * Vd + i];
 }
 
 }  // namespace specd::model

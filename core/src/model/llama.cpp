@@ -257,19 +257,11 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   ensure(s_.k, T * d.num_kv_heads * hd);
   ensure(s_.v, T * d.num_kv_heads * hd);
   ensure(s_.gate, T * I);
-  ensure(s_.cos, T * (hd / 2));
-  ensure(s_.sin, T * (hd / 2));
   ensure(s_.head, hd);
 
   input_embeddings(batch, T);
   out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
-  kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), hd / 2, s_.cos.data(), s_.sin.data());
-  if (rope_scale_ != 1.0f) {  // longrope's attention factor
-    for (int64_t i = 0; i < T * (hd / 2); ++i) {
-      s_.cos[static_cast<size_t>(i)] *= rope_scale_;
-      s_.sin[static_cast<size_t>(i)] *= rope_scale_;
-    }
-  }
+  rope_tables(T);
   if (!inv_freq_local_.empty()) {
     ensure(s_.cos_local, T * (hd / 2));
     ensure(s_.sin_local, T * (hd / 2));
@@ -302,15 +294,35 @@ void LlamaModel::compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutp
   outputs(batch, kv, out);
 }
 
-// The residual stream x entering layer l (l == num_layers: before the final norm) into the
-// aux_hidden slots of every aux layer equal to l.
+void LlamaModel::rope_tables(int64_t T) {
+  const int64_t half = config().head_dim / 2;
+  ensure(s_.cos, T * half);
+  ensure(s_.sin, T * half);
+  kernels::rope_cos_sin(kCpu, s_.positions.data(), T, inv_freq_.data(), half, s_.cos.data(), s_.sin.data());
+  if (rope_scale_ != 1.0f) {  // longrope's attention factor
+    for (int64_t i = 0; i < T * half; ++i) {
+      s_.cos[static_cast<size_t>(i)] *= rope_scale_;
+      s_.sin[static_cast<size_t>(i)] *= rope_scale_;
+    }
+  }
+}
+
+int32_t LlamaModel::attention_window(int64_t l) const {
+  return weights_->is_mtp() || weights_->is_eagle3() ? 0 : config().layer_window(l);
+}
+
 void LlamaModel::capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out) {
+  capture_aux_rows(batch, l, T, s_.x.data(), out);
+}
+
+void LlamaModel::capture_aux_rows(const ForwardBatch& batch, int64_t l, int64_t T, const float* x,
+                                  ForwardOutput& out) const {
   const int64_t H = config().hidden_size;
   const auto n = static_cast<int64_t>(batch.aux_layers.size());
   for (int64_t a = 0; a < n; ++a) {
     if (batch.aux_layers[static_cast<size_t>(a)] != l) continue;
     for (int64_t t = 0; t < T; ++t)
-      std::memcpy(out.aux_hidden.data() + (t * n + a) * H, s_.x.data() + t * H, static_cast<size_t>(H) * sizeof(float));
+      std::memcpy(out.aux_hidden.data() + (t * n + a) * H, x + t * H, static_cast<size_t>(H) * sizeof(float));
   }
 }
 
@@ -398,7 +410,7 @@ void LlamaModel::attention(const LayerWeights& w, int32_t l, kv::KvCache& kv, ke
                     v_cache);
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
-  ap.window = weights_->is_mtp() || weights_->is_eagle3() ? 0 : c.layer_window(l);
+  ap.window = attention_window(l);
   kernels::paged_attention(kCpu, ap);
   kernels::matmul(kCpu, s_.attn.data(), w.wo, w.bo, s_.o.data(), T);
   all_reduce(s_.o.data(), T * c.hidden_size);

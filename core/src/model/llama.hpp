@@ -124,7 +124,17 @@ class LlamaModel {
   void eagle3_input(const ForwardBatch& batch, int64_t T);
   // An EAGLE-3 head's logits: its draft-vocabulary rows scattered to target ids, -inf elsewhere.
   void eagle3_logits(const float* rows, int64_t R, float* logits);
+  // logits [R, vocab] = -inf but for the draft vocabulary's rows draft [R, draft vocab] at their
+  // target ids.
+  void scatter_draft_logits(const float* draft, int64_t R, float* logits) const;
+  // The residual stream x entering layer l (l == num_layers: before the final norm) into the
+  // aux_hidden slots of every aux layer equal to l; x: host rows [T, hidden].
   void capture_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
+  void capture_aux_rows(const ForwardBatch& batch, int64_t l, int64_t T, const float* x, ForwardOutput& out) const;
+  // s_.cos / s_.sin [T, head_dim / 2] for s_.positions (longrope's attention factor applied).
+  void rope_tables(int64_t T);
+  // Layer l's sliding window (0: none; an MTP module's or EAGLE-3 head's layer attends fully).
+  int32_t attention_window(int64_t l) const;
   kernels::PagedAttentionParams attention_params(const kv::KvCache& kv, int32_t num_seqs);
   // h: the layer's normalized input [T, q/k/v input width].
   void attention(const LayerWeights& w, int32_t layer, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,

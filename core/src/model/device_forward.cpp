@@ -267,7 +267,7 @@ void LlamaModel::device_outputs(const ForwardBatch& batch, kv::KvCache& kv, Forw
   device_logits(rows, R, out);
   // An EAGLE-3 head's hidden output is its pre-norm stream (the next draft step's input).
   const float* hidden = weights_->is_eagle3() ? d.x : d.h;
-  if (R > 0 && weights_->is_eagle3())
+  if (R > 0 && weights_->is_eagle3() && batch.return_hidden && !batch.hidden_all)  // its rows, as returned
     kernels::embedding(dev, kernels::WeightView{DType::kF32, hidden, T, H}, d.out_rows, R, rows);
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {

@@ -53,14 +53,17 @@ void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
     }
 }
 
-// With several activation rows: features in pairs (T2<MB> computes features j and j + 1, so
-// each activation vector loaded serves two weight rows; up to 6 rows in one group, else groups
-// of 4), an odd last feature through T1. T2 runs T1's instruction sequence for every
-// (row, feature) pair, so the pairing changes no result. The loop is load-bound: two weight
-// rows per activation load took 25-30% off 5- and 8-row tiles on cached weights. Row groups
-// outside, as in walk: groups of 4 rows, or 6 from 12 rows on.
-template <template <int> class T2, int kMb>
-void walk_pair_groups(const GemvArgs& a, int64_t j0, int64_t jp) {
+// Scoring rows and small batches (2-11 rows): features in pairs (T2<MB> computes features j
+// and j + 1, so each activation vector loaded serves two weight rows), groups of 4 rows from 7
+// rows on, else all rows in one group; an odd last feature through T1. T2 runs T1's instruction
+// sequence for every (row, feature) pair, so the pairing changes no result. The loop is
+// load-bound: two weight rows per activation load took 25-30% off 5- and 8-row tiles on cached
+// weights. (Four weight rows per tile, as prefill takes them, were 10-25% slower here with the
+// weights coming from memory: four streams per thread instead of two.)
+template <template <int> class T2, template <int> class T1>
+void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
+  constexpr int kMb = 4;
+  const int64_t jp = j0 + (j1 - j0) / 2 * 2;           // features [j0, jp) in pairs
   const int64_t full = a.m > 6 ? a.m / kMb * kMb : 0;  // groups of kMb rows, then the last few
   for (int64_t r = 0; r < full; r += kMb)
     for (int64_t j = j0; j < jp; j += 2) {
@@ -77,17 +80,33 @@ void walk_pair_groups(const GemvArgs& a, int64_t j0, int64_t jp) {
     }
     run_rows<T2, 6>(a, j, full, a.m - full);
   }
+  if (jp < j1) walk<T1, 8>(a, jp, j1);
 }
 
-template <template <int> class T2, template <int> class T1>
-void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const int64_t jp = j0 + (j1 - j0) / 2 * 2;  // features [j0, jp) in pairs
-  if (a.m >= 12) {                            // prefill chunks: 6-row groups convert each weight vector for more rows
-    walk_pair_groups<T2, 6>(a, j0, jp);
-  } else {
-    walk_pair_groups<T2, 4>(a, j0, jp);
+// Prefill chunks (12 rows and more): TJ<R> computes J features for R rows (J x R pairs, two
+// accumulators each: 24 registers for J = 4, R = 3), groups of R rows outside, groups of J
+// features inside; the task's features past its last whole group go through T2 and T1, the
+// rows past the last whole group through TJ<m % R>. Each activation vector loaded serves J
+// weight rows and each weight vector R activation rows: 4 + 3 loads per 12 products, where
+// 6-row pairs took 2 + 6 per 12 and read the activations from L2 (six F32 rows of 2048 do not
+// fit L1). The same instruction sequence per pair as T1, so rows stay batch-invariant.
+// tinyllama prefill-128 went 58 -> 85 tok/s in f16 and 105 -> 145 in bf16 (docs/performance.md).
+template <template <int> class TJ, int J, int R, template <int> class T2, template <int> class T1>
+void walk_wide(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const int64_t jw = j0 + (j1 - j0) / J * J, jp = jw + (j1 - jw) / 2 * 2;
+  const int64_t full = a.m / R * R;
+  for (int64_t r = 0; r < full; r += R) {
+    if (r == 0)
+      for (int64_t j = j0; j < j1; ++j) prefetch_weight_row(a, j);
+    for (int64_t j = j0; j < jw; j += J) TJ<R>::run(a, j, r);
+    for (int64_t j = jw; j < jp; j += 2) T2<R>::run(a, j, r);
+    if (jp < j1) T1<R>::run(a, jp, r);
   }
-  if (jp < j1) walk<T1, 8>(a, jp, j1);
+  if (full < a.m) {
+    for (int64_t j = j0; j < jw; j += J) run_rows<TJ, R - 1>(a, j, full, a.m - full);
+    for (int64_t j = jw; j < jp; j += 2) run_rows<T2, R - 1>(a, j, full, a.m - full);
+    if (jp < j1) run_rows<T1, R - 1>(a, jp, full, a.m - full);
+  }
 }
 
 // Two accumulators per row: chunk c of a row goes to accumulator c % 2, the same order for
@@ -173,19 +192,16 @@ struct Tile {
     static void chunk(const uint8_t* const* w, const uint8_t* const* x, int64_t i, Mask m0, Mask m1,
                       __m512 (*acc)[MB][2]) {
       constexpr int64_t L = K::kLanes;
-      V w0[J], w1[J];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {  // chunk i + h L into accumulator h
+        V wh[J];
 #pragma GCC unroll 4
-      for (int jj = 0; jj < J; ++jj) {
-        w0[jj] = K::template w<kMasked>(w[jj], i, m0);
-        w1[jj] = K::template w<kMasked>(w[jj], i + L, m1);
-      }
+        for (int jj = 0; jj < J; ++jj) wh[jj] = K::template w<kMasked>(w[jj], i + h * L, h ? m1 : m0);
 #pragma GCC unroll 16
-      for (int rr = 0; rr < MB; ++rr) {
-        const V x0 = K::template x<kMasked>(x[rr], i, m0), x1 = K::template x<kMasked>(x[rr], i + L, m1);
+        for (int rr = 0; rr < MB; ++rr) {
+          const V xh = K::template x<kMasked>(x[rr], i + h * L, h ? m1 : m0);
 #pragma GCC unroll 4
-        for (int jj = 0; jj < J; ++jj) {
-          acc[jj][rr][0] = K::mac(acc[jj][rr][0], w0[jj], x0);
-          acc[jj][rr][1] = K::mac(acc[jj][rr][1], w1[jj], x1);
+          for (int jj = 0; jj < J; ++jj) acc[jj][rr][h] = K::mac(acc[jj][rr][h], wh[jj], xh);
         }
       }
     }
@@ -217,13 +233,18 @@ struct Tile {
   };
 };
 
-// One row: one weight row per tile (a single stream). Several rows: weight rows in pairs.
+// One row: one weight row per tile (a single stream). Scoring rows: weight rows in pairs.
+// Prefill chunks: four weight rows per tile.
 template <class K>
 void gemv_tiles(const GemvArgs& a, int64_t j0, int64_t j1) {
+  using T1 = Tile<K, 1>;
+  using T2 = Tile<K, 2>;
   if (a.m == 1) {
-    walk<Tile<K, 1>::template T, 8>(a, j0, j1);
+    walk<T1::template T, 8>(a, j0, j1);
+  } else if (a.m < 12) {
+    walk_pairs<T2::template T, T1::template T>(a, j0, j1);
   } else {
-    walk_pairs<Tile<K, 2>::template T, Tile<K, 1>::template T>(a, j0, j1);
+    walk_wide<Tile<K, 4>::template T, 4, 3, T2::template T, T1::template T>(a, j0, j1);
   }
 }
 

@@ -1,8 +1,9 @@
 // The AVX2 level (AVX2 + FMA + F16C). Compiled with those flags only; see isa_kernels.hpp
 // for the rules of ISA files (internal linkage, no library inline functions).
 //
-// GEMV tiles are one weight row x up to 4 activation rows; every (row, feature) pair runs the
-// same instruction sequence whatever the tile, so results do not depend on the batch. Quantized weights take Q8
+// GEMV tiles are one weight row x up to 4 activation rows (float prefill chunks: 3 weight rows
+// x 2 activation rows); every (row, feature) pair runs the same instruction sequence whatever
+// the tile, so results do not depend on the batch. Quantized weights take Q8
 // activations: d[nbp], signed q in natural order, and aux[b * 8 + g] = 8 * (sum of q over group g of 4 elements of
 // block b), the correction of the unsigned Q4 nibbles (value = nibble - 8).
 #include <immintrin.h>
@@ -56,50 +57,76 @@ inline float w_at(const uint8_t* row, int64_t i) {
 
 // Weight rows are streamed one at a time, front to back (see isa_avx512.cpp).
 
-template <Wt kT, int MB>
+// J weight rows (features j .. j + J - 1) x MB activation rows; each (row, feature) pair has
+// two accumulators: chunk c of 8 goes to accumulator c % 2, the same instructions for every J
+// and MB.
+template <Wt kT, int J, int MB>
 void tile_float(const GemvArgs& a, int64_t j, int64_t r0) {
-  __m256 acc0[MB], acc1[MB];  // chunk c of 8 goes to accumulator c % 2
+  __m256 acc[J][MB][2];
+#pragma GCC unroll 4
+  for (int jj = 0; jj < J; ++jj)
 #pragma GCC unroll 16
-  for (int rr = 0; rr < MB; ++rr) acc0[rr] = acc1[rr] = _mm256_setzero_ps();
-  const uint8_t* w = a.w + static_cast<size_t>(j) * a.w_stride;
+    for (int rr = 0; rr < MB; ++rr) acc[jj][rr][0] = acc[jj][rr][1] = _mm256_setzero_ps();
+  const uint8_t* w[J];
+#pragma GCC unroll 4
+  for (int jj = 0; jj < J; ++jj) w[jj] = a.w + static_cast<size_t>(j + jj) * a.w_stride;
   const float* x[MB];
 #pragma GCC unroll 16
   for (int rr = 0; rr < MB; ++rr) x[rr] = act_f32(a, r0 + rr);
   const int64_t full = a.k / 16 * 16;
   for (int64_t i = 0; i < full; i += 16) {
-    const __m256 w0 = load_w8<kT>(w, i), w1 = load_w8<kT>(w, i + 8);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256 wh[J];
+#pragma GCC unroll 4
+      for (int jj = 0; jj < J; ++jj) wh[jj] = load_w8<kT>(w[jj], i + 8 * h);
 #pragma GCC unroll 16
-    for (int rr = 0; rr < MB; ++rr) {
-      acc0[rr] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[rr] + i), acc0[rr]);
-      acc1[rr] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[rr] + i + 8), acc1[rr]);
+      for (int rr = 0; rr < MB; ++rr) {
+        const __m256 xh = _mm256_loadu_ps(x[rr] + i + 8 * h);
+#pragma GCC unroll 4
+        for (int jj = 0; jj < J; ++jj) acc[jj][rr][h] = _mm256_fmadd_ps(wh[jj], xh, acc[jj][rr][h]);
+      }
     }
   }
   int64_t i = full;
   if (i + 8 <= a.k) {
-    const __m256 w0 = load_w8<kT>(w, i);
+#pragma GCC unroll 4
+    for (int jj = 0; jj < J; ++jj) {
+      const __m256 w0 = load_w8<kT>(w[jj], i);
 #pragma GCC unroll 16
-    for (int rr = 0; rr < MB; ++rr) acc0[rr] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[rr] + i), acc0[rr]);
+      for (int rr = 0; rr < MB; ++rr) acc[jj][rr][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[rr] + i), acc[jj][rr][0]);
+    }
     i += 8;
   }
+#pragma GCC unroll 4
+  for (int jj = 0; jj < J; ++jj)
 #pragma GCC unroll 16
-  for (int rr = 0; rr < MB; ++rr) {
-    float s = hsum(_mm256_add_ps(acc0[rr], acc1[rr]));
-    for (int64_t t = i; t < a.k; ++t) s += w_at<kT>(w, t) * x[rr][t];
-    a.c[(r0 + rr) * a.ldc + j] = s;
-  }
+    for (int rr = 0; rr < MB; ++rr) {
+      float s = hsum(_mm256_add_ps(acc[jj][rr][0], acc[jj][rr][1]));
+      for (int64_t t = i; t < a.k; ++t) s += w_at<kT>(w[jj], t) * x[rr][t];
+      a.c[(r0 + rr) * a.ldc + j + jj] = s;
+    }
 }
 
-template <Wt kT>
+template <Wt kT, int J>
 struct FloatTile {
   template <int MB>
   struct T {
-    static void run(const GemvArgs& a, int64_t j, int64_t r0) { tile_float<kT, MB>(a, j, r0); }
+    static void run(const GemvArgs& a, int64_t j, int64_t r0) { tile_float<kT, J, MB>(a, j, r0); }
   };
 };
 
 template <Wt kT>
 void gemv_float(const GemvArgs& a, int64_t j0, int64_t j1) {
-  walk_by_4<FloatTile<kT>::template T>(a, j0, j1);
+  // Prefill chunks: 3 x 2 tiles (12 accumulators, 3 + 2 loads per 6 products where the 4-row
+  // tiles took 1 + 4 per 4): tinyllama f16 prefill-128 43-45 -> 68-76 tok/s on this level. Scoring
+  // rows keep one weight row per tile: three streams per thread were slower on cold weights.
+  if (a.m >= 12) {
+    walk_wide<FloatTile<kT, 3>::template T, 3, 2, FloatTile<kT, 2>::template T, FloatTile<kT, 1>::template T>(a, j0,
+                                                                                                              j1);
+  } else {
+    walk_by_4<FloatTile<kT, 1>::template T>(a, j0, j1);
+  }
 }
 
 // ---- quantized weights -------------------------------------------------------------------

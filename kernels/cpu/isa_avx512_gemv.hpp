@@ -19,18 +19,6 @@ namespace {
 // row is prefetched ahead (prefetch_weight_row) and f32/f16/bf16 take weight rows in pairs
 // (walk_pairs). docs/performance.md has the measurements.
 
-// T<n>::run for the last n < kMb rows of a feature.
-template <template <int> class T, int N>
-inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
-  if constexpr (N > 0) {
-    if (n == N) {
-      T<N>::run(a, j, r);
-      return;
-    }
-    run_rows<T, N - 1>(a, j, r, n);
-  }
-}
-
 // Calls T<MB>::run(a, j, r0) for every feature j in [j0, j1) and groups of up to kMb rows. The
 // group size changes only which rows share a weight load, never the arithmetic of a row.
 // Row groups are the outer loop: one group's activation rows stay in L1/L2 while the task's
@@ -81,32 +69,6 @@ void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
     run_rows<T2, 6>(a, j, full, a.m - full);
   }
   if (jp < j1) walk<T1, 8>(a, jp, j1);
-}
-
-// Prefill chunks (12 rows and more): TJ<R> computes J features for R rows (J x R pairs, two
-// accumulators each: 24 registers for J = 4, R = 3), groups of R rows outside, groups of J
-// features inside; the task's features past its last whole group go through T2 and T1, the
-// rows past the last whole group through TJ<m % R>. Each activation vector loaded serves J
-// weight rows and each weight vector R activation rows: 4 + 3 loads per 12 products, where
-// 6-row pairs took 2 + 6 per 12 and read the activations from L2 (six F32 rows of 2048 do not
-// fit L1). The same instruction sequence per pair as T1, so rows stay batch-invariant.
-// tinyllama prefill-128 went 58 -> 85 tok/s in f16 and 105 -> 145 in bf16 (docs/performance.md).
-template <template <int> class TJ, int J, int R, template <int> class T2, template <int> class T1>
-void walk_wide(const GemvArgs& a, int64_t j0, int64_t j1) {
-  const int64_t jw = j0 + (j1 - j0) / J * J, jp = jw + (j1 - jw) / 2 * 2;
-  const int64_t full = a.m / R * R;
-  for (int64_t r = 0; r < full; r += R) {
-    if (r == 0)
-      for (int64_t j = j0; j < j1; ++j) prefetch_weight_row(a, j);
-    for (int64_t j = j0; j < jw; j += J) TJ<R>::run(a, j, r);
-    for (int64_t j = jw; j < jp; j += 2) T2<R>::run(a, j, r);
-    if (jp < j1) T1<R>::run(a, jp, r);
-  }
-  if (full < a.m) {
-    for (int64_t j = j0; j < jw; j += J) run_rows<TJ, R - 1>(a, j, full, a.m - full);
-    for (int64_t j = jw; j < jp; j += 2) run_rows<T2, R - 1>(a, j, full, a.m - full);
-    if (jp < j1) run_rows<T1, R - 1>(a, jp, full, a.m - full);
-  }
 }
 
 // Two accumulators per row: chunk c of a row goes to accumulator c % 2, the same order for
@@ -234,7 +196,10 @@ struct Tile {
 };
 
 // One row: one weight row per tile (a single stream). Scoring rows: weight rows in pairs.
-// Prefill chunks: four weight rows per tile.
+// Prefill chunks (12 rows and more; walk_wide in isa_kernels.hpp): four weight rows x three
+// activation rows per tile, 24 accumulators: 4 + 3 vector loads per 12 products, where 6-row
+// pairs took 2 + 6 and read the activations from L2 (six F32 rows of 2048 do not fit L1).
+// tinyllama prefill-128 went 58 -> 85 tok/s in f16 and 105 -> 145 in bf16 (docs/performance.md).
 template <class K>
 void gemv_tiles(const GemvArgs& a, int64_t j0, int64_t j1) {
   using T1 = Tile<K, 1>;

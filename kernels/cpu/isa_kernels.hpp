@@ -138,6 +138,43 @@ void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
     }
   }
 }
+
+// T<n>::run(a, j, r) for the last n <= N rows of a feature (n >= 1).
+template <template <int> class T, int N>
+inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
+  if constexpr (N > 0) {
+    if (n == N) {
+      T<N>::run(a, j, r);
+      return;
+    }
+    run_rows<T, N - 1>(a, j, r, n);
+  }
+}
+
+// Prefill chunks on the float weights: TJ<R> computes J features for R rows; groups of R rows
+// outside (their activations stay in L1 while the task's weight rows pass by), groups of J
+// features inside; the task's features past its last whole group go through T2 (pairs) and T1,
+// the rows past the last whole group through TJ<m % R>. Each activation vector loaded serves J
+// weight rows and each weight vector R activation rows. TJ, T2 and T1 run the same instruction
+// sequence per (row, feature) pair, so rows stay batch-invariant. The shapes (AVX-512 4 x 3,
+// AVX2 3 x 2) and their measurements are in the levels' files and docs/performance.md.
+template <template <int> class TJ, int J, int R, template <int> class T2, template <int> class T1>
+void walk_wide(const GemvArgs& a, int64_t j0, int64_t j1) {
+  const int64_t jw = j0 + (j1 - j0) / J * J, jp = jw + (j1 - jw) / 2 * 2;
+  const int64_t full = a.m / R * R;
+  for (int64_t r = 0; r < full; r += R) {
+    if (r == 0)
+      for (int64_t j = j0; j < j1; ++j) prefetch_weight_row(a, j);
+    for (int64_t j = j0; j < jw; j += J) TJ<R>::run(a, j, r);
+    for (int64_t j = jw; j < jp; j += 2) T2<R>::run(a, j, r);
+    if (jp < j1) T1<R>::run(a, jp, r);
+  }
+  if (full < a.m) {
+    for (int64_t j = j0; j < jw; j += J) run_rows<TJ, R - 1>(a, j, full, a.m - full);
+    for (int64_t j = jw; j < jp; j += 2) run_rows<T2, R - 1>(a, j, full, a.m - full);
+    if (jp < j1) run_rows<T1, R - 1>(a, jp, full, a.m - full);
+  }
+}
 }  // namespace
 
 using GemvFn = void (*)(const GemvArgs& args, int64_t j0, int64_t j1);

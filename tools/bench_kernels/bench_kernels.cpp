@@ -8,8 +8,11 @@
 //                               its weights arrive faster than it can use them; rows:64 is
 //                               a prefill chunk (compare ns/row/Kweights with the FMA peak)
 //   ReadBandwidth               the yardstick specd bench uses, at the same thread count
-//   Attention/<isa>/<kv>/ctx:n  one decode token of llama-160m's attention shape (12 heads,
-//                               head_dim 64) over a context of n cached tokens
+//   Attention/<isa>/<kv>/ctx:n/rows:1  one decode token of llama-160m's attention shape (12
+//                               heads, head_dim 64) over a context of n cached tokens
+//   AttentionGqa/<isa>/<kv>/ctx:n/rows:r  tinyllama's grouped shape (32 query heads over 4 KV
+//                               heads, head_dim 64): r new tokens of one sequence (1: decode,
+//                               5: scoring k = 4 drafts) over a context of n
 // Threads: the kernel pool's default (all hardware threads); SPECD_CPU_ISA limits the levels.
 //
 //   bench_kernels [--benchmark_filter=GEMV/avx512/q4_0]
@@ -99,17 +102,18 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.counters["GB/s"] = gbs;
 }
 
-void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
+void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv, int32_t heads, int32_t kv_heads) {
   set_cpu_isa(isa);
-  const int32_t ctx = static_cast<int32_t>(state.range(0)), heads = 12, hd = 64, block = 16;
+  const int32_t ctx = static_cast<int32_t>(state.range(0)), rows = static_cast<int32_t>(state.range(1));
+  const int32_t hd = 64, block = 16;
   const int32_t blocks = (ctx + block - 1) / block;
   const size_t elem = kv == DType::kF32 ? 4 : 2;
-  std::vector<uint8_t> k(static_cast<size_t>(blocks) * block * heads * hd * elem, 0x3c);
+  std::vector<uint8_t> k(static_cast<size_t>(blocks) * block * kv_heads * hd * elem, 0x3c);
   std::vector<uint8_t> v(k.size(), 0x3c);
-  std::vector<float> q(static_cast<size_t>(heads * hd), 0.1f), out(q.size());
+  std::vector<float> q(static_cast<size_t>(rows * heads * hd), 0.1f), out(q.size());
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int32_t b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = b;
-  const int32_t query_start[2] = {0, 1};
+  const int32_t query_start[2] = {0, rows};
   PagedAttentionParams p;
   p.q = q.data();
   p.k_cache = k.data();
@@ -124,7 +128,7 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
   p.num_blocks = blocks;
   p.block_size = block;
   p.num_heads = heads;
-  p.num_kv_heads = heads;
+  p.num_kv_heads = kv_heads;
   p.head_dim = hd;
   p.scale = 0.125f;
   for (auto _ : state) paged_attention(Device::kCpu, p);
@@ -153,13 +157,19 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv) {
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }
-    for (DType kv : {DType::kF32, DType::kF16})
-      benchmark::RegisterBenchmark(("Attention/" + level + "/" + std::string(dtype_name(kv))).c_str(), BM_Attention,
-                                   isa, kv)
-          ->ArgName("ctx")
-          ->Arg(256)
-          ->Arg(2048)
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      const std::string suffix = level + "/" + std::string(dtype_name(kv));
+      benchmark::RegisterBenchmark(("Attention/" + suffix).c_str(), BM_Attention, isa, kv, 12, 12)
+          ->ArgNames({"ctx", "rows"})
+          ->Args({256, 1})
+          ->Args({2048, 1})
           ->UseRealTime();
+      benchmark::RegisterBenchmark(("AttentionGqa/" + suffix).c_str(), BM_Attention, isa, kv, 32, 4)
+          ->ArgNames({"ctx", "rows"})
+          ->Args({2048, 1})
+          ->Args({2048, 5})
+          ->UseRealTime();
+    }
   }
   benchmark::RegisterBenchmark("ReadBandwidth", BM_ReadBandwidth)->Iterations(3)->Unit(benchmark::kMillisecond);
   return true;

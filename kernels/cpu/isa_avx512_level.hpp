@@ -170,9 +170,45 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
   }
 }
 
+// Grouped query heads (GQA) with head_dim 16 NC: H heads at a time, each value row widened once
+// per H heads straight from the cache and used by all of them; the H x NC outputs stay in
+// registers over all n rows. Per (head, chunk) the same FMAs in the same row order as the
+// one-head loop below, so the results are the same bits. (With 8 heads per KV head this took
+// ~45% off tinyllama's decode attention at 2048 tokens of context, bench_kernels AttentionGqa.)
+template <Kv kT, int NC, int H>
+void attn_values_heads(const float* p, int64_t ld, int64_t group, const void* rows, int64_t stride, int64_t n,
+                       float* out) {
+  constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2, hd = 16 * NC;
+  const auto* base = static_cast<const uint8_t*>(rows);
+  for (int64_t h0 = 0; h0 < group; h0 += H) {
+    __m512 acc[H][NC];
+#pragma GCC unroll 8
+    for (int hh = 0; hh < H; ++hh)
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) acc[hh][c] = _mm512_loadu_ps(out + (h0 + hh) * hd + 16 * c);
+    for (int64_t j = 0; j < n; ++j) {
+      __m512 v[NC];
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) v[c] = load_kv16<kT>(base + j * stride * kElem, 16 * c, 0xffff);
+#pragma GCC unroll 8
+      for (int hh = 0; hh < H; ++hh) {
+        const __m512 pj = _mm512_set1_ps(p[(h0 + hh) * ld + j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) acc[hh][c] = _mm512_fmadd_ps(pj, v[c], acc[hh][c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int hh = 0; hh < H; ++hh)
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) _mm512_storeu_ps(out + (h0 + hh) * hd + 16 * c, acc[hh][c]);
+  }
+}
+
 template <Kv kT>
 void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
                  float* out) {
+  if (hd == 64 && group % 4 == 0) return attn_values_heads<kT, 4, 4>(p, ld, group, rows, stride, n, out);
+  if (hd == 128 && group % 2 == 0) return attn_values_heads<kT, 8, 2>(p, ld, group, rows, stride, n, out);
   alignas(64) float tmp[16 * kMaxHeadDim];
   constexpr int64_t kElem = kT == Kv::kF32 ? 4 : 2;
   const int64_t nc = (hd + 15) / 16;  // 16-lane chunks of a row (<= 16)

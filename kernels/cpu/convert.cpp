@@ -110,6 +110,9 @@ void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64
       case DType::kQ6_K:
         cpu::quantize_q6_k(src + b, reinterpret_cast<BlockQ6_K*>(out), (e - b) / kSuperBlock);
         break;
+      case DType::kQ3_K:
+        cpu::quantize_q3_k(src + b, reinterpret_cast<BlockQ3_K*>(out), (e - b) / kSuperBlock);
+        break;
     }
   });
 }

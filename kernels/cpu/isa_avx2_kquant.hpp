@@ -1,5 +1,5 @@
 // The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers hsum and
-// half_to_f32): Q4_K, Q5_K and Q6_K weights against Q8_K activations, as the AVX-512 level
+// half_to_f32): Q4_K, Q5_K, Q6_K and Q3_K weights against Q8_K activations, as the AVX-512 level
 // does it (isa_avx512_kquant.hpp) with 32-element vectors. A weight super-block is unpacked
 // once for every activation row of the tile: eight vectors of unsigned levels in the
 // activations' order and a 16-bit scale vector per vector; vpmaddubsw (levels <= 63, |x| <= 127:
@@ -103,6 +103,43 @@ inline KBlock2 unpack_q6_k(const uint8_t* blk) {
   return k;
 }
 
+// Q3_K: levels q + 4 (bits 0-1 of qs at shift 2j, bit 2 from hmask; dtype.hpp), the factor
+// sc - 32 per group of 16 as Q6_K's scales, the offset of 4 through the activations' sums.
+inline KBlock2 unpack_q3_k(const uint8_t* blk) {
+  const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
+  KBlock2 k;
+  const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  for (int v = 0; v < 8; ++v) {  // elements 32v ..: qs half v / 4 at shift 2 (v mod 4), hmask bit v
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (v / 4)));
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * (v % 4))), three);
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(v)), one);
+    k.q[v] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+  }
+  alignas(16) uint8_t sc[16];
+  q3_k_scale_bytes(b.scales, sc);
+  const __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))),
+                                        _mm256_set1_epi16(32));
+  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
+  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
+  for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
+  k.m = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));  // -4·(sc - 32)
+  k.d = half_to_f32(b.d);
+  k.dm = 0.0f;
+  return k;
+}
+
+template <DType kW>
+inline KBlock2 unpack_k(const uint8_t* blk) {
+  if constexpr (kW == DType::kQ6_K) {
+    return unpack_q6_k(blk);
+  } else if constexpr (kW == DType::kQ3_K) {
+    return unpack_q3_k(blk);
+  } else {
+    return unpack_k45<kW>(blk);
+  }
+}
+
 template <DType kW>
 inline void k_mac(const KBlock2& k, const int8_t* q8, const int16_t* bsums, float dx, __m256& acc, __m256& macc) {
   __m256i isum = _mm256_setzero_si256();
@@ -113,7 +150,7 @@ inline void k_mac(const KBlock2& k, const int8_t* q8, const int16_t* bsums, floa
   }
   const __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)), k.m);
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(k.d * dx), acc);
-  if constexpr (kW == DType::kQ6_K) {
+  if constexpr (kW == DType::kQ6_K || kW == DType::kQ3_K) {  // the offset, against d
     macc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(k.d * dx), macc);
   } else {
     macc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(k.dm * dx), macc);
@@ -132,7 +169,7 @@ void tile_k(const GemvArgs& a, int64_t j, int64_t r0) {
   const uint8_t* row = a.w + static_cast<size_t>(j) * a.w_stride;
   constexpr size_t kBytes = row_bytes(kW, 256);
   for (int64_t s = 0; s < a.k / 256; ++s) {
-    const KBlock2 k = kW == DType::kQ6_K ? unpack_q6_k(row + s * kBytes) : unpack_k45<kW>(row + s * kBytes);
+    const KBlock2 k = unpack_k<kW>(row + s * kBytes);
 #pragma GCC unroll 4
     for (int rr = 0; rr < MB; ++rr)
       k_mac<kW>(k, x[rr].q + s * 256, x[rr].bsums + s * 16, x[rr].d[s], acc[rr], macc[rr]);

@@ -1,5 +1,5 @@
 // The AVX-512 K-quant GEMV (private to isa_avx512_level.hpp, compiled once per level): Q4_K,
-// Q5_K and Q6_K weights against Q8_K activations in lane order (isa_kernels.hpp,
+// Q5_K, Q6_K and Q3_K weights against Q8_K activations in lane order (isa_kernels.hpp,
 // scalar::prep_q8k_lanes).
 //
 // A weight super-block (256 elements, 16 groups of 16) is unpacked once for every activation
@@ -251,6 +251,92 @@ inline KBlock unpack_q6_k(const uint8_t* blk) {
   return k;
 }
 
+// Q3_K: levels q + 4 in 0..7 (bits 0-1 from qs, bit 2 from hmask; dtype.hpp), per group of 16
+// the factor sc - 32; the offset of 4 goes through the activations' sums as Q6_K's 32 does.
+// With VBMI, vector p, lane L, byte b is element e = 16g + 4p + b (g = 4 (L mod 4) + L / 4):
+// bits 2j, 2j + 1 (j = (g mod 8) / 2) of qs[32 (g / 8) + l] and bit g / 2 of hmask[l], with
+// l = 16 (g mod 2) + 4p + b; a per-lane shift and rotate bring them to bits 0-1 and 2.
+#ifdef __AVX512VBMI__
+struct Q3VbmiIdx {
+  alignas(64) uint8_t qs[4][64];   // vpermb index into qs[0, 64)
+  alignas(64) uint8_t hm[4][64];   // vpermb index into hmask[0, 32)
+  alignas(64) uint16_t shift[32];  // per 16-bit word: 2j of its lane
+  alignas(64) uint32_t rot[16];    // per lane: rotate left by (2 - g / 2) mod 32
+};
+constexpr Q3VbmiIdx make_q3_vbmi_idx() {
+  Q3VbmiIdx t{};
+  for (int lane = 0; lane < 16; ++lane) {
+    const int g = 4 * (lane % 4) + lane / 4;
+    for (int p = 0; p < 4; ++p)
+      for (int b = 0; b < 4; ++b) {
+        const int l = 16 * (g % 2) + 4 * p + b;
+        t.qs[p][4 * lane + b] = static_cast<uint8_t>(32 * (g / 8) + l);
+        t.hm[p][4 * lane + b] = static_cast<uint8_t>(l);
+      }
+    t.shift[2 * lane] = t.shift[2 * lane + 1] = static_cast<uint16_t>(2 * ((g % 8) / 2));
+    t.rot[lane] = static_cast<uint32_t>((2 - g / 2 + 32) % 32);
+  }
+  return t;
+}
+constexpr Q3VbmiIdx kQ3VbmiIdx = make_q3_vbmi_idx();
+#endif
+
+inline void unpack_q3_levels(const BlockQ3_K& b, __m512i* q) {
+#ifdef __AVX512VBMI__
+  const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  const __m512i qs = _mm512_loadu_si512(b.qs);
+  const __m512i hm = _mm512_loadu_si512(b.hmask);  // hmask and the first half of qs: within the block
+  const __m512i shift = load64(kQ3VbmiIdx.shift), rot = load64(kQ3VbmiIdx.rot);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const __m512i lo = _mm512_srlv_epi16(_mm512_permutexvar_epi8(load64(kQ3VbmiIdx.qs[p]), qs), shift);
+    const __m512i hi =
+        _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi8(load64(kQ3VbmiIdx.hm[p]), hm), rot), four);
+    q[p] = _mm512_ternarylogic_epi32(three, lo, hi, 0xEA);  // (3 & lo) | hi
+  }
+#else
+  // Natural order first: vector r holds elements 64r .. 64r + 63, two runs of 32 (j = 2 (r mod 2)
+  // and j + 1 of qs's half r / 2; hmask bits 2r and 2r + 1).
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  const __m256i three8 = _mm256_set1_epi8(3), one8 = _mm256_set1_epi8(1);
+  auto run = [&](__m256i qsn, int j, int bit) {
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(qsn, _mm_cvtsi32_si128(2 * j)), three8);
+    const __m256i h = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit)), one8);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(h, 2));
+  };
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m256i qsn = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (r / 2)));
+    q[r] = join256(run(qsn, 2 * (r % 2), 2 * r), run(qsn, 2 * (r % 2) + 1, 2 * r + 1));
+  }
+  to_lane_order(q);
+#endif
+}
+
+inline KBlock unpack_q3_k(const uint8_t* blk) {
+  const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
+  KBlock k;
+  alignas(16) uint8_t sc[16];
+  q3_k_scale_bytes(b.scales, sc);
+  const __m128i sc8 = _mm_sub_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
+  unpack_q3_levels(b, k.q);
+  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
+  k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(4.0f));
+  return k;
+}
+
+// One super-block of any K-quant dtype, unpacked.
+template <DType kW>
+inline KBlock unpack_k(const uint8_t* blk) {
+  if constexpr (kW == DType::kQ6_K) {
+    return unpack_q6_k(blk);
+  } else if constexpr (kW == DType::kQ3_K) {
+    return unpack_q3_k(blk);
+  } else {
+    return unpack_k45<kW>(blk);
+  }
+}
+
 // Σ over each 32-bit lane of levels x activations for one super-block (exact integers).
 template <DType kW>
 inline __m512i k_lane_dots(const KBlock& k, const int8_t* q8) {
@@ -298,7 +384,7 @@ struct TileK {
       const int64_t ns = a.k / 256;
       constexpr size_t kBytes = row_bytes(kW, 256);
       for (int64_t s = 0; s < ns; ++s) {
-        const KBlock k = kW == DType::kQ6_K ? unpack_q6_k(row + s * kBytes) : unpack_k45<kW>(row + s * kBytes);
+        const KBlock k = unpack_k<kW>(row + s * kBytes);
 #pragma GCC unroll 16
         for (int rr = 0; rr < MB; ++rr) k_mac<kW>(k, x[rr].q + s * 256, x[rr].bsx + s * 16, x[rr].d[s], acc[rr]);
       }

@@ -139,6 +139,20 @@ void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
   }
 }
 
+// The 16 six-bit scales of a Q3_K block (q3_k_scale, 0..63: the factor is the value - 32) as
+// bytes, with 32-bit word arithmetic on the three words of scales[12]: word i of the result
+// takes the low nibbles (i = 0, 1) or high nibbles (i = 2, 3) of word i % 2 and, as bits 4-5,
+// bits 2i .. 2i + 1 of each byte of word 2.
+inline void q3_k_scale_bytes(const uint8_t* scales, uint8_t* out) {
+  uint32_t w[3];
+  __builtin_memcpy(w, scales, 12);
+  const uint32_t low4 = 0x0f0f0f0fu, two = 0x03030303u;
+  const uint32_t o[4] = {(w[0] & low4) | ((w[2] & two) << 4), (w[1] & low4) | (((w[2] >> 2) & two) << 4),
+                         ((w[0] >> 4) & low4) | (((w[2] >> 4) & two) << 4),
+                         ((w[1] >> 4) & low4) | (((w[2] >> 6) & two) << 4)};
+  __builtin_memcpy(out, o, 16);
+}
+
 // T<n>::run(a, j, r) for the last n <= N rows of a feature (n >= 1).
 template <template <int> class T, int N>
 inline void run_rows(const GemvArgs& a, int64_t j, int64_t r, int64_t n) {
@@ -233,6 +247,7 @@ void silu_mul(float* g, const float* u, int64_t n);
 void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);
+void gemv_q3_k(const GemvArgs& a, int64_t j0, int64_t j1);
 }  // namespace scalar
 // Defined only where the compiler targets x86-64.
 extern const IsaKernels kAvx2Kernels;

@@ -11,9 +11,10 @@
 //     tile into signed bytes (Q4_0: nibble - 8) and multiplied with SDOT (with dotprod) or
 //     SMULL + SADALP pair sums (without: |products| <= 128·127 fit 16 bits); per block one
 //     convert and one FMA by d_w·d_x.
-//   Q4_K / Q5_K / Q6_K: Q8_K activations in natural order (scalar::prep_q8k); a super-block's
-//     levels are unpacked once per tile into 16 byte vectors; per row, integer dot products per
-//     sub-block (Q6_K: per 16) weighted by the integer scales, the mins (Q6_K: the offset of 32)
+//   Q4_K / Q5_K / Q6_K / Q3_K: Q8_K activations in natural order (scalar::prep_q8k); a
+//     super-block's levels are unpacked once per tile into 16 byte vectors; per row, integer dot
+//     products per sub-block (Q6_K, Q3_K: per 16) weighted by the integer scales, the mins (Q6_K,
+//     Q3_K: the offset of 32 or 4)
 //     through the activations' 16-element sums, one float step per super-block: the scalar
 //     level's integer arithmetic, so K-quant rows equal the scalar level's exactly.
 // Per (row, feature) the instruction sequence does not depend on the tile: results are
@@ -222,16 +223,37 @@ inline void unpack_q6_k(const uint8_t* blk, KBlock& k) {
   k.dmin = 0.0f;
 }
 
+// Q3_K: group g (elements 16g ..) takes bits 2j, 2j + 1 (j = (g mod 8) / 2) of
+// qs[32 (g / 8) + 16 (g mod 2) ..] and bit g / 2 of hmask[16 (g mod 2) ..] as bit 2; the factor
+// is sc - 32 and the offset 4, as Q6_K's scale and 32.
+inline void unpack_q3_k(const uint8_t* blk, KBlock& k) {
+  const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
+  alignas(16) uint8_t sc[16];
+  q3_k_scale_bytes(b.scales, sc);
+  for (int g = 0; g < 16; ++g) {
+    const uint8x16_t qs = vld1q_u8(b.qs + 32 * (g / 8) + 16 * (g % 2));
+    const uint8x16_t hm = vld1q_u8(b.hmask + 16 * (g % 2));
+    const uint8x16_t lo = vandq_u8(vshlq_u8(qs, vdupq_n_s8(static_cast<int8_t>(-2 * ((g % 8) / 2)))), vdupq_n_u8(3));
+    const uint8x16_t hi = vandq_u8(vshlq_u8(hm, vdupq_n_s8(static_cast<int8_t>(-(g / 2)))), vdupq_n_u8(1));
+    k.q[g] = vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 2)));
+    k.sc[g] = static_cast<int32_t>(sc[g]) - 32;
+    k.mn[g] = 0;
+  }
+  k.d = half_to_float(b.d);
+  k.dmin = 0.0f;
+}
+
 // One super-block of one Q8_K row: the scalar level's k_block_dot, in vector form.
 template <DType kW>
 inline float k_dot(const KBlock& k, const ActQ8K& x, int64_t s) {
   const int8_t* q8 = x.q + s * 256;
   const int16_t* bs = x.bsums + s * 16;
   int32_t isum = 0, msum = 0;
-  if constexpr (kW == DType::kQ6_K) {
+  if constexpr (kW == DType::kQ6_K || kW == DType::kQ3_K) {  // levels offset by 32 (Q3_K: 4)
+    constexpr int32_t kOffset = kW == DType::kQ6_K ? 32 : 4;
     for (int g = 0; g < 16; ++g) {
       const int32_t dot = vaddvq_s32(dot16(vdupq_n_s32(0), k.q[g], vld1q_s8(q8 + 16 * g)));
-      isum += k.sc[g] * (dot - 32 * bs[g]);
+      isum += k.sc[g] * (dot - kOffset * bs[g]);
     }
     return k.d * x.d[s] * static_cast<float>(isum);
   } else {
@@ -262,6 +284,8 @@ struct KTile {
       for (int64_t s = 0; s < a.k / 256; ++s) {
         if constexpr (kW == DType::kQ6_K) {
           unpack_q6_k(w + s * kBytes, k);
+        } else if constexpr (kW == DType::kQ3_K) {
+          unpack_q3_k(w + s * kBytes, k);
         } else {
           unpack_k45<kW>(w + s * kBytes, k);
         }
@@ -341,12 +365,12 @@ float read_sum(const float* p, int64_t n) {
 const IsaKernels SPECD_NEON_TABLE = {
     SPECD_NEON_ISA,
     {gemv_float<Wt::kF32>, gemv_float<Wt::kF16>, gemv_float<Wt::kBF16>, gemv_quant<DType::kQ8_0>,
-     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>},
+     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>, gemv_k<DType::kQ3_K>},
     {nullptr, nullptr, scalar::prep_bf16_as_f32, scalar::prep_q8, scalar::prep_q8, scalar::prep_q8k, scalar::prep_q8k,
-     scalar::prep_q8k},
+     scalar::prep_q8k, scalar::prep_q8k},
     {scalar::f32_to_f32, scalar::f16_row_to_f32, scalar::bf16_row_to_f32, scalar::q8_0_row_to_f32,
-     scalar::q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32, q6_k_row_to_f32},
-    {nullptr, scalar::narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr},
+     scalar::q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32, q6_k_row_to_f32, q3_k_row_to_f32},
+    {nullptr, scalar::narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<Wt::kF32>, attn_scores<Wt::kF16>, attn_scores<Wt::kBF16>},
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,

@@ -8,6 +8,9 @@
 //   Q6_K: per sub-block of 16, a symmetric scale from a grid of candidates around 32 / max,
 //     weighted by x²; the 16 scales quantized to int8 against the largest (d = max / -128), and
 //     the values requantized with them.
+//   Q3_K: per sub-block of 16, levels in [-4, 3] from -4 / max, refined value by value while the
+//     weighted (x²) fit improves (at most 5 passes); the 16 scales quantized to 6 bits against
+//     the largest (d = max / -32), and the values requantized with them.
 // Rounding is to nearest, ties to even, as llama.cpp's float-add trick rounds.
 #include "k_quants.hpp"
 
@@ -136,6 +139,55 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
   return scale;
 }
 
+// Signed levels in [-nmax, nmax - 1] (stored + nmax) for n values, weights x²: rounded against
+// -nmax / max, then each level in turn moved to the one its residual fit asks for while the
+// fit's sumlx² / suml2 grows, for at most 5 passes. Returns the scale sumlx / suml2.
+float fit_refined(int n, int nmax, const float* x, uint8_t* levels) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) levels[i] = 0;
+    return 0.0f;
+  }
+  const float iscale = -static_cast<float>(nmax) / max;
+  int l[16];
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    l[i] = clamp(round_int(iscale * x[i]), -nmax, nmax - 1);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l[i]);
+    suml2 += w * static_cast<float>(l[i]) * static_cast<float>(l[i]);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * static_cast<float>(l[i]);
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * static_cast<float>(l[i]) * static_cast<float>(l[i]);
+      const int nl = clamp(round_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+      if (nl == l[i]) continue;
+      slx += w * x[i] * static_cast<float>(nl);
+      sl2 += w * static_cast<float>(nl) * static_cast<float>(nl);
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        l[i] = nl;
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(l[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 // Q4_K / Q5_K: the levels L[256] (0..nmax) and the packed scales, d and dmin of one block.
 template <class Block>
 void quantize_k45_block(const float* x, Block& y, int nmax, float rmin, int nstep, uint8_t* levels) {
@@ -253,6 +305,48 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   }
 }
 
+void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
+  uint8_t levels[256];
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    float scales[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int s = 0; s < 16; ++s) {
+      scales[s] = fit_refined(16, 4, x + 16 * s, levels + 16 * s);
+      if (std::fabs(scales[s]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[s]);
+        max_scale = scales[s];
+      }
+    }
+    BlockQ3_K& out = y[b];
+    std::memset(&out, 0, sizeof(out));
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (int s = 0; s < 16; ++s) {
+        const int l = clamp(static_cast<int8_t>(round_int(iscale * scales[s])), -32, 31) + 32;
+        out.scales[s % 8] |= static_cast<uint8_t>((l & 15) << (4 * (s / 8)));
+        out.scales[8 + s % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (s / 4)));
+      }
+      out.d = f32_to_f16(1 / iscale);
+    }
+    for (int s = 0; s < 16; ++s) {
+      const float d = f16_to_f32(out.d) * static_cast<float>(q3_k_scale(s, out.scales) - 32);
+      if (d == 0.0f) continue;
+      for (int i = 0; i < 16; ++i)
+        levels[16 * s + i] = static_cast<uint8_t>(clamp(round_int(x[16 * s + i] / d), -4, 3) + 4);
+    }
+    for (int e = 0; e < 256; ++e)
+      if (levels[e] > 3) {
+        out.hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+        levels[e] -= 4;
+      }
+    for (int n = 0; n < 2; ++n)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* L = levels + 128 * n + l;
+        out.qs[32 * n + l] = static_cast<uint8_t>(L[0] | (L[32] << 2) | (L[64] << 4) | (L[96] << 6));
+      }
+  }
+}
+
 void unpack_k_scales(const uint8_t* scales, int* sc, int* m) {
   for (int j = 0; j < 8; ++j) k_scale_min(j, scales, &sc[j], &m[j]);
 }
@@ -304,6 +398,18 @@ void q6_k_row_to_f32(const void* src, float* dst, int64_t n) {
         for (int k = 0; k < 4; ++k)
           out[l + 32 * k] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q[k] - 32);
       }
+    }
+  }
+}
+
+void q3_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ3_K*>(src);
+  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
+    const float d = f16_to_f32(blk[b].d);
+    for (int e = 0; e < 256; ++e) {
+      const int q = ((blk[b].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) |
+                    ((blk[b].hmask[e % 32] >> (e / 32)) & 1) << 2;
+      dst[e] = d * static_cast<float>(q3_k_scale(e / 16, blk[b].scales) - 32) * static_cast<float>(q - 4);
     }
   }
 }

@@ -97,6 +97,21 @@ struct WidenQ6_K {
   }
 };
 
+// Q3_K (110 bytes: hmask[32], qs[64], scales[12], d): d·(sc - 32)·(q - 4) per group of 16,
+// each product rounded on its own as q3_k_row_to_f32 rounds it.
+struct WidenQ3_K {
+  __device__ __forceinline__ float operator()(const void* t, int64_t i) const {
+    const auto* blk = static_cast<const uint8_t*>(t) + (i / 256) * 110;
+    const int e = static_cast<int>(i % 256), s = e / 16;
+    const uint8_t* qs = blk + 32;
+    const uint8_t* scales = blk + 96;
+    const int low = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
+    const int sc = (low | ((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4) - 32;
+    const int q = ((qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) | ((blk[e % 32] >> (e / 32)) & 1) << 2;
+    return __fmul_rn(__fmul_rn(half_at(blk + 108), static_cast<float>(sc)), static_cast<float>(q - 4));
+  }
+};
+
 // Calls f(Widen{}) with the functor that widens `dt` (every dtype has one).
 template <class F>
 void with_widen(DType dt, F&& f) {
@@ -117,6 +132,8 @@ void with_widen(DType dt, F&& f) {
       return f(WidenQ5_K{});
     case DType::kQ6_K:
       return f(WidenQ6_K{});
+    case DType::kQ3_K:
+      return f(WidenQ3_K{});
   }
 }
 

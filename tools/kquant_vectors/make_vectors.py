@@ -5,12 +5,14 @@ llama.cpp is the reference: its quantizer writes the blocks, its gguf-py dequant
 part of specd; this script only records what they produce, so the test needs neither.
 
   1. specd-to-gguf --model M --out f16.gguf --type f16           (M: llama-68m's fixture shape)
-  2. llama-quantize f16.gguf q4km.gguf Q4_K_M; llama-quantize f16.gguf q5km.gguf Q5_K_M
+  2. llama-quantize f16.gguf q4km.gguf Q4_K_M; llama-quantize f16.gguf q5km.gguf Q5_K_M;
+     llama-quantize f16.gguf q3km.gguf Q3_K_M
   3. /usr/bin/python3 tools/kquant_vectors/make_vectors.py --gguf-py LLAMA_CPP/gguf-py \
-        --f16 f16.gguf --q4km q4km.gguf --q5km q5km.gguf --out tests/data/kquants
+        --f16 f16.gguf --q4km q4km.gguf --q5km q5km.gguf --q3km q3km.gguf --out tests/data/kquants
 
 For each type (Q4_K from blk.0.ffn_gate of the Q4_K_M file, Q5_K from the same tensor of the
-Q5_K_M file, Q6_K from blk.1.ffn_down of the Q4_K_M file) it writes the first ROWS rows as
+Q5_K_M file, Q6_K from blk.1.ffn_down of the Q4_K_M file, Q3_K from blk.0.ffn_gate of the
+Q3_K_M file) whose file is given it writes the first ROWS rows as
   <type>.src.f16       the f16 values llama-quantize read (little-endian u16)
   <type>.blocks        llama.cpp's blocks of those rows
   <type>.dequant.f32   gguf-py's dequantization of those blocks (little-endian f32)
@@ -23,15 +25,17 @@ import sys
 ROWS = 4
 PICKS = [("q4_k", "q4km", "blk.0.ffn_gate.weight", "Q4_K"),
          ("q5_k", "q5km", "blk.0.ffn_gate.weight", "Q5_K"),
-         ("q6_k", "q4km", "blk.1.ffn_down.weight", "Q6_K")]
+         ("q6_k", "q4km", "blk.1.ffn_down.weight", "Q6_K"),
+         ("q3_k", "q3km", "blk.0.ffn_gate.weight", "Q3_K")]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf-py", required=True)
     ap.add_argument("--f16", required=True)
-    ap.add_argument("--q4km", required=True)
-    ap.add_argument("--q5km", required=True)
+    ap.add_argument("--q4km")
+    ap.add_argument("--q5km")
+    ap.add_argument("--q3km")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     sys.path.insert(0, a.gguf_py)
@@ -44,9 +48,11 @@ def main():
                 return t
         raise SystemExit(f"{path}: no tensor {name}")
 
-    files = {"q4km": a.q4km, "q5km": a.q5km}
+    files = {"q4km": a.q4km, "q5km": a.q5km, "q3km": a.q3km}
     os.makedirs(a.out, exist_ok=True)
     for label, which, name, type_name in PICKS:
+        if files[which] is None:
+            continue
         q = tensor(files[which], name)
         assert q.tensor_type.name == type_name, (name, q.tensor_type.name)
         src = tensor(a.f16, name)

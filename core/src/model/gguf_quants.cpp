@@ -48,7 +48,7 @@ void dequantize_q8_k(const std::byte* b, float* y) {
   for (int j = 0; j < 256; ++j) y[j] = d * static_cast<float>(static_cast<int8_t>(u8(b + 4 + j)));
 }
 
-// Q2_K / Q3_K: element e of the 256 takes 2 bits of qs[32 (e / 128) + e % 32] at shift
+// Q2_K: element e of the 256 takes 2 bits of qs[32 (e / 128) + e % 32] at shift
 // 2 ((e % 128) / 32), and the scale of its group of 16 (e / 16).
 int low2(const std::byte* qs, int e) {
   return (u8(qs + 32 * (e / 128) + e % 32) >> (2 * ((e % 128) / 32))) & 3;
@@ -65,27 +65,10 @@ void dequantize_q2_k(const std::byte* b, float* y) {
   }
 }
 
-// Q3_K: 6-bit scales (low 4 bits of group g in scales[g % 8] at shift 4 (g / 8), high 2 bits in
-// scales[8 + g % 4] at shift 2 (g / 4)), offset by 32; the third bit of element e is bit e / 32
-// of hmask[e % 32], and a clear bit subtracts 4.
-void dequantize_q3_k(const std::byte* b, float* y) {
-  const std::byte* hmask = b;
-  const std::byte* qs = b + 32;
-  const std::byte* scales = b + 96;
-  const float d = f16_to_f32(u16(b + 108));
-  for (int e = 0; e < 256; ++e) {
-    const int g = e / 16;
-    const int lo = (u8(scales + g % 8) >> (4 * (g / 8))) & 15, hi = (u8(scales + 8 + g % 4) >> (2 * (g / 4))) & 3;
-    const float dl = d * static_cast<float>((lo | hi << 4) - 32);
-    const int high = (u8(hmask + e % 32) >> (e / 32)) & 1;
-    y[e] = dl * static_cast<float>(low2(qs, e) - (high != 0 ? 0 : 4));
-  }
-}
-
 }  // namespace
 
 bool is_converted_type(uint32_t t) noexcept {
-  return t == kTypeQ4_1 || t == kTypeQ5_0 || t == kTypeQ5_1 || t == kTypeQ8_K || t == kTypeQ2_K || t == kTypeQ3_K;
+  return t == kTypeQ4_1 || t == kTypeQ5_0 || t == kTypeQ5_1 || t == kTypeQ8_K || t == kTypeQ2_K;
 }
 
 kernels::DType converted_dtype(uint32_t) noexcept {
@@ -115,9 +98,6 @@ void dequantize(uint32_t ggml_type, const std::byte* src, float* dst, int64_t n)
         break;
       case kTypeQ2_K:
         dequantize_q2_k(b, y);
-        break;
-      case kTypeQ3_K:
-        dequantize_q3_k(b, y);
         break;
       default:
         break;

@@ -1,6 +1,6 @@
 // GGUF block types that the kernels do not compute on: dequantized to F32 at load and then
-// stored in the nearest kernel dtype (docs/model-formats.md "GGUF tensor types"). Q4_K, Q5_K
-// and Q6_K are kernel dtypes (kernels/dtype.hpp) and used in place.
+// stored in the nearest kernel dtype (docs/model-formats.md "GGUF tensor types"). Q3_K, Q4_K,
+// Q5_K and Q6_K are kernel dtypes (kernels/dtype.hpp) and used in place.
 //
 // Layouts (little-endian, fp16 scales; "d" a scale, "m"/"dmin" a min):
 //   Q4_1 (32): {f16 d, f16 m, u8 qs[16]}                 x = q * d + m, q = nibble
@@ -11,8 +11,6 @@
 //   Q8_K (256): {f32 d, i8 qs[256], i16 bsums[16]}      x = q * d (bsums are not needed)
 //   Q2_K (256): {u8 scales[16], u8 qs[64], f16 d, f16 dmin}
 //     x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4), g = e / 16, q 2 bits of qs
-//   Q3_K (256): {u8 hmask[32], u8 qs[64], u8 scales[12], f16 d}
-//     x = d * (scale6[g] - 32) * (q - (hmask bit ? 0 : 4)), q 2 bits of qs
 //     (bit layouts next to the dequantizers in gguf_quants.cpp)
 #pragma once
 

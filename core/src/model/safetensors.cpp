@@ -29,6 +29,7 @@ size_t dtype_size(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ3_K:
       break;
   }
   throw Error(ErrorCode::kInternal, "dtype_size: " + std::string(dtype_name(dtype)) + " has no element size");

@@ -178,12 +178,14 @@ model::WeightDTypes requested_dtype(int32_t dtype, const model::WeightDTypes& fa
       return model::DType::kQ5_K;
     case SPECD_DTYPE_Q6_K:
       return model::DType::kQ6_K;
+    case SPECD_DTYPE_Q3_K:
+      return model::DType::kQ3_K;
     default:
       break;
   }
   throw Error(ErrorCode::kInvalidArgument,
               "model services load: dtype " + std::to_string(dtype) +
-                  " is not a weight dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k or -1)");
+                  " is not a weight dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q3_k or -1)");
 }
 
 int32_t specd_dtype_of(model::DType d) {
@@ -204,6 +206,8 @@ int32_t specd_dtype_of(model::DType d) {
       return SPECD_DTYPE_Q5_K;
     case model::DType::kQ6_K:
       return SPECD_DTYPE_Q6_K;
+    case model::DType::kQ3_K:
+      return SPECD_DTYPE_Q3_K;
   }
   return -1;
 }

@@ -18,6 +18,10 @@
 //       q(l + 32) = (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4
 //       q(l + 64) = (ql[l]      >> 4) | ((qh[l] >> 4) & 3) << 4
 //       q(l + 96) = (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4
+//   Q3_K (256): { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; fp16 d; }  (110 bytes)
+//     16 sub-blocks of 16, value = d * (sc - 32) * (q - 4), sc 6 bits (q3_k_scale), q 3 bits:
+//     element e (half n = e / 128, j = (e % 128) / 32, l = e % 32) has bits 0-1
+//     (qs[32n + l] >> 2j) & 3 and bit 2 from bit e / 32 of hmask[l]
 #pragma once
 
 #include <cstddef>
@@ -26,8 +30,8 @@
 
 namespace specd::kernels {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
-inline constexpr int kNumDTypes = 8;
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ3_K };
+inline constexpr int kNumDTypes = 9;
 
 inline constexpr int64_t kQuantBlock = 32;   // elements per Q8_0 / Q4_0 block
 inline constexpr int64_t kSuperBlock = 256;  // elements per K-quant block
@@ -57,8 +61,14 @@ struct BlockQ6_K {
   int8_t scales[kSuperBlock / 16];
   uint16_t d;
 };
+struct BlockQ3_K {
+  uint8_t hmask[kSuperBlock / 8];
+  uint8_t qs[kSuperBlock / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
-                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210,
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ3_K) == 110,
               "GGUF block layouts");
 
 // Sub-block s (0..7) of a Q4_K / Q5_K block: its 6-bit scale and min from scales[12].
@@ -72,17 +82,24 @@ constexpr void k_scale_min(int s, const uint8_t* scales, int* sc, int* m) {
   }
 }
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
+// Sub-block s (0..15) of a Q3_K block: its 6-bit scale (0..63; the value's factor is it - 32):
+// low 4 bits from scales[s] (s < 8) or scales[s - 8] >> 4, high 2 from scales[8 + s % 4].
+constexpr int q3_k_scale(int s, const uint8_t* scales) {
+  const int low = s < 8 ? scales[s] & 15 : scales[s - 8] >> 4;
+  return low | ((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4;
+}
+
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q3_k".
 std::string_view dtype_name(DType dtype) noexcept;
 // The inverse of dtype_name (also accepts "float32", "float16", "bfloat16"); throws
 // specd::Error(kInvalidArgument) naming the text otherwise.
 DType parse_dtype(std::string_view text);
 
-constexpr bool is_quantized(DType d) {
-  return d == DType::kQ8_0 || d == DType::kQ4_0 || d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K;
-}
 constexpr bool is_k_quant(DType d) {
-  return d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K;
+  return d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K || d == DType::kQ3_K;
+}
+constexpr bool is_quantized(DType d) {
+  return d == DType::kQ8_0 || d == DType::kQ4_0 || is_k_quant(d);
 }
 // Elements per block: 1 for f32/f16/bf16, 32 for Q8_0/Q4_0, 256 for K-quants.
 constexpr int64_t block_elems(DType d) {
@@ -109,6 +126,8 @@ constexpr size_t row_bytes(DType d, int64_t cols) {
       return n / kSuperBlock * sizeof(BlockQ5_K);
     case DType::kQ6_K:
       return n / kSuperBlock * sizeof(BlockQ6_K);
+    case DType::kQ3_K:
+      return n / kSuperBlock * sizeof(BlockQ3_K);
   }
   return 0;
 }

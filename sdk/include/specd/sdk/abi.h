@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 7
+#define SPECD_ABI_MINOR 8
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -105,7 +105,9 @@ typedef enum specd_dtype {
   /* Since 1.2: K-quant weights (GGUF layouts; model services `load` only). */
   SPECD_DTYPE_Q4_K = 7,
   SPECD_DTYPE_Q5_K = 8,
-  SPECD_DTYPE_Q6_K = 9
+  SPECD_DTYPE_Q6_K = 9,
+  /* Since 1.8: Q3_K weights (GGUF's layout; model services `load` only). */
+  SPECD_DTYPE_Q3_K = 10
 } specd_dtype;
 
 typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;

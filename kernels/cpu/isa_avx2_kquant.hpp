@@ -116,10 +116,7 @@ inline KBlock2 unpack_q3_k(const uint8_t* blk) {
     const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(v)), one);
     k.q[v] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
   }
-  alignas(16) uint8_t sc[16];
-  q3_k_scale_bytes(b.scales, sc);
-  const __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))),
-                                        _mm256_set1_epi16(32));
+  const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b));
   const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
   const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
   for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);

@@ -316,9 +316,7 @@ inline void unpack_q3_levels(const BlockQ3_K& b, __m512i* q) {
 inline KBlock unpack_q3_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
   KBlock k;
-  alignas(16) uint8_t sc[16];
-  q3_k_scale_bytes(b.scales, sc);
-  const __m128i sc8 = _mm_sub_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)), _mm_set1_epi8(32));
+  const __m128i sc8 = q3_k_scales(b);
   unpack_q3_levels(b, k.q);
   k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
   k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(4.0f));

@@ -15,6 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "specd/kernels/cpu_isa.hpp"
 #include "specd/kernels/dtype.hpp"
 
@@ -140,7 +144,7 @@ void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
 }
 
 // The 16 six-bit scales of a Q3_K block (q3_k_scale, 0..63: the factor is the value - 32) as
-// bytes, with 32-bit word arithmetic on the three words of scales[12]: word i of the result
+// bytes (the NEON level), with 32-bit word arithmetic on the three words of scales[12]: word i of the result
 // takes the low nibbles (i = 0, 1) or high nibbles (i = 2, 3) of word i % 2 and, as bits 4-5,
 // bits 2i .. 2i + 1 of each byte of word 2.
 inline void q3_k_scale_bytes(const uint8_t* scales, uint8_t* out) {
@@ -152,6 +156,23 @@ inline void q3_k_scale_bytes(const uint8_t* scales, uint8_t* out) {
                          ((w[1] >> 4) & low4) | (((w[2] >> 6) & two) << 4)};
   __builtin_memcpy(out, o, 16);
 }
+
+#ifdef __AVX2__
+// The same scales minus 32 in a register (x86 levels): dwords [w0 w1 w0 w1] and [w2 w2 w2 w2]
+// of scales[12], each shifted per dword, masked and merged. (Bytes written by
+// q3_k_scale_bytes and loaded as a vector wait on store forwarding: twice the super-block's
+// time.)
+inline __m128i q3_k_scales(const BlockQ3_K& b) {
+  // scales[-4 .. 12): the tail of qs and the scales, inside the block.
+  const __m128i raw = _mm_srli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales - 4)), 4);
+  const __m128i lo =
+      _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0x44), _mm_setr_epi32(0, 0, 4, 4)), _mm_set1_epi8(15));
+  const __m128i hi =
+      _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0xaa), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
+#endif
 
 // T<n>::run(a, j, r) for the last n <= N rows of a feature (n >= 1).
 template <template <int> class T, int N>

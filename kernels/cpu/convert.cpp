@@ -113,6 +113,9 @@ void from_f32(Device device, const float* src, DType dst_dtype, void* dst, int64
       case DType::kQ3_K:
         cpu::quantize_q3_k(src + b, reinterpret_cast<BlockQ3_K*>(out), (e - b) / kSuperBlock);
         break;
+      case DType::kQ2_K:
+        cpu::quantize_q2_k(src + b, reinterpret_cast<BlockQ2_K*>(out), (e - b) / kSuperBlock);
+        break;
     }
   });
 }

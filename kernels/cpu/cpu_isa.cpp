@@ -214,6 +214,7 @@ int64_t act_row_bytes(DType w, int64_t k) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kQ3_K:
+    case DType::kQ2_K:
       return q8k_act_bytes(k);
   }
   return 0;

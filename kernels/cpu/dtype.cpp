@@ -29,6 +29,8 @@ std::string_view dtype_name(DType dtype) noexcept {
       return "q6_k";
     case DType::kQ3_K:
       return "q3_k";
+    case DType::kQ2_K:
+      return "q2_k";
   }
   return "unknown";
 }
@@ -46,8 +48,10 @@ DType parse_dtype(std::string_view text) {
   if (lower == "q5_k") return DType::kQ5_K;
   if (lower == "q6_k") return DType::kQ6_K;
   if (lower == "q3_k") return DType::kQ3_K;
-  throw Error(ErrorCode::kInvalidArgument, "unknown dtype '" + std::string(text) +
-                                               "' (expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k or q3_k)");
+  if (lower == "q2_k") return DType::kQ2_K;
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown dtype '" + std::string(text) +
+                  "' (expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q3_k or q2_k)");
 }
 
 size_t row_bytes_checked(DType d, int64_t cols, std::string_view what) {

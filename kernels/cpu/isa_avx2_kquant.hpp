@@ -1,5 +1,5 @@
 // The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers hsum and
-// half_to_f32): Q4_K, Q5_K, Q6_K and Q3_K weights against Q8_K activations, as the AVX-512 level
+// half_to_f32): Q4_K, Q5_K, Q6_K, Q3_K and Q2_K weights against Q8_K activations, as the AVX-512 level
 // does it (isa_avx512_kquant.hpp) with 32-element vectors. A weight super-block is unpacked
 // once for every activation row of the tile: eight vectors of unsigned levels in the
 // activations' order and a 16-bit scale vector per vector; vpmaddubsw (levels <= 63, |x| <= 127:
@@ -126,12 +126,35 @@ inline KBlock2 unpack_q3_k(const uint8_t* blk) {
   return k;
 }
 
+// Q2_K: levels 0..3 (Q3_K's bits 0-1), a 4-bit scale per pair as Q6_K's, the 4-bit mins per 16
+// against the activations' sums, by dmin.
+inline KBlock2 unpack_q2_k(const uint8_t* blk) {
+  const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
+  KBlock2 k;
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int v = 0; v < 8; ++v) {
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (v / 4)));
+    k.q[v] = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * (v % 4))), three);
+  }
+  const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m256i sc16 = _mm256_and_si256(sm, _mm256_set1_epi16(15));
+  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
+  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
+  for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
+  k.m = _mm256_srli_epi16(sm, 4);
+  k.d = half_to_f32(b.d);
+  k.dm = half_to_f32(b.dmin);
+  return k;
+}
+
 template <DType kW>
 inline KBlock2 unpack_k(const uint8_t* blk) {
   if constexpr (kW == DType::kQ6_K) {
     return unpack_q6_k(blk);
   } else if constexpr (kW == DType::kQ3_K) {
     return unpack_q3_k(blk);
+  } else if constexpr (kW == DType::kQ2_K) {
+    return unpack_q2_k(blk);
   } else {
     return unpack_k45<kW>(blk);
   }

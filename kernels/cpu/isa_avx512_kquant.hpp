@@ -1,5 +1,5 @@
 // The AVX-512 K-quant GEMV (private to isa_avx512_level.hpp, compiled once per level): Q4_K,
-// Q5_K, Q6_K and Q3_K weights against Q8_K activations in lane order (isa_kernels.hpp,
+// Q5_K, Q6_K, Q3_K and Q2_K weights against Q8_K activations in lane order (isa_kernels.hpp,
 // scalar::prep_q8k_lanes).
 //
 // A weight super-block (256 elements, 16 groups of 16) is unpacked once for every activation
@@ -281,23 +281,30 @@ constexpr Q3VbmiIdx make_q3_vbmi_idx() {
 constexpr Q3VbmiIdx kQ3VbmiIdx = make_q3_vbmi_idx();
 #endif
 
-inline void unpack_q3_levels(const BlockQ3_K& b, __m512i* q) {
+// Bits 0-1 of Q3_K's or Q2_K's levels from qs in lane order, and Q3_K's bit 2 from hmask
+// (hmask null: Q2_K).
+inline void unpack_low2_levels(const uint8_t* qs_bytes, const uint8_t* hmask, __m512i* q) {
 #ifdef __AVX512VBMI__
   const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-  const __m512i qs = _mm512_loadu_si512(b.qs);
-  const __m512i hm = _mm512_loadu_si512(b.hmask);  // hmask and the first half of qs: within the block
+  const __m512i qs = _mm512_loadu_si512(qs_bytes);
+  const __m512i hm = hmask != nullptr ? _mm512_loadu_si512(hmask) : _mm512_setzero_si512();
   const __m512i shift = load64(kQ3VbmiIdx.shift), rot = load64(kQ3VbmiIdx.rot);
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {
     const __m512i lo = _mm512_srlv_epi16(_mm512_permutexvar_epi8(load64(kQ3VbmiIdx.qs[p]), qs), shift);
-    const __m512i hi =
-        _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi8(load64(kQ3VbmiIdx.hm[p]), hm), rot), four);
-    q[p] = _mm512_ternarylogic_epi32(three, lo, hi, 0xEA);  // (3 & lo) | hi
+    if (hmask == nullptr) {
+      q[p] = _mm512_and_si512(lo, three);
+    } else {
+      const __m512i hi =
+          _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi8(load64(kQ3VbmiIdx.hm[p]), hm), rot), four);
+      q[p] = _mm512_ternarylogic_epi32(three, lo, hi, 0xEA);  // (3 & lo) | hi
+    }
   }
 #else
   // Natural order first: vector r holds elements 64r .. 64r + 63, two runs of 32 (j = 2 (r mod 2)
   // and j + 1 of qs's half r / 2; hmask bits 2r and 2r + 1).
-  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  const __m256i hm =
+      hmask != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hmask)) : _mm256_setzero_si256();
   const __m256i three8 = _mm256_set1_epi8(3), one8 = _mm256_set1_epi8(1);
   auto run = [&](__m256i qsn, int j, int bit) {
     const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(qsn, _mm_cvtsi32_si128(2 * j)), three8);
@@ -306,7 +313,7 @@ inline void unpack_q3_levels(const BlockQ3_K& b, __m512i* q) {
   };
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
-    const __m256i qsn = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (r / 2)));
+    const __m256i qsn = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs_bytes + 32 * (r / 2)));
     q[r] = join256(run(qsn, 2 * (r % 2), 2 * r), run(qsn, 2 * (r % 2) + 1, 2 * r + 1));
   }
   to_lane_order(q);
@@ -317,9 +324,20 @@ inline KBlock unpack_q3_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
   KBlock k;
   const __m128i sc8 = q3_k_scales(b);
-  unpack_q3_levels(b, k.q);
+  unpack_low2_levels(b.qs, b.hmask, k.q);
   k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
   k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(4.0f));
+  return k;
+}
+
+// Q2_K: levels 0..3 (Q3_K's bits 0-1), per group of 16 a 4-bit scale and min.
+inline KBlock unpack_q2_k(const uint8_t* blk) {
+  const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
+  KBlock k;
+  unpack_low2_levels(b.qs, nullptr, k.q);
+  const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  k.scd = lane_scales(_mm512_and_si512(sm, _mm512_set1_epi32(15)), kKLaneIdx.q6, half_to_f32(b.d));
+  k.mnd = lane_scales(_mm512_srli_epi32(sm, 4), kKLaneIdx.q6, half_to_f32(b.dmin));
   return k;
 }
 
@@ -330,6 +348,8 @@ inline KBlock unpack_k(const uint8_t* blk) {
     return unpack_q6_k(blk);
   } else if constexpr (kW == DType::kQ3_K) {
     return unpack_q3_k(blk);
+  } else if constexpr (kW == DType::kQ2_K) {
+    return unpack_q2_k(blk);
   } else {
     return unpack_k45<kW>(blk);
   }

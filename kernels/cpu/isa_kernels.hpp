@@ -269,6 +269,7 @@ void gemv_q4_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q5_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1);
 void gemv_q3_k(const GemvArgs& a, int64_t j0, int64_t j1);
+void gemv_q2_k(const GemvArgs& a, int64_t j0, int64_t j1);
 }  // namespace scalar
 // Defined only where the compiler targets x86-64.
 extern const IsaKernels kAvx2Kernels;

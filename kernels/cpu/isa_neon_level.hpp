@@ -243,13 +243,33 @@ inline void unpack_q3_k(const uint8_t* blk, KBlock& k) {
   k.dmin = 0.0f;
 }
 
+// Q2_K: Q3_K's bits 0-1 alone, a 4-bit scale and min per group of 16.
+inline void unpack_q2_k(const uint8_t* blk, KBlock& k) {
+  const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
+  for (int g = 0; g < 16; ++g) {
+    const uint8x16_t qs = vld1q_u8(b.qs + 32 * (g / 8) + 16 * (g % 2));
+    k.q[g] =
+        vreinterpretq_s8_u8(vandq_u8(vshlq_u8(qs, vdupq_n_s8(static_cast<int8_t>(-2 * ((g % 8) / 2)))), vdupq_n_u8(3)));
+    k.sc[g] = b.scales[g] & 15;
+    k.mn[g] = b.scales[g] >> 4;
+  }
+  k.d = half_to_float(b.d);
+  k.dmin = half_to_float(b.dmin);
+}
+
 // One super-block of one Q8_K row: the scalar level's k_block_dot, in vector form.
 template <DType kW>
 inline float k_dot(const KBlock& k, const ActQ8K& x, int64_t s) {
   const int8_t* q8 = x.q + s * 256;
   const int16_t* bs = x.bsums + s * 16;
   int32_t isum = 0, msum = 0;
-  if constexpr (kW == DType::kQ6_K || kW == DType::kQ3_K) {  // levels offset by 32 (Q3_K: 4)
+  if constexpr (kW == DType::kQ2_K) {  // a scale and a min per group of 16
+    for (int g = 0; g < 16; ++g) {
+      isum += k.sc[g] * vaddvq_s32(dot16(vdupq_n_s32(0), k.q[g], vld1q_s8(q8 + 16 * g)));
+      msum += k.mn[g] * bs[g];
+    }
+    return x.d[s] * (k.d * static_cast<float>(isum) - k.dmin * static_cast<float>(msum));
+  } else if constexpr (kW == DType::kQ6_K || kW == DType::kQ3_K) {  // levels offset by 32 (Q3_K: 4)
     constexpr int32_t kOffset = kW == DType::kQ6_K ? 32 : 4;
     for (int g = 0; g < 16; ++g) {
       const int32_t dot = vaddvq_s32(dot16(vdupq_n_s32(0), k.q[g], vld1q_s8(q8 + 16 * g)));
@@ -286,6 +306,8 @@ struct KTile {
           unpack_q6_k(w + s * kBytes, k);
         } else if constexpr (kW == DType::kQ3_K) {
           unpack_q3_k(w + s * kBytes, k);
+        } else if constexpr (kW == DType::kQ2_K) {
+          unpack_q2_k(w + s * kBytes, k);
         } else {
           unpack_k45<kW>(w + s * kBytes, k);
         }
@@ -365,12 +387,13 @@ float read_sum(const float* p, int64_t n) {
 const IsaKernels SPECD_NEON_TABLE = {
     SPECD_NEON_ISA,
     {gemv_float<Wt::kF32>, gemv_float<Wt::kF16>, gemv_float<Wt::kBF16>, gemv_quant<DType::kQ8_0>,
-     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>, gemv_k<DType::kQ3_K>},
+     gemv_quant<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>, gemv_k<DType::kQ3_K>,
+     gemv_k<DType::kQ2_K>},
     {nullptr, nullptr, scalar::prep_bf16_as_f32, scalar::prep_q8, scalar::prep_q8, scalar::prep_q8k, scalar::prep_q8k,
-     scalar::prep_q8k, scalar::prep_q8k},
+     scalar::prep_q8k, scalar::prep_q8k, scalar::prep_q8k},
     {scalar::f32_to_f32, scalar::f16_row_to_f32, scalar::bf16_row_to_f32, scalar::q8_0_row_to_f32,
-     scalar::q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32, q6_k_row_to_f32, q3_k_row_to_f32},
-    {nullptr, scalar::narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+     scalar::q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32, q6_k_row_to_f32, q3_k_row_to_f32, q2_k_row_to_f32},
+    {nullptr, scalar::narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<Wt::kF32>, attn_scores<Wt::kF16>, attn_scores<Wt::kBF16>},
     {attn_values<Wt::kF32>, attn_values<Wt::kF16>, attn_values<Wt::kBF16>},
     sum_squares,

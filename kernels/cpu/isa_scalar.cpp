@@ -109,12 +109,23 @@ void gemv_quant(const GemvArgs& a, int64_t j0, int64_t j1) {
 // One super-block of a K-quant weight row against Q8_K activations (the row's s-th): the dot
 // product, integer sums per block scaled once by the activation's d. Q4_K / Q5_K: value =
 // d·sc·q - dmin·m; Q6_K: value = d·sc·(q - 32), the -32 applied through the activation's sums;
-// Q3_K likewise with (sc - 32) and q - 4.
+// Q3_K likewise with (sc - 32) and q - 4; Q2_K: d·sc·q - dmin·m per sub-block of 16.
 template <DType kW>
 float k_block_dot(const uint8_t* w, const ActQ8K& x, int64_t s) {
   const int8_t* q8 = x.q + s * 256;
   const int16_t* bs = x.bsums + s * 16;
-  if constexpr (kW == DType::kQ3_K) {
+  if constexpr (kW == DType::kQ2_K) {
+    const auto& b = reinterpret_cast<const BlockQ2_K*>(w)[s];
+    int32_t isum = 0, msum = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t dot = 0;
+      for (int e = 16 * g; e < 16 * g + 16; ++e)
+        dot += ((b.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) * q8[e];
+      isum += (b.scales[g] & 15) * dot;
+      msum += (b.scales[g] >> 4) * bs[g];
+    }
+    return x.d[s] * (f16_to_f32(b.d) * static_cast<float>(isum) - f16_to_f32(b.dmin) * static_cast<float>(msum));
+  } else if constexpr (kW == DType::kQ3_K) {
     const auto& b = reinterpret_cast<const BlockQ3_K*>(w)[s];
     int32_t isum = 0;
     for (int g = 0; g < 16; ++g) {
@@ -322,6 +333,9 @@ void gemv_q6_k(const GemvArgs& a, int64_t j0, int64_t j1) {
 void gemv_q3_k(const GemvArgs& a, int64_t j0, int64_t j1) {
   gemv_k<DType::kQ3_K>(a, j0, j1);
 }
+void gemv_q2_k(const GemvArgs& a, int64_t j0, int64_t j1) {
+  gemv_k<DType::kQ2_K>(a, j0, j1);
+}
 void prep_q8k(const float* x, uint8_t* out, int64_t k) {
   const int64_t ns = k / 256;
   auto* d = reinterpret_cast<float*>(out);
@@ -371,12 +385,12 @@ void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k) {
 const IsaKernels kScalarKernels = {
     CpuIsa::kScalar,
     {gemv_f32, gemv_half<false>, gemv_half<true>, gemv_quant<DType::kQ8_0>, gemv_quant<DType::kQ4_0>, scalar::gemv_q4_k,
-     scalar::gemv_q5_k, scalar::gemv_q6_k, scalar::gemv_q3_k},
+     scalar::gemv_q5_k, scalar::gemv_q6_k, scalar::gemv_q3_k, scalar::gemv_q2_k},
     {nullptr, nullptr, scalar::prep_bf16_as_f32, prep_q8, prep_q8, scalar::prep_q8k, scalar::prep_q8k, scalar::prep_q8k,
-     scalar::prep_q8k},
+     scalar::prep_q8k, scalar::prep_q8k},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,
-     q6_k_row_to_f32, q3_k_row_to_f32},
-    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
+     q6_k_row_to_f32, q3_k_row_to_f32, q2_k_row_to_f32},
+    {nullptr, narrow_f16, scalar::narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},
     {attn_scores<0>, attn_scores<1>, attn_scores<2>},
     {attn_values<0>, attn_values<1>, attn_values<2>},
     sum_squares,

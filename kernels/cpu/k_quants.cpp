@@ -8,6 +8,9 @@
 //   Q6_K: per sub-block of 16, a symmetric scale from a grid of candidates around 32 / max,
 //     weighted by x²; the 16 scales quantized to int8 against the largest (d = max / -128), and
 //     the values requantized with them.
+//   Q2_K: per sub-block of 16, a scale and a min fitted as Q4_K's (weights |x|, candidates by the
+//     weighted absolute error); scales and mins quantized to 4 bits against the largest of
+//     each (d, dmin), and the values requantized with them.
 //   Q3_K: per sub-block of 16, levels in [-4, 3] from -4 / max, refined value by value while the
 //     weighted (x²) fit improves (at most 5 passes); the 16 scales quantized to 6 bits against
 //     the largest (d = max / -32), and the values requantized with them.
@@ -33,9 +36,11 @@ int clamp(int v, int lo, int hi) {
 
 // Levels in [0, nmax] for n values x (weights w) with x ≈ scale·L - neg_min: the best of the
 // first guess (range / nmax) and nstep + 1 candidate scales (nmax + rmin + rdelta·i) / range,
-// each refitted by weighted least squares. Returns the scale; *neg_min >= 0.
+// each refitted by weighted least squares, the best by the weighted squared error (mad: the
+// weighted absolute error). Returns the scale; *neg_min >= 0.
 float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* levels, float* neg_min, uint8_t* aux,
-                    float rmin, float rdelta, int nstep) {
+                    float rmin, float rdelta, int nstep, bool mad = false) {
+  auto penalty = [mad](float diff) { return mad ? std::fabs(diff) : diff * diff; };
   float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     if (x[i] < min) min = x[i];
@@ -55,7 +60,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* le
   for (int i = 0; i < n; ++i) {
     levels[i] = static_cast<uint8_t>(clamp(round_int(iscale * (x[i] - min)), 0, nmax));
     const float diff = scale * levels[i] + min - x[i];
-    best_err += w[i] * (diff * diff);
+    best_err += w[i] * penalty(diff);
   }
   for (int is = 0; is <= nstep; ++is) {
     iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
@@ -79,7 +84,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* le
     float err = 0;
     for (int i = 0; i < n; ++i) {
       const float diff = this_scale * aux[i] + this_min - x[i];
-      err += w[i] * (diff * diff);
+      err += w[i] * penalty(diff);
     }
     if (err < best_err) {
       std::memcpy(levels, aux, static_cast<size_t>(n));
@@ -305,6 +310,19 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   }
 }
 
+namespace {
+
+// Levels L[256] (0..3 of Q2_K, 0..7 of Q3_K) into qs (bits 0-1, Q3_K's layout).
+void pack_low2(const uint8_t* levels, uint8_t* qs) {
+  for (int n = 0; n < 2; ++n)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* L = levels + 128 * n + l;
+      qs[32 * n + l] = static_cast<uint8_t>((L[0] & 3) | (L[32] & 3) << 2 | (L[64] & 3) << 4 | (L[96] & 3) << 6);
+    }
+}
+
+}  // namespace
+
 void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
   uint8_t levels[256];
   for (int64_t b = 0; b < nb; ++b, x += 256) {
@@ -339,11 +357,41 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
         out.hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
         levels[e] -= 4;
       }
-    for (int n = 0; n < 2; ++n)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t* L = levels + 128 * n + l;
-        out.qs[32 * n + l] = static_cast<uint8_t>(L[0] | (L[32] << 2) | (L[64] << 4) | (L[96] << 6));
-      }
+    pack_low2(levels, out.qs);
+  }
+}
+
+void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
+  uint8_t levels[256], aux[16];
+  for (int64_t b = 0; b < nb; ++b, x += 256) {
+    float scales[16], mins[16], w[16];
+    float max_scale = 0, max_min = 0;
+    for (int s = 0; s < 16; ++s) {
+      for (int i = 0; i < 16; ++i) w[i] = std::fabs(x[16 * s + i]);
+      scales[s] = fit_scale_min(16, 3, x + 16 * s, w, levels + 16 * s, &mins[s], aux, -0.5f, 0.1f, 15, true);
+      max_scale = std::max(max_scale, scales[s]);
+      max_min = std::max(max_min, mins[s]);
+    }
+    BlockQ2_K& out = y[b];
+    std::memset(&out, 0, sizeof(out));
+    if (max_scale > 0) {
+      const float iscale = 15.0f / max_scale;
+      for (int s = 0; s < 16; ++s) out.scales[s] = static_cast<uint8_t>(round_int(iscale * scales[s]));
+      out.d = f32_to_f16(max_scale / 15.0f);
+    }
+    if (max_min > 0) {
+      const float iscale = 15.0f / max_min;
+      for (int s = 0; s < 16; ++s) out.scales[s] |= static_cast<uint8_t>(round_int(iscale * mins[s]) << 4);
+      out.dmin = f32_to_f16(max_min / 15.0f);
+    }
+    for (int s = 0; s < 16; ++s) {
+      const float d = f16_to_f32(out.d) * static_cast<float>(out.scales[s] & 15);
+      if (d == 0.0f) continue;
+      const float dm = f16_to_f32(out.dmin) * static_cast<float>(out.scales[s] >> 4);
+      for (int i = 0; i < 16; ++i)
+        levels[16 * s + i] = static_cast<uint8_t>(clamp(round_int((x[16 * s + i] + dm) / d), 0, 3));
+    }
+    pack_low2(levels, out.qs);
   }
 }
 
@@ -410,6 +458,18 @@ void q3_k_row_to_f32(const void* src, float* dst, int64_t n) {
       const int q = ((blk[b].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3) |
                     ((blk[b].hmask[e % 32] >> (e / 32)) & 1) << 2;
       dst[e] = d * static_cast<float>(q3_k_scale(e / 16, blk[b].scales) - 32) * static_cast<float>(q - 4);
+    }
+  }
+}
+
+void q2_k_row_to_f32(const void* src, float* dst, int64_t n) {
+  const auto* blk = static_cast<const BlockQ2_K*>(src);
+  for (int64_t b = 0; b < n / 256; ++b, dst += 256) {
+    const float d = f16_to_f32(blk[b].d), dmin = f16_to_f32(blk[b].dmin);
+    for (int e = 0; e < 256; ++e) {
+      const int sc = blk[b].scales[e / 16];
+      const int q = (blk[b].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+      dst[e] = d * static_cast<float>(sc & 15) * static_cast<float>(q) - dmin * static_cast<float>(sc >> 4);
     }
   }
 }

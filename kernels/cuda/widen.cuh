@@ -112,6 +112,18 @@ struct WidenQ3_K {
   }
 };
 
+// Q2_K (84 bytes: scales[16], qs[64], d, dmin): d·(sc & 15)·q - dmin·(sc >> 4) per group of 16.
+struct WidenQ2_K {
+  __device__ __forceinline__ float operator()(const void* t, int64_t i) const {
+    const auto* blk = static_cast<const uint8_t*>(t) + (i / 256) * 84;
+    const int e = static_cast<int>(i % 256), sc = blk[e / 16];
+    const int q = (blk[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+    const float scale = __fmul_rn(half_at(blk + 80), static_cast<float>(sc & 15));
+    const float min = __fmul_rn(half_at(blk + 82), static_cast<float>(sc >> 4));
+    return __fsub_rn(__fmul_rn(scale, static_cast<float>(q)), min);
+  }
+};
+
 // Calls f(Widen{}) with the functor that widens `dt` (every dtype has one).
 template <class F>
 void with_widen(DType dt, F&& f) {
@@ -134,6 +146,8 @@ void with_widen(DType dt, F&& f) {
       return f(WidenQ6_K{});
     case DType::kQ3_K:
       return f(WidenQ3_K{});
+    case DType::kQ2_K:
+      return f(WidenQ2_K{});
   }
 }
 

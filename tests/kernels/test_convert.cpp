@@ -85,14 +85,14 @@ std::vector<float> widen_on(Device device, DType dt, const std::vector<uint8_t>&
 // f16 2^-11, bf16 2^-8 of the value; q8_0 half a step of max|x|/127; q4_0 one step of max|x|/8;
 // the K-quants (blocks of 256 with sub-block scales quantized to 6 or 8 bits) one step of their
 // levels over the block's range: q4_k 2·max|x|/15, q5_k 2·max|x|/31, q6_k max|x|/32, q3_k
-// max|x|/4 (levels -4..3: a value at -max of its group clamps a whole step), with 20% for the
-// fitted scales and their rounding.
+// max|x|/4 (levels -4..3: a value at -max of its group clamps a whole step), q2_k 2·max|x|/3,
+// with 20% for the fitted scales and their rounding.
 TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
   SPECD_USE_BACKEND(GetParam());
   const int64_t n = 256 * 25;
   const auto x = random_vector(static_cast<size_t>(n), 7, -3.0f, 3.0f);
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                   DType::kQ6_K, DType::kQ3_K}) {
+                   DType::kQ6_K, DType::kQ3_K, DType::kQ2_K}) {
     const auto bytes = store(dt, x);
     const std::vector<float> back = widen_on(GetParam().device, dt, bytes, n);
     const int64_t blk = is_k_quant(dt) ? 256 : 32;
@@ -131,6 +131,9 @@ TEST_P(ConvertTest, RoundTripWithinTheFormatsResolution) {
           case DType::kQ3_K:
             bound = amax / 4.0 * 1.2;
             break;
+          case DType::kQ2_K:
+            bound = 2.0 * amax / 3.0 * 1.2;
+            break;
         }
         ASSERT_LE(err, bound) << dtype_name(dt) << " element " << idx;
       }
@@ -143,7 +146,7 @@ TEST_P(ConvertTest, WideningIsExactAndEqualOnEveryLevel) {
   const int64_t n = 256 * 37;
   const auto x = random_vector(static_cast<size_t>(n), 9, -5.0f, 5.0f);
   for (DType dt : {DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                   DType::kQ3_K}) {
+                   DType::kQ3_K, DType::kQ2_K}) {
     const auto bytes = store(dt, x);
     const std::vector<float> got = widen_on(GetParam().device, dt, bytes, n);
     std::vector<float> want(static_cast<size_t>(n));

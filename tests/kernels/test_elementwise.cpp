@@ -37,7 +37,8 @@ TEST_P(EmbeddingTest, WidensQuantizedRows) {
   const auto f = random_vector(vocab * dim, 4);
   const std::vector<int32_t> ids = {4, 1};
   const Mirror<int32_t> dids(GetParam(), ids);
-  for (DType dt : {DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ3_K}) {
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kQ3_K,
+                   DType::kQ2_K}) {
     std::vector<uint8_t> table(row_bytes(dt, dim) * vocab);
     from_f32(Device::kCpu, f.data(), dt, table.data(), vocab * dim);
     std::vector<float> all(static_cast<size_t>(vocab * dim));

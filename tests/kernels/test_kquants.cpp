@@ -86,7 +86,8 @@ TEST_P(KQuantReference, DequantizationMatchesGgufPy) {
 
 INSTANTIATE_TEST_SUITE_P(LlamaCpp, KQuantReference,
                          ::testing::Values(Case{"q4_k", DType::kQ4_K}, Case{"q5_k", DType::kQ5_K},
-                                           Case{"q6_k", DType::kQ6_K}, Case{"q3_k", DType::kQ3_K}),
+                                           Case{"q6_k", DType::kQ6_K}, Case{"q3_k", DType::kQ3_K},
+                                           Case{"q2_k", DType::kQ2_K}),
                          [](const auto& info) { return std::string(info.param.label); });
 
 }  // namespace

@@ -5,7 +5,7 @@
 //   f32, f16: nothing (F32 activations, weights widened exactly)       1e-5
 //   bf16:     activations rounded to bf16 (relative 2^-9 per element)  1e-2
 //   q8_0, q4_0: activations quantized to Q8 per block of 32            2e-2
-//   q4_k, q5_k, q6_k, q3_k: activations quantized to Q8 per block of 256    3e-2
+//   q4_k ... q2_k: activations quantized to Q8 per block of 256    3e-2
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +35,7 @@ double gemv_tolerance(DType d) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kQ3_K:
+    case DType::kQ2_K:
       return 3e-2;
     default:
       return 2e-2;
@@ -235,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(All, MatmulTest,
                          ::testing::Combine(::testing::ValuesIn(testing::all_backends()),
                                             ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
                                                               DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                                              DType::kQ3_K)),
+                                                              DType::kQ3_K, DType::kQ2_K)),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            std::string name = testing::backend_name(std::get<0>(info.param));
                            name += '_';

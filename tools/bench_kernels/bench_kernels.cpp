@@ -139,7 +139,7 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv, int32_t heads, 
   for (CpuIsa isa : supported_cpu_isas()) {
     const std::string level(cpu_isa_name(isa));
     for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                     DType::kQ6_K, DType::kQ3_K}) {
+                     DType::kQ6_K, DType::kQ3_K, DType::kQ2_K}) {
       benchmark::RegisterBenchmark(("GEMV/" + level + "/" + std::string(dtype_name(dt))).c_str(), BM_Gemv, isa, dt)
           ->ArgName("rows")
           ->Arg(1)

@@ -34,6 +34,8 @@ uint32_t file_type(TensorType type) {
       return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case TensorType::kQ4_0:
       return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
+    case TensorType::kQ2_K:
+      return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
     case TensorType::kQ3_K:
       return 11;  // LLAMA_FTYPE_MOSTLY_Q3_K_S (every 2-D tensor Q3_K)
     case TensorType::kQ4_K:
@@ -62,6 +64,8 @@ model::DType kernel_dtype(TensorType type) {
       return model::DType::kQ8_0;
     case TensorType::kQ4_0:
       return model::DType::kQ4_0;
+    case TensorType::kQ2_K:
+      return model::DType::kQ2_K;
     case TensorType::kQ3_K:
       return model::DType::kQ3_K;
     case TensorType::kQ4_K:
@@ -72,7 +76,7 @@ model::DType kernel_dtype(TensorType type) {
       return model::DType::kQ6_K;
   }
   throw Error(ErrorCode::kInvalidArgument,
-              "specd-to-gguf writes f32, f16, bf16, q8_0, q4_0, q3_k, q4_k, q5_k or q6_k tensors");
+              "specd-to-gguf writes f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k or q6_k tensors");
 }
 
 // Writes `t` row by row as `type`. permute_head_dim > 0 reorders the rows within each head

@@ -71,6 +71,8 @@ std::string_view tensor_type_name(TensorType type) {
       return "q8_0";
     case TensorType::kQ4_0:
       return "q4_0";
+    case TensorType::kQ2_K:
+      return "q2_k";
     case TensorType::kQ3_K:
       return "q3_k";
     case TensorType::kQ4_K:
@@ -93,12 +95,14 @@ uint64_t tensor_bytes(TensorType type, uint64_t numel) {
 }
 
 TensorType parse_tensor_type(std::string_view text) {
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
-                          TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ2_K,
+        TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     if (text == tensor_type_name(type)) return type;
   }
-  throw Error(ErrorCode::kInvalidArgument, "unknown GGUF tensor type '" + std::string(text) +
-                                               "' (supported: f32, f16, bf16, q8_0, q4_0, q3_k, q4_k, q5_k, q6_k)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown GGUF tensor type '" + std::string(text) +
+                  "' (supported: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k)");
 }
 
 Writer::Writer(uint32_t alignment) : alignment_(alignment) {

@@ -35,6 +35,7 @@ enum class TensorType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ8_0 = 8,
+  kQ2_K = 10,
   kQ3_K = 11,
   kQ4_K = 12,
   kQ5_K = 13,

@@ -17,10 +17,11 @@ int main(int argc, char** argv) {
   specd::gguf::ConvertOptions options;
   app.add_option("--model", model_dir, "checkpoint directory")->required();
   app.add_option("--out", out_file, "GGUF file to write (replaced if it exists)")->required();
-  app.add_option("--type", type,
-                 "type of the 2-D tensors: f32, f16, bf16, q8_0, q4_0, q3_k, q4_k, q5_k or q6_k (1-D tensors stay f32; "
-                 "quantized, the embeddings and LM head are f16)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q3_k", "q4_k", "q5_k", "q6_k"}))
+  app.add_option(
+         "--type", type,
+         "type of the 2-D tensors: f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k or q6_k (1-D tensors stay f32; "
+         "quantized, the embeddings and LM head are f16)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}))
       ->capture_default_str();
   app.add_option("--layers", options.layers, "write only the first N decoder layers (0: all)")
       ->check(CLI::NonNegativeNumber)

@@ -410,13 +410,13 @@ void run_bench(const BenchOptions& o) {
   if (o.dtypes.empty()) {
     configs.push_back(load_engine_config(o.model));
   } else {
-    static const std::vector<std::string> kDtypes = {"auto", "f32",  "f16",  "bf16", "q8_0",   "q4_0",
+    static const std::vector<std::string> kDtypes = {"auto", "f32",  "f16",  "bf16", "q8_0",   "q4_0",  "q2_k",
                                                      "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"};
     for (const std::string& dt : o.dtypes) {
       if (std::find(kDtypes.begin(), kDtypes.end(), dt) == kDtypes.end())
         throw Error(ErrorCode::kInvalidArgument,
                     "--dtype " + dt +
-                        ": expected a list of auto, f32, f16, bf16, q8_0, q4_0, q3_k, q4_k, q5_k, q6_k, "
+                        ": expected a list of auto, f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, "
                         "q4_k_m, q5_k_m (model.dtype's values)");
       ModelFlags flags = o.model;
       flags.sets.push_back("model.dtype=" + dt);

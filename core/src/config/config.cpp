@@ -238,9 +238,10 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
   r.get_path(n, "model", "tokenizer", c.model.tokenizer);
-  r.get_choice(n, "model", "dtype",
-               {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"},
-               c.model.dtype);
+  r.get_choice(
+      n, "model", "dtype",
+      {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m"},
+      c.model.dtype);
   r.get_string(n, "model", "device", c.model.device);
   const std::string& d = c.model.device;
   bool device_ok = d == "cpu" || d == "cuda" || d == "staged";

@@ -104,6 +104,8 @@ std::optional<DType> in_place_dtype(uint32_t ggml_type) {
       return DType::kQ6_K;
     case gguf::kTypeQ3_K:
       return DType::kQ3_K;
+    case gguf::kTypeQ2_K:
+      return DType::kQ2_K;
     default:
       return std::nullopt;
   }
@@ -123,8 +125,8 @@ TensorView tensor_view(const File& f, const gguf::TensorInfo& t, std::string hf)
     v.converted_from = t.type;
   } else {
     f.fail("tensor '" + std::string(t.name) + "' has type " + gguf::type_name(t.type) +
-               ", which specd does not read (F32, F16, BF16, Q8_0, Q4_0, Q3_K, Q4_K, Q5_K, Q6_K in place; Q4_1, "
-               "Q5_0, Q5_1, Q8_K, Q2_K converted to Q8_0)",
+               ", which specd does not read (F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K in place; "
+               "Q4_1, Q5_0, Q5_1, Q8_K converted to Q8_0)",
            true);
   }
   return v;

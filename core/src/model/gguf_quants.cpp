@@ -48,27 +48,10 @@ void dequantize_q8_k(const std::byte* b, float* y) {
   for (int j = 0; j < 256; ++j) y[j] = d * static_cast<float>(static_cast<int8_t>(u8(b + 4 + j)));
 }
 
-// Q2_K: element e of the 256 takes 2 bits of qs[32 (e / 128) + e % 32] at shift
-// 2 ((e % 128) / 32), and the scale of its group of 16 (e / 16).
-int low2(const std::byte* qs, int e) {
-  return (u8(qs + 32 * (e / 128) + e % 32) >> (2 * ((e % 128) / 32))) & 3;
-}
-
-// Q2_K: scales[g] holds the group's 4-bit scale (low nibble) and min (high nibble).
-void dequantize_q2_k(const std::byte* b, float* y) {
-  const std::byte* qs = b + 16;
-  const float d = f16_to_f32(u16(b + 80)), dmin = f16_to_f32(u16(b + 82));
-  for (int e = 0; e < 256; ++e) {
-    const int sc = u8(b + e / 16);
-    const float dl = d * static_cast<float>(sc & 15), ml = dmin * static_cast<float>(sc >> 4);
-    y[e] = dl * static_cast<float>(low2(qs, e)) - ml;
-  }
-}
-
 }  // namespace
 
 bool is_converted_type(uint32_t t) noexcept {
-  return t == kTypeQ4_1 || t == kTypeQ5_0 || t == kTypeQ5_1 || t == kTypeQ8_K || t == kTypeQ2_K;
+  return t == kTypeQ4_1 || t == kTypeQ5_0 || t == kTypeQ5_1 || t == kTypeQ8_K;
 }
 
 kernels::DType converted_dtype(uint32_t) noexcept {
@@ -95,9 +78,6 @@ void dequantize(uint32_t ggml_type, const std::byte* src, float* dst, int64_t n)
         break;
       case kTypeQ8_K:
         dequantize_q8_k(b, y);
-        break;
-      case kTypeQ2_K:
-        dequantize_q2_k(b, y);
         break;
       default:
         break;

@@ -1,6 +1,6 @@
 // GGUF block types that the kernels do not compute on: dequantized to F32 at load and then
-// stored in the nearest kernel dtype (docs/model-formats.md "GGUF tensor types"). Q3_K, Q4_K,
-// Q5_K and Q6_K are kernel dtypes (kernels/dtype.hpp) and used in place.
+// stored in the nearest kernel dtype (docs/model-formats.md "GGUF tensor types"). The K-quants
+// (Q2_K to Q6_K) are kernel dtypes (kernels/dtype.hpp) and used in place.
 //
 // Layouts (little-endian, fp16 scales; "d" a scale, "m"/"dmin" a min):
 //   Q4_1 (32): {f16 d, f16 m, u8 qs[16]}                 x = q * d + m, q = nibble
@@ -9,9 +9,6 @@
 //     element j < 16 takes the low nibble of qs[j], element j + 16 the high nibble; its 5th bit
 //     is bit j (resp. j + 16) of qh read as a little-endian u32.
 //   Q8_K (256): {f32 d, i8 qs[256], i16 bsums[16]}      x = q * d (bsums are not needed)
-//   Q2_K (256): {u8 scales[16], u8 qs[64], f16 d, f16 dmin}
-//     x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4), g = e / 16, q 2 bits of qs
-//     (bit layouts next to the dequantizers in gguf_quants.cpp)
 #pragma once
 
 #include <cstddef>

@@ -30,6 +30,7 @@ size_t dtype_size(DType dtype) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kQ3_K:
+    case DType::kQ2_K:
       break;
   }
   throw Error(ErrorCode::kInternal, "dtype_size: " + std::string(dtype_name(dtype)) + " has no element size");

@@ -110,7 +110,7 @@ WeightDTypes resolve_weight_dtype(const std::string& requested, const std::strin
   } catch (const Error&) {
     throw Error(ErrorCode::kInvalidArgument,
                 what + ": unknown dtype \"" + requested +
-                    "\" (expected auto, f32, f16, bf16, q8_0, q4_0, q3_k, q4_k, q5_k, q6_k, q4_k_m or q5_k_m)");
+                    "\" (expected auto, f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m or q5_k_m)");
   }
 }
 

@@ -180,12 +180,14 @@ model::WeightDTypes requested_dtype(int32_t dtype, const model::WeightDTypes& fa
       return model::DType::kQ6_K;
     case SPECD_DTYPE_Q3_K:
       return model::DType::kQ3_K;
+    case SPECD_DTYPE_Q2_K:
+      return model::DType::kQ2_K;
     default:
       break;
   }
   throw Error(ErrorCode::kInvalidArgument,
               "model services load: dtype " + std::to_string(dtype) +
-                  " is not a weight dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q3_k or -1)");
+                  " is not a weight dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q3_k, q2_k or -1)");
 }
 
 int32_t specd_dtype_of(model::DType d) {
@@ -208,6 +210,8 @@ int32_t specd_dtype_of(model::DType d) {
       return SPECD_DTYPE_Q6_K;
     case model::DType::kQ3_K:
       return SPECD_DTYPE_Q3_K;
+    case model::DType::kQ2_K:
+      return SPECD_DTYPE_Q2_K;
   }
   return -1;
 }

@@ -66,7 +66,7 @@ Settings read_settings(sdk::Params& params) {
   s.draft_p_min = specd::proposers::read_draft_p_min(params);
   s.gumbel_drafts = specd::proposers::read_gumbel_drafts(params);
   const std::string dtype = params.get_choice(
-      "dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q3_k", "q4_k", "q5_k", "q6_k"});
+      "dtype", "auto", {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"});
   if (dtype == "f32") s.dtype = SPECD_DTYPE_F32;
   if (dtype == "f16") s.dtype = SPECD_DTYPE_F16;
   if (dtype == "bf16") s.dtype = SPECD_DTYPE_BF16;
@@ -76,6 +76,7 @@ Settings read_settings(sdk::Params& params) {
   if (dtype == "q5_k") s.dtype = SPECD_DTYPE_Q5_K;
   if (dtype == "q6_k") s.dtype = SPECD_DTYPE_Q6_K;
   if (dtype == "q3_k") s.dtype = SPECD_DTYPE_Q3_K;
+  if (dtype == "q2_k") s.dtype = SPECD_DTYPE_Q2_K;
   s.tree = specd::proposers::read_tree_shape(params);
   if (s.tree.depth > 0 && s.temperature > 0)
     params.error("temperature", "must be 0 with `tree`: a tree's children are the draft's top-k tokens");

@@ -404,9 +404,9 @@ TEST(CliBench, CompareKDropBelowOutOfRangeIsAClearError) {
 }
 
 TEST(CliBench, UnknownDtypeIsAClearError) {
-  const CliRun r = run("bench --model '" + tiny().string() + "' --dtype q2_k --json");
+  const CliRun r = run("bench --model '" + tiny().string() + "' --dtype iq4_xs --json");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.out.find("q2_k"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("iq4_xs"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -96,8 +96,8 @@ TEST(SpecDraftDtype, Q4DraftUnderBf16TargetIsHonouredAndLossless) {
 
 // The K-quants (rows of whole 256-element blocks: llama-68m's shape, the first layer of which
 // agrees with the whole model at per-layer std 0.004): greedy speculative output equals the
-// target's own in q4_k, q6_k, q3_k and the q4_k_m mix, with a self-draft in the same dtype and with n-gram lookup, and
-// a Q4_K draft under a bf16 target is honoured (it disagrees at times) and lossless.
+// target's own in q4_k, q6_k, q3_k, q2_k and the q4_k_m mix, with a self-draft in the same dtype and with n-gram
+// lookup, and a Q4_K draft under a bf16 target is honoured (it disagrees at times) and lossless.
 TEST(SpecKQuants, GreedyOutputEqualsTargetAloneAndAQ4KDraftIsHonoured) {
   specd::fixture::Options fo;
   fo.preset = "llama-68m";
@@ -106,7 +106,7 @@ TEST(SpecKQuants, GreedyOutputEqualsTargetAloneAndAQ4KDraftIsHonoured) {
   const fs::path target = specd::fixture::write(fo, specd::spec_test::work_dir() / "llama-68m-0.004");
   auto requests = specd::spec_test::mixed_requests(4, 93);
   for (auto& r : requests) r.sampling.max_tokens = 12;
-  for (const char* dtype : {"q4_k", "q6_k", "q3_k", "q4_k_m"}) {
+  for (const char* dtype : {"q4_k", "q6_k", "q3_k", "q2_k", "q4_k_m"}) {
     const specd::config::Overrides o = {{"model.dtype", dtype}};
     const auto plain = run_engine(specd::config::for_model_dir(target.string(), o), requests);
     for (const char* proposer : {"draft_model", "ngram"}) {

@@ -44,7 +44,7 @@ TEST(GgufCli, ConvertsAndRefusesBadInput) {
   EXPECT_EQ(f.at("general.file_type").u, 1u);
   EXPECT_EQ(f.at("llama.block_count").u, 1u);
 
-  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q2_k", &log), 0);
+  EXPECT_NE(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type iq4_xs", &log), 0);
   EXPECT_NE(log.find("--type"), std::string::npos) << log;
   // Rows of 64 are not whole K-quant super-blocks (256): refused naming the tensor, no file left.
   EXPECT_EQ(run_cli(dir, "--model '" + model.string() + "' --out x.gguf --type q4_k", &log), 1);

@@ -32,8 +32,10 @@ void put(std::vector<std::byte>& b, size_t at, T v) {
 
 std::vector<float> dequantized(uint32_t type, const std::vector<std::byte>& b, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n));
-  if (type == mg::kTypeQ3_K || type == mg::kTypeQ4_K || type == mg::kTypeQ5_K || type == mg::kTypeQ6_K) {
-    const kernels::DType dt = type == mg::kTypeQ3_K   ? kernels::DType::kQ3_K
+  if (type == mg::kTypeQ2_K || type == mg::kTypeQ3_K || type == mg::kTypeQ4_K || type == mg::kTypeQ5_K ||
+      type == mg::kTypeQ6_K) {
+    const kernels::DType dt = type == mg::kTypeQ2_K   ? kernels::DType::kQ2_K
+                              : type == mg::kTypeQ3_K ? kernels::DType::kQ3_K
                               : type == mg::kTypeQ4_K ? kernels::DType::kQ4_K
                               : type == mg::kTypeQ5_K ? kernels::DType::kQ5_K
                                                       : kernels::DType::kQ6_K;
@@ -45,7 +47,7 @@ std::vector<float> dequantized(uint32_t type, const std::vector<std::byte>& b, i
 }
 
 // Q2_K and Q3_K rows as llama-quantize wrote them dequantize to gguf-py's values exactly
-// (tests/data/gguf_quants): Q2_K converted to Q8_0 at load, Q3_K a kernel dtype read in place.
+// (tests/data/gguf_quants): both are kernel dtypes, read in place.
 TEST(GgufQuants, Q2_KAndQ3_KEqualGgufPysDequantization) {
   const auto dir = std::filesystem::path(SPECD_TEST_DATA_DIR) / "gguf_quants";
   auto bytes = [&](const std::string& name) {
@@ -61,10 +63,7 @@ TEST(GgufQuants, Q2_KAndQ3_KEqualGgufPysDequantization) {
     const auto want = bytes(std::string(label) + ".dequant.f32");
     ASSERT_EQ(blocks.size(), static_cast<size_t>(rows * cols / 256 * mg::type_info(type).bytes)) << label;
     ASSERT_EQ(want.size(), static_cast<size_t>(rows * cols) * 4) << label;
-    EXPECT_EQ(mg::is_converted_type(type), type == mg::kTypeQ2_K) << label;
-    if (type == mg::kTypeQ2_K) {
-      EXPECT_EQ(mg::converted_dtype(type), kernels::DType::kQ8_0) << label;
-    }
+    EXPECT_FALSE(mg::is_converted_type(type)) << label;
     std::vector<std::byte> raw(blocks.size());
     std::memcpy(raw.data(), blocks.data(), blocks.size());
     const std::vector<float> got = dequantized(type, raw, rows * cols);
@@ -196,7 +195,8 @@ TEST(GgufQuants, Q6_K) {
 // block: max|block| / 254 plus the fp16 rounding of the scale.
 TEST(GgufQuants, ConversionToQ8_0StaysWithinHalfAStep) {
   std::mt19937 rng(7);
-  for (uint32_t type : {mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K}) EXPECT_FALSE(mg::is_converted_type(type));
+  for (uint32_t type : {mg::kTypeQ2_K, mg::kTypeQ3_K, mg::kTypeQ4_K, mg::kTypeQ5_K, mg::kTypeQ6_K})
+    EXPECT_FALSE(mg::is_converted_type(type));
   for (uint32_t type : {mg::kTypeQ4_1, mg::kTypeQ5_0, mg::kTypeQ5_1, mg::kTypeQ8_K}) {
     ASSERT_TRUE(mg::is_converted_type(type));
     EXPECT_EQ(mg::converted_dtype(type), kernels::DType::kQ8_0);

@@ -22,6 +22,9 @@
 //     16 sub-blocks of 16, value = d * (sc - 32) * (q - 4), sc 6 bits (q3_k_scale), q 3 bits:
 //     element e (half n = e / 128, j = (e % 128) / 32, l = e % 32) has bits 0-1
 //     (qs[32n + l] >> 2j) & 3 and bit 2 from bit e / 32 of hmask[l]
+//   Q2_K (256): { uint8 scales[16]; uint8 qs[64]; fp16 d, dmin; }  (84 bytes)
+//     16 sub-blocks of 16, value = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits
+//     laid out as Q3_K's bits 0-1
 #pragma once
 
 #include <cstddef>
@@ -30,8 +33,8 @@
 
 namespace specd::kernels {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ3_K };
-inline constexpr int kNumDTypes = 9;
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ3_K, kQ2_K };
+inline constexpr int kNumDTypes = 10;
 
 inline constexpr int64_t kQuantBlock = 32;   // elements per Q8_0 / Q4_0 block
 inline constexpr int64_t kSuperBlock = 256;  // elements per K-quant block
@@ -67,8 +70,14 @@ struct BlockQ3_K {
   uint8_t scales[12];
   uint16_t d;
 };
+struct BlockQ2_K {
+  uint8_t scales[kSuperBlock / 16];
+  uint8_t qs[kSuperBlock / 4];
+  uint16_t d, dmin;
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
-                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ3_K) == 110,
+                  sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ3_K) == 110 &&
+                  sizeof(BlockQ2_K) == 84,
               "GGUF block layouts");
 
 // Sub-block s (0..7) of a Q4_K / Q5_K block: its 6-bit scale and min from scales[12].
@@ -89,14 +98,14 @@ constexpr int q3_k_scale(int s, const uint8_t* scales) {
   return low | ((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4;
 }
 
-// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q3_k".
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q3_k", "q2_k".
 std::string_view dtype_name(DType dtype) noexcept;
 // The inverse of dtype_name (also accepts "float32", "float16", "bfloat16"); throws
 // specd::Error(kInvalidArgument) naming the text otherwise.
 DType parse_dtype(std::string_view text);
 
 constexpr bool is_k_quant(DType d) {
-  return d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K || d == DType::kQ3_K;
+  return d == DType::kQ4_K || d == DType::kQ5_K || d == DType::kQ6_K || d == DType::kQ3_K || d == DType::kQ2_K;
 }
 constexpr bool is_quantized(DType d) {
   return d == DType::kQ8_0 || d == DType::kQ4_0 || is_k_quant(d);
@@ -128,6 +137,8 @@ constexpr size_t row_bytes(DType d, int64_t cols) {
       return n / kSuperBlock * sizeof(BlockQ6_K);
     case DType::kQ3_K:
       return n / kSuperBlock * sizeof(BlockQ3_K);
+    case DType::kQ2_K:
+      return n / kSuperBlock * sizeof(BlockQ2_K);
   }
   return 0;
 }

@@ -106,8 +106,9 @@ typedef enum specd_dtype {
   SPECD_DTYPE_Q4_K = 7,
   SPECD_DTYPE_Q5_K = 8,
   SPECD_DTYPE_Q6_K = 9,
-  /* Since 1.8: Q3_K weights (GGUF's layout; model services `load` only). */
-  SPECD_DTYPE_Q3_K = 10
+  /* Since 1.8: Q3_K and Q2_K weights (GGUF's layouts; model services `load` only). */
+  SPECD_DTYPE_Q3_K = 10,
+  SPECD_DTYPE_Q2_K = 11
 } specd_dtype;
 
 typedef enum specd_device_type { SPECD_DEVICE_CPU = 0, SPECD_DEVICE_CUDA = 1 } specd_device_type;

@@ -79,6 +79,23 @@ inline KBlock2 unpack_k45(const uint8_t* blk) {
   return k;
 }
 
+// The 16-bit scale of each pair of vector v's elements from the scales of the 16 groups of 16
+// (sc16: one word per group; vector v covers groups 2v and 2v + 1, one per 128-bit lane).
+inline void group_scales(__m256i sc16, __m256i* sc) {
+  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
+  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
+  for (int v = 0; v < 8; ++v) sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
+}
+
+// Q6_K / Q3_K: per group of 16 the signed scale sc16 (one word per group), levels offset by
+// 2^shift (-2^shift·scale against the activations' sums), d; no mins.
+inline void offset_scales(__m256i sc16, int shift, uint16_t d, KBlock2& k) {
+  group_scales(sc16, k.sc);
+  k.m = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_sll_epi16(sc16, _mm_cvtsi32_si128(shift)));
+  k.d = half_to_f32(d);
+  k.dm = 0.0f;
+}
+
 inline KBlock2 unpack_q6_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ6_K*>(blk);
   KBlock2 k;
@@ -94,12 +111,7 @@ inline KBlock2 unpack_q6_k(const uint8_t* blk) {
     k.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4), high(6));
   }
   const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
-  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
-  for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
-  k.m = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));  // -32·scale
-  k.d = half_to_f32(b.d);
-  k.dm = 0.0f;
+  offset_scales(sc16, 5, b.d, k);  // levels offset by 32
   return k;
 }
 
@@ -117,12 +129,7 @@ inline KBlock2 unpack_q3_k(const uint8_t* blk) {
     k.q[v] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
   }
   const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b));
-  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
-  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
-  for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
-  k.m = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));  // -4·(sc - 32)
-  k.d = half_to_f32(b.d);
-  k.dm = 0.0f;
+  offset_scales(sc16, 2, b.d, k);  // levels offset by 4
   return k;
 }
 
@@ -138,9 +145,7 @@ inline KBlock2 unpack_q2_k(const uint8_t* blk) {
   }
   const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   const __m256i sc16 = _mm256_and_si256(sm, _mm256_set1_epi16(15));
-  const __m256i lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);  // scales 0..7 in both lanes
-  const __m256i hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);  // scales 8..15
-  for (int v = 0; v < 8; ++v) k.sc[v] = shuffle(v < 4 ? lo : hi, kKShuffles.halves[v % 4]);
+  group_scales(sc16, k.sc);
   k.m = _mm256_srli_epi16(sm, 4);
   k.d = half_to_f32(b.d);
   k.dm = half_to_f32(b.dmin);

@@ -97,9 +97,8 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* le
   return scale;
 }
 
-// Signed levels in [-nmax, nmax - 1] (stored + nmax) for n values, weights x²: the best of 19
-// candidate scales around -nmax / max (max: the value of largest magnitude). Returns the scale.
-float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
+// The value of largest magnitude among x[0, n) (the first of equals; 0 when all are 0).
+float signed_max(int n, const float* x) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -108,7 +107,14 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
       max = x[i];
     }
   }
-  if (amax < kGroupMaxEps) {
+  return max;
+}
+
+// Signed levels in [-nmax, nmax - 1] (stored + nmax) for n values, weights x²: the best of 19
+// candidate scales around -nmax / max (max: the value of largest magnitude). Returns the scale.
+float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
+  const float max = signed_max(n, x);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) levels[i] = 0;
     return 0.0f;
   }
@@ -148,15 +154,8 @@ float fit_symmetric(int n, int nmax, const float* x, uint8_t* levels) {
 // -nmax / max, then each level in turn moved to the one its residual fit asks for while the
 // fit's sumlx² / suml2 grows, for at most 5 passes. Returns the scale sumlx / suml2.
 float fit_refined(int n, int nmax, const float* x, uint8_t* levels) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_max(n, x);
+  if (std::fabs(max) < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) levels[i] = 0;
     return 0.0f;
   }
@@ -191,6 +190,22 @@ float fit_refined(int n, int nmax, const float* x, uint8_t* levels) {
   }
   for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(l[i] + nmax);
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// The 16 groups of 16 of a block fitted by fit(values, levels) -> scale: the scale of largest
+// magnitude (the first of equals), its magnitude in *max_abs.
+template <class Fit>
+float fit_groups(const float* x, uint8_t* levels, float* scales, float* max_abs, Fit fit) {
+  float max_scale = 0;
+  *max_abs = 0;
+  for (int s = 0; s < 16; ++s) {
+    scales[s] = fit(x + 16 * s, levels + 16 * s);
+    if (std::fabs(scales[s]) > *max_abs) {
+      *max_abs = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  return max_scale;
 }
 
 // Q4_K / Q5_K: the levels L[256] (0..nmax) and the packed scales, d and dmin of one block.
@@ -273,15 +288,9 @@ void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   uint8_t levels[256];
   for (int64_t b = 0; b < nb; ++b, x += 256) {
-    float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int s = 0; s < 16; ++s) {
-      scales[s] = fit_symmetric(16, 32, x + 16 * s, levels + 16 * s);
-      if (std::fabs(scales[s]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    float scales[16], max_abs_scale = 0;
+    const float max_scale = fit_groups(x, levels, scales, &max_abs_scale,
+                                       [](const float* v, uint8_t* l) { return fit_symmetric(16, 32, v, l); });
     BlockQ6_K& out = y[b];
     if (max_abs_scale < kGroupMaxEps) {
       std::memset(&out, 0, sizeof(out));
@@ -326,15 +335,9 @@ void pack_low2(const uint8_t* levels, uint8_t* qs) {
 void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
   uint8_t levels[256];
   for (int64_t b = 0; b < nb; ++b, x += 256) {
-    float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int s = 0; s < 16; ++s) {
-      scales[s] = fit_refined(16, 4, x + 16 * s, levels + 16 * s);
-      if (std::fabs(scales[s]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    float scales[16], max_abs_scale = 0;
+    const float max_scale = fit_groups(x, levels, scales, &max_abs_scale,
+                                       [](const float* v, uint8_t* l) { return fit_refined(16, 4, v, l); });
     BlockQ3_K& out = y[b];
     std::memset(&out, 0, sizeof(out));
     if (max_scale != 0.0f) {

@@ -21,8 +21,8 @@ namespace specd::model::gguf {
 // True for the ggml types above (read by conversion, not in place).
 bool is_converted_type(uint32_t ggml_type) noexcept;
 
-// The kernel dtype a converted type is stored in after loading: Q8_0 for all of them. A 2 to
-// 6-bit value requantized to 8 bits per block of 32 keeps its error within half a Q8_0 step
+// The kernel dtype a converted type is stored in after loading: Q8_0 for all of them. A 4- to
+// 8-bit value requantized to 8 bits per block of 32 keeps its error within half a Q8_0 step
 // (max|block| / 254), well below the source format's own step; Q4_0 would add an error as
 // large as the original quantization's (docs/model-formats.md).
 kernels::DType converted_dtype(uint32_t ggml_type) noexcept;

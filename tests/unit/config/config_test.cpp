@@ -191,8 +191,8 @@ TEST(Config, WrongShapesAndChoices) {
   EXPECT_EQ(config_error("model: {path: m, device: gpu}\n"),
             "x.yaml:1: model.device: expected cpu, cuda, cuda:N or staged, got \"gpu\"");
   EXPECT_EQ(config_error("model: {path: m, dtype: int8}\n"),
-            "x.yaml:1: model.dtype: expected one of auto, f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, "
-            "q5_k_m, got \"int8\"");
+            "x.yaml:1: model.dtype: expected one of auto, f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, "
+            "q4_k_m, q5_k_m, got \"int8\"");
   EXPECT_EQ(config_error("model: {path: m}\nplugins: {paths: /opt}\n"),
             "x.yaml:2: plugins.paths: expected a list of strings, got \"/opt\"");
   EXPECT_EQ(config_error("model: {path: m}\nserver: {port: 70000}\n"),

@@ -115,18 +115,24 @@ inline KBlock2 unpack_q6_k(const uint8_t* blk) {
   return k;
 }
 
+// Bits 0-1 of Q3_K's and Q2_K's levels: elements 32v .. from qs half v / 4 at shift 2 (v mod 4).
+inline void low2_levels(const uint8_t* qs, __m256i* q) {
+  for (int v = 0; v < 8; ++v) {
+    const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (v / 4)));
+    q[v] = _mm256_and_si256(_mm256_srl_epi16(half, _mm_cvtsi32_si128(2 * (v % 4))), _mm256_set1_epi8(3));
+  }
+}
+
 // Q3_K: levels q + 4 (bits 0-1 of qs at shift 2j, bit 2 from hmask; dtype.hpp), the factor
 // sc - 32 per group of 16 as Q6_K's scales, the offset of 4 through the activations' sums.
 inline KBlock2 unpack_q3_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
   KBlock2 k;
-  const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  low2_levels(b.qs, k.q);
   const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-  for (int v = 0; v < 8; ++v) {  // elements 32v ..: qs half v / 4 at shift 2 (v mod 4), hmask bit v
-    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (v / 4)));
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * (v % 4))), three);
-    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(v)), one);
-    k.q[v] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 2));
+  for (int v = 0; v < 8; ++v) {  // bit 2 of elements 32v ..: bit v of hmask
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(v)), _mm256_set1_epi8(1));
+    k.q[v] = _mm256_or_si256(k.q[v], _mm256_slli_epi16(hi, 2));
   }
   const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(b));
   offset_scales(sc16, 2, b.d, k);  // levels offset by 4
@@ -138,11 +144,7 @@ inline KBlock2 unpack_q3_k(const uint8_t* blk) {
 inline KBlock2 unpack_q2_k(const uint8_t* blk) {
   const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
   KBlock2 k;
-  const __m256i three = _mm256_set1_epi8(3);
-  for (int v = 0; v < 8; ++v) {
-    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (v / 4)));
-    k.q[v] = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * (v % 4))), three);
-  }
+  low2_levels(b.qs, k.q);
   const __m256i sm = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   const __m256i sc16 = _mm256_and_si256(sm, _mm256_set1_epi16(15));
   group_scales(sc16, k.sc);

@@ -144,9 +144,9 @@ void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
 }
 
 // The 16 six-bit scales of a Q3_K block (q3_k_scale, 0..63: the factor is the value - 32) as
-// bytes (the NEON level), with 32-bit word arithmetic on the three words of scales[12]: word i of the result
-// takes the low nibbles (i = 0, 1) or high nibbles (i = 2, 3) of word i % 2 and, as bits 4-5,
-// bits 2i .. 2i + 1 of each byte of word 2.
+// bytes (the NEON level), with 32-bit word arithmetic on the three words of scales[12]: word i
+// of the result takes the low nibbles (i = 0, 1) or high nibbles (i = 2, 3) of word i % 2 and,
+// as bits 4-5, bits 2i .. 2i + 1 of each byte of word 2.
 inline void q3_k_scale_bytes(const uint8_t* scales, uint8_t* out) {
   uint32_t w[3];
   __builtin_memcpy(w, scales, 12);

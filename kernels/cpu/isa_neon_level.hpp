@@ -226,16 +226,21 @@ inline void unpack_q6_k(const uint8_t* blk, KBlock& k) {
 // Q3_K: group g (elements 16g ..) takes bits 2j, 2j + 1 (j = (g mod 8) / 2) of
 // qs[32 (g / 8) + 16 (g mod 2) ..] and bit g / 2 of hmask[16 (g mod 2) ..] as bit 2; the factor
 // is sc - 32 and the offset 4, as Q6_K's scale and 32.
+// Bits 0-1 of Q3_K's and Q2_K's levels of group g: qs[32 (g / 8) + 16 (g mod 2) ..] at shift
+// 2j, j = (g mod 8) / 2.
+inline uint8x16_t low2_levels(const uint8_t* qs, int g) {
+  const uint8x16_t v = vld1q_u8(qs + 32 * (g / 8) + 16 * (g % 2));
+  return vandq_u8(vshlq_u8(v, vdupq_n_s8(static_cast<int8_t>(-2 * ((g % 8) / 2)))), vdupq_n_u8(3));
+}
+
 inline void unpack_q3_k(const uint8_t* blk, KBlock& k) {
   const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
   alignas(16) uint8_t sc[16];
   q3_k_scale_bytes(b.scales, sc);
   for (int g = 0; g < 16; ++g) {
-    const uint8x16_t qs = vld1q_u8(b.qs + 32 * (g / 8) + 16 * (g % 2));
     const uint8x16_t hm = vld1q_u8(b.hmask + 16 * (g % 2));
-    const uint8x16_t lo = vandq_u8(vshlq_u8(qs, vdupq_n_s8(static_cast<int8_t>(-2 * ((g % 8) / 2)))), vdupq_n_u8(3));
     const uint8x16_t hi = vandq_u8(vshlq_u8(hm, vdupq_n_s8(static_cast<int8_t>(-(g / 2)))), vdupq_n_u8(1));
-    k.q[g] = vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 2)));
+    k.q[g] = vreinterpretq_s8_u8(vorrq_u8(low2_levels(b.qs, g), vshlq_n_u8(hi, 2)));
     k.sc[g] = static_cast<int32_t>(sc[g]) - 32;
     k.mn[g] = 0;
   }
@@ -247,9 +252,7 @@ inline void unpack_q3_k(const uint8_t* blk, KBlock& k) {
 inline void unpack_q2_k(const uint8_t* blk, KBlock& k) {
   const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
   for (int g = 0; g < 16; ++g) {
-    const uint8x16_t qs = vld1q_u8(b.qs + 32 * (g / 8) + 16 * (g % 2));
-    k.q[g] =
-        vreinterpretq_s8_u8(vandq_u8(vshlq_u8(qs, vdupq_n_s8(static_cast<int8_t>(-2 * ((g % 8) / 2)))), vdupq_n_u8(3)));
+    k.q[g] = vreinterpretq_s8_u8(low2_levels(b.qs, g));
     k.sc[g] = b.scales[g] & 15;
     k.mn[g] = b.scales[g] >> 4;
   }

@@ -79,6 +79,25 @@ TEST_P(ArgmaxTest, FirstMaximumWinsAndNanIsIgnored) {
   EXPECT_EQ(dout.read(), (std::vector<int32_t>{1, 1, 3}));
 }
 
+// -inf is a value like any other (the first non-NaN entry of a row of -inf wins) and -0 ties
+// with +0 (the first wins), wherever the maximum sits in a row longer than one vector.
+TEST_P(ArgmaxTest, InfinitiesAndSignedZerosTieToTheFirst) {
+  SPECD_SKIP_IF_UNAVAILABLE(GetParam());
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int64_t cols = 37;
+  std::vector<float> x(3 * cols, -inf);
+  x[0] = nan;  // row 0: NaN, then -inf only
+  for (int64_t i = 0; i < cols; ++i) x[cols + i] = -1.0f - static_cast<float>(i);
+  x[cols + 20] = -0.0f;  // row 1: -0 before +0
+  x[cols + 33] = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) x[2 * cols + i] = static_cast<float>(i % 7);
+  x[2 * cols + 35] = inf;  // row 2: +inf in the tail after the last full vector
+  const Mirror<float> dx(GetParam(), x);
+  const Mirror<int32_t> dout(GetParam(), std::vector<int32_t>(3));
+  argmax(GetParam(), dx.get(), 3, cols, dout.get());
+  EXPECT_EQ(dout.read(), (std::vector<int32_t>{1, 20, 35}));
+}
+
 // Rows wider than a CUDA block: the first maximum wins across threads; a row of NaN gives 0.
 TEST_P(ArgmaxTest, WideRowsTakeTheFirstMaximum) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());

@@ -130,6 +130,14 @@ float sample_uniform(uint64_t seed, uint64_t step, uint32_t position) {
 
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                      uint64_t seed, uint64_t step, std::span<float> probs_scratch, Sampler sampler) {
+  // Greedy on unadjusted logits: the argmax itself, without the one-hot distribution and a
+  // second pass over it (the same token; a few microseconds per step on a small model).
+  if (params.temperature == 0.0f && !logits.empty() && !adjusts_logits(params, history) &&
+      history.constraint == nullptr) {
+    int32_t best = 0;
+    kernels::argmax(kernels::Device::kCpu, logits.data(), 1, static_cast<int64_t>(logits.size()), &best);
+    return best;
+  }
   transform_logits_to_probs(logits, params, history, probs_scratch);
   if (params.temperature == 0.0f) {
     return static_cast<int32_t>(std::max_element(probs_scratch.begin(), probs_scratch.end()) - probs_scratch.begin());

@@ -95,6 +95,7 @@ CostModel::CostModel(int32_t max_tokens) {
     if (p + p / 2 >= max_tokens) break;
   }
   for (Knot& k : knots_) k.prior = 1.0;  // no calibration: every T costs the same
+  refresh_scales();
 }
 
 void CostModel::set_target_prior(std::span<const TargetSample> samples) {
@@ -121,6 +122,7 @@ void CostModel::set_target_prior(std::span<const TargetSample> samples) {
   };
   for (Knot& k : knots_) k = {k.tokens, at(k.tokens), 0, 0};
   global_log_corr_ = 0;
+  refresh_scales();
 }
 
 size_t CostModel::bracket(double tokens, double& lower_weight) const {
@@ -170,7 +172,7 @@ double CostModel::target_seconds(double tokens, double logit_rows) const {
   for (const Knot& k : knots_) {
     if (k.tokens > tokens) break;
     const double knot_base = std::max(kMinSeconds, k.prior - logit_row_s_ * std::max(0.0, k.tokens - logit_rows));
-    seconds = std::max(seconds, std::exp(effective_log_correction(k)) * knot_base);
+    seconds = std::max(seconds, k.scale * knot_base);
   }
   return seconds;
 }
@@ -195,6 +197,11 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
     }
     k.weight = std::min(kMaxWeight, k.weight + weights[j]);
   }
+  refresh_scales();
+}
+
+void CostModel::refresh_scales() {
+  for (Knot& k : knots_) k.scale = std::exp(effective_log_correction(k));
 }
 
 double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, int32_t catch_up) const {

@@ -74,6 +74,7 @@ class CostModel {
     double prior = 0;     // P(T) at this knot, seconds
     double log_corr = 0;  // EWMA of log(observed / prior)
     double weight = 0;    // observations (interpolation weights), capped
+    double scale = 1;     // exp(effective_log_correction): refreshed after every change, read per plan
   };
   // The knots around T and the weight of the lower one (1 at or below the first knot).
   size_t bracket(double tokens, double& lower_weight) const;
@@ -81,6 +82,9 @@ class CostModel {
   // A knot's correction, leaning on the machine-wide one while it has few observations.
   double effective_log_correction(const Knot& k) const;
   double log_correction_at(double tokens) const;
+  // Each knot's scale from its correction and the global one (the policy prices dozens of step
+  // shapes per plan; each used to take an exp per knot below it).
+  void refresh_scales();
 
   std::vector<Knot> knots_;
   double logit_row_s_ = 0;

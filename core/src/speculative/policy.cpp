@@ -93,6 +93,10 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     return best;
   }
   int32_t best_l = 0, best_s = 0;
+  int32_t most = 0;  // the most drafts any L plans
+  for (const PlanRow& r : rows) most += r.cap;
+  decode_s_.resize(static_cast<size_t>(most) + 1);
+  for (int32_t s = 1; s <= most; ++s) decode_s_[static_cast<size_t>(s)] = decode_seconds(base, s, cost_);
   // L below the static rows' largest k costs the same as L = that k with tighter caps: skip it,
   // but never past cap_max (planned rows that may draft less than the static rows still count).
   for (int32_t l = std::max(1, std::min(base.draft_steps, cap_max)); l <= cap_max; ++l) {
@@ -103,9 +107,8 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     for (size_t s = 1; s <= gains_.size(); ++s) {
       tokens += gains_[s - 1].value;
       catch_up += gains_[s - 1].catch_up;
-      const auto planned = static_cast<double>(s);
-      const double seconds = propose_cost(base, cost_, steps, base.draft_tokens + static_cast<int32_t>(s), catch_up) +
-                             decode_seconds(base, planned, cost_);
+      const double seconds =
+          propose_cost(base, cost_, steps, base.draft_tokens + static_cast<int32_t>(s), catch_up) + decode_s_[s];
       if (seconds > 0 && tokens / seconds > best.goodput()) {
         best = {tokens, seconds};
         best_l = l;

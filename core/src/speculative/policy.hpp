@@ -199,6 +199,7 @@ class SpeculationPolicy {
   uint32_t next_probe_ = 0;
   // Per-step buffers, reused.
   std::vector<Gain> gains_;
+  std::vector<double> decode_s_;  // choose_k: decode_seconds of S planned drafts, the same for every L
   std::vector<PlanRow> rows_;
   std::vector<sched::StepRow*> planned_rows_;
   std::vector<double> accept_;  // [planned rows, k_max]

@@ -42,23 +42,31 @@ complete() {  # complete TITLE ARGS...: prints the completion, keeps it in $comp
 same_as_plain() {
   if [ "$completion" = "$plain" ]; then echo "(same text as plain decoding)"; else echo "(DIFFERS from plain decoding)"; exit 1; fi
 }
-table() {  # table JSON...: one row per proposer and batch from `specd bench --json`, also kept in $tables
+table() {  # table MODEL=JSON...: one row per proposer and batch from `specd bench --compare-k plain,dynamic --json`, also kept in $tables
   /usr/bin/python3 - "$@" <<'PY' | tee -a "$tables"
 import json, sys
 print(f"{'model':<11} {'proposer':<12} {'k':>2} {'batch':>5} {'plain tok/s':>12} {'spec tok/s':>11} {'speedup':>8} {'acceptance':>11} {'mean len':>9}")
 for path in sys.argv[1:]:
+    model, path = path.split("=", 1)
     j = json.load(open(path))
-    model = j["model"].rstrip("/").split("/")[-1]
-    s = j["speculative"]
-    for r in s["rows"]:
-        drafted = r["draft_tokens"] > 0  # else dynamic k drafted nothing: no acceptance to show
-        acc = f"{r['acceptance_rate']:>11.3f}" if drafted else f"{'-':>11}"
-        mlen = f"{r['mean_acceptance_length']:>9.2f}" if drafted else f"{'-':>9}"
-        print(f"{model:<11} {s['proposer']:<12} {s['k']:>2} {r['batch']:>5} {r['plain']['tokens_per_s']:>12.1f} "
-              f"{r['speculative']['tokens_per_s']:>11.1f} {r['speedup']:>7.2f}x {acc} {mlen}")
+    for r in j["rows"]:
+        arms = {a["arm"]: a for a in r["arms"]}
+        plain, spec = arms["plain"], arms["dynamic"]
+        d = spec["dynamic"]
+        drafted = d["drafts"] > 0  # else dynamic k drafted nothing: no acceptance to show
+        acc = f"{spec['acceptance_rate']:>11.3f}" if drafted else f"{'-':>11}"
+        mlen = f"{1 + d['accepted'] / d['drafts']:>9.2f}" if drafted else f"{'-':>9}"
+        print(f"{model:<11} {j['proposer']:<12} {j['k_max']:>2} {r['batch']:>5} {plain['tokens_per_s']:>12.1f} "
+              f"{spec['tokens_per_s']:>11.1f} {r['dynamic_vs_plain']:>7.2f}x {acc} {mlen}")
 PY
-  echo "(dynamic k; acceptance = accepted / drafted tokens; mean len = tokens per target forward = 1 + accepted / drafts;"
+  echo "(dynamic k; plain and speculative each on an engine of its own, advancing one step each in turn, best run"
+  echo " of each; acceptance = accepted / drafted tokens; mean len = tokens per target forward = 1 + accepted / drafts;"
   echo " - : dynamic k drafted nothing in the reported run)"
+}
+speed() {  # speed OUT ARGS...: `specd bench`, plain against dynamic speculation, interleaved by engine step
+  local out=$1
+  shift
+  "$specd" --log-level warn bench "$@" --compare-k plain,dynamic --interleave steps --drop-below 0 --json >"$out"
 }
 
 echo
@@ -70,14 +78,14 @@ for c in default draft-model mtp; do
   same_as_plain
 done
 echo
-# A 128-token run takes 10-60 ms here: the best of 3 (plain and speculative alternating) keeps a
-# scheduler hiccup on a shared machine out of the ratio.
-echo "== speed: specd bench, 128 greedy tokens after the same prompt, plain and speculative alternating, best of 3 each"
+# A 128-token run takes 10-60 ms here, and a shared machine's speed moves by tens of percent
+# within seconds: plain and speculative decoding each run on an engine of their own and advance
+# one step each in turn, so a slow moment falls on both alike; the best of 5 runs of each.
+echo "== speed: specd bench, 128 greedy tokens after the same prompt, plain and speculative interleaved by step, best of 5 each"
 for c in default draft-model mtp; do
-  "$specd" --log-level warn bench --config "configs/$c.yaml" --prompt-file "$prompt_file" --gen-tokens 128 \
-    --batch 1,8 --repeats 3 --json >"$bench_dir/$c.json"
+  speed "$bench_dir/$c.json" --config "configs/$c.yaml" --prompt-file "$prompt_file" --gen-tokens 128 --batch 1,8 --repeats 5
 done
-table "$bench_dir"/{default,draft-model,mtp}.json
+table specd-py="$bench_dir/default.json" specd-py="$bench_dir/draft-model.json" specd-py="$bench_dir/mtp.json"
 
 echo
 echo "######## 2. a memory-bound target: llama-160m (12 layers, 239 MB of bf16 weights, random) and a"
@@ -94,10 +102,9 @@ plain=$completion
 complete "speculative: 2-layer self-draft" "${big[@]}"
 same_as_plain
 echo
-echo "== speed: specd bench, 64 greedy tokens after the same prompt"
-"$specd" --log-level warn bench "${big[@]}" --prompt-file "$prompt_file" --gen-tokens 64 --batch 1,8 --repeats 2 \
-  --json >"$bench_dir/llama-160m.json"
-table "$bench_dir/llama-160m.json"
+echo "== speed: specd bench, 64 greedy tokens after the same prompt, interleaved by step, best of 2 each"
+speed "$bench_dir/llama-160m.json" "${big[@]}" --prompt-file "$prompt_file" --gen-tokens 64 --batch 1,8 --repeats 2
+table llama-160m="$bench_dir/llama-160m.json"
 cat <<'TXT'
 
 When does speculation pay? When the target is memory-bound (its weights do not fit in the CPU

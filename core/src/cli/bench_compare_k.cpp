@@ -168,6 +168,7 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
                               {"verifier", cfg.speculative.verifier.name},
                               {"k_max", cfg.speculative.num_speculative_tokens},
                               {"prompt_tokens", o.prompt_tokens},
+                              {"prompt", o.prompt.empty() ? "synthetic" : "given"},
                               {"gen_tokens", o.gen_tokens},
                               {"repeats", o.repeats},
                               {"interleave", o.interleave_steps ? "steps" : "runs"},
@@ -179,10 +180,11 @@ void print_json(const config::EngineConfig& cfg, const CompareKOptions& o, const
 void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const std::vector<Arm>& arms,
                 const std::vector<Row>& rows) {
   std::printf(
-      "compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token prompts, %d tokens per request, "
+      "compare-k: proposer %s, verifier %s, dynamic k in 0..%d; %d-token %s prompts, %d tokens per request, "
       "greedy; best of %d repeats, interleaved by %s\n",
       cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
-      cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.gen_tokens, o.repeats,
+      cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.prompt.empty() ? "synthetic" : "given", o.gen_tokens,
+      o.repeats,
       o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
   std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step",
               "acceptance", "full-batch", "runs");
@@ -209,9 +211,9 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
 // each arm's best could come from a different set, and acceptance differs more between prompts
 // than between arms.) One engine: the arms' runs follow each other. One engine per arm: the
 // runs start together and advance one step each in turn until all are done.
-std::vector<DecodeResult> run_repeat(const CompareKOptions& o, const std::vector<Arm>& arms,
-                                     const std::vector<std::unique_ptr<Engine>>& engines, int32_t batch, int rep,
-                                     const std::vector<bool>& running) {
+std::vector<DecodeResult> run_repeat(const CompareKOptions& o, const std::vector<int32_t>& prompt,
+                                     const std::vector<Arm>& arms, const std::vector<std::unique_ptr<Engine>>& engines,
+                                     int32_t batch, int rep, const std::vector<bool>& running) {
   const uint64_t salt = 1000;
   std::vector<size_t> order;
   for (size_t n = 0; n < arms.size(); ++n) {
@@ -221,13 +223,13 @@ std::vector<DecodeResult> run_repeat(const CompareKOptions& o, const std::vector
   std::vector<DecodeResult> results(arms.size());
   if (engines.size() == 1) {
     for (size_t i : order)
-      results[i] = bench_decode(*engines[0], batch, o.prompt_tokens, o.gen_tokens, salt, {}, arms[i].options);
+      results[i] = bench_decode(*engines[0], batch, o.prompt_tokens, o.gen_tokens, salt, prompt, arms[i].options);
     return results;
   }
   std::vector<std::unique_ptr<DecodeRun>> runs(arms.size());
   for (size_t i : order)
-    runs[i] = std::make_unique<DecodeRun>(*engines[i], batch, o.prompt_tokens, o.gen_tokens, salt,
-                                          std::vector<int32_t>{}, arms[i].options);
+    runs[i] =
+        std::make_unique<DecodeRun>(*engines[i], batch, o.prompt_tokens, o.gen_tokens, salt, prompt, arms[i].options);
   for (bool any = true; any;) {
     any = false;
     for (size_t i : order) {
@@ -257,6 +259,13 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
   // --interleave steps: one engine per arm; runs: one engine for every arm.
   std::vector<std::unique_ptr<Engine>> engines;
   for (size_t i = 0; i < (o.interleave_steps ? arms.size() : 1); ++i) engines.push_back(std::make_unique<Engine>(cfg));
+  CompareKOptions shown = o;  // what the report says: the given prompt's length
+  std::vector<int32_t> prompt;
+  if (!o.prompt.empty()) {
+    prompt = engines.front()->encode(o.prompt);
+    if (prompt.empty()) throw Error(ErrorCode::kInvalidArgument, "the bench prompt encodes to no tokens");
+    shown.prompt_tokens = static_cast<int32_t>(prompt.size());
+  }
   std::vector<Row> rows;
   const int repeats = std::max(1, o.repeats);
   for (int32_t batch : o.batches) {
@@ -264,7 +273,7 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
             std::vector<std::vector<double>>(arms.size(), std::vector<double>(static_cast<size_t>(repeats), -1.0))};
     std::vector<bool> running(arms.size(), true);
     for (int rep = 0; rep < repeats; ++rep) {
-      std::vector<DecodeResult> results = run_repeat(o, arms, engines, batch, rep, running);
+      std::vector<DecodeResult> results = run_repeat(o, prompt, arms, engines, batch, rep, running);
       for (size_t i = 0; i < arms.size(); ++i) {
         if (!running[i]) continue;
         row.rates[i][static_cast<size_t>(rep)] = results[i].tokens_per_s;
@@ -278,9 +287,9 @@ void bench_compare_k(const config::EngineConfig& cfg, const CompareKOptions& o) 
     rows.push_back(std::move(row));
   }
   if (o.json) {
-    print_json(cfg, o, arms, rows);
+    print_json(cfg, shown, arms, rows);
   } else {
-    print_text(cfg, o, arms, rows);
+    print_text(cfg, shown, arms, rows);
   }
 }
 

@@ -21,7 +21,8 @@ namespace specd::cli {
 struct CompareKOptions {
   std::vector<std::string> arms;  // plain | 0 | k in [1, 32] | dynamic
   std::vector<int32_t> batches;
-  int32_t prompt_tokens = 128;
+  int32_t prompt_tokens = 128;  // synthetic prompts of this length, unless `prompt` is given
+  std::string prompt;           // --prompt / --prompt-file: every request's prompt
   int32_t gen_tokens = 32;
   int32_t repeats = 2;
   double drop_below = 0.75;       // racing: an arm below this x the leader's best stops repeating

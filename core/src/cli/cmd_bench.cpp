@@ -117,15 +117,18 @@ std::string step_time_line(const StepStats& t) {
   return line;
 }
 
+// --prompt, or the text of --prompt-file; empty: synthetic prompts.
+std::string bench_prompt_text(const BenchOptions& o) {
+  if (o.prompt_file.empty()) return o.prompt;
+  std::ifstream in(o.prompt_file, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read --prompt-file " + o.prompt_file);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 std::vector<int32_t> bench_prompt_ids(const BenchOptions& o, const Engine& engine) {
-  std::string text = o.prompt;
-  if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kInvalidArgument, "cannot read --prompt-file " + o.prompt_file);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  const std::string text = bench_prompt_text(o);
   if (text.empty()) return {};
   std::vector<int32_t> ids = engine.encode(text);
   if (ids.empty()) throw Error(ErrorCode::kInvalidArgument, "the bench prompt encodes to no tokens");
@@ -392,10 +395,14 @@ void run_bench(const BenchOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
   }
   if (!o.compare_k.empty()) {
-    bench_compare_k(load_engine_config(o.model), {o.compare_k, o.batches, o.prompt_tokens, o.gen_tokens, o.repeats,
-                                                  o.drop_below, o.interleave == "steps", o.json});
+    bench_compare_k(load_engine_config(o.model), {o.compare_k, o.batches, o.prompt_tokens, bench_prompt_text(o),
+                                                  o.gen_tokens, o.repeats, o.drop_below, o.interleave == "steps", o.json});
     return;
   }
+  if ((o.multi_turn > 0 || !o.scorers.empty()) && (!o.prompt.empty() || !o.prompt_file.empty()))
+    throw Error(ErrorCode::kInvalidArgument, std::string("--prompt and --prompt-file do not apply to ") +
+                                                 (o.multi_turn > 0 ? "--multi-turn" : "--scorers") +
+                                                 ", which builds its own prompts");
   if (o.multi_turn > 0) {
     bench_multi_turn(load_engine_config(o.model), {o.multi_turn, o.system_tokens, o.turn_tokens, o.gen_tokens, o.json});
     return;

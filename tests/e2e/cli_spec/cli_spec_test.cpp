@@ -385,6 +385,26 @@ TEST(CliBench, CompareKInterleavedByStepsDoesEachArmsOwnWork) {
   }
 }
 
+// --prompt reaches the compared runs (it once fell back to synthetic prompts there silently);
+// the modes that build their own prompts refuse it.
+TEST(CliBench, CompareKDecodesTheGivenPrompt) {
+  const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
+                       " --prompt 'one two three' --gen-tokens 8 --batch 1 --repeats 1 --compare-k plain,dynamic"
+                       " --interleave steps --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j.at("prompt"), "given");
+  const int n = j.at("prompt_tokens").get<int>();
+  EXPECT_GT(n, 0);
+  EXPECT_LT(n, 16) << "the report gives the prompt's own length, not --prompt-tokens' 128";
+  for (const char* mode : {" --scorers mqa", " --multi-turn 2"}) {
+    const CliRun bad = run("bench --model '" + tiny().string() + "'" + kSpec + " --prompt 'one two'" + mode);
+    EXPECT_NE(bad.status, 0) << mode;
+    EXPECT_NE(bad.out.find("--prompt and --prompt-file do not apply"), std::string::npos) << bad.out;
+  }
+}
+
 TEST(CliBench, CompareKInterleavedByStepsRefusesAsyncScheduling) {
   const CliRun r = run("bench --model '" + tiny().string() + "'" + kSpec +
                        " --set scheduler.async_scheduling=true --compare-k plain,dynamic --interleave steps");

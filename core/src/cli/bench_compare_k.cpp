@@ -184,8 +184,7 @@ void print_text(const config::EngineConfig& cfg, const CompareKOptions& o, const
       "greedy; best of %d repeats, interleaved by %s\n",
       cfg.speculative.proposer.name.c_str(), cfg.speculative.verifier.name.c_str(),
       cfg.speculative.num_speculative_tokens, o.prompt_tokens, o.prompt.empty() ? "synthetic" : "given", o.gen_tokens,
-      o.repeats,
-      o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
+      o.repeats, o.interleave_steps ? "engine step (one engine per arm)" : "run (one engine)");
   std::printf("%-6s %-8s %11s %10s %9s %11s %11s %5s\n", "batch", "arm", "tokens/s", "step ms", "tok/step",
               "acceptance", "full-batch", "runs");
   for (const Row& row : rows) {

@@ -395,8 +395,9 @@ void run_bench(const BenchOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "give at most one of --prompt and --prompt-file");
   }
   if (!o.compare_k.empty()) {
-    bench_compare_k(load_engine_config(o.model), {o.compare_k, o.batches, o.prompt_tokens, bench_prompt_text(o),
-                                                  o.gen_tokens, o.repeats, o.drop_below, o.interleave == "steps", o.json});
+    bench_compare_k(load_engine_config(o.model),
+                    {o.compare_k, o.batches, o.prompt_tokens, bench_prompt_text(o), o.gen_tokens, o.repeats,
+                     o.drop_below, o.interleave == "steps", o.json});
     return;
   }
   if ((o.multi_turn > 0 || !o.scorers.empty()) && (!o.prompt.empty() || !o.prompt_file.empty()))

@@ -188,8 +188,9 @@ def demo_section(path):
         lines = f.read().rstrip("\n").split("\n")
     return (f"\n## What `make demo` prints\n\nThe last run of `scripts/demo.sh` ({lines[0]}, 2 threads; dynamic k, "
             "greedy; llama-160m is the random-weight benchmark fixture with a self-draft of its first 2 layers, "
-            "memory-bound where the bundled models are not; the bundled model's rows move by about ±0.1 between "
-            "runs, llama-160m's batch-8 row between 0.85x and 1.3x):\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
+            "memory-bound where the bundled models are not; plain and speculative decoding interleaved by engine "
+            "step, best run of each; the rows move by a few hundredths between runs on a shared machine, the "
+            "n-gram row at batch 1 by about ±0.1):\n\n```\n" + "\n".join(lines[1:]) + "\n```\n")
 
 
 def card_fields(t):

@@ -4,16 +4,18 @@
 //
 // A weight super-block (256 elements, 16 groups of 16) is unpacked once for every activation
 // row of the tile into four 64-byte vectors W0..W3 of unsigned levels such that 32-bit lane L
-// of every Wp holds elements of one group only: lane 4c + r holds group g = 4r + c, elements
-// 16g + 4p .. 16g + 4p + 3 (a 4x4 dword transpose of the natural-order vectors, within each
-// 128-bit lane). A group lies in one sub-block (Q6_K: the group is the sub-block; Q4_K/Q5_K:
-// sub-block g / 2), so per activation row the four products sum into one vector of per-lane
-// integers without any scale in between: four vpdpbusd (without VNNI, vpmaddubsw pair sums
-// added in 16 bits, which the levels' bounds allow: Q4_K/Q5_K 4·2·31·127 < 2¹⁵, Q6_K
-// 2·2·63·127 < 2¹⁵, then one vpmaddwd). The lanes are then converted and scaled once by
-// d·scale(lane)·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of 32 take one more multiply-add
-// per lane, against the activations' group sums (prepared as floats, already times d_x). Per
-// (row, feature) the instructions do not depend on the tile, so results are batch-invariant.
+// of every Wp holds elements 16g + 4p .. 16g + 4p + 3 of one group g = lane_group(L): with
+// VBMI g = L (byte permutes gather straight into that order, and lane L's scale is the block's
+// L-th, Q4_K/Q5_K's (L/2)-th, without a permute); without it lane 4c + r holds group 4r + c (a
+// 4x4 dword transpose of the natural-order vectors, within each 128-bit lane), and the scales
+// are permuted to their lanes. The activations come in the same order (isa_kernels.hpp,
+// scalar::prep_q8k_groups / prep_q8k_lanes). A group lies in one sub-block (Q6_K: the group
+// is the sub-block; Q4_K/Q5_K: sub-block g / 2), so per activation row the four products sum into one vector of
+// per-lane integers without any scale in between: four vpdpbusd (without VNNI, vpmaddubsw pair sums added in 16 bits,
+// which the levels' bounds allow: Q4_K/Q5_K 4·2·31·127 < 2¹⁵, Q6_K 2·2·63·127 < 2¹⁵, then one vpmaddwd). The lanes are
+// then converted and scaled once by d·scale(lane)·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of 32 take one more
+// multiply-add per lane, against the activations' group sums (prepared as floats, already times d_x). Per (row,
+// feature) the instructions do not depend on the tile, so results are batch-invariant.
 #pragma once
 
 #include <type_traits>
@@ -36,8 +38,17 @@ struct KBlock {
   __m512 scd, mnd;
 };
 
-// Group of each 32-bit lane (lane 4c + r: group 4r + c), as a Q6_K scale index and as a
-// Q4_K / Q5_K sub-block index.
+// The group of 16 each 32-bit lane holds.
+constexpr int lane_group(int lane) {
+#ifdef __AVX512VBMI__
+  return lane;
+#else
+  return 4 * (lane % 4) + lane / 4;
+#endif
+}
+
+#ifndef __AVX512VBMI__
+// Without VBMI: the group of each lane as a Q6_K scale index and as a Q4_K / Q5_K sub-block index.
 struct KLaneIdx {
   alignas(64) int32_t q6[16];
   alignas(64) int32_t k45[16];
@@ -45,18 +56,18 @@ struct KLaneIdx {
 constexpr KLaneIdx make_k_lane_idx() {
   KLaneIdx t{};
   for (int lane = 0; lane < 16; ++lane) {
-    const int g = 4 * (lane % 4) + lane / 4;
-    t.q6[lane] = g;
-    t.k45[lane] = g / 2;
+    t.q6[lane] = lane_group(lane);
+    t.k45[lane] = lane_group(lane) / 2;
   }
   return t;
 }
 constexpr KLaneIdx kKLaneIdx = make_k_lane_idx();
+#endif
 
 #ifdef __AVX512VBMI__
 // Q4_K / Q5_K straight into lane order with byte permutes (VBMI): vector p, lane L, byte b is
-// element o = 16 (g mod 2) + 4p + b of sub-block s = g / 2 (g = 4 (L mod 4) + L / 4), i.e. the
-// nibble s mod 2 = L / 8 of qs[32 (L mod 4) + o], and for Q5_K bit s of qh[o]. One vpermt2b
+// element o = 16 (g mod 2) + 4p + b of sub-block s = g / 2 (g = L), i.e. the nibble s mod 2
+// of qs[32 (s / 2) + o], and for Q5_K bit s of qh[o]. One vpermt2b
 // over the 128 bytes of qs and one shift per vector replace the four 32-byte unpacks, their
 // joins and the 4x4 dword transpose (16 shuffles per super-block, now 4; 8 with Q5_K's bits).
 struct KVbmiIdx {
@@ -68,7 +79,7 @@ struct KVbmiIdx {
 constexpr KVbmiIdx make_k_vbmi_idx() {
   KVbmiIdx t{};
   for (int lane = 0; lane < 16; ++lane) {
-    const int g = 4 * (lane % 4) + lane / 4, s = g / 2;
+    const int g = lane_group(lane), s = g / 2;
     for (int p = 0; p < 4; ++p)
       for (int b = 0; b < 4; ++b) {
         const int o = 16 * (g % 2) + 4 * p + b;
@@ -121,10 +132,25 @@ inline void to_lane_order(__m512i* v) {
   v[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// d · scale of each lane: `scales32` holds the block's scales as 32-bit integers (natural
-// index), `idx` the scale index of each lane.
-inline __m512 lane_scales(__m512i scales32, const int32_t* idx, float d) {
-  const __m512i per_lane = _mm512_permutexvar_epi32(_mm512_load_si512(idx), scales32);
+// d · scale of each lane, from the scales of the block's 16 groups as 32-bit integers (natural
+// index).
+inline __m512 lane_scales(__m512i scales32, float d) {
+#ifdef __AVX512VBMI__
+  const __m512i per_lane = scales32;  // lane L holds group L
+#else
+  const __m512i per_lane = _mm512_permutexvar_epi32(_mm512_load_si512(kKLaneIdx.q6), scales32);
+#endif
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(per_lane), _mm512_set1_ps(d));
+}
+
+// The same for Q4_K / Q5_K, whose 8 scales (bytes of `sc64`) cover two groups each.
+inline __m512 lane_scales8(uint64_t sc64, float d) {
+  const __m128i sc = _mm_cvtsi64_si128(static_cast<int64_t>(sc64));
+#ifdef __AVX512VBMI__
+  const __m512i per_lane = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc, sc));  // lane L: scale L / 2
+#else
+  const __m512i per_lane = _mm512_permutexvar_epi32(_mm512_load_si512(kKLaneIdx.k45), _mm512_cvtepu8_epi32(sc));
+#endif
   return _mm512_mul_ps(_mm512_cvtepi32_ps(per_lane), _mm512_set1_ps(d));
 }
 
@@ -169,16 +195,14 @@ inline KBlock unpack_k45(const uint8_t* blk) {
   }
   to_lane_order(k.q);
 #endif
-  k.scd =
-      lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc64))), kKLaneIdx.k45, half_to_f32(b.d));
-  k.mnd = lane_scales(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(mn64))), kKLaneIdx.k45,
-                      half_to_f32(b.dmin));
+  k.scd = lane_scales8(sc64, half_to_f32(b.d));
+  k.mnd = lane_scales8(mn64, half_to_f32(b.dmin));
   return k;
 }
 
 #ifdef __AVX512VBMI__
 // Q6_K straight into lane order with byte permutes (VBMI): vector p, lane L, byte b is element
-// e = 16g + 4p + b (g = 4 (L mod 4) + L / 4), i.e. with h = g / 8, quarter q = (g mod 8) / 2
+// e = 16g + 4p + b (g = L), i.e. with h = g / 8, quarter q = (g mod 8) / 2
 // and l = 16 (g mod 2) + 4p + b: nibble q / 2 of ql[64h + 32 (q mod 2) + l] and bits 2q, 2q + 1
 // of qh[32h + l]. Per vector one vpermt2b (ql), one vpermb (qh), a per-lane shift of the ql
 // bytes, a per-lane rotate that brings qh's two bits to bits 4-5 (what crosses into a
@@ -194,7 +218,7 @@ struct Q6VbmiIdx {
 constexpr Q6VbmiIdx make_q6_vbmi_idx() {
   Q6VbmiIdx t{};
   for (int lane = 0; lane < 16; ++lane) {
-    const int g = 4 * (lane % 4) + lane / 4, h = g / 8, q = (g % 8) / 2;
+    const int g = lane_group(lane), h = g / 8, q = (g % 8) / 2;
     for (int p = 0; p < 4; ++p)
       for (int b = 0; b < 4; ++b) {
         const int l = 16 * (g % 2) + 4 * p + b;
@@ -246,14 +270,14 @@ inline KBlock unpack_q6_k(const uint8_t* blk) {
   }
   to_lane_order(k.q);
 #endif
-  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
+  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), half_to_f32(b.d));
   k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(32.0f));
   return k;
 }
 
 // Q3_K: levels q + 4 in 0..7 (bits 0-1 from qs, bit 2 from hmask; dtype.hpp), per group of 16
 // the factor sc - 32; the offset of 4 goes through the activations' sums as Q6_K's 32 does.
-// With VBMI, vector p, lane L, byte b is element e = 16g + 4p + b (g = 4 (L mod 4) + L / 4):
+// With VBMI, vector p, lane L, byte b is element e = 16g + 4p + b (g = L):
 // bits 2j, 2j + 1 (j = (g mod 8) / 2) of qs[32 (g / 8) + l] and bit g / 2 of hmask[l], with
 // l = 16 (g mod 2) + 4p + b; a per-lane shift and rotate bring them to bits 0-1 and 2.
 #ifdef __AVX512VBMI__
@@ -266,7 +290,7 @@ struct Q3VbmiIdx {
 constexpr Q3VbmiIdx make_q3_vbmi_idx() {
   Q3VbmiIdx t{};
   for (int lane = 0; lane < 16; ++lane) {
-    const int g = 4 * (lane % 4) + lane / 4;
+    const int g = lane_group(lane);
     for (int p = 0; p < 4; ++p)
       for (int b = 0; b < 4; ++b) {
         const int l = 16 * (g % 2) + 4 * p + b;
@@ -325,7 +349,7 @@ inline KBlock unpack_q3_k(const uint8_t* blk) {
   KBlock k;
   const __m128i sc8 = q3_k_scales(b);
   unpack_low2_levels(b.qs, b.hmask, k.q);
-  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), kKLaneIdx.q6, half_to_f32(b.d));
+  k.scd = lane_scales(_mm512_cvtepi8_epi32(sc8), half_to_f32(b.d));
   k.mnd = _mm512_mul_ps(k.scd, _mm512_set1_ps(4.0f));
   return k;
 }
@@ -336,8 +360,8 @@ inline KBlock unpack_q2_k(const uint8_t* blk) {
   KBlock k;
   unpack_low2_levels(b.qs, nullptr, k.q);
   const __m512i sm = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  k.scd = lane_scales(_mm512_and_si512(sm, _mm512_set1_epi32(15)), kKLaneIdx.q6, half_to_f32(b.d));
-  k.mnd = lane_scales(_mm512_srli_epi32(sm, 4), kKLaneIdx.q6, half_to_f32(b.dmin));
+  k.scd = lane_scales(_mm512_and_si512(sm, _mm512_set1_epi32(15)), half_to_f32(b.d));
+  k.mnd = lane_scales(_mm512_srli_epi32(sm, 4), half_to_f32(b.dmin));
   return k;
 }
 

@@ -1,6 +1,5 @@
 // The AVX-512 K-quant GEMV (private to isa_avx512_level.hpp, compiled once per level): Q4_K,
-// Q5_K, Q6_K, Q3_K and Q2_K weights against Q8_K activations in lane order (isa_kernels.hpp,
-// scalar::prep_q8k_lanes).
+// Q5_K, Q6_K, Q3_K and Q2_K weights against Q8_K activations in lane order.
 //
 // A weight super-block (256 elements, 16 groups of 16) is unpacked once for every activation
 // row of the tile into four 64-byte vectors W0..W3 of unsigned levels such that 32-bit lane L
@@ -10,12 +9,14 @@
 // 4x4 dword transpose of the natural-order vectors, within each 128-bit lane), and the scales
 // are permuted to their lanes. The activations come in the same order (isa_kernels.hpp,
 // scalar::prep_q8k_groups / prep_q8k_lanes). A group lies in one sub-block (Q6_K: the group
-// is the sub-block; Q4_K/Q5_K: sub-block g / 2), so per activation row the four products sum into one vector of
-// per-lane integers without any scale in between: four vpdpbusd (without VNNI, vpmaddubsw pair sums added in 16 bits,
-// which the levels' bounds allow: Q4_K/Q5_K 4·2·31·127 < 2¹⁵, Q6_K 2·2·63·127 < 2¹⁵, then one vpmaddwd). The lanes are
-// then converted and scaled once by d·scale(lane)·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of 32 take one more
-// multiply-add per lane, against the activations' group sums (prepared as floats, already times d_x). Per (row,
-// feature) the instructions do not depend on the tile, so results are batch-invariant.
+// is the sub-block; Q4_K/Q5_K: sub-block g / 2), so per activation row the four products sum
+// into one vector of per-lane integers without any scale in between: four vpdpbusd (without
+// VNNI, vpmaddubsw pair sums added in 16 bits, which the levels' bounds allow: Q4_K/Q5_K
+// 4·2·31·127 < 2¹⁵, Q6_K 2·2·63·127 < 2¹⁵, then one vpmaddwd). The lanes are then converted
+// and scaled once by d·scale(lane)·d_x. The mins (Q4_K, Q5_K) and Q6_K's offset of 32 take one
+// more multiply-add per lane, against the activations' group sums (prepared as floats, already
+// times d_x). Per (row, feature) the instructions do not depend on the tile, so results are
+// batch-invariant.
 #pragma once
 
 #include <type_traits>

@@ -218,5 +218,39 @@ void gemv_k(const GemvArgs& a, int64_t j0, int64_t j1) {
   walk_by_4<KTile<kW>::template T>(a, j0, j1);
 }
 
+// Q8_K activations in the natural layout (isa_kernels.hpp): scalar::prep_q8k's operations
+// (d = max|x| / 127, q = x · (1 / d) rounded to nearest even), so the same bytes, on 8 lanes.
+void prep_q8k(const float* x, uint8_t* out, int64_t k) {
+  const int64_t ns = k / 256;
+  auto* d = reinterpret_cast<float*>(out);
+  auto* q = reinterpret_cast<int8_t*>(out + ns * 4);
+  auto* bsums = reinterpret_cast<int16_t*>(out + ns * 260);
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t s = 0; s < ns; ++s, x += 256) {
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), magnitude), m);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float ds = _mm_cvtss_f32(m4) / 127.0f;
+    const float id = ds != 0.0f ? 1.0f / ds : 0.0f;
+    d[s] = ds;
+    const __m256 idv = _mm256_set1_ps(id);
+    for (int g = 0; g < 16; ++g) {
+      alignas(32) int32_t qi[16];
+      const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g), idv));
+      const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g + 8), idv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(qi), a);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(qi + 8), b);
+      int32_t sum = 0;
+      for (int i = 0; i < 16; ++i) {
+        q[s * 256 + 16 * g + i] = static_cast<int8_t>(qi[i]);
+        sum += qi[i];
+      }
+      bsums[s * 16 + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace specd::kernels::cpu

@@ -8,7 +8,7 @@
 // L-th, Q4_K/Q5_K's (L/2)-th, without a permute); without it lane 4c + r holds group 4r + c (a
 // 4x4 dword transpose of the natural-order vectors, within each 128-bit lane), and the scales
 // are permuted to their lanes. The activations come in the same order (isa_kernels.hpp,
-// scalar::prep_q8k_groups / prep_q8k_lanes). A group lies in one sub-block (Q6_K: the group
+// prep_q8k_in_lane_order below). A group lies in one sub-block (Q6_K: the group
 // is the sub-block; Q4_K/Q5_K: sub-block g / 2), so per activation row the four products sum
 // into one vector of per-lane integers without any scale in between: four vpdpbusd (without
 // VNNI, vpmaddubsw pair sums added in 16 bits, which the levels' bounds allow: Q4_K/Q5_K
@@ -131,6 +131,65 @@ inline void to_lane_order(__m512i* v) {
   v[1] = _mm512_unpackhi_epi64(t0, t2);
   v[2] = _mm512_unpacklo_epi64(t1, t3);
   v[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Σ of the four bytes of every 32-bit lane of q[0..3] (signed), per lane.
+inline __m512i lane_byte_sums(const __m512i* q) {
+  const __m512i ones = _mm512_set1_epi8(1);
+#ifdef __AVX512VNNI__
+  __m512i s = _mm512_setzero_si512();
+  for (int p = 0; p < 4; ++p) s = _mm512_dpbusd_epi32(s, ones, q[p]);
+  return s;
+#else
+  __m512i s16 = _mm512_setzero_si512();  // pair sums: |4 x 2 x 128| fits 16 bits
+  for (int p = 0; p < 4; ++p) s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(ones, q[p]));
+  return _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
+#endif
+}
+
+// Q8_K activations in this level's lane order (isa_kernels.hpp): per super-block of 256,
+// d = max|x| / 127 and q = x · (1 / d) rounded to nearest even, the scalar reference's
+// operations (scalar::prep_q8k), so the same bytes; each group of 16 is one vector, narrowed to
+// 16 bytes and placed so that to_lane_order leaves group lane_group(L) in lane L.
+inline void prep_q8k_in_lane_order(const float* x, uint8_t* out, int64_t k) {
+  const int64_t ns = k / 256;
+  auto* d = reinterpret_cast<float*>(out);
+  uint8_t* q = out + ns * 4;
+  auto* bsx = reinterpret_cast<float*>(out + ns * 260);
+  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t s = 0; s < ns; ++s, x += 256) {
+    __m512 v[16];
+    __m512 amax = _mm512_setzero_ps();
+    for (int g = 0; g < 16; ++g) {
+      v[g] = _mm512_loadu_ps(x + 16 * g);
+      amax = _mm512_max_ps(_mm512_and_ps(v[g], magnitude), amax);  // a NaN keeps amax, as fmax does
+    }
+    const float ds = _mm512_reduce_max_ps(amax) / 127.0f;
+    const float id = ds != 0.0f ? 1.0f / ds : 0.0f;
+    d[s] = ds;
+    __m512i z[4] = {};
+    for (int lane = 0; lane < 16; ++lane) {  // lane 4c + r of the result: vector r, 128-bit lane c
+      const __m512 scaled = _mm512_mul_ps(v[lane_group(lane)], _mm512_set1_ps(id));
+      const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(scaled));
+      switch (lane / 4) {  // _mm512_inserti32x4 takes its lane as a constant
+        case 0:
+          z[lane % 4] = _mm512_inserti32x4(z[lane % 4], bytes, 0);
+          break;
+        case 1:
+          z[lane % 4] = _mm512_inserti32x4(z[lane % 4], bytes, 1);
+          break;
+        case 2:
+          z[lane % 4] = _mm512_inserti32x4(z[lane % 4], bytes, 2);
+          break;
+        default:
+          z[lane % 4] = _mm512_inserti32x4(z[lane % 4], bytes, 3);
+          break;
+      }
+    }
+    to_lane_order(z);
+    for (int p = 0; p < 4; ++p) _mm512_storeu_si512(q + s * 256 + 64 * p, z[p]);
+    _mm512_storeu_ps(bsx + s * 16, _mm512_mul_ps(_mm512_cvtepi32_ps(lane_byte_sums(z)), _mm512_set1_ps(ds)));
+  }
 }
 
 // d · scale of each lane, from the scales of the block's 16 groups as 32-bit integers (natural

@@ -343,13 +343,6 @@ float read_sum(const float* p, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
-// Q8_K activations in the K-quant GEMV's lane order (isa_avx512_kquant.hpp).
-#ifdef __AVX512VBMI__
-constexpr auto prep_q8k_lane_order = scalar::prep_q8k_groups;
-#else
-constexpr auto prep_q8k_lane_order = scalar::prep_q8k_lanes;
-#endif
-
 }  // namespace
 
 const IsaKernels SPECD_AVX512_TABLE = {
@@ -357,8 +350,8 @@ const IsaKernels SPECD_AVX512_TABLE = {
     {gemv_tiles<FloatKind<Wt::kF32>>, gemv_tiles<FloatKind<Wt::kF16>>, gemv_tiles<Bf16Kind>, gemv_groups<DType::kQ8_0>,
      gemv_groups<DType::kQ4_0>, gemv_k<DType::kQ4_K>, gemv_k<DType::kQ5_K>, gemv_k<DType::kQ6_K>, gemv_k<DType::kQ3_K>,
      gemv_k<DType::kQ2_K>},
-    {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0, prep_q8k_lane_order, prep_q8k_lane_order,
-     prep_q8k_lane_order, prep_q8k_lane_order, prep_q8k_lane_order},
+    {nullptr, nullptr, prep_bf16, prep_q8_for_q8_0, prep_q8_for_q4_0, prep_q8k_in_lane_order, prep_q8k_in_lane_order,
+     prep_q8k_in_lane_order, prep_q8k_in_lane_order, prep_q8k_in_lane_order},
     {f32_to_f32, f16_row_to_f32, bf16_row_to_f32, q8_0_row_to_f32, q4_0_row_to_f32, q4_k_row_to_f32, q5_k_row_to_f32,
      q6_k_row_to_f32, q3_k_row_to_f32, q2_k_row_to_f32},
     {nullptr, narrow_f16, narrow_bf16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},

@@ -47,19 +47,19 @@ inline int64_t q8_g16_act_bytes(int64_t k) {
 // Prepared activations for K-quant weights ("Q8_K activations"): each row of k elements (k a
 // multiple of 256) is quantized per super-block of 256 to int8 with one float scale,
 // d = max|x| / 127, q = round(x / d). Its bytes, at the start of the row, in one of two layouts:
-//   natural (scalar, AVX2: scalar::prep_q8k)
+//   natural (scalar and NEON: scalar::prep_q8k; AVX2: its prep_q8k, the same bytes)
 //     float   d[ns]          (ns = k / 256)
 //     int8    q[ns * 256]    natural order
 //     int16   bsums[ns * 16] the sum of each 16 consecutive q (for the K-quants' mins and offsets)
-//   lane order (AVX-512: scalar::prep_q8k_lanes without VBMI, scalar::prep_q8k_groups with
-//   it; isa_avx512_kquant.hpp)
+//   lane order (AVX-512: prep_q8k_in_lane_order in isa_avx512_kquant.hpp, scalar::prep_q8k's
+//   values rearranged)
 //     float   d[ns]
 //     int8    q[ns * 256]    per super-block, byte 64p + 4L + j is element 16g + 4p + j, so that
 //                            32-bit lane L of all four 64-byte vectors holds one group g of 16:
-//                            prep_q8k_lanes: g = 4(L mod 4) + L / 4, a 4x4 transpose of 4-byte
+//                            without VBMI g = 4(L mod 4) + L / 4, a 4x4 transpose of 4-byte
 //                            units within each 16-byte lane (what in-lane unpacks produce);
-//                            prep_q8k_groups: g = L (byte permutes reach any order, and lane L's
-//                            scale is then the block's L-th, with no permute)
+//                            with VBMI g = L (byte permutes reach any order, and lane L's scale
+//                            is then the block's L-th, with no permute)
 //     float   bsx[ns * 16]   per super-block and lane L, d · (the sum of group g's q)
 inline int64_t q8k_act_bytes(int64_t k) {
   return k / 256 * (4 + 256 + 64);
@@ -257,10 +257,8 @@ extern const IsaKernels kScalarKernels;
 namespace scalar {
 void prep_bf16_as_f32(const float* x, uint8_t* out, int64_t k);  // bf16-rounded, kept as F32
 void narrow_bf16(const float* src, uint16_t* dst, int64_t n);
-void prep_q8k(const float* x, uint8_t* out, int64_t k);         // Q8_K activations, natural layout
-void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k);   // Q8_K activations, lane order layout
-void prep_q8k_groups(const float* x, uint8_t* out, int64_t k);  // the same, group g in lane g
-void prep_q8(const float* x, uint8_t* out, int64_t k);          // Q8 activations: d[nbp], then signed q in order
+void prep_q8k(const float* x, uint8_t* out, int64_t k);  // Q8_K activations, natural layout
+void prep_q8(const float* x, uint8_t* out, int64_t k);   // Q8 activations: d[nbp], then signed q in order
 void f32_to_f32(const void* src, float* dst, int64_t n);
 void f16_row_to_f32(const void* src, float* dst, int64_t n);
 void bf16_row_to_f32(const void* src, float* dst, int64_t n);

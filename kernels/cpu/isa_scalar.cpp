@@ -359,41 +359,6 @@ void prep_q8k(const float* x, uint8_t* out, int64_t k) {
   }
 }
 
-namespace {
-
-// The natural layout first, then rearranged in place, lane L taking group lane_group(L).
-// Super-blocks last to first: bsx of super-block s covers the int16 sums of super-blocks 2s and
-// 2s + 1, which are read by then.
-template <typename LaneGroup>
-void prep_q8k_in_lanes(const float* x, uint8_t* out, int64_t k, LaneGroup lane_group) {
-  prep_q8k(x, out, k);
-  const int64_t ns = k / 256;
-  const auto* d = reinterpret_cast<const float*>(out);
-  int16_t bsums[16];
-  int8_t natural[256];
-  for (int64_t s = ns - 1; s >= 0; --s) {
-    int8_t* q = reinterpret_cast<int8_t*>(out + ns * 4) + s * 256;
-    std::memcpy(natural, q, sizeof(natural));
-    std::memcpy(bsums, out + ns * 260 + s * 32, sizeof(bsums));
-    float bsx[16];
-    for (int lane = 0; lane < 16; ++lane) {
-      const int g = lane_group(lane);
-      for (int p = 0; p < 4; ++p) std::memcpy(q + 64 * p + 4 * lane, natural + 16 * g + 4 * p, 4);
-      bsx[lane] = d[s] * static_cast<float>(bsums[g]);
-    }
-    std::memcpy(out + ns * 260 + s * 64, bsx, sizeof(bsx));
-  }
-}
-
-}  // namespace
-
-void prep_q8k_lanes(const float* x, uint8_t* out, int64_t k) {
-  prep_q8k_in_lanes(x, out, k, [](int lane) { return 4 * (lane % 4) + lane / 4; });
-}
-
-void prep_q8k_groups(const float* x, uint8_t* out, int64_t k) {
-  prep_q8k_in_lanes(x, out, k, [](int lane) { return lane; });
-}
 }  // namespace scalar
 
 const IsaKernels kScalarKernels = {

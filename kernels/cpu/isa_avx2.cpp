@@ -23,6 +23,13 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
 inline float half_to_f32(uint16_t h) {
   return _cvtsh_ss(h);
 }
@@ -163,10 +170,7 @@ void prep_q8(const float* x, uint8_t* out, int64_t k) {
       v[i] = _mm256_loadu_ps(x + b * 32 + i * 8);
       m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float db = _mm_cvtss_f32(m4) / 127.0f;
+    const float db = hmax(m) / 127.0f;
     const float id = db != 0.0f ? 1.0f / db : 0.0f;
     d[b] = db;
     const __m256 idv = _mm256_set1_ps(id);
@@ -475,7 +479,7 @@ void f32_to_f32(const void* src, float* dst, int64_t n) {
 }  // namespace
 }  // namespace specd::kernels::cpu
 
-// The K-quant GEMV uses walk_by_4 (isa_kernels.hpp), hsum and half_to_f32 above.
+// The K-quant GEMV and its activations use walk_by_4 (isa_kernels.hpp), hsum, hmax and half_to_f32 above.
 #include "isa_avx2_kquant.hpp"
 
 namespace specd::kernels::cpu {

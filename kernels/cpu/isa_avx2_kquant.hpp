@@ -1,4 +1,4 @@
-// The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers hsum and
+// The AVX2 K-quant GEMV (private to isa_avx2.cpp, included after its helpers hsum, hmax and
 // half_to_f32): Q4_K, Q5_K, Q6_K, Q3_K and Q2_K weights against Q8_K activations, as the AVX-512 level
 // does it (isa_avx512_kquant.hpp) with 32-element vectors. A weight super-block is unpacked
 // once for every activation row of the tile: eight vectors of unsigned levels in the
@@ -229,10 +229,7 @@ void prep_q8k(const float* x, uint8_t* out, int64_t k) {
   for (int64_t s = 0; s < ns; ++s, x += 256) {
     __m256 m = _mm256_setzero_ps();
     for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), magnitude), m);
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float ds = _mm_cvtss_f32(m4) / 127.0f;
+    const float ds = hmax(m) / 127.0f;
     const float id = ds != 0.0f ? 1.0f / ds : 0.0f;
     d[s] = ds;
     const __m256 idv = _mm256_set1_ps(id);

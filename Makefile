@@ -21,7 +21,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-runtime: configure
-	@echo "build: specd, its plugins and tools (about 150 steps: 4 minutes on 2 cores the first time)"
+	@echo "build: specd, its plugins and tools (about 200 steps: 4-5 minutes on 2 cores the first time)"
 	cmake --build $(BUILD) -j $(JOBS) --target runtime
 
 # The bundled default: configs/default.yaml on the models trained by tools/train (models/specd-py

@@ -17,7 +17,7 @@ configure: bootstrap
 	cmake --preset $(PRESET)
 
 build: configure
-	@echo "build: everything (about 250 steps: 8-10 minutes on 2 cores the first time, ccache after)"
+	@echo "build: everything (about 400 steps: 10-12 minutes on 2 cores the first time, ccache after)"
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-runtime: configure

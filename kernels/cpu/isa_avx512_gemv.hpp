@@ -29,14 +29,17 @@ namespace {
 template <template <int> class T, int kMb>
 void walk(const GemvArgs& a, int64_t j0, int64_t j1) {
   const int64_t full = a.m / kMb * kMb;
+  NextTaskPrefetch next(a, j0, j1, (row_passes(a.m, kMb) - 1) * (j1 - j0));
   for (int64_t r = 0; r < full; r += kMb)
     for (int64_t j = j0; j < j1; ++j) {
       if (r == 0) prefetch_weight_row(a, j);
+      if (r > 0) next.step();
       T<kMb>::run(a, j, r);
     }
   if (full < a.m)
     for (int64_t j = j0; j < j1; ++j) {
       if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
+      if (full > 0) next.step();
       run_rows<T, kMb - 1>(a, j, full, a.m - full);
     }
 }
@@ -53,11 +56,15 @@ void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
   constexpr int kMb = 4;
   const int64_t jp = j0 + (j1 - j0) / 2 * 2;           // features [j0, jp) in pairs
   const int64_t full = a.m > 6 ? a.m / kMb * kMb : 0;  // groups of kMb rows, then the last few
+  const int64_t passes = full / kMb + (full < a.m ? 1 : 0);
+  NextTaskPrefetch next(a, j0, j1, (passes - 1) * ((jp - j0) / 2));
   for (int64_t r = 0; r < full; r += kMb)
     for (int64_t j = j0; j < jp; j += 2) {
       if (r == 0) {
         prefetch_weight_row(a, j);
         prefetch_weight_row(a, j + 1);
+      } else {
+        next.step();
       }
       T2<kMb>::run(a, j, r);
     }
@@ -65,6 +72,8 @@ void walk_pairs(const GemvArgs& a, int64_t j0, int64_t j1) {
     if (full == 0) {
       prefetch_weight_row(a, j);
       prefetch_weight_row(a, j + 1);
+    } else {
+      next.step();
     }
     run_rows<T2, 6>(a, j, full, a.m - full);
   }

@@ -114,6 +114,41 @@ inline void prefetch_weight_row(const GemvArgs& a, int64_t j) {
   for (size_t off = 0; off < a.w_stride; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
+// Walks with several row groups over one task's features (scoring trees, batches, prefill)
+// read the weight rows from memory in their first pass only; the later passes compute from L2
+// while the memory stream idles (9 bf16 rows cost the sum of the stream and the compute, not
+// the larger). NextTaskPrefetch asks, spread evenly over the later passes' tile calls, for the
+// weight rows after the task's last feature: the next task, which this thread usually takes
+// next (parallel_for hands each thread runs of consecutive tasks; gemv_range points a.w at the
+// task's first feature, so they start at row j1). Its first pass then reads L2. Cold bf16
+// GEMVs on Zen 4, 2 threads: 7 rows 13%, 9 rows 15%, 11 rows 17% faster; prefetching the next
+// task from a single pass (5 rows) was 10% slower. A prefetch past the matrix's end cannot
+// fault. No arithmetic changes.
+class NextTaskPrefetch {
+ public:
+  // later_calls: the tile calls of the passes after the first (0: a single pass, no prefetch).
+  NextTaskPrefetch(const GemvArgs& a, int64_t j0, int64_t j1, int64_t later_calls)
+      : ahead_(a.w + static_cast<size_t>(j1) * a.w_stride),
+        bytes_((j1 - j0) * static_cast<int64_t>(a.w_stride)),
+        calls_(later_calls) {}
+  // Before a tile call of a later pass.
+  void step() {
+    if (call_ >= calls_) return;
+    const int64_t b = bytes_ * call_ / calls_, e = bytes_ * (call_ + 1) / calls_;
+    for (int64_t off = b & ~int64_t{63}; off < e; off += 64) __builtin_prefetch(ahead_ + off, 0, 2);
+    ++call_;
+  }
+
+ private:
+  const uint8_t* ahead_;
+  int64_t bytes_, calls_, call_ = 0;
+};
+
+// Passes of row groups of `group` rows over m rows (the last one partial).
+constexpr int64_t row_passes(int64_t m, int64_t group) {
+  return (m + group - 1) / group;
+}
+
 // Calls Tile<MB>::run(a, j, r0) for every feature j in [j0, j1) and groups of up to 4 rows (the
 // AVX2 and NEON levels; AVX-512 has its own walks with wider groups). Row groups are the outer
 // loop: one group's activations stay in the caches while the task's features pass by, and
@@ -124,14 +159,17 @@ namespace {
 template <template <int> class Tile>
 void walk_by_4(const GemvArgs& a, int64_t j0, int64_t j1) {
   const int64_t full = a.m / 4 * 4;
+  NextTaskPrefetch next(a, j0, j1, (row_passes(a.m, 4) - 1) * (j1 - j0));
   for (int64_t r = 0; r < full; r += 4)
     for (int64_t j = j0; j < j1; ++j) {
       if (r == 0 && a.m > 1) prefetch_weight_row(a, j);
+      if (r > 0) next.step();
       Tile<4>::run(a, j, r);
     }
   if (full == a.m) return;
   for (int64_t j = j0; j < j1; ++j) {
     if (full == 0 && a.m > 1) prefetch_weight_row(a, j);
+    if (full > 0) next.step();
     switch (a.m - full) {
       case 3:
         Tile<3>::run(a, j, full);
@@ -200,17 +238,38 @@ template <template <int> class TJ, int J, int R, template <int> class T2, templa
 void walk_wide(const GemvArgs& a, int64_t j0, int64_t j1) {
   const int64_t jw = j0 + (j1 - j0) / J * J, jp = jw + (j1 - jw) / 2 * 2;
   const int64_t full = a.m / R * R;
+  const int64_t calls_per_pass = (jw - j0) / J + (jp - jw) / 2 + (j1 - jp);
+  NextTaskPrefetch next(a, j0, j1, (row_passes(a.m, R) - 1) * calls_per_pass);
   for (int64_t r = 0; r < full; r += R) {
     if (r == 0)
       for (int64_t j = j0; j < j1; ++j) prefetch_weight_row(a, j);
-    for (int64_t j = j0; j < jw; j += J) TJ<R>::run(a, j, r);
-    for (int64_t j = jw; j < jp; j += 2) T2<R>::run(a, j, r);
-    if (jp < j1) T1<R>::run(a, jp, r);
+    for (int64_t j = j0; j < jw; j += J) {
+      if (r > 0) next.step();
+      TJ<R>::run(a, j, r);
+    }
+    for (int64_t j = jw; j < jp; j += 2) {
+      if (r > 0) next.step();
+      T2<R>::run(a, j, r);
+    }
+    if (jp < j1) {
+      if (r > 0) next.step();
+      T1<R>::run(a, jp, r);
+    }
   }
   if (full < a.m) {
-    for (int64_t j = j0; j < jw; j += J) run_rows<TJ, R - 1>(a, j, full, a.m - full);
-    for (int64_t j = jw; j < jp; j += 2) run_rows<T2, R - 1>(a, j, full, a.m - full);
-    if (jp < j1) run_rows<T1, R - 1>(a, jp, full, a.m - full);
+    const int64_t n = a.m - full;
+    for (int64_t j = j0; j < jw; j += J) {
+      if (full > 0) next.step();
+      run_rows<TJ, R - 1>(a, j, full, n);
+    }
+    for (int64_t j = jw; j < jp; j += 2) {
+      if (full > 0) next.step();
+      run_rows<T2, R - 1>(a, j, full, n);
+    }
+    if (jp < j1) {
+      if (full > 0) next.step();
+      run_rows<T1, R - 1>(a, jp, full, n);
+    }
   }
 }
 }  // namespace

@@ -79,18 +79,20 @@ class TreeDrafter {
   TreeDrafter(sdk::ModelClient& client, specd_model* model, int32_t vocab, const TreeShape& shape, HiddenMode hidden)
       : client_(client), model_(model), vocab_(vocab), shape_(shape), hidden_(hidden) {}
 
+  // Feeds every sequence's catch-up rows (with their input states in hidden mode) into the
+  // model's KV and nothing else: no logits (ABI 1.7), no drafts. A later draft() catches up from
+  // there. (eagle3 feeds the prompt in on_prefill, so a first propose is not the prompt's.)
+  void feed(std::span<const Seq> seqs) {
+    catch_up(seqs, /*logits=*/false);
+  }
+
   // Drafts every sequence's tree; nodes(i) / parents(i) / tokens(i) give the result.
   void draft(std::span<const Seq> seqs) {
     nodes_.assign(seqs.size(), {});
     regions_.assign(seqs.size(), {});
     outs_.assign(seqs.size(), {});
     // Level 1: the catch-up rows.
-    begin();
-    for (const Seq& s : seqs) {
-      add_row(s.id, s.catch_up, {});
-      inputs_.insert(inputs_.end(), s.catch_up_hidden.begin(), s.catch_up_hidden.end());
-    }
-    forward(/*all_logits=*/false, hidden_.catch_up_width);
+    catch_up(seqs, /*logits=*/true);
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (hidden_.hidden > 0) keep_output(i, i);  // outs_[i] row 0: the roots' input
       expand(i, -1, row_logits(i), 0.0f, 1);
@@ -134,6 +136,16 @@ class TreeDrafter {
   std::span<const int32_t> parents(size_t i) const { return out_parents_[i]; }
 
  private:
+  // One forward of the catch-up rows; with logits, each sequence's last row's.
+  void catch_up(std::span<const Seq> seqs, bool logits) {
+    begin();
+    for (const Seq& s : seqs) {
+      add_row(s.id, s.catch_up, {});
+      inputs_.insert(inputs_.end(), s.catch_up_hidden.begin(), s.catch_up_hidden.end());
+    }
+    forward(/*all_logits=*/false, hidden_.catch_up_width, logits);
+  }
+
   // The top_k children of `parent` from its logits row, scored base + log p.
   void expand(size_t i, int32_t parent, std::span<const float> logits, float base, int32_t depth) {
     const float max = *std::max_element(logits.begin(), logits.end());
@@ -219,10 +231,11 @@ class TreeDrafter {
     tree_sizes_.push_back(static_cast<int32_t>(region.size()));
     tree_parents_.insert(tree_parents_.end(), region.begin(), region.end());
   }
-  // input_width: the width of inputs_' rows in hidden mode.
-  void forward(bool all_logits, int32_t input_width = 0) {
+  // input_width: the width of inputs_' rows in hidden mode; logits false: the KV (and hidden
+  // states) only.
+  void forward(bool all_logits, int32_t input_width = 0, bool logits = true) {
     const size_t rows = all_logits ? tokens_.size() : seq_ids_.size();
-    logits_.resize(rows * static_cast<size_t>(vocab_));
+    logits_.resize(logits ? rows * static_cast<size_t>(vocab_) : 0);
     specd_forward_batch fb{};
     fb.struct_size = sizeof(fb);
     fb.num_seqs = static_cast<int32_t>(seq_ids_.size());
@@ -230,7 +243,7 @@ class TreeDrafter {
     fb.num_new = num_new_.data();
     fb.tokens = tokens_.data();
     fb.all_logits = all_logits ? 1 : 0;
-    fb.logits = logits_.data();
+    fb.logits = logits ? logits_.data() : nullptr;
     fb.tree_sizes = tree_sizes_.data();
     fb.tree_parents = tree_parents_.data();
     if (hidden_.hidden > 0) {

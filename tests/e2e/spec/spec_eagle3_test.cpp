@@ -89,19 +89,27 @@ TEST(SpecEagle3Accept, AcceptedDraftsKeepTheOutputExact) {
   auto requests = specd::spec_test::mixed_requests(4, 77);
   for (auto& r : requests) r.sampling.max_tokens = 32;
   const std::vector<Generation> plain = run_engine(specd::config::for_model_dir(target.string()), requests);
-  for (const bool tree : {false, true}) {
-    specd::config::Overrides extra = {{"speculative.proposer.model", head.string()}};
-    if (tree) {
-      extra.push_back({"speculative.proposer.tree.depth", "4"});
-      extra.push_back({"speculative.proposer.tree.top_k", "2"});
+  // Chunked: prompts prefilled 8 tokens per step, so on_prefill feeds the head chunk by chunk
+  // (each chunk's positions but its last, whose next token the next chunk brings).
+  for (const bool chunked : {false, true})
+    for (const bool tree : {false, true}) {
+      specd::config::Overrides extra = {{"speculative.proposer.model", head.string()}};
+      if (tree) {
+        extra.push_back({"speculative.proposer.tree.depth", "4"});
+        extra.push_back({"speculative.proposer.tree.top_k", "2"});
+      }
+      if (chunked) extra.push_back({"scheduler.max_num_batched_tokens", "8"});
+      specd::spec::SpecMetrics m;
+      const auto spec =
+          run_engine(specd::spec_test::spec_config(target, "eagle3", "rejection", tree ? 8 : 4, extra), requests, &m);
+      const std::string what = std::string(tree ? "tree" : "chain") + (chunked ? ", chunked prefill" : "");
+      EXPECT_GT(m.accepted_tokens, 0u) << what << ": " << m.summary();
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_EQ(spec[i].tokens, plain[i].tokens) << what << ", request " << i;
+        EXPECT_TRUE(spec[i].error.empty()) << what << ": " << spec[i].error;
+      }
+      RecordProperty(tree ? (chunked ? "tree_chunked" : "tree") : (chunked ? "chain_chunked" : "chain"), m.summary());
     }
-    specd::spec::SpecMetrics m;
-    const auto spec =
-        run_engine(specd::spec_test::spec_config(target, "eagle3", "rejection", tree ? 8 : 4, extra), requests, &m);
-    EXPECT_GT(m.accepted_tokens, 0u) << (tree ? "tree: " : "chain: ") << m.summary();
-    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "request " << i;
-    RecordProperty(tree ? "tree" : "chain", m.summary());
-  }
 }
 
 TEST(SpecEagle3Load, ShallowTargetsAndNonHeadsAreRefused) {

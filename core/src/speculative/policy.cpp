@@ -48,7 +48,7 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
 }
 
 SpeculationPolicy::SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k)
-    : cost_(max_tokens), acceptance_(k_max), variable_k_(variable_k), search_variable_(variable_k) {}
+    : cost_(max_tokens), acceptance_(k_max), tree_(k_max), variable_k_(variable_k), search_variable_(variable_k) {}
 
 void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k) {
   gains_.clear();
@@ -184,7 +184,7 @@ bool SpeculationPolicy::gather(sched::StepBatch& batch) {
     }
     // A static row drafts its lookahead (if the proposer finds that many).
     accept_.resize(k_max);
-    acceptance_.predict(id, accept_);
+    predict(id, accept_);
     base.emitted += expected_tokens(accept_, row.lookahead) - 1;
     base.tokens += row.lookahead;
     base.logit_rows += row.lookahead;
@@ -202,13 +202,18 @@ bool SpeculationPolicy::gather(sched::StepBatch& batch) {
   for (size_t i = 0; i < n; ++i) {
     const sched::StepRow& row = *planned_rows_[i];
     const std::span<double> a(accept_.data() + i * k_max, k_max);
-    acceptance_.predict(row.seq->id, a);
+    predict(row.seq->id, a);
     int32_t catch_up = 0;
     if (const auto it = drafted_len_.find(row.seq->id); it != drafted_len_.end())
       catch_up = static_cast<int32_t>(std::max<int64_t>(0, static_cast<int64_t>(row.seq->tokens.size()) - it->second));
     rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up};
   }
   return true;
+}
+
+void SpeculationPolicy::predict(RequestId id, std::span<double> accept) const {
+  acceptance_.predict(id, accept);
+  if (trees_) tree_.shape(accept);
 }
 
 void SpeculationPolicy::decide(spec::PolicyMetrics& metrics) {
@@ -284,6 +289,16 @@ void SpeculationPolicy::trim(std::span<sched::StepRow* const> rows, std::span<co
 
 void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<const double> evidence,
                                          spec::PolicyMetrics& metrics) {
+  if (row.tree()) {  // parents come before their children: one pass gives every node's depth
+    depth_.resize(row.draft_parents.size());
+    int32_t deepest = 0;
+    for (size_t j = 0; j < depth_.size(); ++j) {
+      const int32_t parent = row.draft_parents[j];
+      depth_[j] = parent >= 0 && static_cast<size_t>(parent) < j ? depth_[static_cast<size_t>(parent)] + 1 : 1;
+      deepest = std::max(deepest, depth_[j]);
+    }
+    tree_.observe(static_cast<int32_t>(row.drafts.size()), deepest, row.num_accepted);
+  }
   // The prediction the plan was made with (rows keep their addresses until the next plan).
   const auto it = std::find(planned_rows_.begin(), planned_rows_.end(), &row);
   if (it != planned_rows_.end() && row.drafted()) {

@@ -51,6 +51,10 @@
 // teaches the model that shape, and a larger k that really costs more drops out of the band.
 // A plan that does not draft is never pushed into drafting, so a compute-bound batch stays plain.
 //
+// Trees (set_trees): a row's k is its node budget, and its acceptance curve is TreeYield's
+// (tree_yield.hpp): the chain curve up to the deepest tree verified, beyond it what trees of that
+// size accepted.
+//
 // A proposer without variable k gets one k for every planned row. When no row has drafted for
 // the probe interval's planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
 // being measured. The interval starts at kMinProbeInterval after any step that drafted and
@@ -86,6 +90,7 @@
 #include "speculative/acceptance_model.hpp"
 #include "speculative/confidence_model.hpp"
 #include "speculative/cost_model.hpp"
+#include "speculative/tree_yield.hpp"
 
 namespace specd::speculative {
 
@@ -143,6 +148,9 @@ class SpeculationPolicy {
   void set_trimming(bool on) { trimming_ = on; }
   // plan() left rows for trim(): the propose call should take confidences.
   bool trim_pending() const { return trim_pending_; }
+  // The proposer drafts trees: a row's k is its node budget, valued by TreeYield.
+  void set_trees(bool on) { trees_ = on; }
+  const TreeYield& tree_yield() const { return tree_; }
 
   // The search: fills k (size rows.size()) with the best choice (plain where the best that drafts
   // is within kPlainMargin of it) and returns its objective.
@@ -184,10 +192,14 @@ class SpeculationPolicy {
   bool gather(sched::StepBatch& batch);
   // The choice for rows_ over base_ (choose_k, explore_up, probes) into k_, counted in metrics.
   void decide(spec::PolicyMetrics& metrics);
+  // accept[j] for sequence id: the acceptance model's, as a tree curve for a tree proposer.
+  void predict(RequestId id, std::span<double> accept) const;
 
   CostModel cost_;
   AcceptanceModel acceptance_;
   ConfidenceModel confidence_;
+  TreeYield tree_;
+  bool trees_ = false;
   bool variable_k_;       // the proposer takes a k per row
   bool search_variable_;  // the search may give rows different k (variable_k_, or trimming)
   bool trimming_ = false;
@@ -204,10 +216,11 @@ class SpeculationPolicy {
   std::vector<sched::StepRow*> planned_rows_;
   std::vector<double> accept_;  // [planned rows, k_max]
   std::vector<int32_t> k_;
-  std::vector<int32_t> up_;    // explore_up's candidate
-  StepBase base_;              // this step's, from gather()
-  std::vector<float> conf_;    // [planned rows, k_max] the drafts' confidences (trim())
-  std::vector<double> prior_;  // [planned rows, k_max] their estimates without confidence
+  std::vector<int32_t> up_;     // explore_up's candidate
+  std::vector<int32_t> depth_;  // observe_verified: a tree's node depths
+  StepBase base_;               // this step's, from gather()
+  std::vector<float> conf_;     // [planned rows, k_max] the drafts' confidences (trim())
+  std::vector<double> prior_;   // [planned rows, k_max] their estimates without confidence
   // Per sequence: its length after the last step it drafted in (or when first seen), so that
   // a drafting row's catch-up (cost_model.hpp) is its length now minus this.
   std::unordered_map<RequestId, int64_t> drafted_len_;

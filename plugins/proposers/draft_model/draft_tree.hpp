@@ -82,9 +82,7 @@ class TreeDrafter {
   // Feeds every sequence's catch-up rows (with their input states in hidden mode) into the
   // model's KV and nothing else: no logits (ABI 1.7), no drafts. A later draft() catches up from
   // there. (eagle3 feeds the prompt in on_prefill, so a first propose is not the prompt's.)
-  void feed(std::span<const Seq> seqs) {
-    catch_up(seqs, /*logits=*/false);
-  }
+  void feed(std::span<const Seq> seqs) { catch_up(seqs, /*logits=*/false); }
 
   // Drafts every sequence's tree; nodes(i) / parents(i) / tokens(i) give the result.
   void draft(std::span<const Seq> seqs) {

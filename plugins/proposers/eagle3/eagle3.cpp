@@ -122,7 +122,8 @@ class Eagle3Proposer : public sdk::Proposer {
     for (const Work& w : work_) {
       SeqState& st = seqs_[w.id];
       st.fed += w.k;
-      st.states.erase(st.states.begin(), st.states.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(w.k) * width));
+      st.states.erase(st.states.begin(),
+                      st.states.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(w.k) * width));
     }
   }
 

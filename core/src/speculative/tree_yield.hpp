@@ -1,0 +1,53 @@
+// TreeYield: what a draft tree of n nodes yields, for the dynamic speculation policy when the
+// proposer drafts trees (policy.hpp; docs/speculative.md "Draft trees").
+//
+// A tree's acceptance evidence is per depth (1 per accepted level, a 0 where its path stopped),
+// and the policy values n drafts at 1 + Σ_{j<n} Π_{m<=j} accept[m]: read at n nodes, that values a
+// tree of n nodes as a chain n deep. No tree is deeper than its proposer's depth setting, so past
+// it the chain curve promised tokens no tree gives. On llama-160m an EAGLE-3 tree of 8 nodes
+// (depth 4) was predicted 5.3 accepted drafts per step and gave 3.5, and dynamic speculation
+// drafted all 8 nodes every step: 1.75x plain, where a chain of 4 ran 2.2x.
+//
+// TreeYield keeps, from the verified trees:
+//  - the deepest tree seen (every tree's yield is bounded by its levels);
+//  - per node count n, decayed sums of the drafts accepted in trees of n nodes (about the last
+//    50 trees count).
+// shape() turns a row's per-depth estimates into a yield curve over node counts: the chain curve
+// read at min(n, deepest) levels, blended with what trees of n nodes accepted (the chain figure
+// counts as one observation), so siblings are worth only what observed trees showed. The curve
+// is made non-decreasing and concave (each node adds at most what the one before added: the
+// policy's search takes the largest increments first) and written back as continuation
+// probabilities, so the usual formula reads it: E(n) = 1 + yield(n). Before the first verified
+// tree the chain curve stands (the first trees are then drafted at full size, and measured).
+// Exploring upward (policy.hpp) tries n + 1 where the curve is flat, so a node count the trees
+// have not shown gets measured. Not thread-safe: the engine's step thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace specd::speculative {
+
+class TreeYield {
+ public:
+  explicit TreeYield(int32_t n_max);
+
+  // A verified tree of `nodes` nodes, `depth` levels deep, whose accepted path had `accepted`
+  // drafts.
+  void observe(int32_t nodes, int32_t depth, int32_t accepted);
+  // accept: a row's per-depth estimates (AcceptanceModel::predict), rewritten as the tree curve.
+  void shape(std::span<double> accept) const;
+
+  int32_t deepest() const { return deepest_; }
+  // The blended yield of n nodes for these estimates, before the curve is made concave.
+  double yield(std::span<const double> accept, int32_t nodes) const;
+
+ private:
+  int32_t deepest_ = 0;
+  std::vector<double> accepted_;  // [n_max + 1] decayed sums of accepted drafts, per node count
+  std::vector<double> trees_;     // [n_max + 1] decayed counts of trees
+  mutable std::vector<double> curve_;
+};
+
+}  // namespace specd::speculative

@@ -188,12 +188,13 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
   const auto [backend, dt] = GetParam();
   SPECD_USE_BACKEND(backend);
   // head_dim 64 with 4 and 8 query heads per KV head, and 128 with 2 and 4, take the grouped
-  // kernels of the AVX-512 levels (attn_values_heads, attn_scores_heads).
+  // kernels of the AVX-512 levels (attn_values_heads, attn_scores_heads); 64 and 128 with 1 or 3
+  // heads per KV head (multi-head attention) their fixed-width ones (attn_scores_fixed).
   struct Shape {
     int32_t nh, nkv, hd;
   };
-  for (const Shape sh :
-       {Shape{8, 2, 32}, Shape{4, 4, 32}, Shape{8, 2, 64}, Shape{16, 2, 64}, Shape{4, 2, 128}, Shape{8, 2, 128}}) {
+  for (const Shape sh : {Shape{8, 2, 32}, Shape{4, 4, 32}, Shape{8, 2, 64}, Shape{16, 2, 64}, Shape{4, 2, 128},
+                         Shape{8, 2, 128}, Shape{4, 4, 64}, Shape{6, 2, 64}, Shape{3, 3, 128}, Shape{3, 1, 128}}) {
     const auto [nh, nkv, hd] = sh;
     const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, hd, 81);
     std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);

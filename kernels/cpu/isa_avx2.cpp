@@ -327,9 +327,73 @@ const float* widen_rows(const void* rows, int64_t stride, int64_t n, int64_t hd,
   return tmp;
 }
 
+// Lane i = the sum of v[i]'s 8 lanes.
+inline __m256 transpose_sum8(const __m256* v) {
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// head_dim 8 NC (64, 128), any group: per head, 8 keys at a time straight from the cache, eight
+// independent FMA chains (the generic loop below runs one chain per key and a horizontal sum),
+// summed by one transpose. bench_kernels on Zen 4 at this level (with attn_values_fixed), 2048
+// tokens, f16 cache: llama-160m's 12 heads 197 -> 132 us, 32 heads over 4 KV heads 355 -> 182 us
+// per decode token and 1.78 -> 0.89 ms for 5 scoring rows (the AVX-512 levels' figures).
+template <Wt kT, int NC>
+void attn_scores_fixed(const float* q, int64_t group, const void* rows, int64_t stride, int64_t n, float scale,
+                       float* scores, int64_t ld) {
+  constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2, hd = 8 * NC;
+  const auto* base = static_cast<const uint8_t*>(rows);
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    const int64_t nn = n - j0 < 8 ? n - j0 : 8;
+    const uint8_t* key[8];
+    for (int j = 0; j < 8; ++j) key[j] = base + (j0 + (j < nn ? j : nn - 1)) * stride * kElem;
+    for (int64_t h = 0; h < group; ++h) {
+      __m256 acc[8];
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+      for (int c = 0; c < NC; ++c) {
+        const __m256 qv = _mm256_loadu_ps(q + h * hd + 8 * c);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, load_w8<kT>(key[j], 8 * c), acc[j]);
+      }
+      alignas(32) float s[8];
+      _mm256_store_ps(s, _mm256_mul_ps(transpose_sum8(acc), _mm256_set1_ps(scale)));
+      for (int64_t j = 0; j < nn; ++j) scores[h * ld + j0 + j] = s[j];
+    }
+  }
+}
+
+// head_dim 8 NC, any group: per head, its output in registers (8 chunks at a time) over the n
+// rows, the generic loop's FMAs in its order (the same bits), without its run-time head_dim.
+template <Wt kT, int NC>
+void attn_values_fixed(const float* p, int64_t ld, int64_t group, const void* rows, int64_t stride, int64_t n,
+                       float* out) {
+  constexpr int64_t kElem = kT == Wt::kF32 ? 4 : 2, hd = 8 * NC;
+  constexpr int kHalf = NC < 8 ? NC : 8;
+  const auto* base = static_cast<const uint8_t*>(rows);
+  for (int64_t h = 0; h < group; ++h)
+    for (int c0 = 0; c0 < NC; c0 += kHalf) {
+      __m256 acc[kHalf];
+#pragma GCC unroll 8
+      for (int c = 0; c < kHalf; ++c) acc[c] = _mm256_loadu_ps(out + h * hd + 8 * (c0 + c));
+      for (int64_t j = 0; j < n; ++j) {
+        const __m256 pj = _mm256_set1_ps(p[h * ld + j]);
+        const uint8_t* row = base + j * stride * kElem;
+#pragma GCC unroll 8
+        for (int c = 0; c < kHalf; ++c) acc[c] = _mm256_fmadd_ps(pj, load_w8<kT>(row, 8 * (c0 + c)), acc[c]);
+      }
+#pragma GCC unroll 8
+      for (int c = 0; c < kHalf; ++c) _mm256_storeu_ps(out + h * hd + 8 * (c0 + c), acc[c]);
+    }
+}
+
 template <Wt kT>
 void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n, float scale,
                  float* scores, int64_t ld) {
+  if (hd == 64) return attn_scores_fixed<kT, 8>(q, group, rows, stride, n, scale, scores, ld);
+  if (hd == 128) return attn_scores_fixed<kT, 16>(q, group, rows, stride, n, scale, scores, ld);
   alignas(32) float tmp[16 * kMaxHeadDim];
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;
@@ -355,6 +419,8 @@ void attn_scores(const float* q, int64_t group, int64_t hd, const void* rows, in
 template <Wt kT>
 void attn_values(const float* p, int64_t ld, int64_t group, int64_t hd, const void* rows, int64_t stride, int64_t n,
                  float* out) {
+  if (hd == 64) return attn_values_fixed<kT, 8>(p, ld, group, rows, stride, n, out);
+  if (hd == 128) return attn_values_fixed<kT, 16>(p, ld, group, rows, stride, n, out);
   alignas(32) float tmp[16 * kMaxHeadDim];
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = n - j0 < 16 ? n - j0 : 16;

@@ -169,6 +169,192 @@ void paged_attention_cuda(const PagedAttentionParams& p) {
 }
 #endif
 
+// One call's work on the CPU, item by item. An item is KV head g of a run of new tokens
+// [t0, t1) of sequence s:
+//  - a run of several tokens whose keys are the cache positions themselves (prefill chunks,
+//    scoring rows of a chain; no tree node, no sliding window): token t sees [0, len_t), len_t
+//    growing by one per token, so the run's tokens share the keys [0, len_t0). Their query heads
+//    (t1 - t0) x group attend to those as one group: each key row is read and widened once for
+//    all of them (5 scoring rows read the cache once instead of 5 times), and each token then
+//    takes its own last keys alone;
+//  - a single token (any token: tree nodes gather their ancestors' rows, a window cuts the front).
+// Per (query head, key) the kernels run the same instructions whatever the group and however the
+// keys are split into calls (scores: one dot product per key; values: one FMA per key and
+// element, in key order), and the softmax is per query head, so a token's output has the same
+// bits whether it runs alone or in a run: decode and scoring rows stay bit-identical.
+class Attention {
+ public:
+  explicit Attention(const PagedAttentionParams& p)
+      : p_(p),
+        group_(p.num_heads / p.num_kv_heads),
+        hd_(p.head_dim),
+        elem_(p.kv_dtype == DType::kF32 ? 4 : 2),
+        stride_(static_cast<int64_t>(p.num_kv_heads) * p.head_dim),
+        isa_(cpu::active_kernels()),
+        scores_fn_(isa_.attn_scores[static_cast<int>(p.kv_dtype)]),
+        values_fn_(isa_.attn_values[static_cast<int>(p.kv_dtype)]) {}
+
+  struct Item {
+    int32_t s, t0, t1, g;
+  };
+  // Tokens per run at most: scores of a run take (t1 - t0) x group x len floats.
+  static constexpr int32_t kRunTokens = 8;
+
+  // The call's items: runs where a sequence's tokens allow them, else single tokens.
+  void items(std::vector<Item>& out) const {
+    out.clear();
+    for (int32_t s = 0; s < p_.num_seqs; ++s) {
+      const int32_t q0 = p_.query_start[s], q1 = p_.query_start[s + 1];
+      const int32_t n_new = q1 - q0;
+      const int32_t m = p_.tree_offsets == nullptr ? 0 : p_.tree_offsets[s + 1] - p_.tree_offsets[s];
+      // Tokens at cache positions below the tree region's start are linear.
+      const int32_t linear_end =
+          p_.window > 0 ? q0 : std::min(q1, q0 + (p_.context_lens[s] - m) - (p_.context_lens[s] - n_new));
+      for (int32_t t = q0; t < q1;) {
+        const int32_t t1 = t < linear_end ? std::min(linear_end, t + kRunTokens) : t + 1;
+        for (int32_t g = 0; g < p_.num_kv_heads; ++g) out.push_back({s, t, t1, g});
+        t = t1;
+      }
+    }
+  }
+
+  void run(const Item& it) {
+    if (it.t1 - it.t0 > 1 || linear(it.s, it.t0)) {
+      attend_run(it);
+    } else {
+      attend_token(it.s, it.t0, it.g);
+    }
+  }
+
+ private:
+  bool linear(int32_t s, int32_t t) {
+    const Keys k = keys_of(p_, s, t, path_);
+    return k.linear == k.len && k.first == 0;
+  }
+  const float* q_of(int32_t t, int32_t g) const {
+    return p_.q + (static_cast<int64_t>(t) * p_.num_heads + static_cast<int64_t>(g) * group_) * hd_;
+  }
+  float* out_of(int32_t t, int32_t g) const {
+    return p_.out + (static_cast<int64_t>(t) * p_.num_heads + static_cast<int64_t>(g) * group_) * hd_;
+  }
+  // The cache rows of logical positions [j0, ...) within one block, in place.
+  const uint8_t* rows_at(const void* cache, int32_t s, int32_t j0, int32_t g) const {
+    const int32_t* table = p_.block_tables + static_cast<int64_t>(s) * p_.block_table_stride;
+    const int64_t row0 = static_cast<int64_t>(table[j0 / p_.block_size]) * p_.block_size + j0 % p_.block_size;
+    return static_cast<const uint8_t*>(cache) + static_cast<size_t>((row0 * p_.num_kv_heads + g) * hd_) * elem_;
+  }
+  // Calls fn(j0, nn) for the pieces of [a, b) that lie within one cache block each.
+  template <class Fn>
+  void pieces(int32_t a, int32_t b, Fn&& fn) const {
+    for (int32_t j0 = a; j0 < b; j0 = (j0 / p_.block_size + 1) * p_.block_size)
+      fn(j0, std::min((j0 / p_.block_size + 1) * p_.block_size, b) - j0);
+  }
+  // Soft cap, then softmax of one query head's scores over len keys.
+  void softmax(float* sc, int32_t len) const {
+    if (p_.softcap > 0.0f)
+      for (int32_t j = 0; j < len; ++j) sc[j] = soft_cap(sc[j], p_.softcap);
+    float m = -std::numeric_limits<float>::infinity();
+    for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
+    const float inv = 1.0f / isa_.exp_sum(sc, len, m);
+    for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
+  }
+
+  void attend_run(const Item& it) {
+    const int32_t nt = it.t1 - it.t0, rows = nt * group_;
+    const int32_t shared = keys_of(p_, it.s, it.t0, path_).len, last = shared + nt - 1;
+    const auto H = static_cast<size_t>(hd_), gh = static_cast<size_t>(group_) * H;
+    q_.resize(static_cast<size_t>(rows) * H);
+    for (int32_t i = 0; i < nt; ++i) std::memcpy(q_.data() + i * gh, q_of(it.t0 + i, it.g), gh * sizeof(float));
+    scores_.resize(static_cast<size_t>(rows) * static_cast<size_t>(last));
+    float* sc = scores_.data();
+    pieces(0, shared, [&](int32_t j0, int32_t nn) {
+      scores_fn_(q_.data(), rows, hd_, rows_at(p_.k_cache, it.s, j0, it.g), stride_, nn, p_.scale, sc + j0, last);
+    });
+    for (int32_t i = 1; i < nt; ++i)  // token i's own keys [shared, shared + i)
+      pieces(shared, shared + i, [&](int32_t j0, int32_t nn) {
+        scores_fn_(q_.data() + i * gh, group_, hd_, rows_at(p_.k_cache, it.s, j0, it.g), stride_, nn, p_.scale,
+                   sc + static_cast<size_t>(i * group_) * last + j0, last);
+      });
+    for (int32_t r = 0; r < rows; ++r) softmax(sc + static_cast<size_t>(r) * last, shared + r / group_);
+    o_.assign(static_cast<size_t>(rows) * H, 0.0f);
+    pieces(0, shared, [&](int32_t j0, int32_t nn) {
+      values_fn_(sc + j0, last, rows, hd_, rows_at(p_.v_cache, it.s, j0, it.g), stride_, nn, o_.data());
+    });
+    for (int32_t i = 1; i < nt; ++i)
+      pieces(shared, shared + i, [&](int32_t j0, int32_t nn) {
+        values_fn_(sc + static_cast<size_t>(i * group_) * last + j0, last, group_, hd_,
+                   rows_at(p_.v_cache, it.s, j0, it.g), stride_, nn, o_.data() + i * gh);
+      });
+    for (int32_t i = 0; i < nt; ++i) std::memcpy(out_of(it.t0 + i, it.g), o_.data() + i * gh, gh * sizeof(float));
+  }
+
+  // One token whose keys may be gathered (tree ancestors) or cut (a sliding window).
+  void attend_token(int32_t s, int32_t t, int32_t g) {
+    const Keys keys = keys_of(p_, s, t, path_);
+    const int32_t first = keys.first, len = keys.len - first;  // scores of positions [first, keys.len)
+    if (scores_.size() < static_cast<size_t>(group_) * len) scores_.resize(static_cast<size_t>(group_) * len);
+    gathered_.resize(static_cast<size_t>(p_.block_size) * static_cast<size_t>(hd_) * elem_);
+    // The rows of logical positions [j0, j0 + nn) (within one cache block) and their stride: in
+    // place while they are linear, else gathered (tree ancestors), so that every kernel call
+    // covers the same logical rows as for a chain.
+    auto block = [&](const void* cache, int32_t j0, int32_t nn, int64_t& row_stride) -> const uint8_t* {
+      if (j0 + nn <= keys.linear) {
+        row_stride = stride_;
+        return rows_at(cache, s, j0, g);
+      }
+      row_stride = hd_;
+      for (int32_t j = 0; j < nn; ++j) {
+        const int32_t x = j0 + j;
+        const int32_t pos = x < keys.linear ? x : keys.path[x - keys.linear];
+        std::memcpy(gathered_.data() + static_cast<size_t>(j) * hd_ * elem_,
+                    static_cast<const uint8_t*>(cache) + static_cast<size_t>(cache_offset(p_, s, pos, g)) * elem_,
+                    static_cast<size_t>(hd_) * elem_);
+      }
+      return gathered_.data();
+    };
+    pieces(first, keys.len, [&](int32_t j0, int32_t nn) {
+      int64_t row_stride = 0;
+      const uint8_t* rows = block(p_.k_cache, j0, nn, row_stride);
+      scores_fn_(q_of(t, g), group_, hd_, rows, row_stride, nn, p_.scale, scores_.data() + (j0 - first), len);
+    });
+    float* o0 = out_of(t, g);
+    for (int32_t h = 0; h < group_; ++h) {
+      softmax(scores_.data() + static_cast<size_t>(h) * len, len);
+      std::fill(o0 + h * hd_, o0 + (h + 1) * hd_, 0.0f);
+    }
+    pieces(first, keys.len, [&](int32_t j0, int32_t nn) {
+      int64_t row_stride = 0;
+      const uint8_t* rows = block(p_.v_cache, j0, nn, row_stride);
+      values_fn_(scores_.data() + (j0 - first), len, group_, hd_, rows, row_stride, nn, o0);
+    });
+  }
+
+  const PagedAttentionParams& p_;
+  const int32_t group_;
+  const int64_t hd_;
+  const size_t elem_;
+  const int64_t stride_;  // elements between rows of a block
+  const cpu::IsaKernels& isa_;
+  const cpu::AttnScoresFn scores_fn_;
+  const cpu::AttnValuesFn values_fn_;
+  // The thread's buffers, kept between calls (no allocation per step).
+  struct Buffers {
+    std::vector<float> q, o, scores;
+    std::vector<int32_t> path;
+    std::vector<uint8_t> gathered;
+  };
+  static Buffers& buffers() {
+    thread_local Buffers b;
+    return b;
+  }
+  Buffers& b_ = buffers();
+  std::vector<float>& q_ = b_.q;
+  std::vector<float>& o_ = b_.o;
+  std::vector<float>& scores_ = b_.scores;
+  std::vector<int32_t>& path_ = b_.path;
+  std::vector<uint8_t>& gathered_ = b_.gathered;
+};
+
 }  // namespace
 
 void tree_depths(const int32_t* parents, int32_t m, int32_t* depth) {
@@ -188,87 +374,13 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
   detail::require_cpu(device, "paged_attention");
   validate(p);
   if (p.num_seqs == 0) return;
-  const int32_t num_tokens = p.query_start[p.num_seqs];
-  const int32_t group = p.num_heads / p.num_kv_heads;
-  const int64_t hd = p.head_dim;
-
-  // token -> sequence, so that work items can be (token, kv head) pairs.
-  thread_local std::vector<int32_t> token_seq;
-  token_seq.resize(static_cast<size_t>(num_tokens));
-  for (int32_t s = 0; s < p.num_seqs; ++s) {
-    for (int32_t t = p.query_start[s]; t < p.query_start[s + 1]; ++t) token_seq[static_cast<size_t>(t)] = s;
-  }
-  const int32_t* tok_seq = token_seq.data();
-
-  const int64_t items = static_cast<int64_t>(num_tokens) * p.num_kv_heads;
-  const cpu::IsaKernels& isa = cpu::active_kernels();
-  const auto kv = static_cast<int>(p.kv_dtype);
-  const cpu::AttnScoresFn scores_fn = isa.attn_scores[kv];
-  const cpu::AttnValuesFn values_fn = isa.attn_values[kv];
-  const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
-  const int64_t stride = static_cast<int64_t>(p.num_kv_heads) * hd;  // elements between rows of a block
-  const auto* k_base = static_cast<const uint8_t*>(p.k_cache);
-  const auto* v_base = static_cast<const uint8_t*>(p.v_cache);
-  parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;      // [group, len]
-    thread_local std::vector<int32_t> path;      // tree ancestors of the token
-    thread_local std::vector<uint8_t> gathered;  // one block of keys or values of one kv head
-    gathered.resize(static_cast<size_t>(p.block_size) * static_cast<size_t>(hd) * elem);
-    for (int64_t item = begin; item < end; ++item) {
-      const int32_t t = static_cast<int32_t>(item / p.num_kv_heads);
-      const int32_t g = static_cast<int32_t>(item % p.num_kv_heads);
-      const int32_t s = tok_seq[t];
-      const Keys keys = keys_of(p, s, t, path);
-      const int32_t first = keys.first, len = keys.len - first;  // scores of positions [first, keys.len)
-      if (scores.size() < static_cast<size_t>(group) * len) scores.resize(static_cast<size_t>(group) * len);
-      const float* q0 = p.q + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
-      float* o0 = p.out + (static_cast<int64_t>(t) * p.num_heads + static_cast<int64_t>(g) * group) * hd;
-      const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.block_table_stride;
-      // The rows of logical positions [j0, j0 + nn) (within one cache block) of one cache, and their
-      // stride: in place while they are linear, else gathered (tree ancestors), so that every kernel
-      // call covers the same logical rows as for a chain.
-      auto block = [&](const uint8_t* base, int32_t j0, int32_t nn, int64_t& row_stride) -> const uint8_t* {
-        if (j0 + nn <= keys.linear) {
-          row_stride = stride;
-          const int64_t row0 = static_cast<int64_t>(table[j0 / p.block_size]) * p.block_size + j0 % p.block_size;
-          const int64_t off = (row0 * p.num_kv_heads + g) * hd;
-          return base + static_cast<size_t>(off) * elem;
-        }
-        row_stride = hd;
-        for (int32_t j = 0; j < nn; ++j) {
-          const int32_t x = j0 + j;
-          const int32_t pos = x < keys.linear ? x : keys.path[x - keys.linear];
-          std::memcpy(gathered.data() + static_cast<size_t>(j) * hd * elem,
-                      base + static_cast<size_t>(cache_offset(p, s, pos, g)) * elem, static_cast<size_t>(hd) * elem);
-        }
-        return gathered.data();
-      };
-      // Scores: one pass over the keys, a cache block's part at a time, every query head of the
-      // group per key.
-      for (int32_t j0 = first; j0 < keys.len; j0 = (j0 / p.block_size + 1) * p.block_size) {
-        const int32_t nn = std::min((j0 / p.block_size + 1) * p.block_size, keys.len) - j0;
-        int64_t row_stride = 0;
-        const uint8_t* rows = block(k_base, j0, nn, row_stride);
-        scores_fn(q0, group, hd, rows, row_stride, nn, p.scale, scores.data() + (j0 - first), len);
-      }
-      for (int32_t h = 0; h < group; ++h) {
-        float* sc = scores.data() + static_cast<size_t>(h) * len;
-        if (p.softcap > 0.0f)
-          for (int32_t j = 0; j < len; ++j) sc[j] = soft_cap(sc[j], p.softcap);
-        float m = -std::numeric_limits<float>::infinity();
-        for (int32_t j = 0; j < len; ++j) m = std::max(m, sc[j]);
-        const float inv = 1.0f / isa.exp_sum(sc, len, m);
-        for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
-        std::fill(o0 + h * hd, o0 + (h + 1) * hd, 0.0f);
-      }
-      // Weighted values: one pass over the values.
-      for (int32_t j0 = first; j0 < keys.len; j0 = (j0 / p.block_size + 1) * p.block_size) {
-        const int32_t nn = std::min((j0 / p.block_size + 1) * p.block_size, keys.len) - j0;
-        int64_t row_stride = 0;
-        const uint8_t* rows = block(v_base, j0, nn, row_stride);
-        values_fn(scores.data() + (j0 - first), len, group, hd, rows, row_stride, nn, o0);
-      }
-    }
+  thread_local std::vector<Attention::Item> call_items;
+  // The workers read the caller's list (a lambda names a thread_local, it does not capture it).
+  const std::vector<Attention::Item>& items = call_items;
+  Attention(p).items(call_items);
+  parallel_for(static_cast<int64_t>(items.size()), 1, [&](int64_t begin, int64_t end) {
+    Attention a(p);
+    for (int64_t i = begin; i < end; ++i) a.run(items[static_cast<size_t>(i)]);
   });
 }
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -210,6 +211,49 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
     reference::paged_attention(p);
     EXPECT_LT(max_rel_error(got, want), 1e-5) << nh << "/" << nkv << " head_dim " << hd;
   }
+}
+
+// A run of new tokens (k + 1 scoring rows, a prefill chunk) shares its keys' common prefix in
+// one pass over the cache; each token's output must still be, bit for bit, what it gets alone as
+// a decode token (greedy speculation depends on it). 9 new tokens over contexts that end inside
+// and on block boundaries, every head_dim with a fixed-width kernel and one without, GQA and MHA.
+TEST_P(PagedAttentionKvTest, RunOfNewTokensEqualsEachTokenAloneBitForBit) {
+  const auto [backend, dt] = GetParam();
+  if (backend.device != Device::kCpu) GTEST_SKIP() << "the runs are the CPU's";
+  SPECD_USE_BACKEND(backend);
+  struct Shape {
+    int32_t nh, nkv, hd;
+  };
+  for (const Shape sh : {Shape{8, 2, 64}, Shape{4, 4, 64}, Shape{4, 2, 128}, Shape{3, 3, 128}, Shape{6, 2, 32}})
+    for (const int32_t ctx : {9, 16, 45, 64}) {
+      const auto [nh, nkv, hd] = sh;
+      const int32_t n_new = 9;
+      const Batch b({ctx}, {n_new}, 16, nh, nkv, hd, 131);
+      const size_t elem = dt == DType::kF32 ? 4 : 2;
+      std::vector<uint8_t> k(b.k.size() * elem), v(b.v.size() * elem);
+      from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
+      from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+      std::vector<float> run(b.out_size()), alone(b.out_size());
+      PagedAttentionParams p = b.params(run.data());
+      p.k_cache = k.data();
+      p.v_cache = v.data();
+      p.kv_dtype = dt;
+      paged_attention(Device::kCpu, p);
+      const size_t per_token = static_cast<size_t>(nh) * hd;
+      for (int32_t t = 0; t < n_new; ++t) {  // token t alone: a decode at context ctx - n_new + t + 1
+        const int32_t one_ctx = ctx - n_new + t + 1, one_start[2] = {0, 1};
+        PagedAttentionParams d = p;
+        d.q = b.q.data() + t * per_token;
+        d.out = alone.data() + t * per_token;
+        d.context_lens = &one_ctx;
+        d.query_start = one_start;
+        paged_attention(Device::kCpu, d);
+      }
+      for (size_t i = 0; i < run.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(run[i]), std::bit_cast<uint32_t>(alone[i]))
+            << nh << "/" << nkv << " head_dim " << hd << " context " << ctx << ", token " << i / per_token << ": "
+            << run[i] << " vs " << alone[i];
+    }
 }
 
 TEST_P(PagedAttentionKvTest, WriteKvRotatesKeysAndStoresInTheCacheDtype) {

@@ -163,6 +163,7 @@ void BM_Attention(benchmark::State& state, CpuIsa isa, DType kv, int32_t heads, 
           ->ArgNames({"ctx", "rows"})
           ->Args({256, 1})
           ->Args({2048, 1})
+          ->Args({2048, 5})
           ->UseRealTime();
       benchmark::RegisterBenchmark(("AttentionGqa/" + suffix).c_str(), BM_Attention, isa, kv, 32, 4)
           ->ArgNames({"ctx", "rows"})

@@ -210,8 +210,10 @@ class Attention {
       // Tokens at cache positions below the tree region's start are linear.
       const int32_t linear_end =
           p_.window > 0 ? q0 : std::min(q1, q0 + (p_.context_lens[s] - m) - (p_.context_lens[s] - n_new));
+      // Runs short enough that the sequence's items keep every thread busy (one KV head: MQA).
+      const int32_t run = std::clamp(n_new * p_.num_kv_heads / std::max(1, num_threads()), 1, kRunTokens);
       for (int32_t t = q0; t < q1;) {
-        const int32_t t1 = t < linear_end ? std::min(linear_end, t + kRunTokens) : t + 1;
+        const int32_t t1 = t < linear_end ? std::min(linear_end, t + run) : t + 1;
         for (int32_t g = 0; g < p_.num_kv_heads; ++g) out.push_back({s, t, t1, g});
         t = t1;
       }

@@ -216,7 +216,8 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
 // A run of new tokens (k + 1 scoring rows, a prefill chunk) shares its keys' common prefix in
 // one pass over the cache; each token's output must still be, bit for bit, what it gets alone as
 // a decode token (greedy speculation depends on it). 9 new tokens over contexts that end inside
-// and on block boundaries, every head_dim with a fixed-width kernel and one without, GQA and MHA.
+// and on block boundaries, every head_dim with a fixed-width kernel and one without, GQA, MHA and
+// MQA (one KV head: shorter runs, so that the items keep both threads busy).
 TEST_P(PagedAttentionKvTest, RunOfNewTokensEqualsEachTokenAloneBitForBit) {
   const auto [backend, dt] = GetParam();
   if (backend.device != Device::kCpu) GTEST_SKIP() << "the runs are the CPU's";
@@ -224,7 +225,8 @@ TEST_P(PagedAttentionKvTest, RunOfNewTokensEqualsEachTokenAloneBitForBit) {
   struct Shape {
     int32_t nh, nkv, hd;
   };
-  for (const Shape sh : {Shape{8, 2, 64}, Shape{4, 4, 64}, Shape{4, 2, 128}, Shape{3, 3, 128}, Shape{6, 2, 32}})
+  for (const Shape sh :
+       {Shape{8, 2, 64}, Shape{4, 4, 64}, Shape{4, 2, 128}, Shape{3, 3, 128}, Shape{6, 2, 32}, Shape{4, 1, 64}})
     for (const int32_t ctx : {9, 16, 45, 64}) {
       const auto [nh, nkv, hd] = sh;
       const int32_t n_new = 9;

@@ -6,6 +6,7 @@ namespace specd::speculative {
 namespace {
 
 constexpr double kDecay = 0.98;  // per verified tree, at every node count
+constexpr double kShown = 0.5;   // decayed trees of a node count for it to count as shown
 
 }  // namespace
 
@@ -38,15 +39,30 @@ double TreeYield::yield(std::span<const double> accept, int32_t nodes) const {
 
 void TreeYield::shape(std::span<double> accept) const {
   if (deepest_ <= 0 || accept.empty()) return;
-  curve_.resize(accept.size());
-  for (size_t n = 0; n < accept.size(); ++n) curve_[n] = yield(accept, static_cast<int32_t>(n) + 1);
-  // Increments, non-increasing and >= 0, as continuation probabilities: run_j = Π_{m<=j} accept[m]
-  // is node j + 1's increment.
+  const size_t count = accept.size();
+  curve_.resize(count);
+  for (size_t n = 0; n < count; ++n) curve_[n] = yield(accept, static_cast<int32_t>(n) + 1);
+  // Past the deepest tree, a node count no tree has shown lies on the line between the counts
+  // around it that have (the depth's own count counts as shown): 8-node trees that accepted more
+  // than 4 levels give nodes 5-7 their share instead of nothing, which the concave curve would
+  // otherwise pass on to the 8th as nothing too.
+  size_t below = static_cast<size_t>(std::min<int64_t>(deepest_, static_cast<int64_t>(count))) - 1;
+  for (size_t n = below + 1; n < count; ++n) {
+    if (trees_[std::min(n + 1, trees_.size() - 1)] < kShown) continue;
+    for (size_t m = below + 1; m < n; ++m)
+      curve_[m] =
+          curve_[below] + (curve_[n] - curve_[below]) * static_cast<double>(m - below) / static_cast<double>(n - below);
+    below = n;
+  }
+  for (size_t m = below + 1; m < count; ++m) curve_[m] = curve_[below];
+  // The curve's increments, each clamped to [0, the one before] (non-increasing: what a node adds
+  // that the one before it could not is dropped, never passed on), as continuation
+  // probabilities: run_j = Π_{m<=j} accept[m] is node j + 1's increment.
   double before = 0, last_run = 1;
-  for (size_t j = 0; j < accept.size(); ++j) {
+  for (size_t j = 0; j < count; ++j) {
     const double run = std::clamp(curve_[j] - before, 0.0, last_run);
     accept[j] = last_run > 0 ? run / last_run : 0.0;
-    before += run;
+    before = curve_[j];
     last_run = run;
   }
 }

@@ -14,7 +14,9 @@
 //    50 trees count).
 // shape() turns a row's per-depth estimates into a yield curve over node counts: the chain curve
 // read at min(n, deepest) levels, blended with what trees of n nodes accepted (the chain figure
-// counts as one observation), so siblings are worth only what observed trees showed. The curve
+// counts as one observation), so siblings are worth only what observed trees showed; past the
+// deepest level a count no tree has shown lies on the line between the shown counts around it
+// (flat after the last). The curve
 // is made non-decreasing and concave (each node adds at most what the one before added: the
 // policy's search takes the largest increments first) and written back as continuation
 // probabilities, so the usual formula reads it: E(n) = 1 + yield(n). Before the first verified

@@ -54,6 +54,20 @@ TEST(TreeYield, SiblingsAreWorthWhatTreesOfThatSizeAccepted) {
   EXPECT_NEAR(expected_tokens(b, 5) - expected_tokens(b, 4), 0.343, 1e-9);
 }
 
+// Trees of 8 nodes (depth 4) that accepted more than 4 levels' chain figure: nodes 5-8 share the
+// difference, where the concave curve would have given the 8th nothing after unseen 5-7.
+TEST(TreeYield, NodeCountsNotShownLieBetweenTheShownOnes) {
+  TreeYield t(8);
+  for (int i = 0; i < 50; ++i) t.observe(8, 4, 4);
+  const std::vector<double> chain(8, 0.8);  // 4 levels: 2.36 accepted drafts
+  const std::vector<double> a = shaped(t, chain);
+  const double e4 = expected_tokens(a, 4), e8 = expected_tokens(a, 8);
+  for (int32_t n = 5; n <= 8; ++n)
+    EXPECT_NEAR(expected_tokens(a, n) - expected_tokens(a, n - 1), (e8 - e4) / 4, 1e-9) << n;
+  EXPECT_GT(e8 - e4, 1.4);  // 8 nodes accept ~4 of 4 levels: ~1.6 more than the chain's 2.36
+  EXPECT_NEAR(t.yield(chain, 8), (50 * 0.98 * 4 + 2.3616) / 51, 0.1);
+}
+
 TEST(TreeYield, HandsThePolicyAValidConcaveCurve) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);

@@ -16,10 +16,10 @@
 // read at min(n, deepest) levels, blended with what trees of n nodes accepted (the chain figure
 // counts as one observation), so siblings are worth only what observed trees showed; past the
 // deepest level a count no tree has shown lies on the line between the shown counts around it
-// (flat after the last). The curve
-// is made non-decreasing and concave (each node adds at most what the one before added: the
-// policy's search takes the largest increments first) and written back as continuation
-// probabilities, so the usual formula reads it: E(n) = 1 + yield(n). Before the first verified
+// (flat after the last). The curve's increments are clamped non-negative and non-increasing
+// (each node adds at most what the one before added: the policy's search takes the largest
+// increments first) and written back as continuation probabilities, so the usual formula reads
+// it: E(n) = 1 + the clamped curve at n. Before the first verified
 // tree the chain curve stands (the first trees are then drafted at full size, and measured).
 // Exploring upward (policy.hpp) tries n + 1 where the curve is flat, so a node count the trees
 // have not shown gets measured. Not thread-safe: the engine's step thread owns it.

@@ -71,6 +71,23 @@ struct Batch {
   size_t out_size() const { return static_cast<size_t>(query_start.back()) * num_heads * head_dim; }
 };
 
+// The batch's keys and values stored in the cache dtype `dt`, and the batch's params reading them.
+struct StoredCache {
+  DType dt;
+  std::vector<uint8_t> k, v;
+  StoredCache(const Batch& b, DType dtype) : dt(dtype), k(b.k.size() * 4), v(b.v.size() * 4) {
+    from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
+    from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+  }
+  PagedAttentionParams params(const Batch& b, float* out) const {
+    PagedAttentionParams p = b.params(out);
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.kv_dtype = dt;
+    return p;
+  }
+};
+
 // paged_attention of host-memory params on `device`: on CUDA every array goes through a device
 // copy and the output comes back into p.out.
 void attend(Device device, const PagedAttentionParams& p) {
@@ -198,14 +215,9 @@ TEST_P(PagedAttentionKvTest, MatchesReferenceOnTheStoredCache) {
                          Shape{8, 2, 128}, Shape{4, 4, 64}, Shape{6, 2, 64}, Shape{3, 3, 128}, Shape{3, 1, 128}}) {
     const auto [nh, nkv, hd] = sh;
     const Batch b({23, 40, 37, 1}, {23, 1, 5, 1}, 4, nh, nkv, hd, 81);
-    std::vector<uint8_t> k(b.k.size() * 4), v(b.v.size() * 4);
-    from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
-    from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+    const StoredCache cache(b, dt);
     std::vector<float> got(b.out_size()), want(b.out_size());
-    PagedAttentionParams p = b.params(got.data());
-    p.k_cache = k.data();
-    p.v_cache = v.data();
-    p.kv_dtype = dt;
+    PagedAttentionParams p = cache.params(b, got.data());
     attend(backend.device, p);
     p.out = want.data();
     reference::paged_attention(p);
@@ -231,15 +243,9 @@ TEST_P(PagedAttentionKvTest, RunOfNewTokensEqualsEachTokenAloneBitForBit) {
       const auto [nh, nkv, hd] = sh;
       const int32_t n_new = 9;
       const Batch b({ctx}, {n_new}, 16, nh, nkv, hd, 131);
-      const size_t elem = dt == DType::kF32 ? 4 : 2;
-      std::vector<uint8_t> k(b.k.size() * elem), v(b.v.size() * elem);
-      from_f32(Device::kCpu, b.k.data(), dt, k.data(), static_cast<int64_t>(b.k.size()));
-      from_f32(Device::kCpu, b.v.data(), dt, v.data(), static_cast<int64_t>(b.v.size()));
+      const StoredCache cache(b, dt);
       std::vector<float> run(b.out_size()), alone(b.out_size());
-      PagedAttentionParams p = b.params(run.data());
-      p.k_cache = k.data();
-      p.v_cache = v.data();
-      p.kv_dtype = dt;
+      PagedAttentionParams p = cache.params(b, run.data());
       paged_attention(Device::kCpu, p);
       const size_t per_token = static_cast<size_t>(nh) * hd;
       for (int32_t t = 0; t < n_new; ++t) {  // token t alone: a decode at context ctx - n_new + t + 1

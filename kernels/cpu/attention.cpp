@@ -221,18 +221,15 @@ class Attention {
   }
 
   void run(const Item& it) {
-    if (it.t1 - it.t0 > 1 || linear(it.s, it.t0)) {
-      attend_run(it);
+    const Keys keys = keys_of(p_, it.s, it.t0, path_);  // the item's first token's
+    if (it.t1 - it.t0 > 1 || (keys.linear == keys.len && keys.first == 0)) {
+      attend_run(it, keys.len);
     } else {
-      attend_token(it.s, it.t0, it.g);
+      attend_token(it.s, it.t0, it.g, keys);
     }
   }
 
  private:
-  bool linear(int32_t s, int32_t t) {
-    const Keys k = keys_of(p_, s, t, path_);
-    return k.linear == k.len && k.first == 0;
-  }
   const float* q_of(int32_t t, int32_t g) const {
     return p_.q + (static_cast<int64_t>(t) * p_.num_heads + static_cast<int64_t>(g) * group_) * hd_;
   }
@@ -261,9 +258,9 @@ class Attention {
     for (int32_t j = 0; j < len; ++j) sc[j] *= inv;
   }
 
-  void attend_run(const Item& it) {
-    const int32_t nt = it.t1 - it.t0, rows = nt * group_;
-    const int32_t shared = keys_of(p_, it.s, it.t0, path_).len, last = shared + nt - 1;
+  // shared: the first token's keys, [0, shared); token i's are [0, shared + i).
+  void attend_run(const Item& it, int32_t shared) {
+    const int32_t nt = it.t1 - it.t0, rows = nt * group_, last = shared + nt - 1;
     const auto H = static_cast<size_t>(hd_), gh = static_cast<size_t>(group_) * H;
     q_.resize(static_cast<size_t>(rows) * H);
     for (int32_t i = 0; i < nt; ++i) std::memcpy(q_.data() + i * gh, q_of(it.t0 + i, it.g), gh * sizeof(float));
@@ -291,8 +288,7 @@ class Attention {
   }
 
   // One token whose keys may be gathered (tree ancestors) or cut (a sliding window).
-  void attend_token(int32_t s, int32_t t, int32_t g) {
-    const Keys keys = keys_of(p_, s, t, path_);
+  void attend_token(int32_t s, int32_t t, int32_t g, const Keys& keys) {
     const int32_t first = keys.first, len = keys.len - first;  // scores of positions [first, keys.len)
     if (scores_.size() < static_cast<size_t>(group_) * len) scores_.resize(static_cast<size_t>(group_) * len);
     gathered_.resize(static_cast<size_t>(p_.block_size) * static_cast<size_t>(hd_) * elem_);

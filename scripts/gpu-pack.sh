@@ -16,7 +16,8 @@ if ! grep -q '^SPECD_WITH_CUDA:.*=ON' "$build/CMakeCache.txt" 2>/dev/null &&
 fi
 echo "gpu-pack: building the CUDA-instantiated suites in $build"
 suites=(specd_kernels_test verifier_test specd_model_e2e_test spec_e2e_test)
-cmake --build "$build" --target "${suites[@]}" specd_verifier_rejection specd_verifier_typical_acceptance \
+tools=(specd specd-fixture) # the bench rows and the transformers oracle of gpu-check.sh
+cmake --build "$build" --target "${suites[@]}" "${tools[@]}" specd_verifier_rejection specd_verifier_typical_acceptance \
   specd_verifier_greedy specd_proposer_ngram specd_proposer_draft_model specd_proposer_mtp specd_proposer_eagle3
 # Staged, then carried as one gzip'd tar (the device tool carries at most 64 MiB; ICU's data
 # alone is 31 MB unpacked).
@@ -24,7 +25,7 @@ dest="$root/.gpu"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/lib" "$out/plugins"
-for s in "${suites[@]}"; do cp "$build/bin/$s" "$out/"; done
+for s in "${suites[@]}" "${tools[@]}"; do cp "$build/bin/$s" "$out/"; done
 cp "$build"/lib/specd/plugins/specd_verifier_{rejection,typical_acceptance,greedy}.so \
   "$build"/lib/specd/plugins/specd_proposer_{ngram,draft_model,mtp,eagle3}.so "$out/plugins/"
 for t in llama2 qwen3; do
@@ -33,7 +34,7 @@ for t in llama2 qwen3; do
 done
 # Every library the binaries and plugins load, except glibc's, the compiler runtime's (the
 # machine's own are newer) and the driver's.
-for f in "${suites[@]/#/$out/}" "$out"/plugins/*.so; do
+for f in "${suites[@]/#/$out/}" "${tools[@]/#/$out/}" "$out"/plugins/*.so; do
   ldd "$f" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

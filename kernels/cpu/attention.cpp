@@ -129,9 +129,27 @@ Keys keys_of(const PagedAttentionParams& p, int32_t s, int32_t t, std::vector<in
 }
 
 // CUDA: the call's metadata (query_start, context_lens, block_tables, the tree arrays) is device
-// memory like the rest. It is copied here to validate the call as on the CPU and to lay out
-// each token's keys (keys_of), which the kernel reads; one synchronisation per call.
+// memory like the rest. paged_attention_cuda copies it back to validate the call as on the CPU
+// and to lay out each token's keys (keys_of), which the kernel reads: one synchronisation per
+// call. An AttentionPlan does that once per batch, from host copies.
 #ifdef SPECD_WITH_CUDA
+// Each new token's keys as the kernel reads them. The window is left to each call (the kernel
+// applies it), so one layout serves layers of different windows.
+size_t lay_out_keys(const PagedAttentionParams& h, std::vector<cuda::TokenKeys>& keys, std::vector<int32_t>& paths) {
+  PagedAttentionParams unwindowed = h;
+  unwindowed.window = 0;
+  std::vector<int32_t> path;
+  keys.clear();
+  paths.clear();
+  for (int32_t s = 0; s < h.num_seqs; ++s)
+    for (int32_t t = h.query_start[s]; t < h.query_start[s + 1]; ++t) {
+      const Keys k = keys_of(unwindowed, s, t, path);
+      keys.push_back({s, k.len, k.linear, k.first, static_cast<int64_t>(paths.size())});
+      if (k.len > k.linear) paths.insert(paths.end(), k.path, k.path + (k.len - k.linear));
+    }
+  return keys.size();
+}
+
 void paged_attention_cuda(const PagedAttentionParams& p) {
   if (p.query_start == nullptr || p.context_lens == nullptr || p.block_tables == nullptr)
     invalid("null pointer argument");
@@ -157,13 +175,8 @@ void paged_attention_cuda(const PagedAttentionParams& p) {
   validate(h);
   if (p.num_seqs == 0) return;
   std::vector<cuda::TokenKeys> keys;
-  std::vector<int32_t> paths, path;
-  for (int32_t s = 0; s < p.num_seqs; ++s)
-    for (int32_t t = qs[static_cast<size_t>(s)]; t < qs[static_cast<size_t>(s) + 1]; ++t) {
-      const Keys k = keys_of(h, s, t, path);
-      keys.push_back({s, k.len, k.linear, k.first, static_cast<int64_t>(paths.size())});
-      if (k.len > k.linear) paths.insert(paths.end(), k.path, k.path + (k.len - k.linear));
-    }
+  std::vector<int32_t> paths;
+  lay_out_keys(h, keys, paths);
   cuda::paged_attention(p, keys.data(), static_cast<int32_t>(keys.size()), paths.data(),
                         static_cast<int64_t>(paths.size()));
 }
@@ -380,6 +393,47 @@ void paged_attention(Device device, const PagedAttentionParams& p) {
     Attention a(p);
     for (int64_t i = begin; i < end; ++i) a.run(items[static_cast<size_t>(i)]);
   });
+}
+
+void AttentionPlan::prepare(Device device, const PagedAttentionParams& host) {
+  num_seqs_ = -1;
+  validate(host);
+  device_ = device;
+  num_tokens_ = host.num_seqs > 0 ? host.query_start[host.num_seqs] : 0;
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) {
+    std::vector<cuda::TokenKeys> keys;
+    std::vector<int32_t> paths;
+    lay_out_keys(host, keys, paths);
+    const size_t key_bytes = keys.size() * sizeof(cuda::TokenKeys);
+    paths_at_ = (key_bytes + 15) / 16 * 16;
+    const size_t bytes = paths_at_ + paths.size() * sizeof(int32_t);
+    if (buf_.size() < bytes || buf_.device() != device) buf_ = DeviceBuffer(device, std::max<size_t>(bytes, 256));
+    copy_to_device(device, buf_.data(), keys.data(), key_bytes);
+    if (!paths.empty())
+      copy_to_device(device, static_cast<uint8_t*>(buf_.data()) + paths_at_, paths.data(),
+                     paths.size() * sizeof(int32_t));
+  }
+#endif
+  num_seqs_ = host.num_seqs;
+}
+
+void paged_attention(Device device, const PagedAttentionParams& p, const AttentionPlan& plan) {
+  if (plan.num_seqs_ < 0 || plan.num_seqs_ != p.num_seqs || plan.device_ != device)
+    invalid("the plan was not prepared for this batch on " + std::string(device_name(device)));
+#ifdef SPECD_WITH_CUDA
+  if (device == Device::kCuda) {
+    if (p.q == nullptr || p.k_cache == nullptr || p.v_cache == nullptr || p.out == nullptr)
+      invalid("null pointer argument");
+    if (p.window < 0) invalid("negative window " + std::to_string(p.window));
+    if (plan.num_tokens_ == 0) return;
+    const auto* base = static_cast<const uint8_t*>(plan.buf_.data());
+    cuda::paged_attention_prepared(p, reinterpret_cast<const cuda::TokenKeys*>(base), plan.num_tokens_,
+                                   reinterpret_cast<const int32_t*>(base + plan.paths_at_));
+    return;
+  }
+#endif
+  paged_attention(device, p);
 }
 
 void write_kv(Device device, const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim,

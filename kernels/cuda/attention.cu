@@ -46,7 +46,8 @@ __global__ void attention_kernel(Args a, Widen widen) {
   const PagedAttentionParams& p = a.p;
   const int32_t t = blockIdx.x / p.num_heads, h = blockIdx.x % p.num_heads;
   const int32_t g = h / (p.num_heads / p.num_kv_heads);
-  const TokenKeys tk = a.keys[t];
+  TokenKeys tk = a.keys[t];
+  if (p.window > 0) tk.first = max(tk.first, tk.len - p.window);  // a no-op where the host applied it
   const int32_t s = tk.seq;
   const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * p.head_dim;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -82,16 +83,10 @@ __global__ void attention_kernel(Args a, Widen widen) {
 
 }  // namespace
 
-void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens, const int32_t* paths,
-                     int64_t num_path) {
+void paged_attention_prepared(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens,
+                              const int32_t* paths) {
   if (num_tokens == 0) return;
-  const size_t key_bytes = static_cast<size_t>(num_tokens) * sizeof(TokenKeys);
-  auto* dev = static_cast<uint8_t*>(
-      scratch(Scratch::kAttentionKeys, key_bytes + static_cast<size_t>(num_path) * sizeof(int32_t) + 16));
-  copy_to_device(dev, keys, key_bytes);
-  const size_t path_at = (key_bytes + 15) / 16 * 16;
-  if (num_path > 0) copy_to_device(dev + path_at, paths, static_cast<size_t>(num_path) * sizeof(int32_t));
-  const Args a{p, reinterpret_cast<const TokenKeys*>(dev), reinterpret_cast<const int32_t*>(dev + path_at)};
+  const Args a{p, keys, paths};
   const unsigned grid = static_cast<unsigned>(num_tokens) * static_cast<unsigned>(p.num_heads);
   switch (p.kv_dtype) {
     case DType::kF32:
@@ -105,6 +100,19 @@ void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32
       break;
   }
   check_launch("paged_attention");
+}
+
+void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens, const int32_t* paths,
+                     int64_t num_path) {
+  if (num_tokens == 0) return;
+  const size_t key_bytes = static_cast<size_t>(num_tokens) * sizeof(TokenKeys);
+  auto* dev = static_cast<uint8_t*>(
+      scratch(Scratch::kAttentionKeys, key_bytes + static_cast<size_t>(num_path) * sizeof(int32_t) + 16));
+  copy_to_device(dev, keys, key_bytes);
+  const size_t path_at = (key_bytes + 15) / 16 * 16;
+  if (num_path > 0) copy_to_device(dev + path_at, paths, static_cast<size_t>(num_path) * sizeof(int32_t));
+  paged_attention_prepared(p, reinterpret_cast<const TokenKeys*>(dev), num_tokens,
+                           reinterpret_cast<const int32_t*>(dev + path_at));
 }
 
 }  // namespace specd::kernels::cuda

@@ -70,6 +70,10 @@ struct TokenKeys {
 // `p` as validated by the front end (its arrays in device memory); keys and paths on the host.
 void paged_attention(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens, const int32_t* paths,
                      int64_t num_path);
+// The same with the keys and paths already in device memory (AttentionPlan). The kernel applies
+// p.window to each token's run.
+void paged_attention_prepared(const PagedAttentionParams& p, const TokenKeys* keys, int32_t num_tokens,
+                              const int32_t* paths);
 // f32, f16 or bf16 caches (the front end checks the dtype and the tables).
 void write_kv(const float* k, const float* v, int64_t n, int64_t num_kv_heads, int64_t head_dim, const float* cos,
               const float* sin, const int64_t* slots, DType kv_dtype, void* k_cache, void* v_cache);

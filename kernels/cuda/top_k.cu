@@ -12,9 +12,10 @@
 namespace specd::kernels::cuda {
 namespace {
 
-// Larger floats give larger keys (negative numbers below positive ones).
+// Larger floats give larger keys (negative numbers below positive ones). -0 and +0 are one
+// value (they tie, the lower index first, as on the CPU), so both take +0's key.
 __device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t b = __float_as_uint(x);
+  const uint32_t b = x == 0.0f ? 0u : __float_as_uint(x);
   return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
 }
 

@@ -89,9 +89,11 @@ struct StoredCache {
 };
 
 // paged_attention of host-memory params on `device`: on CUDA every array goes through a device
-// copy and the output comes back into p.out.
-void attend(Device device, const PagedAttentionParams& p) {
-  if (device == Device::kCpu) return paged_attention(device, p);
+// copy and the output comes back into p.out. With `plan`, through an AttentionPlan prepared
+// from the host-memory params (the model runtime's way: one layout for every layer).
+void attend(Device device, const PagedAttentionParams& p, AttentionPlan* plan = nullptr) {
+  if (plan != nullptr) plan->prepare(device, p);
+  if (device == Device::kCpu) return plan != nullptr ? paged_attention(device, p, *plan) : paged_attention(device, p);
   const int32_t tokens = p.num_seqs > 0 ? p.query_start[p.num_seqs] : 0;
   const size_t elem = p.kv_dtype == DType::kF32 ? 4 : 2;
   const auto cache_bytes = static_cast<size_t>(p.num_blocks) * p.block_size * p.num_kv_heads * p.head_dim * elem;
@@ -120,7 +122,11 @@ void attend(Device device, const PagedAttentionParams& p) {
   d.block_tables = tables.get();
   d.tree_offsets = p.tree_offsets != nullptr ? toff.get() : nullptr;
   d.tree_parents = p.tree_parents != nullptr ? tpar.get() : nullptr;
-  paged_attention(device, d);
+  if (plan != nullptr) {
+    paged_attention(device, d, *plan);
+  } else {
+    paged_attention(device, d);
+  }
   const std::vector<float> got = out.read();
   std::copy(got.begin(), got.end(), p.out);
 }
@@ -425,6 +431,34 @@ TEST_P(PagedAttentionKvTest, SlidingWindowAndSoftCap) {
   p.out = want.data();
   reference::paged_attention(p);
   EXPECT_LT(max_rel_error(got, want), 1e-5);
+}
+
+// A plan laid out once serves calls of any window (layers of a model differ in it), bit for bit
+// what each call gives on its own, on a tree batch; a call of another batch is refused.
+TEST_P(PagedAttentionKvTest, APlanGivesWhatEachCallGivesForEveryWindow) {
+  const auto [backend, dt] = GetParam();
+  SPECD_USE_BACKEND(backend);
+  const std::vector<int32_t> parents = {-1, 0, 1, 1, 0, 3, 2, 5, -1, 8, 4}, offsets = {0, 0, 11};
+  const Batch b({30, 24}, {4, 9}, 4, 8, 2, 32, 71);
+  const StoredCache c(b, dt);
+  for (int32_t window : {0, 3, 7}) {
+    std::vector<float> alone(b.out_size()), planned(b.out_size());
+    PagedAttentionParams p = c.params(b, alone.data());
+    p.tree_offsets = offsets.data();
+    p.tree_parents = parents.data();
+    p.window = window;
+    attend(backend.device, p);
+    AttentionPlan plan;
+    p.out = planned.data();
+    attend(backend.device, p, &plan);
+    EXPECT_EQ(alone, planned) << "window " << window;
+  }
+  std::vector<float> out(b.out_size());
+  AttentionPlan plan;
+  PagedAttentionParams p = c.params(b, out.data());
+  plan.prepare(Device::kCpu, p);
+  p.num_seqs = 1;
+  EXPECT_THROW(paged_attention(Device::kCpu, p, plan), Error);
 }
 
 TEST(PagedAttentionTree, RejectsAParentThatIsNotEarlier) {

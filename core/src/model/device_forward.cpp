@@ -89,7 +89,7 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
   device_outputs(batch, kv, out);
 }
 
-kernels::PagedAttentionParams LlamaModel::device_upload(const kv::KvCache& kv, int32_t num_seqs, int64_t T) {
+kernels::PagedAttentionParams LlamaModel::device_upload(kv::KvCache& kv, int32_t num_seqs, int64_t T) {
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
   const int64_t hd = config().head_dim, half = hd / 2;
@@ -130,6 +130,17 @@ kernels::PagedAttentionParams LlamaModel::device_upload(const kv::KvCache& kv, i
   ap.block_tables = MetaPack::at<const int32_t>(meta, bt);
   ap.tree_offsets = MetaPack::at<const int32_t>(meta, to);
   ap.tree_parents = MetaPack::at<const int32_t>(meta, tp);
+  // The batch's attention layout, validated and laid out once from the host copies; the
+  // layers' calls then only launch (no read-back per layer).
+  kernels::PagedAttentionParams host = ap;
+  host.k_cache = kv.k_layer(0);
+  host.v_cache = kv.v_layer(0);
+  host.query_start = s_.query_start.data();
+  host.context_lens = s_.context_lens.data();
+  host.block_tables = s_.block_tables.data();
+  host.tree_offsets = ap.tree_offsets == nullptr ? nullptr : s_.tree_offsets.data();
+  host.tree_parents = ap.tree_parents == nullptr ? nullptr : s_.tree_parents.data();
+  d.attention_plan.prepare(dev, host);
   return ap;
 }
 
@@ -161,7 +172,7 @@ void LlamaModel::device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAtte
   ap.k_cache = k_cache;
   ap.v_cache = v_cache;
   ap.window = attention_window(l);
-  kernels::paged_attention(dev, ap);
+  kernels::paged_attention(dev, ap, d.attention_plan);
   kernels::matmul(dev, d.attn, w.wo, w.bo, d.o, T);
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "model/weights.hpp"
+#include "specd/kernels/attention.hpp"
 #include "specd/kernels/device_memory.hpp"
 
 namespace specd::model {
@@ -114,6 +115,7 @@ struct DeviceState {
   const int32_t* out_rows = nullptr;
   const float* cos = nullptr;
   const float* sin = nullptr;
+  kernels::AttentionPlan attention_plan;  // the call's attention layout, prepared once for every layer
   std::vector<std::byte> meta_host;
   std::vector<float> host_rows;  // device rows copied back (auxiliary hidden states, draft-vocabulary logits)
 };

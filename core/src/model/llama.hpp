@@ -147,7 +147,7 @@ class LlamaModel {
   // compute() on the device runtime (device_forward.cpp).
   void device_compute(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
   // The call's metadata and RoPE tables up in one copy; activations sized for T tokens.
-  kernels::PagedAttentionParams device_upload(const kv::KvCache& kv, int32_t num_seqs, int64_t T);
+  kernels::PagedAttentionParams device_upload(kv::KvCache& kv, int32_t num_seqs, int64_t T);
   // in: the layer's attention input on the device (the normalized stream; an EAGLE-3 head's
   // layer 0: its [T, 2 * hidden] concatenation).
   void device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T, const float* in);

@@ -6,6 +6,7 @@
 // agree within a bound and on the argmax. What the runtime does not run yet is refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <ostream>
@@ -116,6 +117,40 @@ TEST_P(DeviceRuntime, StagedOnTheCpuEqualsTheCpuPathBitForBit) {
 }
 
 #ifdef SPECD_WITH_CUDA
+// The bound on a row of logits (max |Δ| over the row's largest |logit|) between the device and
+// the CPU path. The device widens every weight exactly and keeps activations in F32; the CPU
+// path rounds them at every level: to bf16 for bf16 weights (8 significant bits: 2.1e-3 seen on
+// tiny bf16, on an H200 beside a Xeon) and to 8-bit blocks for quantized weights (Q8_0 / Q8_K:
+// up to 1.4e-2 seen on llama-68m q4_k_m). The device is the closer one: against transformers'
+// float32 forward, llama-160m bf16 log-probabilities differ by 4.5e-4 on the device and 7.4e-2
+// on the CPU path (scripts/gpu-bench.sh).
+double cuda_bound(const Case& c) {
+  if (c.dtype == "f32" || c.dtype == "f16") return 2e-3;
+  return c.dtype == "bf16" ? 1e-2 : 3e-2;
+}
+
+// Where the CPU row's best logit leads the second by more than the bound allows either side to
+// move, both sides pick the same token.
+void expect_same_argmax(const std::vector<float>& cpu, const std::vector<float>& dev, double bound,
+                        const std::string& where) {
+  size_t best = 0, second = cpu.size() > 1 ? 1 : 0;
+  if (cpu[second] > cpu[best]) std::swap(best, second);
+  float scale = 0.0f;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    scale = std::max(scale, std::abs(cpu[i]));
+    if (i < 2) continue;
+    if (cpu[i] > cpu[best]) {
+      second = best;
+      best = i;
+    } else if (cpu[i] > cpu[second]) {
+      second = i;
+    }
+  }
+  if (cpu[best] - cpu[second] <= 2.0 * bound * scale) return;
+  const auto dev_best = static_cast<size_t>(std::max_element(dev.begin(), dev.end()) - dev.begin());
+  EXPECT_EQ(dev_best, best) << where << ": the CPU's argmax leads by " << cpu[best] - cpu[second];
+}
+
 TEST_P(DeviceRuntime, OnCudaAgreesWithTheCpuPath) {
   if (!kernels::device_available(kernels::Device::kCuda))
     GTEST_SKIP() << "CUDA: " << kernels::device_description(kernels::Device::kCuda);
@@ -130,7 +165,9 @@ TEST_P(DeviceRuntime, OnCudaAgreesWithTheCpuPath) {
     for (size_t row = 0; row * vocab < want[i].logits.size(); ++row) {
       const std::vector<float> a(want[i].logits.begin() + row * vocab, want[i].logits.begin() + (row + 1) * vocab);
       const std::vector<float> g(got[i].logits.begin() + row * vocab, got[i].logits.begin() + (row + 1) * vocab);
-      EXPECT_LT(row_rel_error(g, a), 2e-3) << "step " << i << " row " << row;
+      const std::string where = "step " + std::to_string(i) + " row " + std::to_string(row);
+      EXPECT_LT(row_rel_error(g, a), cuda_bound(GetParam())) << where;
+      expect_same_argmax(a, g, cuda_bound(GetParam()), where);
     }
   }
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "specd/kernels/device.hpp"
+#include "specd/kernels/device_memory.hpp"
 #include "specd/kernels/dtype.hpp"
 
 namespace specd::kernels {
@@ -64,6 +65,29 @@ void tree_depths(const int32_t* parents, int32_t m, int32_t* depth);
 // threads split (token, kv head) pairs; the query heads of one kv head share each K/V load
 // (a 16-bit cache row is widened once for all of them).
 void paged_attention(Device device, const PagedAttentionParams& p);
+
+// One batch's layout for paged attention, validated and laid out once on the host, for a
+// caller that runs the same batch through many layers (the model runtime). On a CUDA device
+// paged_attention(p) reads the call's metadata back to validate it and to lay out each token's
+// keys, then uploads them: a synchronisation per call. With a plan, that happens once, from
+// host copies, and the calls only launch. The calls that use a plan pass the metadata it was
+// prepared from (in device memory) and may differ in q, out, the caches and window only.
+// On the CPU a plan validates once; its calls run as paged_attention(p) does.
+class AttentionPlan {
+ public:
+  // `host`: the batch's call with its metadata (query_start, context_lens, block_tables, the
+  // tree arrays) in host memory. Throws as paged_attention does for a bad call.
+  void prepare(Device device, const PagedAttentionParams& host);
+
+ private:
+  friend void paged_attention(Device device, const PagedAttentionParams& p, const AttentionPlan& plan);
+  Device device_ = Device::kCpu;
+  int32_t num_seqs_ = -1;  // -1: not prepared
+  int32_t num_tokens_ = 0;
+  size_t paths_at_ = 0;  // byte offset of the ancestors' positions in buf_
+  DeviceBuffer buf_;     // CUDA: each token's keys, then the ancestors' positions
+};
+void paged_attention(Device device, const PagedAttentionParams& p, const AttentionPlan& plan);
 
 // Writes n new tokens into the cache rows `slots` (row = block * block_size + offset), in the
 // cache's dtype: k rotated by RoPE on the way (cos/sin [n, head_dim / 2] from rope_cos_sin, or

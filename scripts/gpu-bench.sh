@@ -76,4 +76,13 @@ step fixture-tinyllama "$fx" --preset tinyllama-1.1b --dtype bf16 --embed-std 0.
   config "{name: draft_model, layers: 2, temperature: 0}" "$tl" > "$work/tl.yaml" &&
   step bench-tinyllama "$sd" bench --config "$work/tl.yaml" --batch 1,8 --prompt-tokens 128 --gen-tokens 32 \
     --repeats 2 --score-k 4 && grep -vE '^\[' "$logs/bench-tinyllama.log" | tail -14
+# Where a decode step's time goes: every kernel of a tinyllama prompt and two decode steps under
+# Nsight Compute (one replay each), summed per kernel and grid (tools/reference/ncu_summary.py).
+ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)"
+if [ -n "$ncu_bin" ] && [ -d "$tl" ] && [ "$dev" = cuda ]; then
+  step ncu-tinyllama "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --print-units base "$sd" generate \
+    --model "$tl" --set model.device=cuda --prompt "$prompt" --max-tokens 2 --temperature 0 --ignore-eos &&
+    python3 "$root/tools/reference/ncu_summary.py" "$logs/ncu-tinyllama.log" | tee "$logs/ncu-summary.txt" | head -30
+fi
 exit $status

@@ -106,6 +106,9 @@ void matmul_multi(Device device, const float* a, int64_t m, int64_t k, std::span
   for (const MatmulOutput& o : outs) validate(o.w, k, m);
   if constexpr (kWithCuda) {
     if (device == Device::kCuda) {
+      bool one_dtype = true;
+      for (const MatmulOutput& o : outs) one_dtype = one_dtype && o.w.dtype == outs[0].w.dtype;
+      if (one_dtype) return cuda::matmul_multi(a, m, outs);
       for (const MatmulOutput& o : outs) cuda::matmul(a, m, o.w, o.bias, o.c, o.w.rows);
       return;
     }

@@ -1,12 +1,19 @@
 // Paged attention on CUDA: one block per (new token, query head). The host has already
 // validated the call and laid out each token's keys (attention.cpp): its sequence, its logical
 // key run [first, len) of which the first `linear` positions are cache positions themselves and
-// the rest tree ancestors (root first) at path[path_off ...]. Warp w takes the logical keys
-// first + w, first + w + kWarps, ...; three passes (max, then exp-sum with the weighted values)
-// in that fixed order, the warps combined in index order. A key's work depends on its logical
+// the rest tree ancestors (root first) at path[path_off ...].
+//
+// The run is taken in tiles of kThreads keys with an online softmax: thread t scores key
+// first + tile + t (its whole dot product, in element order, so the block's scores are
+// independent loads); the tile's maximum and sum combine in a fixed tree; then thread (g, e)
+// adds p_i · v_i[e] for the tile's keys i = g, g + G, ... in order (G = kThreads / head_dim
+// groups, combined in group order at the end). Every sum's order depends on the key's logical
 // index only, so a tree node gives bit for bit what its path laid out as a chain gives (the
-// CPU's rule, which greedy tree verification rests on).
+// CPU's rule, which greedy tree verification rests on), and a token's result never depends on
+// the other tokens of the call.
 #include <math_constants.h>
+
+#include <cstdint>
 
 #include "block_reduce.cuh"
 #include "cuda_ops.hpp"
@@ -15,8 +22,7 @@
 namespace specd::kernels::cuda {
 namespace {
 
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxPerLane = 8;  // head_dim <= 256
+constexpr int kMaxHeadDim = 256;
 
 struct Args {
   PagedAttentionParams p;
@@ -25,59 +31,96 @@ struct Args {
 };
 
 template <class Widen>
-__device__ float score(const Args& a, const float* q, int32_t s, const TokenKeys& tk, int32_t j, int32_t g,
-                       Widen widen) {
-  const PagedAttentionParams& p = a.p;
-  const int32_t pos = j < tk.linear ? j : a.paths[tk.path_off + (j - tk.linear)];
-  const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + pos / p.block_size];
-  const int64_t off =
-      ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * p.head_dim;
+constexpr bool kHalfWidth = false;  // a 16-bit cache
+template <>
+constexpr bool kHalfWidth<WidenF16> = true;
+template <>
+constexpr bool kHalfWidth<WidenBF16> = true;
+
+// Σ_e q[e] · row[e] in element order; 16-byte loads where the row allows (the same sum).
+template <class Widen>
+__device__ __forceinline__ float row_dot(const void* cache, int64_t off, const float* q, int hd, Widen widen) {
   float d = 0.0f;
-  for (int e = threadIdx.x & 31; e < p.head_dim; e += 32) d = fmaf(q[e], widen(p.k_cache, off + e), d);
-  float x = warp_sum(d) * p.scale;
-  if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
-  return x;
+  if constexpr (kHalfWidth<Widen>) {
+    if (hd % 8 == 0) {
+      const uint4* r = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(cache) + off);
+#pragma unroll 4
+      for (int c = 0; c < hd / 8; ++c) {
+        const uint4 v = r[c];
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) d = fmaf(q[8 * c + e], widen(h, e), d);
+      }
+      return d;
+    }
+  } else {
+    if (hd % 4 == 0) {
+      const float4* r = reinterpret_cast<const float4*>(static_cast<const float*>(cache) + off);
+#pragma unroll 4
+      for (int c = 0; c < hd / 4; ++c) {
+        const float4 v = r[c];
+        d = fmaf(q[4 * c], v.x, d);
+        d = fmaf(q[4 * c + 1], v.y, d);
+        d = fmaf(q[4 * c + 2], v.z, d);
+        d = fmaf(q[4 * c + 3], v.w, d);
+      }
+      return d;
+    }
+  }
+  for (int e = 0; e < hd; ++e) d = fmaf(q[e], widen(cache, off + e), d);
+  return d;
 }
 
 template <class Widen>
 __global__ void attention_kernel(Args a, Widen widen) {
-  __shared__ float red[kWarps];
-  __shared__ float partial[kWarps][kMaxPerLane * 32];
+  __shared__ float red[kThreads / 32];
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float prob[kThreads];
+  __shared__ int64_t offs[kThreads];
+  __shared__ float acc_s[kThreads];
   const PagedAttentionParams& p = a.p;
   const int32_t t = blockIdx.x / p.num_heads, h = blockIdx.x % p.num_heads;
   const int32_t g = h / (p.num_heads / p.num_kv_heads);
   TokenKeys tk = a.keys[t];
   if (p.window > 0) tk.first = max(tk.first, tk.len - p.window);  // a no-op where the host applied it
-  const int32_t s = tk.seq;
-  const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * p.head_dim;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float m = -CUDART_INF_F;
-  for (int32_t j = tk.first + warp; j < tk.len; j += kWarps) m = fmaxf(m, score(a, q, s, tk, j, g, widen));
-  m = block_max(m, red);
-  float sum = 0.0f, acc[kMaxPerLane] = {};
-  for (int32_t j = tk.first + warp; j < tk.len; j += kWarps) {
-    const float e = expf(score(a, q, s, tk, j, g, widen) - m);
-    sum += e;
-    const int32_t pos = j < tk.linear ? j : a.paths[tk.path_off + (j - tk.linear)];
-    const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + pos / p.block_size];
-    const int64_t off =
-        ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * p.head_dim;
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      const int e_idx = lane + 32 * i;
-      if (e_idx < p.head_dim) acc[i] = fmaf(e, widen(p.v_cache, off + e_idx), acc[i]);
-    }
-  }
-  // Every lane of a warp holds the warp's sum: one lane each into the block's.
-  const float total = block_sum(lane == 0 ? sum : 0.0f, red);
-#pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) partial[warp][lane + 32 * i] = acc[i];
+  const int32_t s = tk.seq, hd = p.head_dim;
+  const float* q = p.q + (static_cast<int64_t>(t) * p.num_heads + h) * hd;
+  for (int e = threadIdx.x; e < hd; e += kThreads) qs[e] = q[e];
+  const int groups = kThreads / hd, grp = threadIdx.x / hd, e = threadIdx.x % hd;
+  const bool value_thread = grp < groups;
+  float m = -CUDART_INF_F, l = 0.0f, acc = 0.0f;
   __syncthreads();
-  float* o = p.out + (static_cast<int64_t>(t) * p.num_heads + h) * p.head_dim;
-  for (int e = threadIdx.x; e < p.head_dim; e += kThreads) {
+  for (int32_t tile = tk.first; tile < tk.len; tile += kThreads) {
+    const int32_t j = tile + static_cast<int32_t>(threadIdx.x);
+    float x = -CUDART_INF_F;
+    if (j < tk.len) {
+      const int32_t pos = j < tk.linear ? j : a.paths[tk.path_off + (j - tk.linear)];
+      const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + pos / p.block_size];
+      const int64_t off =
+          ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * hd;
+      offs[threadIdx.x] = off;
+      x = row_dot(p.k_cache, off, qs, hd, widen) * p.scale;
+      if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
+    }
+    const float m_new = fmaxf(m, block_max(x, red));
+    const float pr = j < tk.len ? expf(x - m_new) : 0.0f;
+    prob[threadIdx.x] = pr;
+    const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    l = l * rescale + block_sum(pr, red);    // block_sum synchronises: prob and offs are complete
+    m = m_new;
+    if (value_thread) {
+      acc *= rescale;
+      const int32_t n = min(kThreads, tk.len - tile);
+      for (int32_t i = grp; i < n; i += groups) acc = fmaf(prob[i], widen(p.v_cache, offs[i] + e), acc);
+    }
+    __syncthreads();  // prob and offs are rewritten by the next tile
+  }
+  if (value_thread) acc_s[threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x < hd) {
     float v = 0.0f;
-    for (int w = 0; w < kWarps; ++w) v += partial[w][e];
-    o[e] = v / total;
+    for (int k = 0; k < groups; ++k) v += acc_s[k * hd + threadIdx.x];
+    p.out[(static_cast<int64_t>(t) * p.num_heads + h) * hd + threadIdx.x] = v / l;
   }
 }
 

@@ -23,8 +23,8 @@ __device__ __forceinline__ T warp_max(T v) {
   return v;
 }
 
-// Sum over the block; `scratch` holds kThreads / 32 values in shared memory.
-template <class T>
+// Sum over the block (of kBlock threads); `scratch` holds kBlock / 32 values in shared memory.
+template <class T, int kBlock = kThreads>
 __device__ __forceinline__ T block_sum(T v, T* scratch) {
   v = warp_sum(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -32,7 +32,7 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   T total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
+  for (int w = 0; w < kBlock / 32; ++w) total += scratch[w];
   return total;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -44,6 +45,9 @@ void rmsnorm_residual(const float* x, float* residual, const float* weight, floa
                       float eps);
 // c [m, ldc]: columns [0, w.rows) = a [m, w.cols] · wᵀ (+ bias); f32/f16/bf16 weights.
 void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc);
+// Several products of the same activations in one launch (each output as matmul computes it;
+// outputs of one dtype and width, which the front end checks).
+void matmul_multi(const float* a, int64_t m, std::span<const MatmulOutput> outs);
 // out [m, gate.rows] = silu(a · gateᵀ) * (a · upᵀ).
 void matmul_swiglu(const float* a, int64_t m, const WeightView& gate, const WeightView& up, float* out);
 void silu_mul(float* g, const float* u, int64_t n);

@@ -10,8 +10,11 @@
 // scoring come later, under the same rule.) Each lane reads 8 consecutive weights per step: one
 // 16-byte load for 16-bit weights where rows are a multiple of 8 long (the vector path), each
 // element widened on its own otherwise; both sum in the same order.
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "cuda_ops.hpp"
@@ -74,17 +77,16 @@ struct Load8<WidenF32> {
   }
 };
 
-// kAligned: k % 8 == 0 (every step whole, vector loads); else each element is checked.
-template <class Widen, bool kAligned>
-__global__ void gemv_kernel(const float* a, int64_t m, const void* w, int64_t n, int64_t k, const float* bias, float* c,
-                            int64_t ldc) {
+// The dot products of weight row j with activation rows r0 .. r0 + rows (rows <= kRows), each
+// summed by the whole warp (every lane gets the sums). kAligned: k % 8 == 0 and aligned bases
+// (every step whole, vector loads); else each element is checked.
+template <class Widen, bool kAligned, int kR>
+__device__ __forceinline__ void dot_rows(const float* a, int64_t rows, int64_t r0, const void* w, int64_t j, int64_t k,
+                                         float* acc) {
   const int lane = threadIdx.x & 31;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRows;
-  if (j >= n) return;
-  const int64_t rows = m - r0 < kRows ? m - r0 : kRows;
-  float acc[kRows] = {};
-#pragma unroll 2
+#pragma unroll
+  for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+#pragma unroll(kR == 1 ? 4 : 2)
   for (int64_t l = lane * kVec; l < k; l += kSpan) {
     float wv[kVec];
     if constexpr (kAligned) {
@@ -94,7 +96,7 @@ __global__ void gemv_kernel(const float* a, int64_t m, const void* w, int64_t n,
       for (int e = 0; e < kVec; ++e) wv[e] = l + e < k ? Widen{}(w, j * k + l + e) : 0.0f;
     }
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kR; ++r) {
       if (r >= rows) break;
       const float* x = a + (r0 + r) * k + l;
       if constexpr (kAligned) {
@@ -110,45 +112,159 @@ __global__ void gemv_kernel(const float* a, int64_t m, const void* w, int64_t n,
     }
   }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const float sum = warp_sum(acc[r]);
-    if (lane == 0 && r < rows) c[(r0 + r) * ldc + j] = bias != nullptr ? sum + bias[j] : sum;
+  for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// Up to kMaxOuts products of the same activations (Q, K and V) in one launch: warp f of the grid
+// takes feature f of the outputs laid end to end.
+constexpr int kMaxOuts = 4;
+struct Outs {
+  const void* w[kMaxOuts];
+  const float* bias[kMaxOuts];
+  float* c[kMaxOuts];
+  int64_t ldc[kMaxOuts];
+  int64_t start[kMaxOuts + 1];  // output i has features [start[i], start[i + 1])
+  int count;
+};
+
+template <class Widen, bool kAligned, int kR>
+__global__ void gemv_kernel(const float* a, int64_t m, int64_t k, Outs o) {
+  const int64_t f = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kR;
+  if (f >= o.start[o.count]) return;
+  int i = 0;
+  while (f >= o.start[i + 1]) ++i;
+  const int64_t j = f - o.start[i], rows = m - r0 < kR ? m - r0 : kR;
+  float acc[kR];
+  dot_rows<Widen, kAligned, kR>(a, rows, r0, o.w[i], j, k, acc);
+  if ((threadIdx.x & 31) != 0) return;
+  for (int r = 0; r < rows; ++r) o.c[i][(r0 + r) * o.ldc[i] + j] = o.bias[i] != nullptr ? acc[r] + o.bias[i][j] : acc[r];
+}
+
+// out[r, j] = silu(a_r · gate_j) * (a_r · up_j): the two products as matmul computes them and
+// silu_mul's formula, in one launch.
+template <class Widen, bool kAligned, int kR>
+__global__ void gemv_swiglu_kernel(const float* a, int64_t m, int64_t k, const void* gate, const void* up, int64_t n,
+                                   float* out) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kR;
+  if (j >= n) return;
+  const int64_t rows = m - r0 < kR ? m - r0 : kR;
+  float g[kR], u[kR];
+  dot_rows<Widen, kAligned, kR>(a, rows, r0, gate, j, k, g);
+  dot_rows<Widen, kAligned, kR>(a, rows, r0, up, j, k, u);
+  if ((threadIdx.x & 31) != 0) return;
+  for (int r = 0; r < rows; ++r) out[(r0 + r) * n + j] = g[r] / (1.0f + expf(-g[r])) * u[r];
+}
+
+// The vector path needs 16-byte aligned rows of weights and activations: k % 8 == 0 and aligned
+// bases.
+template <class Widen>
+bool vector_path(const float* a, int64_t k, const void* const* weights, int n) {
+  if (k % kVec != 0 || reinterpret_cast<uintptr_t>(a) % 16 != 0) return false;
+  bool aligned = true;  // quantized weights are read element by element: any address will do
+  for (int i = 0; i < n; ++i)
+    aligned = aligned && (!Load8<Widen>::kVector || reinterpret_cast<uintptr_t>(weights[i]) % 16 == 0);
+  return aligned;
+}
+
+dim3 grid_of(int64_t features, int64_t m, int rows_per_warp) {
+  return {static_cast<unsigned>((features + kWarpsPerBlock - 1) / kWarpsPerBlock),
+          static_cast<unsigned>((m + rows_per_warp - 1) / rows_per_warp)};
+}
+
+// Calls f(aligned, rows per warp) as compile-time constants: one row per warp for a single row
+// (a lighter loop with more loads in flight), kRows otherwise. A row's sums are the same either
+// way (the same lanes add the same elements in the same order).
+template <class F>
+void dispatch(bool aligned, int64_t m, F&& f) {
+  auto rows = [&](auto al) {
+    if (m == 1) {
+      f(al, std::integral_constant<int, 1>{});
+    } else {
+      f(al, std::integral_constant<int, kRows>{});
+    }
+  };
+  if (aligned) {
+    rows(std::true_type{});
+  } else {
+    rows(std::false_type{});
   }
 }
 
-template <class Widen>
-void launch(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc) {
-  const dim3 grid(static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                  static_cast<unsigned>((m + kRows - 1) / kRows));
-  // The vector path needs 16-byte aligned rows of weights and activations: k % 8 == 0 and
-  // aligned bases.
-  const bool aligned = w.cols % kVec == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
-                       (!Load8<Widen>::kVector || reinterpret_cast<uintptr_t>(w.data) % 16 == 0);
-  if (aligned) {
-    gemv_kernel<Widen, true><<<grid, kThreads, 0, stream()>>>(a, m, w.data, w.rows, w.cols, bias, c, ldc);
-  } else {
-    gemv_kernel<Widen, false><<<grid, kThreads, 0, stream()>>>(a, m, w.data, w.rows, w.cols, bias, c, ldc);
-  }
+void check_rows(int64_t m) {
+  if (m > int64_t{65535} * kRows)
+    throw Error(ErrorCode::kInvalidArgument, "matmul: " + std::to_string(m) + " rows in one CUDA call (at most " +
+                                                 std::to_string(int64_t{65535} * kRows) + ")");
 }
 
 }  // namespace
 
+void matmul_multi(const float* a, int64_t m, std::span<const MatmulOutput> outs) {
+  if (m == 0 || outs.empty()) return;
+  check_rows(m);
+  for (size_t first = 0; first < outs.size(); first += kMaxOuts) {
+    Outs o{};
+    o.count = static_cast<int>(std::min<size_t>(kMaxOuts, outs.size() - first));
+    for (int i = 0; i < o.count; ++i) {
+      const MatmulOutput& x = outs[first + static_cast<size_t>(i)];
+      o.w[i] = x.w.data;
+      o.bias[i] = x.bias;
+      o.c[i] = x.c;
+      o.ldc[i] = x.w.rows;
+      o.start[i + 1] = o.start[i] + x.w.rows;
+    }
+    if (o.start[o.count] == 0) continue;
+    const int64_t k = outs[first].w.cols;
+    with_widen(outs[first].w.dtype, [&](auto widen) {
+      using W = decltype(widen);
+      dispatch(vector_path<W>(a, k, o.w, o.count), m, [&](auto al, auto rr) {
+        gemv_kernel<W, al.value, rr.value><<<grid_of(o.start[o.count], m, rr.value), kThreads, 0, stream()>>>(a, m, k, o);
+      });
+    });
+    check_launch("matmul");
+  }
+}
+
 void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, float* c, int64_t ldc) {
   if (m == 0 || w.rows == 0) return;
-  if (m > int64_t{65535} * kRows)
-    throw Error(ErrorCode::kInvalidArgument, "matmul: " + std::to_string(m) + " rows in one CUDA call (at most " +
-                                                 std::to_string(int64_t{65535} * kRows) + ")");
-  with_widen(w.dtype, [&](auto widen) { launch<decltype(widen)>(a, m, w, bias, c, ldc); });
+  check_rows(m);
+  Outs o{};
+  o.count = 1;
+  o.w[0] = w.data;
+  o.bias[0] = bias;
+  o.c[0] = c;
+  o.ldc[0] = ldc;
+  o.start[1] = w.rows;
+  with_widen(w.dtype, [&](auto widen) {
+    using W = decltype(widen);
+    dispatch(vector_path<W>(a, w.cols, o.w, 1), m, [&](auto al, auto rr) {
+      gemv_kernel<W, al.value, rr.value><<<grid_of(w.rows, m, rr.value), kThreads, 0, stream()>>>(a, m, w.cols, o);
+    });
+  });
   check_launch("matmul");
 }
 
 void matmul_swiglu(const float* a, int64_t m, const WeightView& gate, const WeightView& up, float* out) {
-  if (m == 0) return;
-  const int64_t n = gate.rows;
-  auto* u = static_cast<float*>(scratch(Scratch::kSwigluUp, static_cast<size_t>(m * n) * sizeof(float)));
-  matmul(a, m, gate, nullptr, out, n);
-  matmul(a, m, up, nullptr, u, n);
-  silu_mul(out, u, m * n);
+  if (m == 0 || gate.rows == 0) return;
+  check_rows(m);
+  if (gate.dtype != up.dtype) {  // a GGUF file may mix them: the two products, then the activation
+    const int64_t n = gate.rows;
+    auto* u = static_cast<float*>(scratch(Scratch::kSwigluUp, static_cast<size_t>(m * n) * sizeof(float)));
+    matmul(a, m, gate, nullptr, out, n);
+    matmul(a, m, up, nullptr, u, n);
+    silu_mul(out, u, m * n);
+    return;
+  }
+  with_widen(gate.dtype, [&](auto widen) {
+    using W = decltype(widen);
+    const void* both[] = {gate.data, up.data};
+    dispatch(vector_path<W>(a, gate.cols, both, 2), m, [&](auto al, auto rr) {
+      gemv_swiglu_kernel<W, al.value, rr.value><<<grid_of(gate.rows, m, rr.value), kThreads, 0, stream()>>>(
+          a, m, gate.cols, gate.data, up.data, gate.rows, out);
+    });
+  });
+  check_launch("matmul_swiglu");
 }
 
 }  // namespace specd::kernels::cuda

@@ -173,6 +173,13 @@ TEST_P(MatmulTest, SwigluMatchesReference) {
     reference::matmul(a.data(), up.view, nullptr, u.data(), m);
     for (size_t i = 0; i < want.size(); ++i) want[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     EXPECT_LT(max_rel_error(got, want), 2 * gemv_tolerance(dtype())) << "m=" << m;
+    // Each row alone gives its row of the batch, bit for bit (greedy speculative equality).
+    for (int64_t r = 0; r < m; r += 4) {
+      const testing::Mirror<float> row(dev, std::vector<float>(a.begin() + r * k, a.begin() + (r + 1) * k)),
+          one(dev, std::vector<float>(static_cast<size_t>(n)));
+      matmul_swiglu(dev, row.get(), dgate.view, dup.view, one.get(), 1);
+      EXPECT_EQ(one.read(), std::vector<float>(got.begin() + r * n, got.begin() + (r + 1) * n)) << "m=" << m;
+    }
   }
 }
 

@@ -77,46 +77,60 @@ struct Load8<WidenF32> {
   }
 };
 
-// The dot products of weight row j with activation rows r0 .. r0 + rows (rows <= kRows), each
-// summed by the whole warp (every lane gets the sums). kAligned: k % 8 == 0 and aligned bases
-// (every step whole, vector loads); else each element is checked.
-template <class Widen, bool kAligned, int kR>
-__device__ __forceinline__ void dot_rows(const float* a, int64_t rows, int64_t r0, const void* w, int64_t j, int64_t k,
-                                         float* acc) {
+// The dot products of kF weight rows (w[f] row j[f]) with activation rows r0 .. r0 + rows (rows
+// <= kR), each summed by the whole warp (every lane gets the sums); the kF rows share each load
+// of the activations. kAligned: k % 8 == 0 and aligned bases (every step whole, vector loads);
+// else each element is checked. A (weight row, activation row) pair's sum is the same whatever
+// kR and kF: the same lanes add the same elements in the same order.
+template <class Widen, bool kAligned, int kR, int kF>
+__device__ __forceinline__ void dot_rows(const float* a, int64_t rows, int64_t r0, const void* const* w,
+                                         const int64_t* j, int64_t k, float (&acc)[kF][kR]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+  for (int f = 0; f < kF; ++f)
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[f][r] = 0.0f;
 #pragma unroll(kR == 1 ? 4 : 2)
   for (int64_t l = lane * kVec; l < k; l += kSpan) {
-    float wv[kVec];
-    if constexpr (kAligned) {
-      Load8<Widen>::run(w, j * k + l, wv);
-    } else {
+    float wv[kF][kVec];
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) wv[e] = l + e < k ? Widen{}(w, j * k + l + e) : 0.0f;
+    for (int f = 0; f < kF; ++f) {
+      if constexpr (kAligned) {
+        Load8<Widen>::run(w[f], j[f] * k + l, wv[f]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) wv[f][e] = l + e < k ? Widen{}(w[f], j[f] * k + l + e) : 0.0f;
+      }
     }
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       if (r >= rows) break;
       const float* x = a + (r0 + r) * k + l;
+      float xv[kVec];
       if constexpr (kAligned) {
         const float4 x0 = reinterpret_cast<const float4*>(x)[0], x1 = reinterpret_cast<const float4*>(x)[1];
-        const float xv[kVec] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+        xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w, xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z,
+        xv[7] = x1.w;
       } else {
 #pragma unroll
-        for (int e = 0; e < kVec; ++e)
-          if (l + e < k) acc[r] = fmaf(x[e], wv[e], acc[r]);
+        for (int e = 0; e < kVec; ++e) xv[e] = l + e < k ? x[e] : 0.0f;
       }
+#pragma unroll
+      for (int f = 0; f < kF; ++f)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          if (kAligned || l + e < k) acc[f][r] = fmaf(xv[e], wv[f][e], acc[f][r]);
     }
   }
 #pragma unroll
-  for (int r = 0; r < kR; ++r) acc[r] = warp_sum(acc[r]);
+  for (int f = 0; f < kF; ++f)
+#pragma unroll
+    for (int r = 0; r < kR; ++r) acc[f][r] = warp_sum(acc[f][r]);
 }
 
 // Up to kMaxOuts products of the same activations (Q, K and V) in one launch: warp f of the grid
-// takes feature f of the outputs laid end to end.
+// takes features [f · kF, f · kF + kF) of the outputs laid end to end (each output's rows a
+// multiple of kF, so the kF lie in one output).
 constexpr int kMaxOuts = 4;
 struct Outs {
   const void* w[kMaxOuts];
@@ -127,34 +141,41 @@ struct Outs {
   int count;
 };
 
-template <class Widen, bool kAligned, int kR>
+template <class Widen, bool kAligned, int kR, int kF>
 __global__ void gemv_kernel(const float* a, int64_t m, int64_t k, Outs o) {
-  const int64_t f = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t f0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kF;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kR;
-  if (f >= o.start[o.count]) return;
+  if (f0 >= o.start[o.count]) return;
   int i = 0;
-  while (f >= o.start[i + 1]) ++i;
-  const int64_t j = f - o.start[i], rows = m - r0 < kR ? m - r0 : kR;
-  float acc[kR];
-  dot_rows<Widen, kAligned, kR>(a, rows, r0, o.w[i], j, k, acc);
+  while (f0 >= o.start[i + 1]) ++i;
+  const int64_t rows = m - r0 < kR ? m - r0 : kR;
+  const void* w[kF];
+  int64_t j[kF];
+#pragma unroll
+  for (int f = 0; f < kF; ++f) w[f] = o.w[i], j[f] = f0 - o.start[i] + f;
+  float acc[kF][kR];
+  dot_rows<Widen, kAligned, kR, kF>(a, rows, r0, w, j, k, acc);
   if ((threadIdx.x & 31) != 0) return;
-  for (int r = 0; r < rows; ++r) o.c[i][(r0 + r) * o.ldc[i] + j] = o.bias[i] != nullptr ? acc[r] + o.bias[i][j] : acc[r];
+  for (int f = 0; f < kF; ++f)
+    for (int r = 0; r < rows; ++r)
+      o.c[i][(r0 + r) * o.ldc[i] + j[f]] = o.bias[i] != nullptr ? acc[f][r] + o.bias[i][j[f]] : acc[f][r];
 }
 
-// out[r, j] = silu(a_r · gate_j) * (a_r · up_j): the two products as matmul computes them and
-// silu_mul's formula, in one launch.
+// out[r, j] = silu(a_r · gate_j) * (a_r · up_j): the two products as matmul computes them (one
+// pass over the activations for both) and silu_mul's formula, in one launch.
 template <class Widen, bool kAligned, int kR>
 __global__ void gemv_swiglu_kernel(const float* a, int64_t m, int64_t k, const void* gate, const void* up, int64_t n,
                                    float* out) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int64_t jj = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kR;
-  if (j >= n) return;
+  if (jj >= n) return;
   const int64_t rows = m - r0 < kR ? m - r0 : kR;
-  float g[kR], u[kR];
-  dot_rows<Widen, kAligned, kR>(a, rows, r0, gate, j, k, g);
-  dot_rows<Widen, kAligned, kR>(a, rows, r0, up, j, k, u);
+  const void* w[2] = {gate, up};
+  const int64_t j[2] = {jj, jj};
+  float acc[2][kR];
+  dot_rows<Widen, kAligned, kR, 2>(a, rows, r0, w, j, k, acc);
   if ((threadIdx.x & 31) != 0) return;
-  for (int r = 0; r < rows; ++r) out[(r0 + r) * n + j] = g[r] / (1.0f + expf(-g[r])) * u[r];
+  for (int r = 0; r < rows; ++r) out[(r0 + r) * n + jj] = acc[0][r] / (1.0f + expf(-acc[0][r])) * acc[1][r];
 }
 
 // The vector path needs 16-byte aligned rows of weights and activations: k % 8 == 0 and aligned
@@ -168,8 +189,9 @@ bool vector_path(const float* a, int64_t k, const void* const* weights, int n) {
   return aligned;
 }
 
-dim3 grid_of(int64_t features, int64_t m, int rows_per_warp) {
-  return {static_cast<unsigned>((features + kWarpsPerBlock - 1) / kWarpsPerBlock),
+dim3 grid_of(int64_t features, int64_t m, int rows_per_warp, int features_per_warp = 1) {
+  const int64_t per_block = int64_t{kWarpsPerBlock} * features_per_warp;
+  return {static_cast<unsigned>((features + per_block - 1) / per_block),
           static_cast<unsigned>((m + rows_per_warp - 1) / rows_per_warp)};
 }
 
@@ -218,8 +240,18 @@ void matmul_multi(const float* a, int64_t m, std::span<const MatmulOutput> outs)
     const int64_t k = outs[first].w.cols;
     with_widen(outs[first].w.dtype, [&](auto widen) {
       using W = decltype(widen);
+      // Several rows: two features per warp share each activation load, where every output's
+      // rows are even.
+      bool even = true;
+      for (int i = 0; i < o.count; ++i) even = even && (o.start[i + 1] - o.start[i]) % 2 == 0;
       dispatch(vector_path<W>(a, k, o.w, o.count), m, [&](auto al, auto rr) {
-        gemv_kernel<W, al.value, rr.value><<<grid_of(o.start[o.count], m, rr.value), kThreads, 0, stream()>>>(a, m, k, o);
+        if (rr.value > 1 && even) {
+          gemv_kernel<W, al.value, rr.value, 2>
+              <<<grid_of(o.start[o.count], m, rr.value, 2), kThreads, 0, stream()>>>(a, m, k, o);
+        } else {
+          gemv_kernel<W, al.value, rr.value, 1>
+              <<<grid_of(o.start[o.count], m, rr.value), kThreads, 0, stream()>>>(a, m, k, o);
+        }
       });
     });
     check_launch("matmul");
@@ -239,7 +271,12 @@ void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, f
   with_widen(w.dtype, [&](auto widen) {
     using W = decltype(widen);
     dispatch(vector_path<W>(a, w.cols, o.w, 1), m, [&](auto al, auto rr) {
-      gemv_kernel<W, al.value, rr.value><<<grid_of(w.rows, m, rr.value), kThreads, 0, stream()>>>(a, m, w.cols, o);
+      if (rr.value > 1 && w.rows % 2 == 0) {
+        gemv_kernel<W, al.value, rr.value, 2>
+            <<<grid_of(w.rows, m, rr.value, 2), kThreads, 0, stream()>>>(a, m, w.cols, o);
+      } else {
+        gemv_kernel<W, al.value, rr.value, 1><<<grid_of(w.rows, m, rr.value), kThreads, 0, stream()>>>(a, m, w.cols, o);
+      }
     });
   });
   check_launch("matmul");

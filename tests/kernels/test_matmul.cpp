@@ -112,16 +112,17 @@ TEST_P(MatmulTest, MatchesReferenceFromOneRowToPrefillSizes) {
 // Speculative greedy output equals plain output only if a row's result is bit-identical
 // whatever else is in the batch: single-row tiles, multi-row tiles, feature pairs, prefill's
 // tiles of four features and the pair and odd feature after them (n = 39), with and without a
-// k tail.
+// k tail. n = 40 too: CUDA gives a warp two features of an even-sized output when the call has
+// several rows, one when it has one.
 TEST_P(MatmulTest, RowResultsDoNotDependOnTheBatch) {
   SPECD_USE_BACKEND(backend());
-  const int64_t n = 39;                      // tasks of 16, 16 and 7 features
   const int64_t rows = 300;                  // two row chunks
   std::vector<int64_t> ks = {192, 224};      // 224: a 32-element tail
   if (!quantized()) ks.push_back(200);       // 200: a partial vector
   if (quantized()) ks.push_back(1056);       // two groups of 16 blocks and one block
   if (is_k_quant(dtype())) ks = {256, 768};  // one and three blocks
   for (int64_t k : ks) {
+    const int64_t n = k == ks.front() ? 40 : 39;  // 39: tasks of 16, 16 and 7 features
     const Weights w(dtype(), n, k, 21);
     const auto a = random_vector(static_cast<size_t>(rows * k), 22);
     const std::vector<float> all = run_matmul(backend().device, a, w, nullptr, rows);

@@ -3,10 +3,12 @@
 # machine from the unpacked .gpu bundle. Fixtures (random weights, specd-fixture) are written
 # to WORK_DIR; every output goes to LOG_DIR. Each step gets what is left of SECONDS_LEFT.
 #   scripts/gpu-bench.sh PACK_DIR WORK_DIR LOG_DIR SECONDS_LEFT
-# k = 4 static (the rows compare plain with speculative at a fixed k). Rows: the transformers oracle (LlamaForCausalLM, float32) on llama-160m bf16 against specd's
-# prompt log-probabilities on cpu and cuda and its greedy continuations; llama-160m plain vs
-# speculative (2-layer self-draft; n-gram on a repetitive prompt) at batch 1, 8, 32;
-# tinyllama-1.1b bf16 decode beside its floor and score(5)/decode(1) at batch 1 and 8.
+# k = 4 static (the rows compare plain with speculative at a fixed k). Rows: the transformers
+# oracle (LlamaForCausalLM, float32) on llama-160m bf16 against specd's prompt log-probabilities
+# on cpu and cuda and its greedy continuations; llama-160m plain vs speculative (2-layer
+# self-draft; n-gram on a repetitive prompt) at batch 1, 8, 32;
+# tinyllama-1.1b bf16 decode beside its floor and score(5)/decode(1) at batch 1 and 8, with CUDA
+# graphs and without.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pack="$1" work="$2" logs="$3" budget="$4"
@@ -76,10 +78,14 @@ step fixture-tinyllama "$fx" --preset tinyllama-1.1b --dtype bf16 --embed-std 0.
   config "{name: draft_model, layers: 2, temperature: 0}" "$tl" > "$work/tl.yaml" &&
   step bench-tinyllama "$sd" bench --config "$work/tl.yaml" --batch 1,8 --prompt-tokens 128 --gen-tokens 32 \
     --repeats 2 --score-k 4 && grep -vE '^\[' "$logs/bench-tinyllama.log" | tail -14
+# CUDA graphs off (model.cuda_graphs; on above): plain decode and scoring, launched kernel by kernel.
+[ -f "$work/tl.yaml" ] && step bench-tinyllama-no-graphs "$sd" bench --config "$work/tl.yaml" \
+  --set model.cuda_graphs=false --batch 1,8 --prompt-tokens 128 --gen-tokens 32 --repeats 1 --score-k 4 &&
+  grep -E 'decode b=|scoring b=' "$logs/bench-tinyllama-no-graphs.log"
 # Where a decode step's time goes: every kernel of a tinyllama prompt and two decode steps under
 # Nsight Compute (one replay each), summed per kernel and grid (tools/reference/ncu_summary.py).
 ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)"
-if [ -n "$ncu_bin" ] && [ -d "$tl" ] && [ "$dev" = cuda ]; then
+if [ -n "$ncu_bin" ] && [ -d "$tl" ] && [ "$dev" = cuda ] && [ "${GPU_CHECK_NCU:-1}" != 0 ]; then
   step ncu-tinyllama "$ncu_bin" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
     --print-units base "$sd" generate \
     --model "$tl" --set model.device=cuda --prompt "$prompt" --max-tokens 2 --temperature 0 --ignore-eos &&

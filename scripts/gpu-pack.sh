@@ -26,6 +26,8 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/lib" "$out/plugins"
 for s in "${suites[@]}" "${tools[@]}"; do cp "$build/bin/$s" "$out/"; done
+# Symbols are most of a binary; the device tool carries at most 64 MiB with the working tree.
+strip --strip-unneeded "${suites[@]/#/$out/}" "${tools[@]/#/$out/}"
 cp "$build"/lib/specd/plugins/specd_verifier_{rejection,typical_acceptance,greedy}.so \
   "$build"/lib/specd/plugins/specd_proposer_{ngram,draft_model,mtp,eagle3}.so "$out/plugins/"
 for t in llama2 qwen3; do

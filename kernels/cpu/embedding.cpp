@@ -36,4 +36,15 @@ void embedding(Device device, const WeightView& table, const int32_t* ids, int64
   }
 }
 
+void embedding_of_checked_ids(Device device, const WeightView& table, const int32_t* ids, int64_t n, float* out) {
+  if constexpr (kWithCuda) {
+    if (device == Device::kCuda) {
+      row_bytes_checked(table.dtype, table.cols, "embedding");
+      cuda::embedding(table, ids, n, out, false);
+      return;
+    }
+  }
+  embedding(device, table, ids, n, out);
+}
+
 }  // namespace specd::kernels

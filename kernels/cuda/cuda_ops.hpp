@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,7 +21,11 @@ namespace specd::kernels::cuda {
 int device_count() noexcept;    // 0 where the runtime finds no device or no driver
 std::string describe_device();  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, 132 SMs)"
 std::string build_text();       // "runtime 13.0, architectures 80 90"
-cudaStream_t stream();          // the calling thread's stream (the default stream for now)
+cudaStream_t stream();          // the calling thread's stream (the default stream, or a graph's recording)
+// DeviceGraph (device_graph.hpp): a cudaGraphExec_t of what `work` queued; its launch; its end.
+void* record_graph(const std::function<void()>& work);
+void replay_graph(void* exec);
+void destroy_graph(void* exec) noexcept;
 void* alloc(size_t bytes);
 void free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, size_t bytes);
@@ -56,8 +61,9 @@ void gelu_tanh_mul(float* g, const float* u, int64_t n);
 int64_t softmax(const float* x, float* out, int64_t rows, int64_t cols, float temperature);
 int64_t log_softmax(const float* x, float* out, int64_t rows, int64_t cols);
 void argmax(const float* x, int64_t rows, int64_t cols, int32_t* out);
-// Returns the index in ids of the first id outside [0, table.rows), or -1.
-int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out);
+// Returns the index in ids of the first id outside [0, table.rows), or -1 (a wait for the
+// device). check = false: ids the caller checked; nothing is read back, -1.
+int64_t embedding(const WeightView& table, const int32_t* ids, int64_t n, float* out, bool check = true);
 // Widening from f32/f16/bf16/q8_0/q4_0, narrowing to f32/f16/bf16 (others: kUnsupported).
 void to_f32(DType dt, const void* src, float* dst, int64_t n);
 void from_f32(const float* src, DType dt, void* dst, int64_t n);

@@ -245,7 +245,9 @@ void matmul_multi(const float* a, int64_t m, std::span<const MatmulOutput> outs)
       bool even = true;
       for (int i = 0; i < o.count; ++i) even = even && (o.start[i + 1] - o.start[i]) % 2 == 0;
       dispatch(vector_path<W>(a, k, o.w, o.count), m, [&](auto al, auto rr) {
-        if (rr.value > 1 && even) {
+        if constexpr (rr.value == 1) {
+          gemv_kernel<W, al.value, 1, 1><<<grid_of(o.start[o.count], m, 1), kThreads, 0, stream()>>>(a, m, k, o);
+        } else if (even) {
           gemv_kernel<W, al.value, rr.value, 2>
               <<<grid_of(o.start[o.count], m, rr.value, 2), kThreads, 0, stream()>>>(a, m, k, o);
         } else {
@@ -271,7 +273,9 @@ void matmul(const float* a, int64_t m, const WeightView& w, const float* bias, f
   with_widen(w.dtype, [&](auto widen) {
     using W = decltype(widen);
     dispatch(vector_path<W>(a, w.cols, o.w, 1), m, [&](auto al, auto rr) {
-      if (rr.value > 1 && w.rows % 2 == 0) {
+      if constexpr (rr.value == 1) {
+        gemv_kernel<W, al.value, 1, 1><<<grid_of(w.rows, m, 1), kThreads, 0, stream()>>>(a, m, w.cols, o);
+      } else if (w.rows % 2 == 0) {
         gemv_kernel<W, al.value, rr.value, 2>
             <<<grid_of(w.rows, m, rr.value, 2), kThreads, 0, stream()>>>(a, m, w.cols, o);
       } else {

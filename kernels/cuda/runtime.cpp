@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "cuda_ops.hpp"
@@ -57,8 +58,55 @@ std::string build_text() {
          ", architectures " + SPECD_CUDA_ARCHITECTURES;
 }
 
+namespace {
+// The stream a DeviceGraph records on, while it records on this thread.
+thread_local cudaStream_t recording = nullptr;
+}  // namespace
+
 cudaStream_t stream() {
-  return nullptr;  // the legacy default stream: every op and copy of the process in order
+  // The legacy default stream: every op and copy of the process in order. While this thread
+  // records a graph: the recording stream (its ops are recorded, not run).
+  return recording;
+}
+
+void* record_graph(const std::function<void()>& work) {
+  if (recording != nullptr) throw Error(ErrorCode::kInternal, "cuda: a graph is already being recorded on this thread");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  if (err == cudaSuccess) {
+    recording = s;
+    try {
+      work();
+    } catch (...) {
+      recording = nullptr;
+      cudaStreamEndCapture(s, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      cudaStreamDestroy(s);
+      cudaGetLastError();
+      throw;
+    }
+    recording = nullptr;
+    err = cudaStreamEndCapture(s, &graph);
+  }
+  cudaStreamDestroy(s);
+  cudaGraphExec_t exec = nullptr;
+  if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // recording errors are not sticky: the device works on
+    fail(ErrorCode::kInternal, "recording a graph", err);
+  }
+  return exec;
+}
+
+void replay_graph(void* exec) {
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), recording), "graph launch");
+}
+
+void destroy_graph(void* exec) noexcept {
+  if (exec != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
 }
 
 void* alloc(size_t bytes) {

@@ -233,7 +233,7 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   }
   if (!r.section(n, "model",
                  {"path", "tokenizer", "dtype", "device", "max_model_len", "num_threads", "seed", "mmap",
-                  "tensor_parallel_size", "sampler"}))
+                  "tensor_parallel_size", "sampler", "cuda_graphs"}))
     return;
   r.get_path(n, "model", "path", c.model.path);
   if (c.model.path.empty()) r.error(n, "model.path", "required string is missing");
@@ -255,6 +255,10 @@ void read_model(Reader& r, const YAML::Node& root, EngineConfig& c) {
   r.get_int(n, "model", "seed", 0, int64_t{1} << 31, c.model.seed);
   r.get_int(n, "model", "tensor_parallel_size", 0, 1024, c.model.tensor_parallel_size);
   r.get_choice(n, "model", "sampler", {"auto", "inverse_cdf", "gumbel"}, c.model.sampler);
+  r.get_bool(n, "model", "cuda_graphs", c.model.cuda_graphs);
+  if (n["cuda_graphs"].IsDefined() && d.rfind("cuda", 0) != 0)
+    r.error(n["cuda_graphs"], "model.cuda_graphs",
+            "applies to model.device cuda; the model runs on the " + d + " (no graphs there)");
 }
 
 // model.sampler auto → gumbel when any verifier is `coupled` (its acceptance test is "the draft

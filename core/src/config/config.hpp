@@ -33,6 +33,9 @@ struct ModelConfig {
   // gumbel (counter-based Gumbel-max, sdk/gumbel.hpp). auto: gumbel when a verifier is `coupled`
   // (it must sample as the engine does), else inverse_cdf. Resolved when the config is read.
   std::string sampler = "auto";
+  // model.device cuda: record each forward shape's kernels once as a CUDA graph and replay it
+  // (docs/cuda.md "CUDA graphs"); false launches every kernel each step.
+  bool cuda_graphs = true;
 };
 
 struct ComponentConfig {

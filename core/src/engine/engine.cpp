@@ -69,7 +69,7 @@ int32_t resolve_proposer_parallel(const config::EngineConfig& cfg, int32_t tp) {
 
 Engine::Impl::Impl(const config::EngineConfig& c) : cfg(c) {
   info.tensor_parallel_size = resolve_tensor_parallel(cfg, dist::Session::current());
-  placement = model::resolve_placement(cfg.model.device, info.tensor_parallel_size);
+  placement = model::resolve_placement(cfg.model.device, info.tensor_parallel_size, cfg.model.cuda_graphs);
   if (cfg.speculative.enabled)
     info.proposer_tensor_parallel_size = resolve_proposer_parallel(cfg, info.tensor_parallel_size);
   kernels::set_num_threads(tp::kernel_threads(cfg.model.num_threads));

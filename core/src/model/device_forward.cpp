@@ -56,18 +56,82 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
               "LlamaModel::forward: the KV cache is on " + std::string(kernels::device_name(kv.device())) +
                   ", the model on " + std::string(kernels::device_name(dev)));
   DeviceState& d = *dev_;
+  const int64_t H = config().hidden_size;
+  const auto T = count(s_.tokens), R = count(s_.out_rows);
+  kernels::PagedAttentionParams ap = device_upload(kv, static_cast<int32_t>(batch.seqs.size()), T);
+  out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
+  // Every buffer the kernels write is in place before they are queued (a graph records them).
+  float* rows = d.rows_buf.get<float>(dev, R * H);
+  float* logits = d.logits_buf.get<float>(dev, R * d.weights.lm_head().rows);
+  auto work = [&] {
+    device_layers(batch, kv, ap, T, out);
+    device_head(batch, rows, logits, T, R);
+  };
+  // Graphs hold kernels only: MTP and EAGLE-3 inputs and auxiliary states go through the host.
+  const bool graph = placement_.graphs && dev == kernels::Device::kCuda && !weights_->is_eagle3() &&
+                     !weights_->is_mtp() && batch.aux_layers.empty();
+  if (graph) {
+    d.graphs.run(dev, graph_key(batch, kv, ap, rows, logits), work);
+  } else {
+    work();
+  }
+  device_outputs(batch, kv, rows, logits, out);
+}
+
+// Every value the forward's kernels hold (ForwardGraphs): its shape, the call's metadata on the
+// device, the activations, the KV cache and the attention layout.
+ForwardGraphs::Key LlamaModel::graph_key(const ForwardBatch& batch, const kv::KvCache& kv,
+                                         const kernels::PagedAttentionParams& ap, const float* rows,
+                                         const float* logits) const {
+  const DeviceState& d = *dev_;
+  auto at = [](const void* p) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(p)); };
+  return {count(s_.tokens),
+          count(s_.out_rows),
+          ap.num_seqs,
+          ap.block_table_stride,
+          ap.num_blocks,
+          batch.return_hidden ? 1 : 0,
+          batch.hidden_all ? 1 : 0,
+          at(d.tokens),
+          at(d.slots),
+          at(d.out_rows),
+          at(d.cos),
+          at(d.sin),
+          at(ap.query_start),
+          at(ap.context_lens),
+          at(ap.block_tables),
+          at(ap.tree_offsets),
+          at(ap.tree_parents),
+          at(d.x),
+          at(d.h),
+          at(d.o),
+          at(d.q),
+          at(d.k),
+          at(d.v),
+          at(d.attn),
+          at(d.gate),
+          at(rows),
+          at(logits),
+          at(d.attention_plan.data()),
+          at(const_cast<kv::KvCache&>(kv).k_layer(0)),
+          at(const_cast<kv::KvCache&>(kv).v_layer(0)),
+          static_cast<int64_t>(kv.dtype())};
+}
+
+// The input, every layer and the final norm: x, then h = the final norm of the stream.
+void LlamaModel::device_layers(const ForwardBatch& batch, kv::KvCache& kv, kernels::PagedAttentionParams& ap,
+                               int64_t T, ForwardOutput& out) {
+  const kernels::Device dev = placement_.device;
+  DeviceState& d = *dev_;
   const ModelConfig& c = config();
   const int64_t H = c.hidden_size;
-  const auto T = count(s_.tokens);
-  kernels::PagedAttentionParams ap = device_upload(kv, static_cast<int32_t>(batch.seqs.size()), T);
   if (weights_->is_eagle3()) {
     device_eagle3_input(batch, T);
   } else if (weights_->is_mtp()) {
     device_mtp_input(batch, T);
   } else {
-    kernels::embedding(dev, d.weights.embed(), d.tokens, T, d.x);
+    kernels::embedding_of_checked_ids(dev, d.weights.embed(), d.tokens, T, d.x);  // forward() checked the ids
   }
-  out.aux_hidden.resize(static_cast<size_t>(T * H) * batch.aux_layers.size());
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t l = 0; l < num_layers_; ++l) {
     const DeviceLayer& w = d.weights.layer(l);
@@ -86,7 +150,6 @@ void LlamaModel::device_compute(const ForwardBatch& batch, kv::KvCache& kv, Forw
   }
   kernels::rmsnorm_residual(dev, d.o, d.x, d.weights.final_norm(), d.h, T, H, eps);
   device_aux(batch, num_layers_, T, out);
-  device_outputs(batch, kv, out);
 }
 
 kernels::PagedAttentionParams LlamaModel::device_upload(kv::KvCache& kv, int32_t num_seqs, int64_t T) {
@@ -247,39 +310,39 @@ void LlamaModel::device_aux(const ForwardBatch& batch, int64_t l, int64_t T, For
   capture_aux_rows(batch, l, T, d.host_rows.data(), out);
 }
 
-void LlamaModel::device_logits(const float* rows, int64_t R, ForwardOutput& out) {
-  const kernels::Device dev = placement_.device;
-  DeviceState& d = *dev_;
-  const int64_t V = config().vocab_size;
-  out.logits.resize(static_cast<size_t>(R * V));
+// The asked-for rows of h gathered on the device and their logits through the LM head (an
+// EAGLE-3 head: then its pre-norm rows, the hidden states it returns).
+void LlamaModel::device_head(const ForwardBatch& batch, float* rows, float* logits, int64_t T, int64_t R) {
   if (R == 0) return;
-  const WeightView& head = d.weights.lm_head();
-  float* logits = d.logits_buf.get<float>(dev, R * head.rows);
-  kernels::matmul(dev, rows, head, nullptr, logits, R);
-  if (!weights_->is_eagle3()) {
-    kernels::copy_to_host(dev, out.logits.data(), logits, out.logits.size() * sizeof(float));
-    return;
-  }
-  ensure(d.host_rows, R * head.rows);  // the draft vocabulary's logits, scattered on the host
-  kernels::copy_to_host(dev, d.host_rows.data(), logits, static_cast<size_t>(R * head.rows) * sizeof(float));
-  scatter_draft_logits(d.host_rows.data(), R, out.logits.data());
-}
-
-// The asked-for rows of h (gathered on the device) through the LM head, their logits and the
-// hidden states asked for copied back; the KV commit.
-void LlamaModel::device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out) {
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
   const int64_t H = config().hidden_size;
-  const auto T = count(s_.tokens);
-  const auto R = count(s_.out_rows);
-  float* rows = d.rows_buf.get<float>(dev, R * H);
-  if (R > 0) kernels::embedding(dev, kernels::WeightView{DType::kF32, d.h, T, H}, d.out_rows, R, rows);
-  device_logits(rows, R, out);
+  // The output rows were laid out on the host, within [0, T).
+  kernels::embedding_of_checked_ids(dev, kernels::WeightView{DType::kF32, d.h, T, H}, d.out_rows, R, rows);
+  kernels::matmul(dev, rows, d.weights.lm_head(), nullptr, logits, R);
+  if (weights_->is_eagle3() && batch.return_hidden && !batch.hidden_all)  // its rows, as returned
+    kernels::embedding_of_checked_ids(dev, kernels::WeightView{DType::kF32, d.x, T, H}, d.out_rows, R, rows);
+}
+
+// The logits of the R rows (an EAGLE-3 head's draft vocabulary scattered to target ids, -inf
+// elsewhere, as eagle3_logits) and the hidden states asked for copied back; the KV commit.
+void LlamaModel::device_outputs(const ForwardBatch& batch, kv::KvCache& kv, const float* rows, const float* logits,
+                                ForwardOutput& out) {
+  const kernels::Device dev = placement_.device;
+  DeviceState& d = *dev_;
+  const int64_t H = config().hidden_size, V = config().vocab_size;
+  const auto T = count(s_.tokens), R = count(s_.out_rows);
+  out.logits.resize(static_cast<size_t>(R * V));
+  if (R > 0 && !weights_->is_eagle3()) {
+    kernels::copy_to_host(dev, out.logits.data(), logits, out.logits.size() * sizeof(float));
+  } else if (R > 0) {
+    const int64_t draft_vocab = d.weights.lm_head().rows;
+    ensure(d.host_rows, R * draft_vocab);
+    kernels::copy_to_host(dev, d.host_rows.data(), logits, static_cast<size_t>(R * draft_vocab) * sizeof(float));
+    scatter_draft_logits(d.host_rows.data(), R, out.logits.data());
+  }
   // An EAGLE-3 head's hidden output is its pre-norm stream (the next draft step's input).
   const float* hidden = weights_->is_eagle3() ? d.x : d.h;
-  if (R > 0 && weights_->is_eagle3() && batch.return_hidden && !batch.hidden_all)  // its rows, as returned
-    kernels::embedding(dev, kernels::WeightView{DType::kF32, hidden, T, H}, d.out_rows, R, rows);
   out.token_start = s_.query_start;
   if (batch.return_hidden && batch.hidden_all) {
     out.hidden.resize(static_cast<size_t>(T * H));

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "model/device_graphs.hpp"
 #include "model/weights.hpp"
 #include "specd/kernels/attention.hpp"
 #include "specd/kernels/device_memory.hpp"
@@ -116,6 +117,7 @@ struct DeviceState {
   const float* cos = nullptr;
   const float* sin = nullptr;
   kernels::AttentionPlan attention_plan;  // the call's attention layout, prepared once for every layer
+  ForwardGraphs graphs;                   // Placement::graphs: the recorded forwards
   std::vector<std::byte> meta_host;
   std::vector<float> host_rows;  // device rows copied back (auxiliary hidden states, draft-vocabulary logits)
 };

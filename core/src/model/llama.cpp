@@ -1,6 +1,7 @@
 #include "model/llama.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -84,6 +85,10 @@ LlamaModel::~LlamaModel() = default;
 
 size_t LlamaModel::device_weight_bytes() const {
   return dev_ != nullptr ? dev_->weights.bytes() : 0;
+}
+
+ForwardGraphs::Stats LlamaModel::device_graph_stats() const {
+  return dev_ != nullptr ? dev_->graphs.stats() : ForwardGraphs::Stats{};
 }
 
 void LlamaModel::set_context_length(int64_t max_model_len) {
@@ -210,6 +215,9 @@ void LlamaModel::layout(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutpu
     stride = std::max(stride, static_cast<int32_t>(kv.block_table(in.seq).size()));
   }
   if (s_.tree_parents.empty()) s_.tree_offsets.clear();  // no tree: every sequence causal
+  // A recorded graph holds the stride: a power of two lets one graph serve a context's growth
+  // through many blocks (the padding, block 0, is never read).
+  if (placement_.graphs && stride > 0) stride = static_cast<int32_t>(std::bit_ceil(static_cast<uint32_t>(stride)));
   s_.block_tables.assign(static_cast<size_t>(S) * stride, 0);
   for (int32_t s = 0; s < S; ++s) {
     const auto table = kv.block_table(batch.seqs[static_cast<size_t>(s)].seq);

@@ -21,6 +21,7 @@
 
 #include "dist/communicator.hpp"
 #include "kv/kv_cache.hpp"
+#include "model/device_graphs.hpp"
 #include "model/forward.hpp"
 #include "model/placement.hpp"
 #include "model/weights.hpp"
@@ -54,6 +55,8 @@ class LlamaModel {
   // Weight bytes this model uploaded to its device runtime (0 on the CPU path); uploads shared
   // with another model over the same host tensors count with the model that made them.
   size_t device_weight_bytes() const;
+  // The device runtime's CUDA graphs so far (all zero without Placement::graphs).
+  ForwardGraphs::Stats device_graph_stats() const;
 
   const ModelConfig& config() const { return weights_->config(); }
   // The context the model serves (the engine's max_model_len), which picks longrope's factors
@@ -152,13 +155,16 @@ class LlamaModel {
   // layer 0: its [T, 2 * hidden] concatenation).
   void device_attention(int64_t l, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T, const float* in);
   void device_mlp(int64_t l, int64_t T);
-  void device_outputs(const ForwardBatch& batch, kv::KvCache& kv, ForwardOutput& out);
+  void device_layers(const ForwardBatch& batch, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,
+                     ForwardOutput& out);
+  void device_head(const ForwardBatch& batch, float* rows, float* logits, int64_t T, int64_t R);
+  void device_outputs(const ForwardBatch& batch, kv::KvCache& kv, const float* rows, const float* logits,
+                      ForwardOutput& out);
+  ForwardGraphs::Key graph_key(const ForwardBatch& batch, const kv::KvCache& kv,
+                               const kernels::PagedAttentionParams& ap, const float* rows, const float* logits) const;
   void device_aux(const ForwardBatch& batch, int64_t l, int64_t T, ForwardOutput& out);
   void device_mtp_input(const ForwardBatch& batch, int64_t T);
   void device_eagle3_input(const ForwardBatch& batch, int64_t T);
-  // The logits of the R rows gathered into `rows`: an EAGLE-3 head's draft vocabulary scattered
-  // to target ids (-inf elsewhere), as eagle3_logits.
-  void device_logits(const float* rows, int64_t R, ForwardOutput& out);
   // x [T, hidden] = the embeddings of s_.tokens (vocabulary-parallel under tensor parallelism).
   void embed(int64_t T, float* x);
   // logits [R, vocab] = rows [R, hidden] · lm_headᵀ (vocabulary slices gathered from the ranks).

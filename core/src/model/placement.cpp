@@ -4,7 +4,7 @@
 
 namespace specd::model {
 
-Placement resolve_placement(const std::string& d, int32_t tensor_parallel_size) {
+Placement resolve_placement(const std::string& d, int32_t tensor_parallel_size, bool cuda_graphs) {
   if (d == "cpu") return {};
   if (tensor_parallel_size > 1) {
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\" runs on one device; tensor_parallel_size " +
@@ -20,7 +20,7 @@ Placement resolve_placement(const std::string& d, int32_t tensor_parallel_size) 
     throw Error(ErrorCode::kUnsupported, "model.device: \"" + d + "\": no CUDA device can be used here (" +
                                              kernels::device_description(kernels::Device::kCuda) + ")");
   }
-  return {kernels::Device::kCuda};
+  return {kernels::Device::kCuda, false, cuda_graphs};
 }
 
 }  // namespace specd::model

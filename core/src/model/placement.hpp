@@ -18,12 +18,15 @@ namespace specd::model {
 struct Placement {
   kernels::Device device = kernels::Device::kCpu;
   bool staged = false;
+  // CUDA: a forward shape seen twice is recorded as a graph and replayed from then on
+  // (model.cuda_graphs; device_graphs.hpp).
+  bool graphs = false;
   bool device_runtime() const { return staged || device != kernels::Device::kCpu; }
 };
 
 // model.device (cpu | cuda | cuda:0 | staged) for a target split over tensor_parallel_size
-// ranks. Throws specd::Error(kUnsupported) with the reason: another CUDA index, no CUDA device
+// ranks; graphs on CUDA where cuda_graphs (model.cuda_graphs). Throws specd::Error(kUnsupported) with the reason: another CUDA index, no CUDA device
 // here (or a build without CUDA), or a device runtime under tensor parallelism.
-Placement resolve_placement(const std::string& device, int32_t tensor_parallel_size);
+Placement resolve_placement(const std::string& device, int32_t tensor_parallel_size, bool cuda_graphs = true);
 
 }  // namespace specd::model

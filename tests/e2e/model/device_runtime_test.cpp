@@ -171,6 +171,58 @@ TEST_P(DeviceRuntime, OnCudaAgreesWithTheCpuPath) {
     }
   }
 }
+
+// Decode steps of two sequences (their contexts growing across blocks), then k + 1 scoring rows
+// with rollbacks: shapes that repeat, as a graph-recording runtime sees them. Every step's logits.
+std::vector<std::vector<float>> repeated_steps(Runner& r, int32_t vocab) {
+  std::vector<std::vector<float>> steps;
+  auto run = [&](ForwardBatch& b) {
+    for (const SequenceInput& in : b.seqs) {
+      if (!r.kv->has_sequence(in.seq)) r.kv->add_sequence(in.seq);
+      EXPECT_TRUE(r.kv->reserve(in.seq, static_cast<int32_t>(in.tokens.size())));
+    }
+    r.model->forward(b, *r.kv, r.out);
+    steps.push_back(r.out.logits);
+  };
+  const auto p1 = some_tokens(9, vocab, 5), p2 = some_tokens(6, vocab, 6);
+  ForwardBatch b;
+  b.seqs = {{1, p1, LogitsMode::kLast}, {2, p2, LogitsMode::kLast}};
+  run(b);
+  const auto next = some_tokens(24, vocab, 7);
+  for (size_t i = 0; i < 12; ++i) {
+    const std::vector<int32_t> one = {next[2 * i]}, two = {next[2 * i + 1]};
+    b = {};
+    b.seqs = {{1, one, LogitsMode::kLast}, {2, two, LogitsMode::kLast}};
+    run(b);
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    const auto draft = some_tokens(5, vocab, 10 + i);
+    b = {};
+    b.seqs = {{1, draft, LogitsMode::kAll}};
+    run(b);
+    r.kv->truncate(1, r.kv->num_tokens(1) - 3);
+  }
+  return steps;
+}
+
+// model.cuda_graphs: a shape seen twice is recorded and replayed from then on; every replayed
+// forward gives the logits of the same forward launched kernel by kernel, bit for bit.
+TEST_P(DeviceRuntime, OnCudaGraphsReplayTheirForwardsBitForBit) {
+  if (!kernels::device_available(kernels::Device::kCuda))
+    GTEST_SKIP() << "CUDA: " << kernels::device_description(kernels::Device::kCuda);
+  const auto w = load_case(GetParam());
+  const auto vocab = static_cast<int32_t>(w->config().vocab_size);
+  Runner launched(w, 4, 64, -1, DType::kF16, nullptr, {kernels::Device::kCuda}),
+      replayed(w, 4, 64, -1, DType::kF16, nullptr, {kernels::Device::kCuda, false, true});
+  const auto want = repeated_steps(launched, vocab), got = repeated_steps(replayed, vocab);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(want[i] == got[i]) << "logits of step " << i;
+  const ForwardGraphs::Stats stats = replayed.model->device_graph_stats();
+  EXPECT_EQ(stats.failed, 0);
+  EXPECT_GE(stats.recorded, 2);  // the decode shape at two block-table strides, the scoring shape
+  EXPECT_GE(stats.replayed, 6);
+  EXPECT_EQ(launched.model->device_graph_stats().replayed, 0);
+}
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Models, DeviceRuntime,

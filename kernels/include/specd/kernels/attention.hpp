@@ -78,6 +78,8 @@ class AttentionPlan {
   // `host`: the batch's call with its metadata (query_start, context_lens, block_tables, the
   // tree arrays) in host memory. Throws as paged_attention does for a bad call.
   void prepare(Device device, const PagedAttentionParams& host);
+  // The layout's address on the device (a recorded graph holds it).
+  const void* data() const noexcept { return buf_.data(); }
 
  private:
   friend void paged_attention(Device device, const PagedAttentionParams& p, const AttentionPlan& plan);

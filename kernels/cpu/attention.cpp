@@ -135,7 +135,7 @@ Keys keys_of(const PagedAttentionParams& p, int32_t s, int32_t t, std::vector<in
 #ifdef SPECD_WITH_CUDA
 // Each new token's keys as the kernel reads them. The window is left to each call (the kernel
 // applies it), so one layout serves layers of different windows.
-size_t lay_out_keys(const PagedAttentionParams& h, std::vector<cuda::TokenKeys>& keys, std::vector<int32_t>& paths) {
+void lay_out_keys(const PagedAttentionParams& h, std::vector<cuda::TokenKeys>& keys, std::vector<int32_t>& paths) {
   PagedAttentionParams unwindowed = h;
   unwindowed.window = 0;
   std::vector<int32_t> path;
@@ -147,7 +147,6 @@ size_t lay_out_keys(const PagedAttentionParams& h, std::vector<cuda::TokenKeys>&
       keys.push_back({s, k.len, k.linear, k.first, static_cast<int64_t>(paths.size())});
       if (k.len > k.linear) paths.insert(paths.end(), k.path, k.path + (k.len - k.linear));
     }
-  return keys.size();
 }
 
 void paged_attention_cuda(const PagedAttentionParams& p) {

@@ -96,8 +96,7 @@ __global__ void attention_kernel(Args a, Widen widen) {
     if (j < tk.len) {
       const int32_t pos = j < tk.linear ? j : a.paths[tk.path_off + (j - tk.linear)];
       const int32_t block = p.block_tables[static_cast<int64_t>(s) * p.block_table_stride + pos / p.block_size];
-      const int64_t off =
-          ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * hd;
+      const int64_t off = ((static_cast<int64_t>(block) * p.block_size + pos % p.block_size) * p.num_kv_heads + g) * hd;
       offs[threadIdx.x] = off;
       x = row_dot(p.k_cache, off, qs, hd, widen) * p.scale;
       if (p.softcap > 0.0f) x = p.softcap * tanhf(x / p.softcap);
@@ -106,7 +105,7 @@ __global__ void attention_kernel(Args a, Widen widen) {
     const float pr = j < tk.len ? expf(x - m_new) : 0.0f;
     prob[threadIdx.x] = pr;
     const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
-    l = l * rescale + block_sum(pr, red);    // block_sum synchronises: prob and offs are complete
+    l = l * rescale + block_sum(pr, red);   // block_sum synchronises: prob and offs are complete
     m = m_new;
     if (value_thread) {
       acc *= rescale;

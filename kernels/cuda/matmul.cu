@@ -109,8 +109,7 @@ __device__ __forceinline__ void dot_rows(const float* a, int64_t rows, int64_t r
       float xv[kVec];
       if constexpr (kAligned) {
         const float4 x0 = reinterpret_cast<const float4*>(x)[0], x1 = reinterpret_cast<const float4*>(x)[1];
-        xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w, xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z,
-        xv[7] = x1.w;
+        xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w, xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
       } else {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) xv[e] = l + e < k ? x[e] : 0.0f;

@@ -97,7 +97,7 @@ TEST_P(TopKTopPTest, TopKIndicesRankLikeTheFilter) {
   SPECD_SKIP_IF_UNAVAILABLE(GetParam());
   std::vector<float> x = testing::random_vector(2000, 62, -30.0f, 5.0f);
   for (float& v : x) v = std::round(v * 4.0f) / 4.0f;  // ties
-  x[10] = -0.0f;                                         // -0 ties +0: the lower index first
+  x[10] = -0.0f;                                       // -0 ties +0: the lower index first
   x[11] = 0.0f;
   const Mirror<float> dx(GetParam(), x);
   const std::vector<int32_t> order = ranked(x.data(), static_cast<int64_t>(x.size()));

@@ -237,8 +237,9 @@ RunResult run_one(const BenchOptions& o, const config::EngineConfig& cfg) {
   res.spec_total = engine.spec_metrics();
   // It times a whole model on this process alone: not what a tensor-parallel step costs.
   if (res.info.tensor_parallel_size == 1)
-    res.scoring = measure_scoring(res.info, cfg.model.dtype, model::resolve_placement(cfg.model.device, 1, cfg.model.cuda_graphs), o.score_k,
-                                  decode_prompt_tokens, o.batches, 5);
+    res.scoring =
+        measure_scoring(res.info, cfg.model.dtype, model::resolve_placement(cfg.model.device, 1, cfg.model.cuda_graphs),
+                        o.score_k, decode_prompt_tokens, o.batches, 5);
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   res.peak_rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;

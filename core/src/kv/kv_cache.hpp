@@ -170,6 +170,8 @@ class KvCache {
   // The layer's storage, in the memory of device().
   void* k_layer(int32_t layer) { return k_[static_cast<size_t>(layer)].data(); }
   void* v_layer(int32_t layer) { return v_[static_cast<size_t>(layer)].data(); }
+  const void* k_layer(int32_t layer) const { return k_[static_cast<size_t>(layer)].data(); }
+  const void* v_layer(int32_t layer) const { return v_[static_cast<size_t>(layer)].data(); }
   // Elements per cache row (num_kv_heads * head_dim).
   int64_t row_elems() const { return static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim; }
 

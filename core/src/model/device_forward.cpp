@@ -113,14 +113,14 @@ ForwardGraphs::Key LlamaModel::graph_key(const ForwardBatch& batch, const kv::Kv
           at(rows),
           at(logits),
           at(d.attention_plan.data()),
-          at(const_cast<kv::KvCache&>(kv).k_layer(0)),
-          at(const_cast<kv::KvCache&>(kv).v_layer(0)),
+          at(kv.k_layer(0)),
+          at(kv.v_layer(0)),
           static_cast<int64_t>(kv.dtype())};
 }
 
 // The input, every layer and the final norm: x, then h = the final norm of the stream.
-void LlamaModel::device_layers(const ForwardBatch& batch, kv::KvCache& kv, kernels::PagedAttentionParams& ap,
-                               int64_t T, ForwardOutput& out) {
+void LlamaModel::device_layers(const ForwardBatch& batch, kv::KvCache& kv, kernels::PagedAttentionParams& ap, int64_t T,
+                               ForwardOutput& out) {
   const kernels::Device dev = placement_.device;
   DeviceState& d = *dev_;
   const ModelConfig& c = config();

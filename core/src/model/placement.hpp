@@ -25,8 +25,8 @@ struct Placement {
 };
 
 // model.device (cpu | cuda | cuda:0 | staged) for a target split over tensor_parallel_size
-// ranks; graphs on CUDA where cuda_graphs (model.cuda_graphs). Throws specd::Error(kUnsupported) with the reason: another CUDA index, no CUDA device
-// here (or a build without CUDA), or a device runtime under tensor parallelism.
+// ranks; graphs on CUDA where cuda_graphs (model.cuda_graphs). Throws specd::Error(kUnsupported) with the reason:
+// another CUDA index, no CUDA device here (or a build without CUDA), or a device runtime under tensor parallelism.
 Placement resolve_placement(const std::string& device, int32_t tensor_parallel_size, bool cuda_graphs = true);
 
 }  // namespace specd::model

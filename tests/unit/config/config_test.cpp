@@ -169,8 +169,8 @@ TEST(Config, OutOfRange) {
       0.5);
   EXPECT_EQ(config_error("model: {path: m, cuda_graphs: false}\n"),
             "x.yaml:1: model.cuda_graphs: applies to model.device cuda; the model runs on the cpu (no graphs there)");
-  EXPECT_FALSE(specd::config::load_string("model: {path: m, device: cuda, cuda_graphs: false}\n", "x.yaml")
-                   .model.cuda_graphs);
+  EXPECT_FALSE(
+      specd::config::load_string("model: {path: m, device: cuda, cuda_graphs: false}\n", "x.yaml").model.cuda_graphs);
   EXPECT_TRUE(specd::config::load_string("model: {path: m, device: cuda}\n", "x.yaml").model.cuda_graphs);
 }
 

@@ -5,7 +5,9 @@
 # tokenizers their fixtures use (the fixtures are written there), and the shared libraries they
 # load that are not glibc's. Then, with the device tool:
 #   run(command="bash scripts/gpu-check.sh", carry=[".gpu"], timeout_s=360)
-# Usage: scripts/gpu-pack.sh [BUILD_DIR]   (default build/release, configured with SPECD_CUDA=AUTO|ON)
+# Usage: scripts/gpu-pack.sh [BUILD_DIR]   (default build/release, configured with SPECD_CUDA=AUTO|ON;
+# configure it with -DCMAKE_CUDA_ARCHITECTURES=90-real for an H100/H200: PTX and a second
+# architecture would make the archive too large for the device tool's 64 MiB)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:-$root/build/release}" && pwd)"

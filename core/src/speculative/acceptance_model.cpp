@@ -5,7 +5,7 @@
 namespace specd::speculative {
 namespace {
 
-constexpr float kPriorDecay = 0.995f;  // per verified draft, over every sequence and position
+constexpr float kPriorDecay = 0.995f;  // per step with verified drafts, at every position
 constexpr float kSeqDecay = 0.9f;      // per planned step of the sequence
 constexpr double kPriorWeight = 2.0;   // pseudo-observations of the prior in a sequence's estimate
 constexpr double kChainWeight = 2.0;   // pseudo-observations of position j-1 in the prior at j
@@ -18,6 +18,7 @@ AcceptanceModel::AcceptanceModel(int32_t k_max)
     : k_max_(std::max(k_max, 1)),
       global_{std::vector<float>(static_cast<size_t>(k_max_), 0.0f),
               std::vector<float>(static_cast<size_t>(k_max_), 0.0f)},
+      step_(global_),
       prior_(static_cast<size_t>(k_max_), kInitial) {
   update_prior();
 }
@@ -61,19 +62,32 @@ void AcceptanceModel::age(RequestId id) {
 }
 
 void AcceptanceModel::observe(RequestId id, std::span<const double> evidence) {
+  observe_in_step(id, evidence);
+  end_step();
+}
+
+void AcceptanceModel::observe_in_step(RequestId id, std::span<const double> evidence) {
   Evidence& e = state(id);
   const size_t n = std::min(evidence.size(), e.seen.size());
-  if (n == 0) return;
-  for (size_t j = 0; j < global_.seen.size(); ++j) {  // positions past n age too
-    global_.accepted[j] *= kPriorDecay;
-    global_.seen[j] *= kPriorDecay;
-  }
   for (size_t j = 0; j < n; ++j) {
     const auto x = static_cast<float>(std::clamp(evidence[j], 0.0, 1.0));
     e.accepted[j] += x;
     e.seen[j] += 1.0f;
-    global_.accepted[j] += x;
-    global_.seen[j] += 1.0f;
+    step_.accepted[j] += x;
+    step_.seen[j] += 1.0f;
+  }
+}
+
+void AcceptanceModel::end_step() {
+  if (step_.seen[0] == 0.0f) return;                  // no row of the step verified a draft
+  for (size_t j = 0; j < global_.seen.size(); ++j) {  // positions the step did not reach age too
+    global_.accepted[j] *= kPriorDecay;
+    global_.seen[j] *= kPriorDecay;
+    if (step_.seen[j] > 0.0f) {  // one observation: the mean of the rows that reached j
+      global_.accepted[j] += step_.accepted[j] / step_.seen[j];
+      global_.seen[j] += 1.0f;
+    }
+    step_.accepted[j] = step_.seen[j] = 0.0f;
   }
   update_prior();
 }

@@ -169,10 +169,12 @@ class SpeculationPolicy {
   // the planned rows' drafts to the chosen k_i.
   void trim(std::span<sched::StepRow* const> rows, std::span<const float> confidence, size_t stride, double propose_s,
             spec::PolicyMetrics& metrics);
-  // A verified row: `evidence` per verified position (acceptance_model.hpp).
+  // A verified row: `evidence` per verified position (acceptance_model.hpp); the proposer-wide
+  // prior takes the step's rows as one observation at observe_step (or the next plan).
   void observe_verified(const sched::StepRow& row, std::span<const double> evidence, spec::PolicyMetrics& metrics);
   // The step's measured times (the propose call; the target's forward through verification):
-  // the cost model learns them; a planned step also records predicted against observed time.
+  // the cost model learns them (the proposer's first call excepted); a planned step also records
+  // predicted against observed time.
   void observe_step(const sched::StepBatch& batch, double propose_s, double target_s, spec::PolicyMetrics& metrics);
   void release(RequestId id) {
     acceptance_.release(id);
@@ -208,6 +210,7 @@ class SpeculationPolicy {
   bool planned_ = false;       // this step had planned rows
   int32_t idle_steps_ = 0;     // planned steps in a row without any draft
   int32_t probe_interval_ = kMinProbeInterval;
+  int64_t propose_calls_ = 0;  // proposer calls seen by observe_step (the first is not fitted)
   uint32_t next_probe_ = 0;
   // Per-step buffers, reused.
   std::vector<Gain> gains_;

@@ -114,10 +114,9 @@ scoring 5 positions costs about 2.5 decode steps there, and a batch of 8 is comp
 cores as well, so speculation has little to win. Dynamic k (the default) measures both sides
 every step and drafts only where it expects a gain, so it stays close to plain decoding where
 speculation cannot win. llama-160m at batch 8 is compute-bound on 2 cores too (a step of 8 rows
-costs about 3 of one): drafting pays there only at acceptance near 1, and the 2-layer draft
+costs about 3 of one), and drafting pays there at this draft's acceptance (0.93); the draft
 misses the first token after this prompt in all 8 identical rows at once, which the policy
-takes as evidence and mostly decodes plainly: that row stays near 1.0x (on synthetic prompts,
-where the draft does not miss together, it reaches 1.2x).
+counts as one observation (a step's rows are not independent evidence) and drafts again.
 TXT
 
 # shellcheck source=scripts/serve-lib.sh

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "decoding_batch.hpp"
 #include "sched/scheduler.hpp"
 #include "speculative/confidence_model.hpp"
 #include "speculative/policy.hpp"
@@ -48,36 +49,9 @@ TEST(ConfidenceModel, ScalesTheEstimateByWhatDraftsOfThatConfidenceAchieved) {
   EXPECT_NEAR(m.predict(0.95f, 0.6), 0.6, 0.02);
 }
 
-// Decoding rows of `seqs`, each with lookahead 8; their drafts are filled by the caller.
-struct Step {
-  std::vector<std::unique_ptr<sched::Sequence>> seqs;
-  sched::StepBatch batch;
-  std::vector<sched::StepRow*> rows;
-  explicit Step(int n) {
-    for (int i = 0; i < n; ++i) {
-      auto s = std::make_unique<sched::Sequence>();
-      s->id = static_cast<RequestId>(i + 1);
-      s->tokens = {1, 2, 3};
-      s->num_prompt = 2;
-      s->spec_k = 8;
-      s->dynamic_k = true;
-      seqs.push_back(std::move(s));
-    }
-  }
-  void fill() {
-    batch.clear();
-    for (auto& s : seqs) {
-      sched::StepRow row;
-      row.seq = s.get();
-      row.start = 2;
-      row.n = 1;
-      row.sample = true;
-      row.lookahead = 8;
-      batch.rows.push_back(row);
-    }
-    rows.clear();
-    for (auto& r : batch.rows) rows.push_back(&r);
-  }
+// Decoding rows with lookahead 8; their drafts are filled by the caller.
+struct Step : testing::DecodingBatch {
+  explicit Step(int n) : DecodingBatch(n, 8) {}
 };
 
 const std::vector<int32_t> kDrafts = {5, 6, 7, 8, 9, 10, 11, 12};

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "decoding_batch.hpp"
 #include "sched/scheduler.hpp"
 #include "speculative/acceptance_model.hpp"
 #include "speculative/cost_model.hpp"
@@ -442,29 +443,11 @@ TEST(AcceptanceModel, EvidenceAtADepthNoLongerDraftedFades) {
 TEST(SpeculationPolicy, PlanLowersOnlyDynamicRowsAndProbes) {
   SpeculationPolicy p(4, 1024, true);
   p.cost().set_target_prior(linear_target(0.010, 0.0));
-  std::vector<std::unique_ptr<sched::Sequence>> seqs;
-  for (int i = 0; i < 3; ++i) {
-    auto s = std::make_unique<sched::Sequence>();
-    s->id = static_cast<RequestId>(i + 1);
-    s->tokens = {1, 2, 3};
-    s->num_prompt = 2;
-    s->spec_k = 4;
-    s->dynamic_k = i != 1;
-    seqs.push_back(std::move(s));
-  }
-  sched::StepBatch batch;
-  auto fill = [&] {
-    batch.clear();
-    for (auto& s : seqs) {
-      sched::StepRow row;  // the decode of token 2 with 4 draft slots reserved
-      row.seq = s.get();
-      row.start = 2;
-      row.n = 1;
-      row.sample = true;
-      row.lookahead = 4;
-      batch.rows.push_back(row);
-    }
-  };
+  testing::DecodingBatch d(3, 4);  // the decode of token 2 with 4 draft slots reserved
+  d.seqs[1]->dynamic_k = false;
+  auto& seqs = d.seqs;
+  auto& batch = d.batch;
+  auto fill = [&] { d.fill(); };
   spec::PolicyMetrics m;
   fill();
   p.plan(batch, m);

@@ -7,10 +7,9 @@
 // dynamic k stayed plain for whole requests at batch 8 (0.56x static k = 4).
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <vector>
 
-#include "sched/scheduler.hpp"
+#include "decoding_batch.hpp"
 #include "speculative/acceptance_model.hpp"
 #include "speculative/policy.hpp"
 
@@ -52,33 +51,14 @@ TEST(SpeculationPolicy, ABatchWhoseFirstDraftsAllFailDraftsAgain) {
   for (int32_t t = 1; t <= 1024; t *= 2) target.push_back({t, t, 0.010 + 0.0001 * t});
   target.push_back({1024, 1, 0.010 + 0.0001 * 1024});
   p.cost().set_target_prior(target);
-  std::vector<std::unique_ptr<sched::Sequence>> seqs;
-  for (int i = 0; i < 8; ++i) {
-    auto s = std::make_unique<sched::Sequence>();
-    s->id = static_cast<RequestId>(i + 1);
-    s->tokens = {1, 2, 3};
-    s->num_prompt = 2;
-    s->spec_k = 4;
-    s->dynamic_k = true;
-    seqs.push_back(std::move(s));
-  }
-  sched::StepBatch batch;
+  testing::DecodingBatch d(8, 4);
   const std::vector<int32_t> drafts = {7, 7, 7, 7};
   spec::PolicyMetrics m;
   auto step = [&](double propose_s, double evidence) {
-    batch.clear();
-    for (auto& s : seqs) {
-      sched::StepRow row;
-      row.seq = s.get();
-      row.start = 2;
-      row.n = 1;
-      row.sample = true;
-      row.lookahead = 4;
-      batch.rows.push_back(row);
-    }
-    p.plan(batch, m);
+    d.fill();
+    p.plan(d.batch, m);
     int32_t planned = 0;
-    for (sched::StepRow& row : batch.rows) {
+    for (sched::StepRow& row : d.batch.rows) {
       planned += row.lookahead;
       row.drafts = std::span<const int32_t>(drafts).first(static_cast<size_t>(row.lookahead));
       row.num_accepted = evidence > 0.5 ? row.lookahead : 0;
@@ -87,7 +67,7 @@ TEST(SpeculationPolicy, ABatchWhoseFirstDraftsAllFailDraftsAgain) {
         p.observe_verified(row, e, m);
       }
     }
-    p.observe_step(batch, propose_s, 0.012, m);
+    p.observe_step(d.batch, propose_s, 0.012, m);
     return planned;
   };
   EXPECT_GT(step(0.050, 0.0), 0) << "unseen: the prior and free drafts";

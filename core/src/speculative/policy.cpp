@@ -160,6 +160,7 @@ Plan SpeculationPolicy::explore_up(const StepBase& base, std::span<const PlanRow
 
 bool SpeculationPolicy::gather(sched::StepBatch& batch) {
   acceptance_.end_step();  // rows verified since the last step (observe_step folds them too)
+  tree_.end_step();
   StepBase& base = base_;
   base = {};
   planned_rows_.clear();
@@ -298,7 +299,7 @@ void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<co
       depth_[j] = parent >= 0 && static_cast<size_t>(parent) < j ? depth_[static_cast<size_t>(parent)] + 1 : 1;
       deepest = std::max(deepest, depth_[j]);
     }
-    tree_.observe(static_cast<int32_t>(row.drafts.size()), deepest, row.num_accepted);
+    tree_.observe_in_step(static_cast<int32_t>(row.drafts.size()), deepest, row.num_accepted);
   }
   // The prediction the plan was made with (rows keep their addresses until the next plan).
   const auto it = std::find(planned_rows_.begin(), planned_rows_.end(), &row);
@@ -346,6 +347,7 @@ void SpeculationPolicy::observe_step(const sched::StepBatch& batch, double propo
     planned_ = false;
   }
   acceptance_.end_step();
+  tree_.end_step();
   cost_.observe_target(tokens, logit_rows, target_s);
   // The proposer's first call pays one-off costs (its buffers, the first touch of its weights and
   // KV): an EAGLE-3 head's took 14.8 ms where the same shape took 6-11 ms after it (batch 8), and

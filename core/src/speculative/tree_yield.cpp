@@ -5,25 +5,43 @@
 namespace specd::speculative {
 namespace {
 
-constexpr double kDecay = 0.98;  // per verified tree, at every node count
+constexpr double kDecay = 0.98;  // per step that verified trees, at every node count
 constexpr double kShown = 0.5;   // decayed trees of a node count for it to count as shown
 
 }  // namespace
 
 TreeYield::TreeYield(int32_t n_max)
     : accepted_(static_cast<size_t>(std::max(n_max, 1)) + 1, 0.0),
-      trees_(static_cast<size_t>(std::max(n_max, 1)) + 1, 0.0) {}
+      trees_(static_cast<size_t>(std::max(n_max, 1)) + 1, 0.0),
+      step_accepted_(trees_.size(), 0.0),
+      step_trees_(trees_.size(), 0.0) {}
 
 void TreeYield::observe(int32_t nodes, int32_t depth, int32_t accepted) {
+  observe_in_step(nodes, depth, accepted);
+  end_step();
+}
+
+void TreeYield::observe_in_step(int32_t nodes, int32_t depth, int32_t accepted) {
   if (nodes <= 0) return;
   deepest_ = std::max(deepest_, depth);
+  const auto n = static_cast<size_t>(std::min<int64_t>(nodes, static_cast<int64_t>(trees_.size()) - 1));
+  step_accepted_[n] += std::clamp(accepted, 0, depth);
+  step_trees_[n] += 1.0;
+  step_pending_ = true;
+}
+
+void TreeYield::end_step() {
+  if (!step_pending_) return;
+  step_pending_ = false;
   for (size_t n = 0; n < trees_.size(); ++n) {
     accepted_[n] *= kDecay;
     trees_[n] *= kDecay;
+    if (step_trees_[n] > 0) {  // one observation: the mean of the step's trees of n nodes
+      accepted_[n] += step_accepted_[n] / step_trees_[n];
+      trees_[n] += 1.0;
+    }
+    step_accepted_[n] = step_trees_[n] = 0.0;
   }
-  const auto n = static_cast<size_t>(std::min<int64_t>(nodes, static_cast<int64_t>(trees_.size()) - 1));
-  accepted_[n] += std::clamp(accepted, 0, depth);
-  trees_[n] += 1.0;
 }
 
 double TreeYield::yield(std::span<const double> accept, int32_t nodes) const {

@@ -10,8 +10,9 @@
 //
 // TreeYield keeps, from the verified trees:
 //  - the deepest tree seen (every tree's yield is bounded by its levels);
-//  - per node count n, decayed sums of the drafts accepted in trees of n nodes (about the last
-//    50 trees count).
+//  - per node count n, decayed sums of the drafts accepted in trees of n nodes, one observation
+//    per step (the mean of its trees of n nodes: a batch's rows are not independent evidence,
+//    acceptance_model.hpp; about the last 50 steps count).
 // shape() turns a row's per-depth estimates into a yield curve over node counts: the chain curve
 // read at min(n, deepest) levels, blended with what trees of n nodes accepted (the chain figure
 // counts as one observation), so siblings are worth only what observed trees showed; past the
@@ -36,8 +37,10 @@ class TreeYield {
   explicit TreeYield(int32_t n_max);
 
   // A verified tree of `nodes` nodes, `depth` levels deep, whose accepted path had `accepted`
-  // drafts.
+  // drafts: a step of its own (observe), or one row of a step that end_step() closes.
   void observe(int32_t nodes, int32_t depth, int32_t accepted);
+  void observe_in_step(int32_t nodes, int32_t depth, int32_t accepted);
+  void end_step();
   // accept: a row's per-depth estimates (AcceptanceModel::predict), rewritten as the tree curve.
   void shape(std::span<double> accept) const;
 
@@ -47,8 +50,10 @@ class TreeYield {
 
  private:
   int32_t deepest_ = 0;
-  std::vector<double> accepted_;  // [n_max + 1] decayed sums of accepted drafts, per node count
-  std::vector<double> trees_;     // [n_max + 1] decayed counts of trees
+  std::vector<double> accepted_;                    // [n_max + 1] decayed sums of accepted drafts, per node count
+  std::vector<double> trees_;                       // [n_max + 1] decayed counts of trees
+  std::vector<double> step_accepted_, step_trees_;  // the current step's trees, per node count
+  bool step_pending_ = false;
   mutable std::vector<double> curve_;
 };
 

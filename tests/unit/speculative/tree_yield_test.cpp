@@ -26,6 +26,22 @@ TEST(TreeYield, LeavesTheChainCurveUntilATreeIsVerified) {
   EXPECT_EQ(shaped(t, chain), chain);
 }
 
+// A step's trees are one observation per node count (their mean), as a step's rows are for the
+// acceptance model: 8 copies of a prompt rejecting their first drafts together are one bad step.
+TEST(TreeYield, AStepsTreesAreOneObservation) {
+  const std::vector<double> chain(8, 0.9);
+  TreeYield batch(8), single(8), rows(8);
+  for (int i = 0; i < 8; ++i) {
+    batch.observe_in_step(8, 4, i < 4 ? 0 : 4);
+    rows.observe(8, 4, 0);
+  }
+  batch.end_step();
+  single.observe(8, 4, 2);  // the step's mean
+  EXPECT_DOUBLE_EQ(batch.yield(chain, 8), single.yield(chain, 8));
+  EXPECT_LT(rows.yield(chain, 8), 0.5) << "eight trees, eight observations";
+  EXPECT_GT(batch.yield(chain, 8), 2.0);
+}
+
 TEST(TreeYield, NodesBeyondTheDeepestTreeAddNothingUnlessTreesShowedIt) {
   TreeYield t(8);
   for (int i = 0; i < 20; ++i) t.observe(8, 4, 3);  // depth-4 trees of 8 nodes accepting 3

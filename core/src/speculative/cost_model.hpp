@@ -26,10 +26,15 @@
 // high and the policy keeps k = 0. C shares c rather than getting its own coefficient: it is
 // rarely non-zero, and a free coefficient fitted on those few calls (the first of a run, on a
 // busy machine) came out 5x too dear. Until the first propose call it predicts 0.
+// A tree proposer's draft steps are its levels: a budget of n nodes takes min(n, depth) forwards
+// (set_max_draft_steps), not n. Fitted on L = n, a tree of 3 nodes' whole call was put mostly on
+// b (the ridge spreads a cost that never varies over a and b as 1 : L) and a 4th node looked 30%
+// dearer to draft than it was.
 //
 // All times in seconds. Not thread-safe: the engine's step thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -67,6 +72,9 @@ class CostModel {
   void observe_propose(int32_t draft_steps, int32_t draft_tokens, double seconds, int32_t catch_up = 0);
 
   double logit_row_seconds() const { return logit_row_s_; }
+  // A proposer's draft steps never exceed this (a tree's depth; 0: no limit): L above it is
+  // priced, and observed, as this many steps.
+  void set_max_draft_steps(int32_t steps) { max_draft_steps_ = std::max(steps, 0); }
 
  private:
   struct Knot {
@@ -96,6 +104,8 @@ class CostModel {
   std::array<double, kProposeFeatures> xty_{};
   std::array<double, kProposeFeatures> beta_{};
   bool propose_seen_ = false;
+  int32_t max_draft_steps_ = 0;
+  int32_t draft_steps(int32_t l) const { return max_draft_steps_ > 0 ? std::min(l, max_draft_steps_) : l; }
 };
 
 // Times forwards of the engine's target on a scratch sequence (its KV blocks are freed again)

@@ -291,13 +291,19 @@ void SpeculationPolicy::trim(std::span<sched::StepRow* const> rows, std::span<co
 
 void SpeculationPolicy::observe_verified(const sched::StepRow& row, std::span<const double> evidence,
                                          spec::PolicyMetrics& metrics) {
-  if (row.tree()) {  // parents come before their children: one pass gives every node's depth
-    depth_.resize(row.draft_parents.size());
-    int32_t deepest = 0;
-    for (size_t j = 0; j < depth_.size(); ++j) {
-      const int32_t parent = row.draft_parents[j];
-      depth_[j] = parent >= 0 && static_cast<size_t>(parent) < j ? depth_[static_cast<size_t>(parent)] + 1 : 1;
-      deepest = std::max(deepest, depth_[j]);
+  // A tree proposer's draft counts as a tree of its size even where it came out a chain: its
+  // drafter makes a chain where it is confident and branches where it is not, and counting only
+  // the branching ones valued every node budget by the drafter's unsure steps alone.
+  if (trees_ && !row.drafts.empty() && !row.failed()) {
+    int32_t deepest = static_cast<int32_t>(row.drafts.size());
+    if (row.tree()) {  // parents come before their children: one pass gives every node's depth
+      depth_.resize(row.draft_parents.size());
+      deepest = 0;
+      for (size_t j = 0; j < depth_.size(); ++j) {
+        const int32_t parent = row.draft_parents[j];
+        depth_[j] = parent >= 0 && static_cast<size_t>(parent) < j ? depth_[static_cast<size_t>(parent)] + 1 : 1;
+        deepest = std::max(deepest, depth_[j]);
+      }
     }
     tree_.observe_in_step(static_cast<int32_t>(row.drafts.size()), deepest, row.num_accepted);
   }

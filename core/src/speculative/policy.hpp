@@ -52,8 +52,8 @@
 // A plan that does not draft is never pushed into drafting, so a compute-bound batch stays plain.
 //
 // Trees (set_trees): a row's k is its node budget, and its acceptance curve is TreeYield's
-// (tree_yield.hpp): the chain curve up to the deepest tree verified, beyond it what trees of that
-// size accepted.
+// (tree_yield.hpp): the chain curve up to the proposer's tree depth (or, where it does not say,
+// the deepest tree verified), blended with what trees of each size accepted.
 //
 // A proposer without variable k gets one k for every planned row. When no row has drafted for
 // the probe interval's planned steps, one row (in turn) gets k = 1 so the acceptance prior keeps
@@ -148,8 +148,13 @@ class SpeculationPolicy {
   void set_trimming(bool on) { trimming_ = on; }
   // plan() left rows for trim(): the propose call should take confidences.
   bool trim_pending() const { return trim_pending_; }
-  // The proposer drafts trees: a row's k is its node budget, valued by TreeYield.
-  void set_trees(bool on) { trees_ = on; }
+  // The proposer drafts trees: a row's k is its node budget, valued by TreeYield; max_depth is
+  // the proposer's deepest tree (ABI 1.9 max_tree_depth; 0: unknown).
+  void set_trees(bool on, int32_t max_depth = 0) {
+    trees_ = on;
+    tree_.set_max_depth(max_depth);
+    cost_.set_max_draft_steps(on ? max_depth : 0);  // a tree of n nodes takes min(n, depth) levels
+  }
   const TreeYield& tree_yield() const { return tree_; }
 
   // The search: fills k (size rows.size()) with the best choice (plain where the best that drafts

@@ -92,7 +92,7 @@ Speculator::Speculator(const config::EngineConfig& cfg, std::shared_ptr<const mo
                                                 caps.supports_variable_k != 0);
   // ABI 1.6: a chain proposer's confidences let the policy choose k after the drafts exist.
   policy_->set_trimming(caps.reports_confidence != 0 && caps.drafts_trees == 0);
-  policy_->set_trees(caps.drafts_trees != 0);
+  policy_->set_trees(caps.drafts_trees != 0, caps.max_tree_depth);
   spec_log().info("speculative decoding: proposer {}, verifier {}, k = {}{}", proposer_->name(),
                   arms_->size() == 1 ? arms_->arm(0).verifier->name() : std::string("per A/B arm"), default_k_,
                   cfg.speculative.dynamic ? " (upper bound; dynamic k per sequence and step)" : "");

@@ -145,6 +145,7 @@ class DraftModelProposer : public sdk::Proposer {
     caps.keeps_state = true;
     caps.supports_variable_k = true;
     caps.drafts_trees = settings_.tree.depth > 0;
+    caps.max_tree_depth = settings_.tree.depth;
     return caps;
   }
 

@@ -9,8 +9,10 @@
 //    tree_sizes / tree_parents: each attends to the prefix and its own ancestors); each gives
 //    its top_k children, scored by their path's log probability.
 //  - After `depth` levels the node budget (the propose's max_draft) keeps the highest-scoring
-//    nodes. A child never scores above its parent, so the kept set holds every kept node's
-//    ancestors; it goes out in (depth, creation) order, parents before children.
+//    nodes. A sequence whose budget is b stops expanding after level b: a node deeper than b
+//    needs more than b nodes with its ancestors, so the cost of a call follows min(b, depth). A child never scores
+//    above its parent, so the kept set holds every kept node's ancestors; it goes out in (depth, creation) order,
+//    parents before children.
 // Children are deterministic top-k choices, so no draft probabilities go with them: the
 // verifier treats them as one-hot, which keeps rejection sampling lossless.
 //
@@ -100,6 +102,7 @@ class TreeDrafter {
       begin();
       std::vector<std::vector<int32_t>> fed(seqs.size());
       for (size_t i = 0; i < seqs.size(); ++i) {
+        if (seqs[i].budget <= d) continue;  // a node at depth d + 1 could not be kept
         fed[i] = best_of_level(nodes_[i], d);
         if (fed[i].empty()) continue;
         std::vector<int32_t>& region = regions_[i];

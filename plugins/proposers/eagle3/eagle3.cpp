@@ -96,6 +96,7 @@ class Eagle3Proposer : public sdk::Proposer {
     caps.keeps_state = true;
     caps.supports_variable_k = true;
     caps.drafts_trees = settings_.tree.depth > 0;
+    caps.max_tree_depth = settings_.tree.depth;
     caps.aux_hidden_layers = layers_;
     return caps;
   }

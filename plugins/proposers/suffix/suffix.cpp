@@ -86,6 +86,7 @@ class SuffixProposer : public specd::sdk::Proposer {
     caps.supports_variable_k = true;
     caps.max_k = o_.tree ? 0 : o_.max_depth;
     caps.drafts_trees = o_.tree;
+    caps.max_tree_depth = o_.tree ? o_.max_depth : 0;
     caps.reports_confidence = o_.report_confidence && !o_.tree;
     return caps;
   }

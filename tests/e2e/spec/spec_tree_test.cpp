@@ -75,6 +75,8 @@ std::vector<TreeCase> tree_cases() {
   for (const char* v : {"greedy", "rejection"})
     for (int k : {4, 8})
       for (int b : {1, 4, 16}) cases.push_back({v, k, b});
+  // A budget below the depth: the drafter stops expanding at the budget's level.
+  cases.push_back({"greedy", 2, 4});
   // Typical acceptance at temperature 0 accepts only the argmax (p is one-hot): the deepest such path.
   cases.push_back({"typical_acceptance", 8, 4});
   cases.push_back({"rejection", 8, 16, true, false});

@@ -45,6 +45,10 @@
  *      1.6  proposer confidence: a chain proposer that declares reports_confidence fills
  *           draft_confidence (its estimate that each draft is accepted); under dynamic k the
  *           host then asks for each sequence's whole budget and cuts the draft itself.
+ *      1.7  model services forward: hidden_all, and logits may be NULL (KV and hidden only).
+ *      1.8  model services load: Q3_K and Q2_K weights.
+ *      1.9  tree depth: a tree proposer declares max_tree_depth, the deepest tree it drafts;
+ *           under dynamic speculation the host values node budgets up to that depth.
  *
  * Ownership, unless a comment says otherwise: pointers passed into a plugin call are owned by
  * the host and valid only for the duration of that call; output buffers are allocated by the
@@ -65,7 +69,7 @@ extern "C" {
 #endif
 
 #define SPECD_ABI_MAJOR 1
-#define SPECD_ABI_MINOR 8
+#define SPECD_ABI_MINOR 9
 /* The exported entry symbol. A plugin exports exactly this one symbol. */
 #define SPECD_PLUGIN_ENTRY_SYMBOL "specd_plugin_entry_v1"
 #define SPECD_PLUGIN_ENTRY_PREFIX "specd_plugin_entry_v"
@@ -367,6 +371,11 @@ typedef struct specd_proposer_caps {
    * cut chain. Ignored for a proposer that declares drafts_trees. Asking for the whole budget
    * every step suits proposers whose call is cheap next to a step (lookups, not a model). */
   int32_t reports_confidence;
+  /* Since 1.9, with drafts_trees: the most levels (tokens below the committed one) any tree it
+   * drafts has, whatever the node budget; 0 = unknown. Dynamic speculation values a budget of n
+   * nodes by at most min(n, max_tree_depth) levels. Unknown, it can only bound a tree by the
+   * deepest one verified so far, and the small trees of the first steps would hold it there. */
+  int32_t max_tree_depth;
 } specd_proposer_caps;
 
 /* Prefill: a chunk of each sequence's prompt has been run through the target. The chunk is the

@@ -361,6 +361,8 @@ struct ProposerCaps {
   std::span<const int32_t> aux_hidden_layers;
   // ABI 1.6: fills ProposeBatch::set_confidence where takes_confidence() (abi.h: reports_confidence).
   bool reports_confidence = false;
+  // ABI 1.9, with drafts_trees: the most levels any tree it drafts has (abi.h: max_tree_depth).
+  int32_t max_tree_depth = 0;
 };
 
 class Proposer {
@@ -417,6 +419,7 @@ inline int32_t proposer_caps(void* self, specd_proposer_caps* out) {
     out->num_aux_hidden_layers = static_cast<int32_t>(c.aux_hidden_layers.size());
     out->aux_hidden_layers = c.aux_hidden_layers.data();
     out->reports_confidence = c.reports_confidence;
+    out->max_tree_depth = c.max_tree_depth;
   });
 }
 

@@ -17,6 +17,7 @@ namespace {
 constexpr double kRate = 0.1;
 constexpr double kGlobalRate = 0.2;  // fast: a shared machine's load changes within seconds
 constexpr double kGlobalWeight = 2.0;
+constexpr double kLeanWeight = 1.0;  // prior weight of the lean on the warm knot (refresh_scales)
 constexpr double kMaxStep = 0.7;
 constexpr double kMaxWeight = 50.0;
 constexpr double kWarmWeight = 3.0;
@@ -120,7 +121,7 @@ void CostModel::set_target_prior(std::span<const TargetSample> samples) {
     const double slope = std::max(0.0, (hi.seconds - lo.seconds) / (hi.tokens - lo.tokens));
     return std::max(lo.seconds, lo.seconds + slope * (t - lo.tokens));
   };
-  for (Knot& k : knots_) k = {k.tokens, at(k.tokens), 0, 0};
+  for (Knot& k : knots_) k = {k.tokens, at(k.tokens)};
   global_log_corr_ = 0;
   refresh_scales();
 }
@@ -155,7 +156,7 @@ double CostModel::effective_log_correction(const Knot& k) const {
 }
 
 double CostModel::log_correction_at(double tokens) const {
-  auto eff = [&](const Knot& k) { return effective_log_correction(k); };
+  auto eff = [&](const Knot& k) { return k.log_scale; };
   double w = 0;
   const size_t i = bracket(tokens, w);
   if (w >= 1 || i + 1 >= knots_.size()) return eff(knots_[i]);
@@ -181,10 +182,20 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
   if (tokens < 1 || seconds <= 0) return;
   const double base = std::max(kMinSeconds, prior_at(tokens) - logit_row_s_ * (tokens - logit_rows));
   const double r = std::log(seconds / base);
-  global_log_corr_ += kGlobalRate * std::clamp(r - global_log_corr_, -kMaxStep, kMaxStep);
   double w = 0;
   const size_t i = bracket(tokens, w);
   const double weights[2] = {w, 1 - w};
+  // The first step near a knot pays one-off costs of its shape (buffers, first touch): llama-160m
+  // at batch 8 took 29-36 ms for its first T = 24 and 15-17 ms afterwards, and learned from, it
+  // priced two drafts per row out for the rest of the request. It teaches nothing.
+  bool first = false;
+  for (size_t j = 0; j < 2 && i + j < knots_.size(); ++j) {
+    if (weights[j] < 0.5 || knots_[i + j].shown) continue;
+    knots_[i + j].shown = true;
+    first = true;
+  }
+  if (first) return;
+  global_log_corr_ += kGlobalRate * std::clamp(r - global_log_corr_, -kMaxStep, kMaxStep);
   for (size_t j = 0; j < 2 && i + j < knots_.size(); ++j) {
     Knot& k = knots_[i + j];
     if (weights[j] <= 0) continue;
@@ -201,10 +212,33 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
 }
 
 void CostModel::refresh_scales() {
-  for (Knot& k : knots_) k.scale = std::exp(effective_log_correction(k));
+  // The largest knot with kWarmWeight observations: larger ones lean on it, not on the global
+  // correction (see the header).
+  size_t warm = knots_.size();
+  for (size_t i = knots_.size(); i-- > 0;)
+    if (knots_[i].weight >= kWarmWeight) {
+      warm = i;
+      break;
+    }
+  for (size_t i = 0; i < knots_.size(); ++i) {
+    Knot& k = knots_[i];
+    if (warm < knots_.size() && i > warm) {
+      // The warm knot's cost, plus the prior's for the extra tokens, scaled by how much dearer
+      // than the warm knot's level the recent steps ran (other shapes, or a machine that slows).
+      const Knot& w = knots_[warm];
+      const double warm_log = effective_log_correction(w);
+      const double slope = std::exp(std::clamp(global_log_corr_ - warm_log, -kMaxStep, kMaxStep));
+      const double level = std::exp(warm_log) * w.prior + slope * (k.prior - w.prior);
+      const double lean = std::log(std::max(kMinSeconds, level) / std::max(kMinSeconds, k.prior));
+      k.log_scale = (k.weight * k.log_corr + kLeanWeight * lean) / (k.weight + kLeanWeight);
+    } else {
+      k.log_scale = effective_log_correction(k);
+    }
+    k.scale = std::exp(k.log_scale);
+  }
 }
 
-double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, int32_t catch_up) const {
+double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, double catch_up) const {
   if (draft_steps <= 0 || !propose_seen_) return 0;
   return beta_[0] + beta_[1] * this->draft_steps(draft_steps) + beta_[2] * (draft_tokens + catch_up);
 }

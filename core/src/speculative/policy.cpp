@@ -16,7 +16,7 @@ double expected_tokens(std::span<const double> accept, int32_t k) {
   return total;
 }
 
-double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, int32_t catch_up) {
+double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, double catch_up) {
   return base.proposed_seconds >= 0 ? base.proposed_seconds : cost.propose_seconds(steps, drafts, catch_up);
 }
 
@@ -31,7 +31,8 @@ Plan evaluate(const StepBase& base, std::span<const PlanRow> rows, std::span<con
               bool variable_k) {
   Plan p;
   p.tokens = base.emitted;
-  int32_t steps = base.draft_steps, drafts = base.draft_tokens, planned = 0, catch_up = 0;
+  int32_t steps = base.draft_steps, drafts = base.draft_tokens, planned = 0;
+  double catch_up = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     p.tokens += expected_tokens(rows[i].accept, k[i]) - 1;  // the row's one plain token is in base
     steps = std::max(steps, k[i]);
@@ -57,7 +58,7 @@ void SpeculationPolicy::sort_gains(std::span<const PlanRow> rows, int32_t max_k)
     const int32_t n = std::min(rows[i].cap, max_k);
     for (int32_t j = 0; j < n; ++j) {
       run *= rows[i].accept[static_cast<size_t>(j)];
-      gains_.push_back({run, static_cast<int32_t>(i), j == 0 ? rows[i].catch_up : 0});
+      gains_.push_back({run, static_cast<int32_t>(i), j == 0 ? rows[i].catch_up : 0.0});
     }
   }
   // A row's increments never grow, so (stable) the first S of them are a prefix per row.
@@ -103,7 +104,7 @@ Plan SpeculationPolicy::choose_k(const StepBase& base, std::span<const PlanRow> 
     sort_gains(rows, l);
     const int32_t steps = std::max(l, base.draft_steps);
     double tokens = base.emitted;
-    int32_t catch_up = 0;
+    double catch_up = 0;
     for (size_t s = 1; s <= gains_.size(); ++s) {
       tokens += gains_[s - 1].value;
       catch_up += gains_[s - 1].catch_up;
@@ -208,7 +209,10 @@ bool SpeculationPolicy::gather(sched::StepBatch& batch) {
     int32_t catch_up = 0;
     if (const auto it = drafted_len_.find(row.seq->id); it != drafted_len_.end())
       catch_up = static_cast<int32_t>(std::max<int64_t>(0, static_cast<int64_t>(row.seq->tokens.size()) - it->second));
-    rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up};
+    // The steps of drafting a resumed row's catch-up pays for (see policy.hpp "Catch-up").
+    const int32_t remaining = row.seq->params.max_tokens - row.seq->num_generated();
+    const double horizon = std::clamp(remaining / 2, 1, kCatchUpHorizon);
+    rows_[i] = {std::min<int32_t>(row.lookahead, static_cast<int32_t>(k_max)), a, catch_up / horizon, catch_up};
   }
   return true;
 }
@@ -224,7 +228,7 @@ void SpeculationPolicy::decide(spec::PolicyMetrics& metrics) {
   const bool drafting = base_.draft_steps > 0 || std::any_of(k_.begin(), k_.end(), [](int32_t k) { return k > 0; });
   idle_steps_ = drafting ? 0 : idle_steps_ + 1;
   if (drafting) probe_interval_ = kMinProbeInterval;
-  if (idle_steps_ >= probe_interval_ && idle_steps_ >= probe_floor(base_, rows_[next_probe_ % n].catch_up)) {
+  if (idle_steps_ >= probe_interval_ && idle_steps_ >= probe_floor(base_, rows_[next_probe_ % n].catch_up_tokens)) {
     const size_t i = next_probe_++ % n;
     if (rows_[i].cap > 0) {
       k_[i] = 1;

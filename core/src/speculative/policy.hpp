@@ -34,8 +34,12 @@
 // cost), so the result is the best of those candidates. Left out, a step that resumed 8 rows
 // after 30 plain steps looked like any drafting step; at batch 8 the policy then alternated
 // between plain runs and drafting steps that each paid ~10 ms of catch-up the plan never saw,
-// and ran at 0.87x plain. A row idle for long only resumes when its drafts pay for the
-// catch-up, or when a probe (below) resets it.
+// and ran at 0.87x plain. But the catch-up is work deferred, not added (every committed token
+// goes through the proposer once, drafting or not), paid once for the steps that draft after
+// it, and it grows with every plain step: charged whole to one step, a batch that once went
+// plain found resuming dearer at every step and never did (16 rows of llama-160m's demo prompt
+// with its EAGLE-3 head: 0.77x static k = 4). A step is charged C_i / H_i, H_i = the steps of
+// drafting it buys, taken as half the row's remaining tokens, at most kCatchUpHorizon.
 //
 // Plain unless clearly better: a plan that drafts is taken only when its goodput beats the plan
 // with every planned k_i = 0 by kPlainMargin. Near break-even (a compute-bound batch, drafts of
@@ -110,7 +114,10 @@ struct StepBase {
 struct PlanRow {
   int32_t cap = 0;
   std::span<const double> accept;
-  int32_t catch_up = 0;  // C_i: tokens fed to the proposer before the row's first draft
+  // C_i / H_i: the share of the catch-up (tokens fed to the proposer before the row's first
+  // draft) charged to this step (see "Catch-up" above).
+  double catch_up = 0;
+  int32_t catch_up_tokens = 0;  // C_i itself (a probe pays all of it)
 };
 
 struct Plan {
@@ -122,7 +129,7 @@ struct Plan {
 // 1 + Σ_{j<k} Π_{m<=j} accept[m].
 double expected_tokens(std::span<const double> accept, int32_t k);
 // The propose time charged to a step: the measured one when the proposer already ran.
-double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, int32_t catch_up);
+double propose_cost(const StepBase& base, const CostModel& cost, int32_t steps, int32_t drafts, double catch_up);
 // D: the target time charged to the step's decoding part with `drafts` planned drafts.
 double decode_seconds(const StepBase& base, double drafts, const CostModel& cost);
 // The objective for the choice k (k.size() == rows.size()).
@@ -136,6 +143,7 @@ class SpeculationPolicy {
   static constexpr double kProbeBudget = 0.02;  // a probe's cost against the idle steps before it
   static constexpr double kExploreBand = 0.02;
   static constexpr double kPlainMargin = 0.03;
+  static constexpr int32_t kCatchUpHorizon = 16;
 
   // k_max: the largest k any request may get; max_tokens: the scheduler's token budget.
   SpeculationPolicy(int32_t k_max, int32_t max_tokens, bool variable_k);
@@ -190,7 +198,7 @@ class SpeculationPolicy {
   struct Gain {
     double value;
     int32_t row;
-    int32_t catch_up;  // the row's C_i on its first increment, else 0
+    double catch_up;  // the row's charged catch-up on its first increment, else 0
   };
   // The S largest increments for a largest k of L, in order, in gains_.
   void sort_gains(std::span<const PlanRow> rows, int32_t max_k);

@@ -240,6 +240,10 @@ class DraftModelProposer : public sdk::Proposer {
       throw sdk::Error(sdk::detail::concat("draft_model: on_accept for sequence ", seq_id, ": ", num_accepted,
                                            " accepted of ", it->second.drafted, " drafts with ", emitted.size(),
                                            " emitted tokens"));
+    if (!it->second.tree.empty()) {  // the tree drafter learns what its nodes were worth
+      calibration_.observe(it->second.tree, emitted.first(static_cast<size_t>(num_accepted)));
+      it->second.tree.clear();
+    }
     // A tree's nodes sit in the draft's cache in the order they were fed, not as the accepted
     // path: keep only the sequence's tokens and let the next propose catch up.
     roll_back(seq_id, it->second, settings_.tree.depth > 0 ? 0 : num_accepted);
@@ -251,9 +255,10 @@ class DraftModelProposer : public sdk::Proposer {
 
  private:
   struct SeqState {
-    int64_t context_len = 0;  // sequence length at the last propose that drafted
-    int32_t drafted = 0;      // drafts proposed then
-    bool pending = false;     // drafted and not yet settled by on_accept
+    int64_t context_len = 0;                                    // sequence length at the last propose that drafted
+    int32_t drafted = 0;                                        // drafts proposed then
+    bool pending = false;                                       // drafted and not yet settled by on_accept
+    std::vector<specd::proposers::TreeCalibration::Node> tree;  // the last tree drafted, until on_accept
   };
   struct Work {
     int32_t index;  // row in the propose batch
@@ -296,10 +301,13 @@ class DraftModelProposer : public sdk::Proposer {
     }
     if (tree_seqs_.empty()) return;
     specd::proposers::TreeDrafter drafter(*client_, draft_, vocab_, settings_.tree);
+    drafter.set_calibration(&calibration_);
     drafter.draft(tree_seqs_);
     for (size_t w = 0; w < work_.size(); ++w) {
       batch.set_tree(work_[w].index, drafter.tokens(w), drafter.parents(w));
-      seqs_[work_[w].id].drafted = static_cast<int32_t>(drafter.tokens(w).size());
+      SeqState& state = seqs_[work_[w].id];
+      state.drafted = static_cast<int32_t>(drafter.tokens(w).size());
+      state.tree.assign(drafter.kept(w).begin(), drafter.kept(w).end());
     }
   }
 
@@ -347,8 +355,9 @@ class DraftModelProposer : public sdk::Proposer {
   // Per-call buffers, reused across calls.
   std::vector<Work> work_;
   std::vector<specd::proposers::TreeDrafter::Seq> tree_seqs_;
-  std::vector<int32_t> drafts_;  // [work, steps]
-  std::vector<size_t> rows_;     // forward row -> work index
+  specd::proposers::TreeCalibration calibration_;  // trees: what nodes were worth to the verifier
+  std::vector<int32_t> drafts_;                    // [work, steps]
+  std::vector<size_t> rows_;                       // forward row -> work index
   std::vector<uint64_t> seq_ids_;
   std::vector<int32_t> num_new_;
   std::vector<int32_t> tokens_;

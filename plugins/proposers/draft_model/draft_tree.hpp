@@ -8,6 +8,9 @@
 //    their whole path) are fed in ONE forward with tree attention (model services
 //    tree_sizes / tree_parents: each attends to the prefix and its own ancestors); each gives
 //    its top_k children, scored by their path's log probability.
+//  - Scores are EAGLE-2's path log probabilities until the proposer's TreeCalibration
+//    (tree_calibration.hpp) has seen verified trees; then each node counts with its learned
+//    chance of acceptance (by sibling rank and draft probability) instead of its probability.
 //  - After `depth` levels the node budget (the propose's max_draft) keeps the highest-scoring
 //    nodes. A sequence whose budget is b stops expanding after level b: a node deeper than b
 //    needs more than b nodes with its ancestors, so the cost of a call follows min(b, depth). A child never scores
@@ -35,6 +38,8 @@
 #include <numeric>
 #include <span>
 #include <vector>
+
+#include "tree_calibration.hpp"
 
 namespace specd::proposers {
 
@@ -74,6 +79,8 @@ class TreeDrafter {
     int32_t fed;     // index in the draft's tree region once fed, else -1
     int32_t in;      // hidden mode: its input state, a row of outs_ (the parent's output)
     int32_t out;     // hidden mode: its output state once fed, a row of outs_, else -1
+    int32_t rank;    // among its siblings (0: the draft's first choice)
+    float prob;      // the draft's probability of it given its parent
   };
 
   TreeDrafter(sdk::ModelClient& client, specd_model* model, int32_t vocab, const TreeShape& shape)
@@ -85,6 +92,10 @@ class TreeDrafter {
   // model's KV and nothing else: no logits (ABI 1.7), no drafts. A later draft() catches up from
   // there. (eagle3 feeds the prompt in on_prefill, so a first propose is not the prompt's.)
   void feed(std::span<const Seq> seqs) { catch_up(seqs, /*logits=*/false); }
+
+  // Node values learned from verified trees (nullptr: the draft's probabilities); it must outlive
+  // draft().
+  void set_calibration(const TreeCalibration* calibration) { calibration_ = calibration; }
 
   // Drafts every sequence's tree; nodes(i) / parents(i) / tokens(i) give the result.
   void draft(std::span<const Seq> seqs) {
@@ -135,6 +146,8 @@ class TreeDrafter {
 
   std::span<const int32_t> tokens(size_t i) const { return out_tokens_[i]; }
   std::span<const int32_t> parents(size_t i) const { return out_parents_[i]; }
+  // The kept nodes as TreeCalibration::observe takes them (parents as in parents(i)).
+  std::span<const TreeCalibration::Node> kept(size_t i) const { return out_kept_[i]; }
 
  private:
   // One forward of the catch-up rows; with logits, each sequence's last row's.
@@ -164,7 +177,13 @@ class TreeDrafter {
     const int32_t in = parent < 0 ? 0 : nodes_[i][static_cast<size_t>(parent)].out;
     for (size_t c = 0; c < k; ++c) {
       const int32_t t = order_[c];
-      nodes_[i].push_back({t, parent, depth, base + logits[static_cast<size_t>(t)] - log_z, -1, in, -1});
+      const float log_p = logits[static_cast<size_t>(t)] - log_z;
+      const auto rank = static_cast<int32_t>(c);
+      const float p = std::exp(log_p);
+      const float value = calibration_ == nullptr
+                              ? log_p
+                              : static_cast<float>(std::log(std::max(calibration_->accept(rank, p), 1e-30)));
+      nodes_[i].push_back({t, parent, depth, base + value, -1, in, -1, rank, p});
     }
   }
 
@@ -198,8 +217,10 @@ class TreeDrafter {
     std::vector<int32_t> out_index(nodes.size(), -1);
     out_tokens_.resize(nodes_.size());
     out_parents_.resize(nodes_.size());
+    out_kept_.resize(nodes_.size());
     out_tokens_[i].clear();
     out_parents_[i].clear();
+    out_kept_[i].clear();
     for (int32_t n : order) {
       const Node& node = nodes[static_cast<size_t>(n)];
       const int32_t parent = node.parent < 0 ? -1 : out_index[static_cast<size_t>(node.parent)];
@@ -207,6 +228,7 @@ class TreeDrafter {
       out_index[static_cast<size_t>(n)] = static_cast<int32_t>(out_tokens_[i].size());
       out_tokens_[i].push_back(node.token);
       out_parents_[i].push_back(parent);
+      out_kept_[i].push_back({node.token, parent, node.rank, node.prob});
     }
   }
 
@@ -269,6 +291,8 @@ class TreeDrafter {
   std::vector<float> inputs_, hidden_out_;
   std::vector<std::vector<int32_t>> regions_;  // per sequence: parents of the fed nodes (region indices)
   std::vector<std::vector<int32_t>> out_tokens_, out_parents_;
+  std::vector<std::vector<TreeCalibration::Node>> out_kept_;
+  const TreeCalibration* calibration_ = nullptr;
   std::vector<uint64_t> seq_ids_;
   std::vector<int32_t> num_new_, tokens_, tree_sizes_, tree_parents_, tokens_scratch_, order_;
   std::vector<float> logits_;

@@ -37,6 +37,7 @@
 namespace {
 
 namespace sdk = specd::sdk;
+using specd::proposers::TreeCalibration;
 using specd::proposers::TreeDrafter;
 using specd::proposers::TreeShape;
 
@@ -153,6 +154,7 @@ class Eagle3Proposer : public sdk::Proposer {
       for (const Work& w : work_) shape.depth = std::max(shape.depth, w.k);
     }
     TreeDrafter drafter(*client_, head_, batch.vocab_size(), shape, {info_.hidden_size, info_.input_hidden_width});
+    if (settings_.tree.depth > 0) drafter.set_calibration(&calibration_);
     drafter.draft(seqs_in_call_);
     for (size_t w = 0; w < work_.size(); ++w) {
       SeqState& st = seqs_[work_[w].id];
@@ -160,15 +162,21 @@ class Eagle3Proposer : public sdk::Proposer {
       st.states.clear();
       if (settings_.tree.depth > 0) {
         batch.set_tree(work_[w].index, drafter.tokens(w), drafter.parents(w));
+        st.tree.assign(drafter.kept(w).begin(), drafter.kept(w).end());
       } else {
         batch.set_draft(work_[w].index, drafter.tokens(w));
       }
     }
   }
 
-  void on_accept(uint64_t seq_id, int32_t /*num_accepted*/, std::span<const int32_t> /*emitted*/) override {
+  void on_accept(uint64_t seq_id, int32_t num_accepted, std::span<const int32_t> emitted) override {
     auto it = seqs_.find(seq_id);
     if (it == seqs_.end()) return;
+    if (!it->second.tree.empty()) {  // the tree drafter learns what its nodes were worth
+      const auto n = std::min(static_cast<size_t>(std::max(num_accepted, 0)), emitted.size());
+      calibration_.observe(it->second.tree, emitted.first(n));
+      it->second.tree.clear();
+    }
     // Draft positions go; the committed ones come back with the target's states.
     if (client_->seq_length(head_, seq_id) > it->second.fed) client_->truncate(head_, seq_id, it->second.fed);
   }
@@ -179,8 +187,9 @@ class Eagle3Proposer : public sdk::Proposer {
 
  private:
   struct SeqState {
-    int64_t fed = 0;            // head positions fed with the target's states: [0, fed)
-    std::vector<float> states;  // target states of positions [fed, ...), input_hidden_width each
+    int64_t fed = 0;                          // head positions fed with the target's states: [0, fed)
+    std::vector<float> states;                // target states of positions [fed, ...), input_hidden_width each
+    std::vector<TreeCalibration::Node> tree;  // the last tree drafted, until on_accept
   };
   struct Work {
     int32_t index;
@@ -221,6 +230,7 @@ class Eagle3Proposer : public sdk::Proposer {
   std::unordered_map<uint64_t, SeqState> seqs_;
   std::vector<Work> work_;
   std::vector<TreeDrafter::Seq> seqs_in_call_;
+  TreeCalibration calibration_;  // trees: what nodes were worth to the verifier
 };
 
 }  // namespace

@@ -212,16 +212,12 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
 }
 
 void CostModel::refresh_scales() {
-  // The largest knot with kWarmWeight observations: larger ones lean on it, not on the global
-  // correction (see the header).
+  // A knot with fewer than kWarmWeight observations above one with as many leans on that one,
+  // the nearest below it, not on the global correction (see the header).
   size_t warm = knots_.size();
-  for (size_t i = knots_.size(); i-- > 0;)
-    if (knots_[i].weight >= kWarmWeight) {
-      warm = i;
-      break;
-    }
   for (size_t i = 0; i < knots_.size(); ++i) {
     Knot& k = knots_[i];
+    if (k.weight >= kWarmWeight) warm = i;
     if (warm < knots_.size() && i > warm) {
       // The warm knot's cost, plus the prior's for the extra tokens, scaled by how much dearer
       // than the warm knot's level the recent steps ran (other shapes, or a machine that slows).

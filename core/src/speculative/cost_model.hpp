@@ -16,8 +16,8 @@
 // bounded steps (a step shape the policy just tried, e.g. the first with drafts at a batch
 // size, is learned within a few steps rather than ~20). A knot with few observations leans on the
 // correction of all observations, so a machine that got slower is seen at every T at once;
-// except above the largest knot with 3 observations (the step the batch runs plain), where it
-// leans on that knot's cost plus the prior's for the extra tokens. A batch of many sequences
+// except above a knot with 3 observations (the step the batch runs plain), where it leans on the
+// nearest such knot below it: that knot's cost plus the prior's for the extra tokens. A batch of many sequences
 // pays per sequence (attention over each one's context, the proposer's per-row state) what the
 // one-sequence calibration never saw: 16 rows of llama-160m with an EAGLE-3 head took 21.4 ms
 // per plain step against 12.9 calibrated at T = 16, and carried as a factor, that put 16 rows'

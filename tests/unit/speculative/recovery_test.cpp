@@ -85,14 +85,19 @@ TEST(SpeculationPolicy, ABatchWhoseFirstDraftsAllFailDraftsAgain) {
 // llama-160m with an EAGLE-3 head, 21.4 ms against 12.9 at T = 16). Their first drafts (T = 32)
 // cost what the plain step costs plus the calibration's 16 extra tokens (about 30 ms, 27 seen),
 // not 1.66x the calibration's T = 32 (36 ms): at 0.75 acceptance they pay, and the policy drafts.
-// Charged as a factor, it stayed plain for whole requests (0.77x static k = 4).
+// Charged as a factor, it stayed plain for whole requests (0.77x static k = 4). Steps that also
+// finish a prompt (800 tokens), learned as well, do not change that: a size leans on the nearest
+// learned size below it.
 TEST(SpeculationPolicy, ABatchsPerSequenceCostsDoNotPriceItsDraftsOut) {
   SpeculationPolicy p(4, 1024, true);
   std::vector<TargetSample> target;  // one sequence: 3.9 ms + 0.56 ms per token
   for (int32_t t = 1; t <= 1024; t *= 2) target.push_back({t, t, 0.0039 + 0.00056 * t});
   target.push_back({1024, 1, 0.0039 + 0.00056 * 1024});
   p.cost().set_target_prior(target);
-  for (int i = 0; i < 20; ++i) p.cost().observe_target(16, 16, 0.0214);
+  for (int i = 0; i < 20; ++i) {
+    p.cost().observe_target(16, 16, 0.0214);
+    if (i % 4 == 0) p.cost().observe_target(800, 17, 0.0039 + 0.00056 * 800);  // steps with a prompt
+  }
   for (int i = 0; i < 20; ++i) p.cost().observe_propose(1 + i % 4, 16 * (1 + i % 4), 0.002 + 0.0015 * (i % 4));
   EXPECT_LT(p.cost().target_seconds(32, 32), 0.0214 + 16 * 0.00056 + 0.001);
   StepBase base;

@@ -25,6 +25,21 @@ double chain_yield(const std::vector<double>& accept, int32_t levels) {
   return expected_tokens(accept, levels) - 1;
 }
 
+// A memory-bound target (10 ms a step, 0.2 ms per extra token) and cheap drafts (1 ms a call).
+void teach_memory_bound(SpeculationPolicy& p) {
+  std::vector<TargetSample> target;
+  for (int32_t t = 1; t <= 1024; t *= 2) target.push_back({t, t, 0.010 + 0.0002 * t});
+  target.push_back({1024, 1, 0.010 + 0.0002 * 1024});
+  p.cost().set_target_prior(target);
+  for (int i = 0; i < 60; ++i) p.cost().observe_propose(1 + i % 8, 1 + i % 8, 0.001);
+}
+
+StepBase one_row() {
+  StepBase base;
+  base.tokens = base.logit_rows = base.emitted = 1;
+  return base;
+}
+
 TEST(TreeYield, LeavesTheChainCurveUntilATreeIsVerified) {
   TreeYield t(8);
   const std::vector<double> chain = {0.9, 0.8, 0.85, 0.7, 0.9, 0.9, 0.9, 0.9};
@@ -85,13 +100,8 @@ TEST(TreeYield, TheProposersDepthBoundsTreesNotTheFirstSmallOnes) {
 
   // With a memory-bound target the policy budgets the declared tree its depth, the other 2 nodes.
   SpeculationPolicy p(8, 1024, true);
-  std::vector<TargetSample> target;
-  for (int32_t t = 1; t <= 1024; t *= 2) target.push_back({t, t, 0.010 + 0.0002 * t});
-  target.push_back({1024, 1, 0.010 + 0.0002 * 1024});
-  p.cost().set_target_prior(target);
-  for (int i = 0; i < 60; ++i) p.cost().observe_propose(1 + i % 8, 1 + i % 8, 0.001);
-  StepBase base;
-  base.tokens = base.logit_rows = base.emitted = 1;
+  teach_memory_bound(p);
+  const StepBase base = one_row();
   std::vector<int32_t> k(1);
   p.choose_k(base, std::vector<PlanRow>{{8, a}}, k);
   EXPECT_EQ(k[0], 2);
@@ -212,13 +222,8 @@ TEST(TreeYield, ATreesDraftStepsAreItsLevels) {
 // 4 (the nodes past depth 4 were never seen to add anything).
 TEST(TreeYield, ThePolicyBudgetsATreeItsDepth) {
   SpeculationPolicy p(8, 1024, true);
-  std::vector<TargetSample> target;
-  for (int32_t t = 1; t <= 1024; t *= 2) target.push_back({t, t, 0.010 + 0.0002 * t});
-  target.push_back({1024, 1, 0.010 + 0.0002 * 1024});
-  p.cost().set_target_prior(target);
-  for (int i = 0; i < 60; ++i) p.cost().observe_propose(1 + i % 8, 1 + i % 8, 0.001);
-  StepBase base;
-  base.tokens = base.logit_rows = base.emitted = 1;
+  teach_memory_bound(p);
+  const StepBase base = one_row();
   std::vector<double> chain(8, 0.9);
   std::vector<int32_t> k(1);
   p.choose_k(base, std::vector<PlanRow>{{8, chain}}, k);

@@ -15,17 +15,17 @@
 // as log(observed / prior) per knot: the mean of its first 3 observations, then an EWMA with
 // bounded steps (a step shape the policy just tried, e.g. the first with drafts at a batch
 // size, is learned within a few steps rather than ~20). A knot with few observations leans on the
-// correction of all observations, so a machine that got slower is seen at every T at once;
-// except above a knot with 3 observations (the step the batch runs plain), where it leans on the
-// nearest such knot below it: that knot's cost plus the prior's for the extra tokens. A batch of many sequences
-// pays per sequence (attention over each one's context, the proposer's per-row state) what the
-// one-sequence calibration never saw: 16 rows of llama-160m with an EAGLE-3 head took 21.4 ms
-// per plain step against 12.9 calibrated at T = 16, and carried as a factor, that put 16 rows'
+// correction of all observations, so a machine that got slower is seen at every T at once; except
+// above a knot with 3 observations (the step the batch runs plain), where it leans on the nearest
+// such knot below it: that knot's cost plus the prior's for the extra tokens. A batch of many
+// sequences pays per sequence (attention over each one's context, the proposer's per-row state)
+// what the one-sequence calibration never saw: 16 rows of llama-160m with an EAGLE-3 head took
+// 21.4 ms per plain step against 12.9 calibrated at T = 16, and carried as a factor, that put 16 rows'
 // first drafts (T = 32) at 36 ms where they took about 27; the policy never drafted, so never
 // learned otherwise. Leaning additively errs the other way on a machine that got slower, and the
-// first steps at the new shape correct it. The prediction never falls below that of any knot
-// at or below T (cost grows with T). The first step near each knot is not learned (it pays its
-// shape's one-off costs).
+// first steps at the new shape correct it. The prediction never falls below that of any knot at or
+// below T (cost grows with T). The first step near each knot is not learned (it pays its shape's
+// one-off costs).
 //
 // Propose: seconds = a + b · L + c · (S + C) (a per call, b per draft step: a draft model's
 // forward; c per token through the draft: a draft, or a catch-up token fed before the first

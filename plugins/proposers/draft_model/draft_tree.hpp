@@ -13,9 +13,9 @@
 //    chance of acceptance (by sibling rank and draft probability) instead of its probability.
 //  - After `depth` levels the node budget (the propose's max_draft) keeps the highest-scoring
 //    nodes. A sequence whose budget is b stops expanding after level b: a node deeper than b
-//    needs more than b nodes with its ancestors, so the cost of a call follows min(b, depth). A child never scores
-//    above its parent, so the kept set holds every kept node's ancestors; it goes out in (depth, creation) order,
-//    parents before children.
+//    needs more than b nodes with its ancestors, so the cost of a call follows min(b, depth).
+//    A child never scores above its parent, so the kept set holds every kept node's ancestors;
+//    it goes out in (depth, creation) order, parents before children.
 // Children are deterministic top-k choices, so no draft probabilities go with them: the
 // verifier treats them as one-hot, which keeps rejection sampling lossless.
 //

@@ -17,7 +17,6 @@ namespace {
 constexpr double kRate = 0.1;
 constexpr double kGlobalRate = 0.2;  // fast: a shared machine's load changes within seconds
 constexpr double kGlobalWeight = 2.0;
-constexpr double kLeanWeight = 1.0;  // prior weight of the lean on the warm knot (refresh_scales)
 constexpr double kMaxStep = 0.7;
 constexpr double kMaxWeight = 50.0;
 constexpr double kWarmWeight = 3.0;
@@ -156,7 +155,7 @@ double CostModel::effective_log_correction(const Knot& k) const {
 }
 
 double CostModel::log_correction_at(double tokens) const {
-  auto eff = [&](const Knot& k) { return k.log_scale; };
+  auto eff = [&](const Knot& k) { return effective_log_correction(k); };
   double w = 0;
   const size_t i = bracket(tokens, w);
   if (w >= 1 || i + 1 >= knots_.size()) return eff(knots_[i]);
@@ -212,26 +211,7 @@ void CostModel::observe_target(int32_t tokens, int32_t logit_rows, double second
 }
 
 void CostModel::refresh_scales() {
-  // A knot with fewer than kWarmWeight observations above one with as many leans on that one,
-  // the nearest below it, not on the global correction (see the header).
-  size_t warm = knots_.size();
-  for (size_t i = 0; i < knots_.size(); ++i) {
-    Knot& k = knots_[i];
-    if (k.weight >= kWarmWeight) warm = i;
-    if (warm < knots_.size() && i > warm) {
-      // The warm knot's cost, plus the prior's for the extra tokens, scaled by how much dearer
-      // than the warm knot's level the recent steps ran (other shapes, or a machine that slows).
-      const Knot& w = knots_[warm];
-      const double warm_log = effective_log_correction(w);
-      const double slope = std::exp(std::clamp(global_log_corr_ - warm_log, -kMaxStep, kMaxStep));
-      const double level = std::exp(warm_log) * w.prior + slope * (k.prior - w.prior);
-      const double lean = std::log(std::max(kMinSeconds, level) / std::max(kMinSeconds, k.prior));
-      k.log_scale = (k.weight * k.log_corr + kLeanWeight * lean) / (k.weight + kLeanWeight);
-    } else {
-      k.log_scale = effective_log_correction(k);
-    }
-    k.scale = std::exp(k.log_scale);
-  }
+  for (Knot& k : knots_) k.scale = std::exp(effective_log_correction(k));
 }
 
 double CostModel::propose_seconds(int32_t draft_steps, int32_t draft_tokens, double catch_up) const {

@@ -15,17 +15,15 @@
 // as log(observed / prior) per knot: the mean of its first 3 observations, then an EWMA with
 // bounded steps (a step shape the policy just tried, e.g. the first with drafts at a batch
 // size, is learned within a few steps rather than ~20). A knot with few observations leans on the
-// correction of all observations, so a machine that got slower is seen at every T at once; except
-// above a knot with 3 observations (the step the batch runs plain), where it leans on the nearest
-// such knot below it: that knot's cost plus the prior's for the extra tokens. A batch of many
-// sequences pays per sequence (attention over each one's context, the proposer's per-row state)
-// what the one-sequence calibration never saw: 16 rows of llama-160m with an EAGLE-3 head took
-// 21.4 ms per plain step against 12.9 calibrated at T = 16, and carried as a factor, that put 16 rows'
-// first drafts (T = 32) at 36 ms where they took about 27; the policy never drafted, so never
-// learned otherwise. Leaning additively errs the other way on a machine that got slower, and the
-// first steps at the new shape correct it. The prediction never falls below that of any knot at or
-// below T (cost grows with T). The first step near each knot is not learned (it pays its shape's
-// one-off costs).
+// correction of all observations, so a machine that got slower is seen at every T at once. (A
+// batch of many sequences pays per sequence what the one-sequence calibration never saw, and the
+// factor carries that onto larger steps too: 16 rows of llama-160m with an EAGLE-3 head, 21.4 ms
+// a plain step against 12.9 calibrated, had their first drafts priced at 36 ms where they took
+// about 27. Leaning on the plain step's cost plus the calibration's for the extra tokens fixed
+// that, but under-priced a compute-bound batch of 32, which then drafted at 0.77-0.84x plain;
+// reverted, docs/speculative.md "Batches and trees under dynamic k".) The prediction never falls
+// below that of any knot at or below T (cost grows with T). The first step near each knot is not
+// learned (it pays its shape's one-off costs).
 //
 // Propose: seconds = a + b · L + c · (S + C) (a per call, b per draft step: a draft model's
 // forward; c per token through the draft: a draft, or a catch-up token fed before the first
@@ -88,12 +86,11 @@ class CostModel {
  private:
   struct Knot {
     int32_t tokens = 0;
-    double prior = 0;      // P(T) at this knot, seconds
-    double log_corr = 0;   // EWMA of log(observed / prior)
-    double weight = 0;     // observations (interpolation weights), capped
-    double log_scale = 0;  // the correction applied (refresh_scales): refreshed after every change, read per plan
-    double scale = 1;      // exp(log_scale)
-    bool shown = false;    // a step near this knot was seen (its first one is not learned)
+    double prior = 0;     // P(T) at this knot, seconds
+    double log_corr = 0;  // EWMA of log(observed / prior)
+    double weight = 0;    // observations (interpolation weights), capped
+    double scale = 1;     // exp(effective_log_correction): refreshed after every change, read per plan
+    bool shown = false;   // a step near this knot was seen (its first one is not learned)
   };
   // The knots around T and the weight of the lower one (1 at or below the first knot).
   size_t bracket(double tokens, double& lower_weight) const;

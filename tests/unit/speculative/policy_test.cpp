@@ -314,12 +314,8 @@ TEST(CostModel, LearnsFromObservedStepsAndSpreadsTheLevel) {
   const double prior_32 = c.target_seconds(32, 32), prior_512 = c.target_seconds(512, 512);
   for (int i = 0; i < 100; ++i) c.observe_target(32, 32, 2 * prior_32);
   EXPECT_NEAR(c.target_seconds(32, 32), 2 * prior_32, 0.02 * prior_32);
-  // Never observed, above the observed shape: its cost plus the prior's for the extra tokens (a
-  // batch's per-sequence costs are an addend, not a factor).
-  EXPECT_NEAR(c.target_seconds(512, 512), 2 * prior_32 + (prior_512 - prior_32), 0.02 * prior_512);
-  // Below it: the machine-wide level.
-  const double prior_8 = 0.010 + 0.0005 * 8;
-  EXPECT_GT(c.target_seconds(8, 8), 1.8 * prior_8);
+  // Never observed: follows the machine-wide level part of the way.
+  EXPECT_GT(c.target_seconds(512, 512), 1.3 * prior_512);
   // One 10x outlier moves the estimate by a bounded amount.
   c.observe_target(32, 32, 20 * prior_32);
   EXPECT_LT(c.target_seconds(32, 32), 2.2 * prior_32);
